@@ -1,0 +1,17 @@
+module github.com/tpsroute/tpsroute
+
+go 1.25.0
+
+require (
+	github.com/DataDog/sketches-go v1.4.8 // indirect
+	github.com/coder/websocket v1.8.15 // indirect
+	github.com/openai/openai-go/v3 v3.99.0 // indirect
+	github.com/sony/gobreaker/v2 v2.4.0 // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
+	github.com/tidwall/gjson v1.20.0 // indirect
+	github.com/tidwall/match v1.1.1 // indirect
+	github.com/tidwall/pretty v1.2.1 // indirect
+	github.com/tidwall/sjson v1.2.5 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
+	golang.org/x/time v0.16.0 // indirect
+)

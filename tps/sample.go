@@ -1,0 +1,108 @@
+package tps
+
+import "time"
+
+// TokenSource says where Sample.OutputTokens came from.
+type TokenSource uint8
+
+const (
+	// TokenSourceNone means no output was seen.
+	TokenSourceNone TokenSource = iota
+	// TokenSourceUsage means the server's usage.completion_tokens (the last one seen).
+	TokenSourceUsage
+	// TokenSourceTokenizer means the configured Tokenizer counted the output text.
+	TokenSourceTokenizer
+	// TokenSourceChunks means the count of output-bearing chunks, a lower bound.
+	TokenSourceChunks
+)
+
+// CacheState says whether the provider served the prompt from its prefix cache.
+type CacheState uint8
+
+const (
+	// CacheUnknown means the provider did not report cached tokens.
+	CacheUnknown CacheState = iota
+	// CacheCold means usage reported zero cached prompt tokens.
+	CacheCold
+	// CacheWarm means usage reported more than zero cached prompt tokens.
+	CacheWarm
+)
+
+// Phase says how far a stream got before it failed.
+type Phase uint8
+
+const (
+	// PhaseNone means no error.
+	PhaseNone Phase = iota
+	// PhaseConnect means the connection could not be made or the request not written.
+	PhaseConnect
+	// PhaseHeaders means the connection was made but response headers never arrived
+	// or carried an error status.
+	PhaseHeaders
+	// PhaseFirstToken means headers arrived but the stream failed before its first
+	// output chunk.
+	PhaseFirstToken
+	// PhaseMidStream means the stream failed after at least one output chunk.
+	PhaseMidStream
+)
+
+// Sample is the measurement of one streamed chat completion.
+// All durations are measured from Start on the client's monotonic clock.
+// A zero duration means the event did not happen.
+// Sample is a value; it is safe to copy and to share once the stream has ended.
+type Sample struct {
+	Start     time.Time     // just before the request was written
+	Headers   time.Duration // response headers arrived
+	FirstByte time.Duration // first SSE event or comment
+	TTFT      time.Duration // first output-bearing chunk
+	Last      time.Duration // last output-bearing chunk
+	E2E       time.Duration // last output chunk - Start
+	Total     time.Duration // end of stream (EOF, [DONE], error or Close) - Start
+
+	TPS    float64       // generation-phase tokens/s, excludes TTFT; valid only if TPSOK
+	TPSOK  bool          // at least two output chunks and a positive generation time
+	TPOT   time.Duration // (Last - TTFT) / (OutputTokens - 1); zero when undefined
+	E2ETPS float64       // OutputTokens / E2E, includes TTFT
+
+	OutputTokens     int64
+	TokenSource      TokenSource
+	FirstChunkTokens int64 // tokens carried by the first output chunk
+	InputTokens      int64
+	CachedTokens     int64
+	ReasoningTokens  int64
+	Cache            CacheState
+
+	Chunks       int64 // every data event decoded, output-bearing or not
+	OutputChunks int64 // chunks that carried output
+	Comments     int64 // SSE comments (keep-alives, processing notices)
+	Malformed    int64 // data events that could not be decoded
+	Gaps         GapStats
+
+	FinishReason      string
+	Model             string
+	SystemFingerprint string
+	Server            ServerTiming
+
+	Err      error
+	ErrPhase Phase
+}
+
+// GapStats summarises the gaps between consecutive output chunks without keeping
+// every gap.
+type GapStats struct {
+	Count int64
+	Sum   time.Duration
+	Min   time.Duration
+	Max   time.Duration
+}
+
+// ServerTiming holds timing a server reported about itself, when it did
+// (llama.cpp "timings", Groq "x_groq.usage"). Zero fields were not reported.
+type ServerTiming struct {
+	Queue              time.Duration
+	Prompt             time.Duration
+	Completion         time.Duration
+	Total              time.Duration
+	PredictedPerSecond float64
+	CacheN             int64
+}
