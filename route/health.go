@@ -1,0 +1,35 @@
+package route
+
+import (
+	"time"
+
+	"github.com/tpsroute/tpsroute/measure"
+)
+
+// BreakerState is a deployment's circuit-breaker state as route sees it.
+type BreakerState uint8
+
+const (
+	// BreakerClosed lets all traffic through.
+	BreakerClosed BreakerState = iota
+	// BreakerHalfOpen lets a few probes through.
+	BreakerHalfOpen
+	// BreakerOpen lets nothing through until its timeout passes.
+	BreakerOpen
+)
+
+// Status is what a Health source knows about one deployment at one moment.
+// The zero Status is healthy.
+type Status struct {
+	Breaker      BreakerState
+	CoolingUntil time.Time // a Retry-After cooldown; zero or past means none
+	NoHeadroom   bool      // the RPM/TPM limiter or in-flight cap has no budget now
+	RateLimited  bool      // the provider's x-ratelimit-remaining-* headers said 0
+}
+
+// Health reports the state of deployments. The fallback package's breaker set
+// implements it; the root wires it into the Picker.
+// Implementations must be safe for concurrent use and must not block.
+type Health interface {
+	Status(k measure.Key, now time.Time) Status
+}
