@@ -1,0 +1,109 @@
+package tpsroute
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
+
+	"github.com/tpsroute/tpsroute/route"
+)
+
+func TestSplitRevision(t *testing.T) {
+	tests := []struct {
+		name, in, model, rev string
+	}{
+		{"plain", "llama-3.3-70b", "llama-3.3-70b", ""},
+		{"revision", "llama-3.3-70b@2024-12", "llama-3.3-70b", "2024-12"},
+		{"last at wins", "a@b@c", "a@b", "c"},
+		{"leading at is a name", "@cf/meta/llama-3", "@cf/meta/llama-3", ""},
+		{"trailing at is a name", "gpt@", "gpt@", ""},
+		{"leading at with revision", "@cf/meta/llama-3@v2", "@cf/meta/llama-3", "v2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, r := splitRevision(tt.in)
+			assert.Equal(t, tt.model, m)
+			assert.Equal(t, tt.rev, r)
+		})
+	}
+}
+
+func TestReadRequest(t *testing.T) {
+	tests := []struct {
+		name    string
+		body    string
+		want    requestInfo
+		wantErr string
+	}{
+		{"stream", `{"model":"m@r1","stream":true,"prompt_cache_key":"k"}`, requestInfo{Model: "m", Revision: "r1", Stream: true, CacheKey: "k"}, ""},
+		{"no stream", `{"model":"m","messages":[]}`, requestInfo{Model: "m"}, ""},
+		{"no model", `{"messages":[]}`, requestInfo{}, "no \"model\""},
+		{"model not string", `{"model":3}`, requestInfo{}, "no \"model\""},
+		{"invalid", `{"model":`, requestInfo{}, "not valid JSON"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := readRequest([]byte(tt.body))
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				assert.Contains(t, err.Error(), "tpsroute: ")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestRewriteBody(t *testing.T) {
+	const hinted = `{"model":"llama","prompt_cache_key":"sess-1","messages":[` +
+		`{"role":"system","content":"long prefix","cache_control":{"type":"ephemeral"}},` +
+		`{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}},{"type":"text","text":"there"}]}],` +
+		`"tools":[{"type":"function","function":{"name":"f"},"cache_control":{"type":"ephemeral"}}]}`
+	plain := route.Deployment{Provider: "a", Model: "llama", ProviderModel: "llama-3.3-70b-versatile"}
+	caching := plain
+	caching.Capabilities = route.Capabilities{CacheControl: true, IncludeUsage: true}
+	wild := route.Deployment{Provider: "gw", Model: "*"}
+
+	t.Run("strips cache hints for a deployment without support", func(t *testing.T) {
+		in := []byte(hinted)
+		out, err := rewriteBody(in, plain, "llama", false)
+		require.NoError(t, err)
+		assert.Equal(t, hinted, string(in), "input must not change")
+		assert.NotContains(t, string(out), "cache_control")
+		assert.NotContains(t, string(out), "prompt_cache_key")
+		assert.Equal(t, "llama-3.3-70b-versatile", gjson.GetBytes(out, "model").Str)
+		assert.Equal(t, "there", gjson.GetBytes(out, "messages.1.content.1.text").Str)
+		assert.Equal(t, "f", gjson.GetBytes(out, "tools.0.function.name").Str)
+		assert.False(t, gjson.GetBytes(out, "stream_options").Exists())
+	})
+	t.Run("forwards cache hints and include_usage where supported", func(t *testing.T) {
+		out, err := rewriteBody([]byte(hinted), caching, "llama", true)
+		require.NoError(t, err)
+		assert.Equal(t, "sess-1", gjson.GetBytes(out, "prompt_cache_key").Str)
+		assert.Equal(t, "ephemeral", gjson.GetBytes(out, "messages.0.cache_control.type").Str)
+		assert.Equal(t, "ephemeral", gjson.GetBytes(out, "messages.1.content.0.cache_control.type").Str)
+		assert.True(t, gjson.GetBytes(out, "stream").Bool())
+		assert.True(t, gjson.GetBytes(out, "stream_options.include_usage").Bool())
+	})
+	t.Run("wildcard passes the requested model through", func(t *testing.T) {
+		out, err := rewriteBody([]byte(`{"model":"qwen@7","stream":true}`), wild, "qwen", true)
+		require.NoError(t, err)
+		assert.Equal(t, "qwen", gjson.GetBytes(out, "model").Str)
+	})
+	t.Run("keeps the caller's include_usage where not declared", func(t *testing.T) {
+		in := `{"model":"llama","stream":true,"stream_options":{"include_usage":true}}`
+		out, err := rewriteBody([]byte(in), plain, "llama", true)
+		require.NoError(t, err)
+		assert.True(t, gjson.GetBytes(out, "stream_options.include_usage").Bool())
+	})
+	t.Run("no hints is a cheap copy", func(t *testing.T) {
+		in := `{"model":"llama","messages":[{"role":"user","content":"hi"}]}`
+		out, err := rewriteBody([]byte(in), plain, "llama", false)
+		require.NoError(t, err)
+		assert.JSONEq(t, `{"model":"llama-3.3-70b-versatile","messages":[{"role":"user","content":"hi"}]}`, string(out))
+	})
+}

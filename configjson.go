@@ -1,0 +1,214 @@
+package tpsroute
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strconv"
+	"strings"
+)
+
+// ConfigError is a ParseConfig error at a place in the JSON document.
+// It is a value and safe to share.
+type ConfigError struct {
+	Line  int    // 1-based line of the offending token; 0 when unknown
+	Field string // JSON path of the field, e.g. "deployments[1].price.input"; "" for the document
+	Msg   string // what is wrong
+}
+
+// Error returns "tpsroute: config line L: field: msg".
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	b.WriteString("tpsroute: config")
+	if e.Line > 0 {
+		b.WriteString(" line ")
+		b.WriteString(strconv.Itoa(e.Line))
+	}
+	b.WriteString(": ")
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// refusedKeys are object keys that are never accepted, with the reason.
+var refusedKeys = map[string]string{
+	"api_key": "literal API keys are refused in config files; put the key in an environment variable and name it with \"api_key_env\"",
+}
+
+// checkKeys walks the JSON document in data against the shape of t (the
+// schema struct) and reports the first key that t does not declare, with its
+// path and line. Keys match json tags exactly (encoding/json would also accept
+// other cases; a config file should not). It reports syntax errors with their line.
+//
+// It returns the line of every value by path ("deployments[0].price"), so that
+// later validation errors can name their line too.
+func checkKeys(data []byte, t reflect.Type) (map[string]int, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	w := keyWalker{dec: dec, data: data, lines: make(map[string]int)}
+	if err := w.value(t, ""); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, &ConfigError{Line: lineAt(data, dec.InputOffset()), Msg: "unexpected data after the top-level value"}
+	}
+	return w.lines, nil
+}
+
+type keyWalker struct {
+	dec   *json.Decoder
+	data  []byte
+	lines map[string]int // path -> line of the key (or of the value for array items)
+}
+
+func (w *keyWalker) syntax(err error) error {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return &ConfigError{Line: lineAt(w.data, se.Offset), Msg: se.Error()}
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return &ConfigError{Line: lineAt(w.data, int64(len(w.data))), Msg: "unexpected end of JSON"}
+	}
+	return &ConfigError{Line: lineAt(w.data, w.dec.InputOffset()), Msg: err.Error()}
+}
+
+// value consumes one JSON value that should have Go type t.
+func (w *keyWalker) value(t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if _, seen := w.lines[path]; !seen {
+		w.lines[path] = lineAt(w.data, keyOffset(w.data, w.dec.InputOffset()))
+	}
+	tok, err := w.dec.Token()
+	if err != nil {
+		return w.syntax(err)
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return nil // a scalar; its type is checked by encoding/json later
+	}
+	switch d {
+	case '{':
+		var fields map[string]reflect.Type
+		if t.Kind() == reflect.Struct {
+			fields = jsonFields(t)
+		}
+		for w.dec.More() {
+			start := w.dec.InputOffset()
+			ktok, err := w.dec.Token()
+			if err != nil {
+				return w.syntax(err)
+			}
+			key, _ := ktok.(string)
+			sub := key
+			if path != "" {
+				sub = path + "." + key
+			}
+			w.lines[sub] = lineAt(w.data, keyOffset(w.data, start))
+			var ft reflect.Type
+			switch {
+			case fields != nil:
+				if why, bad := refusedKeys[key]; bad {
+					return &ConfigError{Line: lineAt(w.data, keyOffset(w.data, start)), Field: sub, Msg: why}
+				}
+				if ft, ok = fields[key]; !ok {
+					return &ConfigError{Line: lineAt(w.data, keyOffset(w.data, start)), Field: sub, Msg: fmt.Sprintf("unknown field %q", key)}
+				}
+			case t.Kind() == reflect.Map:
+				ft = t.Elem()
+			default:
+				ft = anyType
+			}
+			if err := w.value(ft, sub); err != nil {
+				return err
+			}
+		}
+	case '[':
+		et := anyType
+		if t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
+			et = t.Elem()
+		}
+		for i := 0; w.dec.More(); i++ {
+			if err := w.value(et, path+"["+strconv.Itoa(i)+"]"); err != nil {
+				return err
+			}
+		}
+	}
+	if _, err := w.dec.Token(); err != nil { // the closing delimiter
+		return w.syntax(err)
+	}
+	return nil
+}
+
+var anyType = reflect.TypeFor[any]()
+
+// jsonFields maps the json names of t's exported fields to their types.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	m := make(map[string]reflect.Type, t.NumField())
+	for f := range t.Fields() {
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		m[name] = f.Type
+	}
+	return m
+}
+
+// keyOffset skips the separator and blanks after offset, so that a key's
+// reported line is the line the key is on.
+func keyOffset(data []byte, offset int64) int64 {
+	for offset < int64(len(data)) {
+		switch data[offset] {
+		case ' ', '\t', '\r', '\n', ',', ':':
+			offset++
+		default:
+			return offset
+		}
+	}
+	return offset
+}
+
+// lineAt returns the 1-based line of byte offset in data.
+func lineAt(data []byte, offset int64) int {
+	if offset > int64(len(data)) {
+		offset = int64(len(data))
+	}
+	if offset < 0 {
+		offset = 0
+	}
+	return bytes.Count(data[:offset], []byte{'\n'}) + 1
+}
+
+// decodeStrict decodes data into v, turning type errors into ConfigErrors with
+// the field path and line.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		return nil
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return &ConfigError{Line: lineAt(data, te.Offset), Field: te.Field, Msg: fmt.Sprintf("want %s, got JSON %s", te.Type, te.Value)}
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return &ConfigError{Line: lineAt(data, se.Offset), Msg: se.Error()}
+	}
+	return &ConfigError{Msg: err.Error()}
+}
