@@ -1,0 +1,510 @@
+package measure
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	enc "github.com/DataDog/sketches-go/ddsketch/encoding"
+)
+
+// Window defaults. A zero WindowOptions means these.
+const (
+	// DefaultWindow is the default window length: five minutes is long enough
+	// for a p99 to rest on a few hundred calls of a busy deployment, and short
+	// enough that a degradation fully replaces the old percentiles within
+	// minutes (the EWMAs react within seconds).
+	DefaultWindow = 5 * time.Minute
+	// DefaultBuckets is the default number of sub-windows: ten 30 s sub-windows
+	// let the window slide in steps of a tenth of its length, so a query covers
+	// between 90% and 100% of the window, while keeping memory per window at
+	// ten small sketches.
+	DefaultBuckets = 10
+	// DefaultRelativeAccuracy is the default DDSketch relative accuracy: every
+	// quantile is within 1% of a value of the true distribution's rank.
+	DefaultRelativeAccuracy = 0.01
+	// DefaultMaxBins bounds each sub-window sketch to 2048 bins (8 KiB). At 1%
+	// accuracy that spans a ratio of 4e17 between smallest and largest value,
+	// so it only ever collapses absurd inputs; when it does, the lowest bins
+	// are folded together and the upper quantiles (the tail) stay exact.
+	DefaultMaxBins = 2048
+)
+
+// WindowOptions configures a Window. A zero WindowOptions consists entirely
+// of default values; zero or negative fields mean their default.
+type WindowOptions struct {
+	// Length is the window length; values older than Length (at sub-window
+	// granularity) no longer count. Default DefaultWindow.
+	Length time.Duration
+	// Buckets is the number of sub-windows the window is split into and
+	// rotates by. Default DefaultBuckets.
+	Buckets int
+	// RelativeAccuracy is the DDSketch relative accuracy, in (0, 1).
+	// Default DefaultRelativeAccuracy.
+	RelativeAccuracy float64
+	// MaxBins bounds the bins of each sub-window sketch. Default DefaultMaxBins.
+	MaxBins int
+}
+
+func (o WindowOptions) normalized() WindowOptions {
+	if o.Length <= 0 {
+		o.Length = DefaultWindow
+	}
+	if o.Buckets <= 0 {
+		o.Buckets = DefaultBuckets
+	}
+	if int64(o.Length) < int64(o.Buckets) {
+		o.Buckets = int(o.Length)
+	}
+	if !(o.RelativeAccuracy > 0 && o.RelativeAccuracy < 1) {
+		o.RelativeAccuracy = DefaultRelativeAccuracy
+	}
+	if o.MaxBins <= 0 {
+		o.MaxBins = DefaultMaxBins
+	}
+	return o
+}
+
+// ErrIncompatible is returned by Window.Merge when the two windows differ in
+// length, sub-window count or accuracy.
+var ErrIncompatible = errors.New("measure: incompatible windows")
+
+// ErrEncoding is wrapped by the errors Window.UnmarshalBinary returns for
+// malformed input.
+var ErrEncoding = errors.New("measure: malformed window encoding")
+
+// Window is a sliding time window of non-negative values (durations in
+// seconds, rates) answering quantile queries within a relative accuracy. It
+// is a ring of sub-windows, each a DDSketch (a logarithmic index mapping over
+// integer bin counts), rotated by the time passed to each call; a query
+// merges the sub-windows still inside the window.
+//
+// Sub-windows are aligned on the Unix epoch (sub-window n covers
+// [n*w, (n+1)*w) with w = Length/Buckets), so windows of different processes
+// line up and Merge is exact. At time now, the window holds the current
+// sub-window and the Buckets-1 before it.
+//
+// The zero Window is ready to use with the WindowOptions defaults.
+// A Window is not safe for concurrent use; the Registry guards its windows
+// with a per-key mutex.
+type Window struct {
+	opts  WindowOptions
+	width int64 // sub-window width in ns
+	m     logMapping
+	subs  []subWindow
+	// newest is the newest epoch ever added; values at or before
+	// newest-Buckets are rejected as too old.
+	newest int64
+}
+
+type subWindow struct {
+	epoch int64   // valid when n > 0
+	n     uint64  // values, including zero
+	zero  uint64  // values too small to index (< about 1e-300), counted as 0
+	sum   float64 // exact sum for the mean
+	pos   compactStore
+}
+
+// NewWindow returns a Window with the given options.
+func NewWindow(o WindowOptions) *Window {
+	w := &Window{}
+	w.init(o)
+	return w
+}
+
+func (w *Window) init(o WindowOptions) {
+	w.opts = o.normalized()
+	w.width = int64(w.opts.Length) / int64(w.opts.Buckets)
+	w.m = newLogMapping(w.opts.RelativeAccuracy)
+	w.subs = make([]subWindow, w.opts.Buckets)
+	w.newest = noEpoch
+}
+
+func (w *Window) lazyInit() {
+	if w.subs == nil {
+		w.init(WindowOptions{})
+	}
+}
+
+// Options returns the window's options with defaults filled in.
+func (w *Window) Options() WindowOptions {
+	w.lazyInit()
+	return w.opts
+}
+
+func (w *Window) epoch(now time.Time) int64 {
+	ns := now.UnixNano()
+	e := ns / w.width
+	if ns%w.width < 0 {
+		e--
+	}
+	return e
+}
+
+// Add records v at time now and reports whether it was accepted. NaN, ±Inf
+// and negative values are rejected, as are values older than the window
+// (at or before the newest time added minus Length). Values too small to
+// index (below about 1e-300) count as 0.
+func (w *Window) Add(now time.Time, v float64) bool {
+	w.lazyInit()
+	if !(v >= 0) || v > w.m.maxIndexable {
+		return false
+	}
+	e := w.epoch(now)
+	if e <= w.newest-int64(w.opts.Buckets) {
+		return false
+	}
+	s := w.slot(e)
+	if s == nil {
+		return false
+	}
+	w.newest = max(w.newest, e)
+	s.n++
+	s.sum += v
+	if v < w.m.minIndexable {
+		s.zero++
+	} else {
+		s.pos.addCount(w.m.index(v), 1)
+	}
+	return true
+}
+
+// slot returns the sub-window for epoch e, clearing it if it held an older
+// epoch, or nil if it holds a newer one.
+func (w *Window) slot(e int64) *subWindow {
+	i := e % int64(len(w.subs))
+	if i < 0 {
+		i += int64(len(w.subs))
+	}
+	s := &w.subs[i]
+	if s.n == 0 || s.epoch < e {
+		s.epoch = e
+		s.n, s.zero, s.sum = 0, 0, 0
+		s.pos.maxBins = w.opts.MaxBins
+		s.pos.Clear()
+	} else if s.epoch > e {
+		return nil
+	}
+	return s
+}
+
+func (w *Window) live(s *subWindow, now int64) bool {
+	return s.n > 0 && s.epoch > now-int64(len(w.subs))
+}
+
+// Count returns the number of values inside the window at now.
+func (w *Window) Count(now time.Time) int64 {
+	if w.subs == nil {
+		return 0
+	}
+	e := w.epoch(now)
+	var n uint64
+	for i := range w.subs {
+		if s := &w.subs[i]; w.live(s, e) {
+			n += s.n
+		}
+	}
+	return int64(n)
+}
+
+// Mean returns the exact mean of the values inside the window at now, and
+// false when the window is empty.
+func (w *Window) Mean(now time.Time) (float64, bool) {
+	var q query
+	q.add(w, now)
+	if q.n == 0 {
+		return 0, false
+	}
+	return q.sum / float64(q.n), true
+}
+
+// Quantile returns the q-quantile (q in [0, 1]) of the values inside the
+// window at now, within the relative accuracy of the true value at rank
+// q*(count-1); false when the window is empty or q is outside [0, 1].
+func (w *Window) Quantile(now time.Time, q float64) (float64, bool) {
+	if !(q >= 0 && q <= 1) {
+		return 0, false
+	}
+	var qr query
+	qr.add(w, now)
+	if qr.n == 0 {
+		return 0, false
+	}
+	var out [1]float64
+	qr.quantiles([]float64{q}, out[:])
+	return out[0], true
+}
+
+// Reset empties the window, keeping its options.
+func (w *Window) Reset() {
+	if w.subs == nil {
+		return
+	}
+	for i := range w.subs {
+		w.subs[i].n = 0
+		w.subs[i].pos.Clear()
+	}
+	w.newest = noEpoch
+}
+
+// Merge adds the contents of o to w, as if every value added to o had been
+// added to w at the same time. Sub-windows of either that are older than the
+// newer window allows are dropped. It returns ErrIncompatible when the
+// windows differ in Length, Buckets or RelativeAccuracy. o is not modified.
+func (w *Window) Merge(o *Window) error {
+	w.lazyInit()
+	o.lazyInit()
+	if w.opts.Length != o.opts.Length || w.opts.Buckets != o.opts.Buckets || !w.m.equal(o.m) {
+		return fmt.Errorf("%w: %v/%d/%g and %v/%d/%g", ErrIncompatible,
+			w.opts.Length, w.opts.Buckets, w.opts.RelativeAccuracy,
+			o.opts.Length, o.opts.Buckets, o.opts.RelativeAccuracy)
+	}
+	newest := max(w.newest, o.newest)
+	for i := range o.subs {
+		src := &o.subs[i]
+		if src.n == 0 || src.epoch <= newest-int64(w.opts.Buckets) {
+			continue
+		}
+		dst := w.slot(src.epoch)
+		if dst == nil {
+			continue
+		}
+		dst.n += src.n
+		dst.zero += src.zero
+		dst.sum += src.sum
+		dst.pos.MergeWith(&src.pos)
+	}
+	w.newest = newest
+	// Drop our own sub-windows that fell out of the merged window.
+	for i := range w.subs {
+		if s := &w.subs[i]; s.n > 0 && s.epoch <= newest-int64(w.opts.Buckets) {
+			s.n = 0
+			s.pos.Clear()
+		}
+	}
+	return nil
+}
+
+const windowMagic = "TPSW\x01"
+
+// MarshalBinary encodes the window: its options, then each non-empty
+// sub-window's epoch, count and sum, and its sketch in the sketches-go
+// DDSketch binary format (index mapping included), so that each sub-window
+// can also be decoded with sketches-go's ddsketch.DecodeDDSketch.
+func (w *Window) MarshalBinary() ([]byte, error) {
+	w.lazyInit()
+	b := []byte(windowMagic)
+	enc.EncodeUvarint64(&b, uint64(w.opts.Length))
+	enc.EncodeUvarint64(&b, uint64(w.opts.Buckets))
+	enc.EncodeFloat64LE(&b, w.opts.RelativeAccuracy)
+	enc.EncodeUvarint64(&b, uint64(w.opts.MaxBins))
+	var n uint64
+	for i := range w.subs {
+		if w.subs[i].n > 0 {
+			n++
+		}
+	}
+	enc.EncodeUvarint64(&b, n)
+	var sk []byte
+	for i := range w.subs {
+		s := &w.subs[i]
+		if s.n == 0 {
+			continue
+		}
+		enc.EncodeVarint64(&b, s.epoch)
+		enc.EncodeUvarint64(&b, s.n)
+		enc.EncodeFloat64LE(&b, s.sum)
+		sk = sk[:0]
+		if s.zero > 0 {
+			enc.EncodeFlag(&sk, enc.FlagZeroCountVarFloat)
+			enc.EncodeVarfloat64(&sk, float64(s.zero))
+		}
+		w.m.encode(&sk)
+		s.pos.Encode(&sk, enc.FlagTypePositiveStore)
+		enc.EncodeUvarint64(&b, uint64(len(sk)))
+		b = append(b, sk...)
+	}
+	return b, nil
+}
+
+// UnmarshalBinary replaces w with a window decoded from data produced by
+// MarshalBinary. On error (wrapping ErrEncoding) w is left unchanged.
+func (w *Window) UnmarshalBinary(data []byte) error {
+	if len(data) < len(windowMagic) || string(data[:len(windowMagic)]) != windowMagic {
+		return fmt.Errorf("%w: bad magic or version", ErrEncoding)
+	}
+	b := data[len(windowMagic):]
+	fail := func(err error) error { return fmt.Errorf("%w: %v", ErrEncoding, err) }
+	length, err := enc.DecodeUvarint64(&b)
+	if err != nil {
+		return fail(err)
+	}
+	buckets, err := enc.DecodeUvarint64(&b)
+	if err != nil {
+		return fail(err)
+	}
+	acc, err := enc.DecodeFloat64LE(&b)
+	if err != nil {
+		return fail(err)
+	}
+	maxBins, err := enc.DecodeUvarint64(&b)
+	if err != nil {
+		return fail(err)
+	}
+	if length == 0 || length > math.MaxInt64 || buckets == 0 || buckets > 1<<16 ||
+		!(acc > 0 && acc < 1) || maxBins == 0 || maxBins > 1<<20 || buckets > length {
+		return fail(errors.New("options out of range"))
+	}
+	var nw Window
+	nw.init(WindowOptions{Length: time.Duration(length), Buckets: int(buckets), RelativeAccuracy: acc, MaxBins: int(maxBins)})
+	n, err := enc.DecodeUvarint64(&b)
+	if err != nil {
+		return fail(err)
+	}
+	if n > buckets {
+		return fail(errors.New("too many sub-windows"))
+	}
+	for range n {
+		e, err := enc.DecodeVarint64(&b)
+		if err != nil {
+			return fail(err)
+		}
+		cnt, err := enc.DecodeUvarint64(&b)
+		if err != nil {
+			return fail(err)
+		}
+		sum, err := enc.DecodeFloat64LE(&b)
+		if err != nil {
+			return fail(err)
+		}
+		l, err := enc.DecodeUvarint64(&b)
+		if err != nil {
+			return fail(err)
+		}
+		if l > uint64(len(b)) {
+			return fail(errors.New("sketch length past end"))
+		}
+		sk := b[:l]
+		b = b[l:]
+		if e <= nw.newest-int64(buckets) {
+			return fail(errors.New("sub-windows out of range"))
+		}
+		s := nw.slot(e)
+		if s == nil || s.n > 0 {
+			return fail(errors.New("duplicate sub-window"))
+		}
+		if err := nw.decodeSketch(s, sk); err != nil {
+			return fail(err)
+		}
+		if cnt != s.zero+s.pos.count || !(sum >= 0) || math.IsInf(sum, 0) {
+			return fail(errors.New("count or sum inconsistent with sketch"))
+		}
+		s.n = cnt
+		s.sum = sum
+		nw.newest = max(nw.newest, e)
+	}
+	if len(b) != 0 {
+		return fail(errors.New("trailing bytes"))
+	}
+	*w = nw
+	return nil
+}
+
+func (w *Window) decodeSketch(s *subWindow, b []byte) error {
+	for len(b) > 0 {
+		flag, err := enc.DecodeFlag(&b)
+		if err != nil {
+			return err
+		}
+		switch {
+		case flag == enc.FlagZeroCountVarFloat:
+			z, err := enc.DecodeVarfloat64(&b)
+			if err != nil {
+				return err
+			}
+			if !(z >= 0) || z > math.MaxUint32*float64(1<<20) {
+				return errors.New("bad zero count")
+			}
+			s.zero += uint64(math.Round(z))
+		case flag == enc.FlagIndexMappingBaseLogarithmic:
+			gamma, err := enc.DecodeFloat64LE(&b)
+			if err != nil {
+				return err
+			}
+			off, err := enc.DecodeFloat64LE(&b)
+			if err != nil {
+				return err
+			}
+			if !withinTolerance(gamma, w.m.gamma, 1e-12) || off != 0 {
+				return errors.New("index mapping differs from the window's")
+			}
+		case flag.Type() == enc.FlagTypePositiveStore:
+			if err := s.pos.DecodeAndMergeWith(&b, flag.SubFlag()); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("unsupported sketch flag %#x", flag)
+		}
+	}
+	return nil
+}
+
+// memBytes estimates the heap bytes the window holds.
+func (w *Window) memBytes() int {
+	n := cap(w.subs) * int(sizeofSubWindow)
+	for i := range w.subs {
+		n += w.subs[i].pos.memBytes()
+	}
+	return n
+}
+
+// logMapping is the DDSketch logarithmic index mapping, identical to
+// sketches-go's mapping.LogarithmicMapping with index offset 0.
+type logMapping struct {
+	gamma, multiplier, accuracy float64
+	minIndexable, maxIndexable  float64
+}
+
+func newLogMapping(relativeAccuracy float64) logMapping {
+	gamma := (1 + relativeAccuracy) / (1 - relativeAccuracy)
+	mult := 1 / math.Log(gamma)
+	return logMapping{
+		gamma:        gamma,
+		multiplier:   mult,
+		accuracy:     1 - 2/(1+gamma),
+		minIndexable: math.Max(math.Exp(math.MinInt32/mult+1), 0x1p-1022*gamma),
+		maxIndexable: math.Min(math.Exp(math.MaxInt32/mult-1), math.Exp(709)/(2*gamma)*(gamma+1)),
+	}
+}
+
+func (m logMapping) index(v float64) int {
+	i := math.Log(v) * m.multiplier
+	if i >= 0 {
+		return int(i)
+	}
+	return int(i) - 1
+}
+
+func (m logMapping) value(index int) float64 {
+	return math.Exp(float64(index)/m.multiplier) * (1 + m.accuracy)
+}
+
+func (m logMapping) equal(o logMapping) bool { return withinTolerance(m.gamma, o.gamma, 1e-12) }
+
+func (m logMapping) encode(b *[]byte) {
+	enc.EncodeFlag(b, enc.FlagIndexMappingBaseLogarithmic)
+	enc.EncodeFloat64LE(b, m.gamma)
+	enc.EncodeFloat64LE(b, 0)
+}
+
+func withinTolerance(x, y, tol float64) bool {
+	if x == 0 || y == 0 {
+		return math.Abs(x) <= tol && math.Abs(y) <= tol
+	}
+	return math.Abs(x-y) <= tol*math.Max(math.Abs(x), math.Abs(y))
+}
+
+// noEpoch is the newest epoch of an empty window: far enough below any real
+// epoch that newest-Buckets cannot overflow.
+const noEpoch = math.MinInt64 / 2

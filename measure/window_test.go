@@ -1,0 +1,259 @@
+package measure
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
+
+// oracle returns the exact value at rank q*(n-1) of sorted xs, the same rank
+// definition DDSketch uses.
+func oracle(sorted []float64, q float64) float64 {
+	return sorted[int(q*float64(len(sorted)-1))]
+}
+
+func TestWindowAccuracy(t *testing.T) {
+	const n = 100_000
+	gens := []struct {
+		name string
+		gen  func(r *rand.Rand) float64
+	}{
+		{"lognormal", func(r *rand.Rand) float64 { return math.Exp(r.NormFloat64()*0.8 - 0.5) }},
+		{"lognormal_wide", func(r *rand.Rand) float64 { return math.Exp(r.NormFloat64()*2 + 3) }},
+		{"bimodal", func(r *rand.Rand) float64 {
+			if r.IntN(10) < 7 {
+				return math.Exp(r.NormFloat64()*0.2 - 1.5) // fast, cached
+			}
+			return math.Exp(r.NormFloat64()*0.3 + 1) // slow, queued
+		}},
+	}
+	qs := []float64{0, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.999, 1}
+	for _, g := range gens {
+		t.Run(g.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(1, 2))
+			w := NewWindow(WindowOptions{})
+			xs := make([]float64, n)
+			for i := range xs {
+				xs[i] = g.gen(r)
+				// spread over the whole window
+				now := t0.Add(time.Duration(i) * (DefaultWindow - time.Second) / n)
+				require.True(t, w.Add(now, xs[i]))
+			}
+			slices.Sort(xs)
+			now := t0.Add(DefaultWindow - time.Second)
+			require.Equal(t, int64(n), w.Count(now))
+			for _, q := range qs {
+				got, ok := w.Quantile(now, q)
+				require.True(t, ok)
+				want := oracle(xs, q)
+				assert.InEpsilon(t, want, got, 0.01, "q=%v", q)
+			}
+			var sum float64
+			for _, x := range xs {
+				sum += x
+			}
+			mean, ok := w.Mean(now)
+			require.True(t, ok)
+			assert.InEpsilon(t, sum/n, mean, 1e-9)
+		})
+	}
+}
+
+func TestWindowExpiry(t *testing.T) {
+	w := NewWindow(WindowOptions{Length: time.Minute, Buckets: 6})
+	for i := range 60 {
+		require.True(t, w.Add(t0.Add(time.Duration(i)*time.Second), 1))
+	}
+	tests := []struct {
+		name string
+		at   time.Duration
+		want int64
+	}{
+		{"all_live", 59 * time.Second, 60},
+		{"first_bucket_gone", 60 * time.Second, 50},
+		{"half_gone", 80 * time.Second, 30},
+		{"last_bucket_only", 109 * time.Second, 10},
+		{"all_gone", 110 * time.Second, 0},
+		{"long_after", time.Hour, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, w.Count(t0.Add(tt.at)))
+			_, ok := w.Quantile(t0.Add(tt.at), 0.5)
+			assert.Equal(t, tt.want > 0, ok)
+		})
+	}
+	t.Run("rotation_reuses_slot", func(t *testing.T) {
+		require.True(t, w.Add(t0.Add(2*time.Minute), 5))
+		assert.Equal(t, int64(1), w.Count(t0.Add(2*time.Minute)))
+		v, ok := w.Quantile(t0.Add(2*time.Minute), 0.5)
+		require.True(t, ok)
+		assert.InEpsilon(t, 5, v, 0.01)
+	})
+	t.Run("too_old_rejected", func(t *testing.T) {
+		assert.False(t, w.Add(t0, 1))
+		assert.True(t, w.Add(t0.Add(2*time.Minute-50*time.Second), 1), "inside the window, out of order")
+	})
+}
+
+func TestWindowRejects(t *testing.T) {
+	tests := []struct {
+		name string
+		v    float64
+		ok   bool
+	}{
+		{"nan", math.NaN(), false},
+		{"inf", math.Inf(1), false},
+		{"neg_inf", math.Inf(-1), false},
+		{"negative", -1, false},
+		{"huge", math.MaxFloat64, false},
+		{"zero", 0, true},
+		{"tiny", 1e-320, true},
+		{"normal", 0.25, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var w Window
+			assert.Equal(t, tt.ok, w.Add(t0, tt.v))
+			if tt.ok {
+				got, ok := w.Quantile(t0, 0.5)
+				require.True(t, ok)
+				if tt.v < 1e-300 {
+					assert.Zero(t, got)
+				} else {
+					assert.InEpsilon(t, tt.v, got, 0.01)
+				}
+			} else {
+				assert.Zero(t, w.Count(t0))
+			}
+		})
+	}
+	t.Run("bad_q", func(t *testing.T) {
+		var w Window
+		w.Add(t0, 1)
+		for _, q := range []float64{-0.1, 1.1, math.NaN()} {
+			_, ok := w.Quantile(t0, q)
+			assert.False(t, ok)
+		}
+	})
+}
+
+func fill(w *Window, r *rand.Rand, from time.Time, n int, span time.Duration) {
+	for i := range n {
+		w.Add(from.Add(time.Duration(i)*span/time.Duration(n)), math.Exp(r.NormFloat64()))
+	}
+}
+
+func sameWindow(t *testing.T, want, got *Window, now time.Time) {
+	t.Helper()
+	require.Equal(t, want.Count(now), got.Count(now))
+	for _, q := range []float64{0, 0.1, 0.5, 0.9, 0.99, 1} {
+		a, aok := want.Quantile(now, q)
+		b, bok := got.Quantile(now, q)
+		require.Equal(t, aok, bok)
+		assert.Equal(t, a, b, "q=%v", q)
+	}
+	a, _ := want.Mean(now)
+	b, _ := got.Mean(now)
+	assert.InDelta(t, a, b, 1e-9*math.Abs(a))
+}
+
+func TestWindowMergeEqualsUnion(t *testing.T) {
+	tests := []struct {
+		name         string
+		aFrom, bFrom time.Duration
+	}{
+		{"same_time", 0, 0},
+		{"b_later_overlapping", 0, 2 * time.Minute},
+		{"b_much_later", 0, 20 * time.Minute},
+		{"a_later", 3 * time.Minute, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ra, rb := rand.New(rand.NewPCG(1, 1)), rand.New(rand.NewPCG(2, 2))
+			var a, b, union Window
+			fill(&a, ra, t0.Add(tt.aFrom), 5000, 4*time.Minute)
+			fill(&b, rb, t0.Add(tt.bFrom), 7000, 4*time.Minute)
+			// The union: the same values, added in time order to one window.
+			type tv struct {
+				at time.Time
+				v  float64
+			}
+			var all []tv
+			ua, ub := rand.New(rand.NewPCG(1, 1)), rand.New(rand.NewPCG(2, 2))
+			for i := range 5000 {
+				all = append(all, tv{t0.Add(tt.aFrom).Add(time.Duration(i) * 4 * time.Minute / 5000), math.Exp(ua.NormFloat64())})
+			}
+			for i := range 7000 {
+				all = append(all, tv{t0.Add(tt.bFrom).Add(time.Duration(i) * 4 * time.Minute / 7000), math.Exp(ub.NormFloat64())})
+			}
+			slices.SortStableFunc(all, func(x, y tv) int { return x.at.Compare(y.at) })
+			for _, x := range all {
+				require.True(t, union.Add(x.at, x.v))
+			}
+			require.NoError(t, a.Merge(&b))
+			end := all[len(all)-1].at
+			for _, d := range []time.Duration{0, time.Minute, 4 * time.Minute} {
+				sameWindow(t, &union, &a, end.Add(d))
+			}
+		})
+	}
+	t.Run("incompatible", func(t *testing.T) {
+		a := NewWindow(WindowOptions{Length: time.Minute})
+		b := NewWindow(WindowOptions{})
+		c := NewWindow(WindowOptions{Length: time.Minute, RelativeAccuracy: 0.02})
+		assert.ErrorIs(t, a.Merge(b), ErrIncompatible)
+		assert.ErrorIs(t, a.Merge(c), ErrIncompatible)
+	})
+}
+
+func TestWindowEncoding(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	var w Window
+	fill(&w, r, t0, 20000, 4*time.Minute)
+	w.Add(t0.Add(time.Minute), 0)
+	now := t0.Add(4 * time.Minute)
+
+	t.Run("round_trip", func(t *testing.T) {
+		b, err := w.MarshalBinary()
+		require.NoError(t, err)
+		var got Window
+		require.NoError(t, got.UnmarshalBinary(b))
+		sameWindow(t, &w, &got, now)
+		assert.Equal(t, w.Options(), got.Options())
+		b2, err := got.MarshalBinary()
+		require.NoError(t, err)
+		assert.Equal(t, b, b2)
+	})
+	t.Run("empty_round_trip", func(t *testing.T) {
+		var e Window
+		b, err := e.MarshalBinary()
+		require.NoError(t, err)
+		var got Window
+		require.NoError(t, got.UnmarshalBinary(b))
+		assert.Zero(t, got.Count(now))
+	})
+	t.Run("corrupt", func(t *testing.T) {
+		b, err := w.MarshalBinary()
+		require.NoError(t, err)
+		cases := map[string][]byte{
+			"empty":     nil,
+			"magic":     append([]byte("XXXX"), b[4:]...),
+			"truncated": b[:len(b)/2],
+			"trailing":  append(append([]byte(nil), b...), 0),
+		}
+		for name, data := range cases {
+			t.Run(name, func(t *testing.T) {
+				got := NewWindow(WindowOptions{})
+				assert.ErrorIs(t, got.UnmarshalBinary(data), ErrEncoding)
+			})
+		}
+	})
+}
