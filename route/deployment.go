@@ -1,16 +1,30 @@
 package route
 
-import "github.com/tpsroute/tpsroute/measure"
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"strings"
+
+	"github.com/tpsroute/tpsroute/measure"
+)
+
+// Wildcard is the Deployment.Model that serves any model the caller asks for.
+// A wildcard deployment is turned into a concrete one per request with
+// Deployment.ForModel, so statistics are kept per requested model.
+const Wildcard = "*"
 
 // Deployment is one provider, region and model, with everything needed to call it.
-// A Deployment is a value; once handed to NewPicker it must not be modified.
+// A Deployment is a value; once handed to NewPicker it must not be modified,
+// and it is then safe for concurrent reads.
 type Deployment struct {
-	Provider      string            // e.g. "openai", "groq", "vllm-eu"
+	Provider      string            // e.g. "openai", "groq", "vllm-eu"; required
 	Region        string            // e.g. "us-east-1"; may be empty
-	Model         string            // the logical model name callers use; "*" serves any model
+	Model         string            // the logical model name callers use; "*" (Wildcard) serves any model; required
 	ProviderModel string            // the model id sent to the provider; empty means Model
-	Revision      string            // model revision, pinned with "model@revision"
-	BaseURL       string            // e.g. "https://api.openai.com/v1"
+	Revision      string            // model revision, pinned with "model@revision"; empty means unversioned
+	BaseURL       string            // e.g. "https://api.openai.com/v1"; required, http or https
 	APIKey        string            // sent only to this deployment, as a bearer token
 	Headers       map[string]string // extra headers sent only to this deployment, e.g. X-Route-Region
 
@@ -18,17 +32,19 @@ type Deployment struct {
 	Limits        Limits
 	ContextWindow int64 // in tokens; 0 means unknown
 	Capabilities  Capabilities
-	Weight        float64 // optional static weight; 0 means 1
+	Weight        float64 // static weight among near-equal candidates; 0 means 1, negative is invalid
 }
 
 // Price is in US dollars per million tokens. A zero Price means free or unknown.
 type Price struct {
-	Input       float64
-	CachedInput float64
-	Output      float64
+	Input       float64 // USD per million uncached input tokens
+	CachedInput float64 // USD per million cached input tokens; 0 means the same as Input
+	Output      float64 // USD per million output tokens
 }
 
 // Limits are the provider's rate limits for this deployment. Zero means unlimited.
+// Route does not enforce them; the fallback package's limiters do, and report
+// exhaustion through Health.
 type Limits struct {
 	RPM         int // requests per minute
 	TPM         int // tokens per minute
@@ -42,15 +58,130 @@ type Capabilities struct {
 	CacheControl     bool // accepts cache_control and prompt_cache_key
 }
 
-// Key returns the measure.Key statistics are kept under.
-func (d Deployment) Key() measure.Key {
-	return measure.Key{Provider: d.Provider, Region: d.Region, Model: d.Model}
+// ErrInvalidDeployment is the sentinel every *DeploymentError matches with errors.Is.
+var ErrInvalidDeployment = errors.New("route: invalid deployment")
+
+// DeploymentError says which deployment, and which of its fields, is invalid.
+// It matches ErrInvalidDeployment with errors.Is. It is an immutable value and
+// safe for concurrent use.
+type DeploymentError struct {
+	Index  int    // position in the slice given to NewPicker; -1 from Deployment.Validate
+	Key    string // the deployment's key as "provider/region/model", for the message
+	Field  string // e.g. "BaseURL", "Price.Output", "Key"
+	Reason string // e.g. "empty", "negative", "duplicate of deployment 2"
 }
 
-// WireModel returns the model id to send to the provider.
+// Error returns "route: invalid deployment 3 (groq/us/llama): BaseURL: empty".
+func (e *DeploymentError) Error() string {
+	var b strings.Builder
+	b.WriteString("route: invalid deployment")
+	if e.Index >= 0 {
+		fmt.Fprintf(&b, " %d", e.Index)
+	}
+	fmt.Fprintf(&b, " (%s): %s: %s", e.Key, e.Field, e.Reason)
+	return b.String()
+}
+
+// Is reports whether target is ErrInvalidDeployment.
+func (e *DeploymentError) Is(target error) bool { return target == ErrInvalidDeployment }
+
+// Validate reports the first invalid field of d as a *DeploymentError, or nil.
+// Provider, Model and BaseURL are required; BaseURL must be an absolute http or
+// https URL; prices, limits, ContextWindow and Weight must be finite and not
+// negative; Model and Revision must not contain '@' (use Revision to pin).
+func (d Deployment) Validate() error {
+	bad := func(field, reason string) error {
+		return &DeploymentError{Index: -1, Key: d.Key().String(), Field: field, Reason: reason}
+	}
+	switch {
+	case strings.TrimSpace(d.Provider) == "":
+		return bad("Provider", "empty")
+	case strings.TrimSpace(d.Model) == "":
+		return bad("Model", "empty")
+	case strings.Contains(d.Model, "@"):
+		return bad("Model", "contains '@'; set Revision instead")
+	case strings.Contains(d.Revision, "@"):
+		return bad("Revision", "contains '@'")
+	case d.BaseURL == "":
+		return bad("BaseURL", "empty")
+	}
+	u, err := url.Parse(d.BaseURL)
+	if err != nil {
+		return bad("BaseURL", "not a URL: "+err.Error())
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return bad("BaseURL", fmt.Sprintf("%q is not an absolute http(s) URL", d.BaseURL))
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{
+		{"Price.Input", d.Price.Input},
+		{"Price.CachedInput", d.Price.CachedInput},
+		{"Price.Output", d.Price.Output},
+		{"Weight", d.Weight},
+	} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			return bad(f.name, "not finite")
+		}
+		if f.v < 0 {
+			return bad(f.name, "negative")
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"Limits.RPM", int64(d.Limits.RPM)},
+		{"Limits.TPM", int64(d.Limits.TPM)},
+		{"Limits.MaxInFlight", int64(d.Limits.MaxInFlight)},
+		{"ContextWindow", d.ContextWindow},
+	} {
+		if f.v < 0 {
+			return bad(f.name, "negative")
+		}
+	}
+	return nil
+}
+
+// Key returns the measure.Key statistics are kept under: Provider, Region and
+// Model, with "@Revision" appended to Model when Revision is set, so that two
+// revisions of one model keep separate statistics. For a wildcard deployment
+// call ForModel first; otherwise the key's Model is "*".
+func (d Deployment) Key() measure.Key {
+	m := d.Model
+	if d.Revision != "" {
+		m += "@" + d.Revision
+	}
+	return measure.Key{Provider: d.Provider, Region: d.Region, Model: m}
+}
+
+// WireModel returns the model id to send to the provider: ProviderModel, or
+// Model when ProviderModel is empty.
 func (d Deployment) WireModel() string {
 	if d.ProviderModel != "" {
 		return d.ProviderModel
 	}
 	return d.Model
+}
+
+// IsWildcard reports whether d serves any model (Model is "*").
+func (d Deployment) IsWildcard() bool { return d.Model == Wildcard }
+
+// ForModel returns the concrete deployment a wildcard deployment becomes for
+// the requested logical model: a copy with Model set to model, so that Key and
+// WireModel are per requested model. A ProviderModel that is set is kept. For a
+// deployment that is not a wildcard, ForModel returns d unchanged.
+func (d Deployment) ForModel(model string) Deployment {
+	if d.Model == Wildcard {
+		d.Model = model
+	}
+	return d
+}
+
+// ParseModel splits "model@revision" into its model and revision. A string
+// without '@' is a model with an empty revision.
+func ParseModel(s string) (model, revision string) {
+	model, revision, _ = strings.Cut(s, "@")
+	return model, revision
 }

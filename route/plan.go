@@ -1,15 +1,108 @@
 package route
 
-// Plan is route's answer for one call: deployments in the order to try them.
-// A Plan is immutable once returned and safe to share.
+import (
+	"strconv"
+	"strings"
+
+	"github.com/tpsroute/tpsroute/measure"
+)
+
+// Plan is route's answer for one call: deployments in the order to try them,
+// and those left out with the reason. A Plan is immutable once returned and
+// safe to share.
 type Plan struct {
-	Deployments []Candidate
+	Deployments []Candidate // the order to try; never empty when Pick returns a nil error
+	Excluded    []Candidate // serving the model but left out: breaker open, or violating a strict SLO
+	Policy      string      // what ordered it: "throughput", "latency", "latency(completion)", "cost" or "custom"
 }
 
-// Candidate is one entry of a Plan with the reason for its place.
+// Reasons a Candidate has its place. Candidate.Reason is one of these, so
+// callers can compare without matching free text.
+const (
+	ReasonBest       = "best score"                     // first by score
+	ReasonBand       = "near-best, weighted pick"       // first by a weighted draw among near-equal scores
+	ReasonAffinity   = "cache affinity"                 // first because it served Request.CacheKey recently
+	ReasonColdProbe  = "cold probe"                     // first to gather its first samples
+	ReasonExplore    = "explore"                        // first by the exploration share
+	ReasonRanked     = "ranked"                         // placed by score after the first
+	ReasonCold       = "cold: too few samples"          // no statistics yet; behind warm deployments of its tier
+	ReasonSLO        = "demoted: violates slo"          // see Candidate.Violations
+	ReasonHalfOpen   = "demoted: breaker half-open"     // probes only
+	ReasonCooling    = "demoted: cooling down"          // a Retry-After is pending
+	ReasonNoHeadroom = "demoted: no limiter headroom"   // RPM/TPM/in-flight budget exhausted
+	ReasonLimited    = "demoted: provider rate-limited" // x-ratelimit-remaining-* said 0
+	ReasonFailOpen   = "fail-open: breaker open"        // every candidate is open; tried last
+	ReasonOpen       = "excluded: breaker open"
+	ReasonStrictSLO  = "excluded: violates strict slo"
+)
+
+// Candidate is one entry of a Plan with the reason for its place and the
+// values that decided it.
 type Candidate struct {
-	Deployment Deployment
-	Score      float64 // higher is better; never NaN
-	Reason     string  // e.g. "tps p50=112 ewma=98", "explore", "demoted: ttft p95 > slo"
-	Demoted    bool    // violates a constraint or is unhealthy, placed behind compliant ones
+	Deployment Deployment  // concrete: a wildcard deployment has Model set to the requested model
+	Key        measure.Key // Deployment.Key(), for measure and fallback
+	Score      float64     // higher is better; never NaN
+	Reason     string      // one of the Reason constants
+	Demoted    bool        // violates a constraint or is unhealthy, placed behind compliant ones
+	Violations Violation   // which SLO constraints it violates
+	Status     Status      // the health seen when the plan was made
+	Expected   Expected    // the blended statistics used
+	Cost       float64     // expected cost of this request in USD
+}
+
+// Explain returns a one-line summary for logs, e.g.
+// "throughput: groq/us/llama [best score score=412 tps=412 ttft=0.21s] > ...".
+func (p Plan) Explain() string {
+	var b strings.Builder
+	b.WriteString(p.Policy)
+	b.WriteString(":")
+	if len(p.Deployments) == 0 {
+		b.WriteString(" no deployment")
+	}
+	for i, c := range p.Deployments {
+		if i > 0 {
+			b.WriteString(" >")
+		}
+		b.WriteByte(' ')
+		c.explain(&b)
+	}
+	if len(p.Excluded) > 0 {
+		b.WriteString("; excluded:")
+		for _, c := range p.Excluded {
+			b.WriteByte(' ')
+			c.explain(&b)
+		}
+	}
+	return b.String()
+}
+
+func (c *Candidate) explain(b *strings.Builder) {
+	b.WriteString(c.Key.String())
+	b.WriteString(" [")
+	b.WriteString(c.Reason)
+	if c.Violations != 0 {
+		b.WriteString(" (")
+		b.WriteString(c.Violations.String())
+		b.WriteString(")")
+	}
+	b.WriteString(" score=")
+	b.WriteString(strconv.FormatFloat(c.Score, 'g', 4, 64))
+	if c.Expected.TPSOK {
+		b.WriteString(" tps=")
+		b.WriteString(strconv.FormatFloat(c.Expected.TPS, 'g', 4, 64))
+	}
+	if c.Expected.TTFTOK {
+		b.WriteString(" ttft=")
+		b.WriteString(strconv.FormatFloat(c.Expected.TTFT, 'g', 3, 64))
+		b.WriteString("s")
+	}
+	if c.Expected.Samples > 0 {
+		b.WriteString(" n=")
+		b.WriteString(strconv.FormatInt(c.Expected.Samples, 10))
+	}
+	if c.Cost > 0 {
+		b.WriteString(" cost=$")
+		b.WriteString(strconv.FormatFloat(c.Cost, 'g', 3, 64))
+	}
+	b.WriteString("]")
 }

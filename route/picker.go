@@ -1,0 +1,685 @@
+package route
+
+import (
+	"cmp"
+	crand "crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tpsroute/tpsroute/measure"
+)
+
+// Source gives the current statistics of a deployment. *measure.Registry
+// satisfies it. ok is false when the key has no statistics at all.
+// Implementations must be safe for concurrent use and must not block: Pick
+// calls Estimate once per candidate deployment.
+type Source interface {
+	Estimate(k measure.Key) (measure.Estimate, bool)
+}
+
+// ErrNoDeployment means no configured deployment can serve the request: the
+// model, a pinned provider, region or revision is unknown, the pins leave
+// nothing, or a strict SLO drops everything. The error Pick returns wraps it
+// with a message that lists what exists; test with errors.Is.
+var ErrNoDeployment = errors.New("route: no deployment")
+
+// Defaults for the zero fields of Options.
+const (
+	DefaultExploration       = 0.05
+	DefaultBand              = 0.05
+	DefaultColdProbes        = 2
+	DefaultColdProbeInterval = 10 * time.Second
+	DefaultAffinityTTL       = 5 * time.Minute
+	DefaultAffinityEntries   = 10000
+)
+
+// Options configures a Picker. A zero Options consists entirely of default
+// values: every deployment healthy, Throughput, LatencyTTFT, TTFT read at
+// P95 and TPS at P50, no SLO, 5% exploration, a 5% band, 2 cold probes per
+// deployment per 10 s, and a 5-minute cache affinity over at most 10,000 keys.
+type Options struct {
+	// Health reports breaker and limiter state; nil means every deployment is healthy.
+	Health Health
+	// Policy is the default ordering; zero means Throughput.
+	Policy Policy
+	// LatencyMetric is what Latency minimises by default; zero means LatencyTTFT.
+	LatencyMetric LatencyMetric
+	// Scorer, when not nil, replaces Policy as the default ordering.
+	Scorer Scorer
+	// TTFTPercentile is the TTFT percentile blended with the EWMA; zero means P95.
+	TTFTPercentile Percentile
+	// TPSPercentile is the TPS percentile blended with the EWMA; zero means P50.
+	TPSPercentile Percentile
+	// SLO applies to every request; a Request's SLO fields override it.
+	SLO SLO
+	// Exploration is the share of picks, in [0,1], that put a random healthy,
+	// compliant deployment other than the best first, to keep estimates fresh.
+	// Zero means DefaultExploration (5%); a negative value disables exploration.
+	Exploration float64
+	// Band is the relative score distance, in [0,1], within which candidates
+	// count as near-equal; the first place is then drawn among them, weighted by
+	// Deployment.Weight, so callers do not herd onto one deployment.
+	// Zero means DefaultBand (5%); a negative value always takes the best.
+	Band float64
+	// ColdProbes is how many picks per ColdProbeInterval put one cold deployment
+	// (one whose Estimate is not OK) first, per configured deployment.
+	// Zero means DefaultColdProbes; a negative value disables cold probes
+	// (cold deployments then only go behind warm ones).
+	ColdProbes int
+	// ColdProbeInterval is the window ColdProbes counts over; zero means DefaultColdProbeInterval.
+	ColdProbeInterval time.Duration
+	// AffinityTTL is how long a cache key stays with the deployment that served
+	// it; zero means DefaultAffinityTTL, a negative value disables affinity.
+	AffinityTTL time.Duration
+	// AffinityEntries caps the cache keys remembered; the oldest go first.
+	// Zero means DefaultAffinityEntries.
+	AffinityEntries int
+	// Seed seeds the picks' random draws, so tests are deterministic; zero
+	// means a random seed.
+	Seed uint64
+}
+
+// Stats counts what a Picker did since it was made. It is a value.
+type Stats struct {
+	Picks          uint64 // Pick calls that returned a Plan
+	NoDeployment   uint64 // Pick calls that returned ErrNoDeployment
+	AffinityHits   uint64 // picks that put the cache key's deployment first
+	AffinityMisses uint64 // picks with a CacheKey and no live entry
+	AffinityBroken uint64 // picks whose cache key's deployment was unhealthy, off-SLO, expired or not eligible
+	ColdProbes     uint64 // picks that put a cold deployment first
+	Explorations   uint64 // picks that put a random deployment first by the exploration share
+	BandPicks      uint64 // picks whose first place was drawn among near-equal candidates and was not the top score
+}
+
+// Picker orders deployments for each call. It is safe for concurrent use;
+// Pick never blocks and reads the Source and Health once per candidate.
+type Picker struct {
+	ds       []Deployment
+	keys     []measure.Key // precomputed; a wildcard's Model is "*"
+	byModel  map[string][]int32
+	wild     []int32
+	provs    map[string]struct{}
+	regions  map[string]struct{}
+	src      Source
+	opts     Options
+	seed     uint64
+	coldMax  int64
+	coldWin  int64
+	cold     []coldState
+	aff      *affinity
+	counter  atomic.Uint64
+	scratch  sync.Pool
+	counters [8]atomic.Uint64
+}
+
+const (
+	cPicks = iota
+	cNoDeployment
+	cAffinityHits
+	cAffinityMisses
+	cAffinityBroken
+	cColdProbes
+	cExplorations
+	cBandPicks
+)
+
+type coldState struct {
+	window atomic.Int64 // start of the current window, unix nanoseconds
+	n      atomic.Int64 // probes given in the current window
+}
+
+// NewPicker returns a Picker over ds, reading statistics from src (nil means
+// none: every deployment stays cold). ds is copied. It returns a
+// *DeploymentError (matching ErrInvalidDeployment) naming the first invalid
+// field, or a duplicate Key, and an error for out-of-range Options.
+func NewPicker(ds []Deployment, src Source, opts Options) (*Picker, error) {
+	if len(ds) == 0 {
+		return nil, fmt.Errorf("%w: no deployments", ErrInvalidDeployment)
+	}
+	if len(ds) > math.MaxInt32 {
+		return nil, fmt.Errorf("%w: too many deployments", ErrInvalidDeployment)
+	}
+	if err := opts.resolve(); err != nil {
+		return nil, err
+	}
+	p := &Picker{
+		ds:      slices.Clone(ds),
+		keys:    make([]measure.Key, len(ds)),
+		byModel: make(map[string][]int32),
+		provs:   make(map[string]struct{}),
+		regions: make(map[string]struct{}),
+		src:     src,
+		opts:    opts,
+		seed:    opts.Seed,
+		coldMax: int64(opts.ColdProbes),
+		coldWin: int64(opts.ColdProbeInterval),
+		cold:    make([]coldState, len(ds)),
+	}
+	if p.seed == 0 {
+		var b [8]byte
+		_, _ = crand.Read(b[:])
+		p.seed = binary.LittleEndian.Uint64(b[:])
+	}
+	seen := make(map[measure.Key]int, len(ds))
+	for i := range p.ds {
+		d := &p.ds[i]
+		if err := d.Validate(); err != nil {
+			de := err.(*DeploymentError)
+			de.Index = i
+			return nil, de
+		}
+		k := d.Key()
+		if j, dup := seen[k]; dup {
+			return nil, &DeploymentError{Index: i, Key: k.String(), Field: "Key",
+				Reason: fmt.Sprintf("duplicate of deployment %d (same Provider, Region, Model and Revision)", j)}
+		}
+		seen[k] = i
+		p.keys[i] = k
+		if d.IsWildcard() {
+			p.wild = append(p.wild, int32(i))
+		} else {
+			p.byModel[d.Model] = append(p.byModel[d.Model], int32(i))
+		}
+		p.provs[d.Provider] = struct{}{}
+		p.regions[d.Region] = struct{}{}
+	}
+	if opts.AffinityTTL > 0 {
+		p.aff = newAffinity(opts.AffinityTTL, opts.AffinityEntries)
+	}
+	p.scratch.New = func() any { return new(scratch) }
+	return p, nil
+}
+
+func (o *Options) resolve() error {
+	if o.Policy > Cost {
+		return fmt.Errorf("route: Options.Policy: unknown policy %d", o.Policy)
+	}
+	if o.Policy == 0 {
+		o.Policy = Throughput
+	}
+	if o.LatencyMetric == 0 {
+		o.LatencyMetric = LatencyTTFT
+	}
+	if o.TTFTPercentile == 0 {
+		o.TTFTPercentile = P95
+	}
+	if o.TPSPercentile == 0 {
+		o.TPSPercentile = P50
+	}
+	switch {
+	case math.IsNaN(o.Exploration) || o.Exploration > 1:
+		return fmt.Errorf("route: Options.Exploration: %v is not in [0,1]", o.Exploration)
+	case o.Exploration == 0:
+		o.Exploration = DefaultExploration
+	case o.Exploration < 0:
+		o.Exploration = 0
+	}
+	switch {
+	case math.IsNaN(o.Band) || o.Band > 1:
+		return fmt.Errorf("route: Options.Band: %v is not in [0,1]", o.Band)
+	case o.Band == 0:
+		o.Band = DefaultBand
+	case o.Band < 0:
+		o.Band = 0
+	}
+	if o.ColdProbes == 0 {
+		o.ColdProbes = DefaultColdProbes
+	} else if o.ColdProbes < 0 {
+		o.ColdProbes = 0
+	}
+	if o.ColdProbeInterval <= 0 {
+		o.ColdProbeInterval = DefaultColdProbeInterval
+	}
+	if o.AffinityTTL == 0 {
+		o.AffinityTTL = DefaultAffinityTTL
+	}
+	if o.AffinityEntries <= 0 {
+		o.AffinityEntries = DefaultAffinityEntries
+	}
+	return nil
+}
+
+// Deployments returns a copy of the configured deployments, in the order given.
+func (p *Picker) Deployments() []Deployment { return slices.Clone(p.ds) }
+
+// Stats returns the Picker's counters.
+func (p *Picker) Stats() Stats {
+	c := &p.counters
+	return Stats{
+		Picks: c[cPicks].Load(), NoDeployment: c[cNoDeployment].Load(),
+		AffinityHits: c[cAffinityHits].Load(), AffinityMisses: c[cAffinityMisses].Load(),
+		AffinityBroken: c[cAffinityBroken].Load(), ColdProbes: c[cColdProbes].Load(),
+		Explorations: c[cExplorations].Load(), BandPicks: c[cBandPicks].Load(),
+	}
+}
+
+// Served records that the deployment with key k served a call with cacheKey
+// at now, so later requests with that CacheKey prefer it for
+// Options.AffinityTTL. Call it when a call has succeeded (the root does this
+// from its completion path). An empty cacheKey, or disabled affinity, makes it
+// a no-op. It is safe for concurrent use; it takes a short per-shard lock
+// that Pick never waits on.
+func (p *Picker) Served(cacheKey string, k measure.Key, now time.Time) {
+	if p.aff == nil || cacheKey == "" {
+		return
+	}
+	p.aff.put(cacheKey, k, now)
+}
+
+// Pick is PickAt(r, time.Now()).
+func (p *Picker) Pick(r Request) (Plan, error) { return p.PickAt(r, time.Now()) }
+
+// item is the per-candidate working state of one pick.
+type item struct {
+	sort   uint64 // model<<48 | health<<40 | violating<<32 | provider order<<8 | cold
+	score  float64
+	tie    float64
+	idx    int32 // into p.ds
+	model  int32 // into scratch.models
+	health uint8
+	viol   Violation
+	cold   bool
+	excl   string // non-empty: excluded with this reason
+	status Status
+	exp    Expected
+	cost   float64
+	key    measure.Key
+}
+
+const (
+	healthOK uint8 = iota
+	healthHalfOpen
+	healthBusy
+	healthOpen
+)
+
+type model struct {
+	name, rev, keyModel string
+}
+
+type scratch struct {
+	req    Request
+	items  []item
+	order  []int32
+	models []model
+}
+
+// PickAt orders the deployments that can serve r as seen at now. It reads
+// each candidate's statistics and health once and never blocks. It returns an
+// error wrapping ErrNoDeployment when nothing can serve r; the Plan then still
+// lists in Excluded what a strict SLO or open breakers left out.
+func (p *Picker) PickAt(r Request, now time.Time) (Plan, error) {
+	s := p.scratch.Get().(*scratch)
+	defer p.scratch.Put(s)
+	plan, err := p.pick(s, &r, now)
+	if err != nil {
+		p.counters[cNoDeployment].Add(1)
+		return plan, err
+	}
+	p.counters[cPicks].Add(1)
+	return plan, nil
+}
+
+func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
+	s.req = *r
+	req := &s.req
+	s.items, s.order, s.models = s.items[:0], s.order[:0], s.models[:0]
+	if req.Policy == 0 {
+		req.Policy = p.opts.Policy
+	}
+	if req.LatencyMetric == 0 {
+		req.LatencyMetric = p.opts.LatencyMetric
+	}
+	if req.ExpectedInputTokens <= 0 {
+		req.ExpectedInputTokens = DefaultExpectedInputTokens
+	}
+	if req.ExpectedOutputTokens <= 0 {
+		req.ExpectedOutputTokens = DefaultExpectedOutputTokens
+	}
+	scorer := req.Scorer
+	if scorer == nil && r.Policy == 0 {
+		scorer = p.opts.Scorer
+	}
+	policyName := "custom"
+	if scorer == nil {
+		policyName = req.Policy.String()
+		if req.Policy == Latency && req.LatencyMetric == LatencyCompletion {
+			policyName = "latency(completion)"
+		}
+	}
+	slo := req.SLO.merge(p.opts.SLO)
+
+	if err := p.checkPins(req); err != nil {
+		return Plan{Policy: policyName}, err
+	}
+	if err := p.resolveModels(s); err != nil {
+		return Plan{Policy: policyName}, err
+	}
+
+	// Candidates, in model order.
+	for mi, m := range s.models {
+		add := func(idx int32) {
+			d := &p.ds[idx]
+			if d.Revision != m.rev {
+				return
+			}
+			if (len(req.Only) > 0 && !contains(req.Only, d.Provider)) || contains(req.Ignore, d.Provider) ||
+				(len(req.Regions) > 0 && !contains(req.Regions, d.Region)) {
+				return
+			}
+			it := item{idx: idx, model: int32(mi), key: p.keys[idx]}
+			if d.Model == Wildcard {
+				it.key.Model = m.keyModel
+			}
+			s.items = append(s.items, it)
+		}
+		for _, idx := range p.byModel[m.name] {
+			add(idx)
+		}
+		for _, idx := range p.wild {
+			add(idx)
+		}
+	}
+	if len(s.items) == 0 {
+		return Plan{Policy: policyName}, p.noDeployment(req, s.models)
+	}
+
+	// Score and classify.
+	open, excluded := 0, 0
+	for i := range s.items {
+		it := &s.items[i]
+		d := p.ds[it.idx]
+		if d.Model == Wildcard {
+			d.Model = s.models[it.model].name
+		}
+		var est measure.Estimate
+		var ok bool
+		if p.src != nil {
+			est, ok = p.src.Estimate(it.key)
+		}
+		it.exp = Blend(est, ok, p.opts.TTFTPercentile, p.opts.TPSPercentile)
+		it.cold = !it.exp.OK
+		if p.opts.Health != nil {
+			it.status = p.opts.Health.Status(it.key, now)
+		}
+		switch {
+		case it.status.Breaker == BreakerOpen:
+			it.health = healthOpen
+			open++
+		case it.status.CoolingUntil.After(now) || it.status.NoHeadroom || it.status.RateLimited:
+			it.health = healthBusy
+		case it.status.Breaker == BreakerHalfOpen:
+			it.health = healthHalfOpen
+		}
+		it.viol = slo.check(&d, &it.exp)
+		if it.viol != 0 && slo.Strict {
+			it.excl = ReasonStrictSLO
+			excluded++
+		}
+		it.cost = d.ExpectedCost(req.ExpectedInputTokens, req.ExpectedOutputTokens)
+		if scorer != nil {
+			it.score = clamp(scorer.Score(d, it.exp, req))
+		} else {
+			it.score = req.Policy.Score(d, it.exp, req)
+			if req.Policy == Cost && it.exp.TPSOK {
+				it.tie = clamp(it.exp.TPS)
+			}
+		}
+	}
+	// Open breakers are excluded, unless every remaining candidate is open:
+	// then all of them are tried, last resort first by score (fail-open).
+	openOnly := true
+	for i := range s.items {
+		if s.items[i].excl == "" && s.items[i].health != healthOpen {
+			openOnly = false
+			break
+		}
+	}
+	if open > 0 && !openOnly {
+		for i := range s.items {
+			if it := &s.items[i]; it.health == healthOpen && it.excl == "" {
+				it.excl = ReasonOpen
+				excluded++
+			}
+		}
+	}
+	for i := range s.items {
+		it := &s.items[i]
+		var v, c uint64
+		if it.viol != 0 {
+			v = 1
+		}
+		if it.cold {
+			c = 1
+		}
+		prov := uint64(indexOf(req.Providers, p.ds[it.idx].Provider))
+		it.sort = uint64(it.model)<<48 | uint64(it.health)<<40 | v<<32 | min(prov, 1<<20)<<8 | c
+		if it.excl == "" {
+			s.order = append(s.order, int32(i))
+		}
+	}
+	if len(s.order) == 0 {
+		plan := p.materialize(s, policyName)
+		return plan, fmt.Errorf("%w: all %d deployments of %s are excluded (%s)",
+			ErrNoDeployment, len(s.items), modelList(s.models), plan.Excluded[0].Reason)
+	}
+	items := s.items
+	slices.SortFunc(s.order, func(a, b int32) int {
+		x, y := &items[a], &items[b]
+		if c := cmp.Compare(x.sort, y.sort); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(y.score, x.score); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(y.tie, x.tie); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.idx, y.idx)
+	})
+
+	first := p.chooseFirst(s, req, now)
+	if req.NoFallbacks {
+		s.order = s.order[:1]
+	}
+	plan := p.materialize(s, policyName)
+	plan.Deployments[0].Reason = first
+	return plan, nil
+}
+
+// chooseFirst moves one candidate of the leading tier to the front by cache
+// affinity, cold probe, exploration or a weighted draw within the band, and
+// returns the reason for the first place.
+func (p *Picker) chooseFirst(s *scratch, req *Request, now time.Time) string {
+	items, order := s.items, s.order
+	// The head: the leading run of candidates in the same model, health,
+	// SLO and provider-order tier as the first, warm or cold.
+	head := 1
+	tier := items[order[0]].sort &^ 1
+	for head < len(order) && items[order[head]].sort&^1 == tier {
+		head++
+	}
+	healthy := items[order[0]].health == healthOK && items[order[0]].viol == 0
+
+	var rng rand.PCG
+	rng.Seed(p.seed, splitmix(p.counter.Add(1)))
+	u := float64(rng.Uint64()>>11) * 0x1p-53
+
+	if req.CacheKey != "" && p.aff != nil {
+		k, live, found := p.aff.get(req.CacheKey, now)
+		switch {
+		case !found:
+			p.counters[cAffinityMisses].Add(1)
+		case !live:
+			p.counters[cAffinityBroken].Add(1)
+		default:
+			at := -1
+			for i, o := range order[:head] {
+				if items[o].key == k {
+					at = i
+					break
+				}
+			}
+			if at >= 0 && healthy {
+				moveFront(order, at)
+				p.counters[cAffinityHits].Add(1)
+				return ReasonAffinity
+			}
+			p.counters[cAffinityBroken].Add(1)
+		}
+	}
+	if !healthy || head == 1 && !items[order[0]].cold {
+		return ReasonBest
+	}
+	// Cold probe: the first cold candidate of the head with budget left.
+	if p.coldMax > 0 {
+		for i := range head {
+			it := &items[order[i]]
+			if it.cold && p.takeCold(it.idx, now) {
+				moveFront(order, i)
+				p.counters[cColdProbes].Add(1)
+				return ReasonColdProbe
+			}
+		}
+	}
+	if items[order[0]].cold {
+		return ReasonColdProbe // only cold candidates: the first is a probe by necessity
+	}
+	if u < p.opts.Exploration && head > 1 {
+		i := 1 + int(rng.Uint64()%uint64(head-1))
+		moveFront(order, i)
+		p.counters[cExplorations].Add(1)
+		return ReasonExplore
+	}
+	if p.opts.Band > 0 {
+		best := &items[order[0]]
+		lo := best.score - p.opts.Band*math.Abs(best.score)
+		tlo := best.tie - p.opts.Band*math.Abs(best.tie)
+		n, total := 0, 0.0
+		for _, o := range order[:head] {
+			it := &items[o]
+			if it.cold || it.score < lo || it.tie < tlo {
+				break
+			}
+			n++
+			total += weight(p.ds[it.idx].Weight)
+		}
+		if n > 1 {
+			x := float64(rng.Uint64()>>11) * 0x1p-53 * total
+			for i, o := range order[:n] {
+				x -= weight(p.ds[items[o].idx].Weight)
+				if x < 0 || i == n-1 {
+					if i == 0 {
+						return ReasonBand
+					}
+					moveFront(order, i)
+					p.counters[cBandPicks].Add(1)
+					return ReasonBand
+				}
+			}
+		}
+	}
+	return ReasonBest
+}
+
+func weight(w float64) float64 {
+	if w <= 0 {
+		return 1
+	}
+	return w
+}
+
+// takeCold spends one cold probe of deployment idx, if its window has budget.
+func (p *Picker) takeCold(idx int32, now time.Time) bool {
+	c := &p.cold[idx]
+	t := now.UnixNano()
+	if w := c.window.Load(); t-w >= p.coldWin || t < w {
+		if c.window.CompareAndSwap(w, t) {
+			c.n.Store(0)
+		}
+	}
+	return c.n.Add(1) <= p.coldMax
+}
+
+func moveFront(order []int32, i int) {
+	if i == 0 {
+		return
+	}
+	v := order[i]
+	copy(order[1:i+1], order[:i])
+	order[0] = v
+}
+
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// materialize builds the Plan from s.order (included, in order) and the
+// excluded items, in one allocation.
+func (p *Picker) materialize(s *scratch, policyName string) Plan {
+	nExcl := 0
+	for i := range s.items {
+		if s.items[i].excl != "" {
+			nExcl++
+		}
+	}
+	out := make([]Candidate, len(s.order)+nExcl)
+	for i, o := range s.order {
+		p.candidate(&out[i], s, &s.items[o])
+	}
+	j := len(s.order)
+	for i := range s.items {
+		if it := &s.items[i]; it.excl != "" {
+			p.candidate(&out[j], s, it)
+			out[j].Reason = it.excl
+			j++
+		}
+	}
+	plan := Plan{Deployments: out[:len(s.order):len(s.order)], Policy: policyName}
+	if nExcl > 0 {
+		plan.Excluded = out[len(s.order):]
+	}
+	return plan
+}
+
+func (p *Picker) candidate(c *Candidate, s *scratch, it *item) {
+	c.Deployment = p.ds[it.idx]
+	if c.Deployment.Model == Wildcard {
+		c.Deployment.Model = s.models[it.model].name
+	}
+	c.Key = it.key
+	c.Score = it.score
+	c.Violations = it.viol
+	c.Status = it.status
+	c.Expected = it.exp
+	c.Cost = it.cost
+	c.Demoted = it.health != healthOK || it.viol != 0
+	switch {
+	case it.health == healthOpen:
+		c.Reason = ReasonFailOpen
+	case it.health == healthBusy && it.status.NoHeadroom:
+		c.Reason = ReasonNoHeadroom
+	case it.health == healthBusy && it.status.RateLimited:
+		c.Reason = ReasonLimited
+	case it.health == healthBusy:
+		c.Reason = ReasonCooling
+	case it.health == healthHalfOpen:
+		c.Reason = ReasonHalfOpen
+	case it.viol != 0:
+		c.Reason = ReasonSLO
+	case it.cold:
+		c.Reason = ReasonCold
+	default:
+		c.Reason = ReasonRanked
+	}
+}

@@ -1,0 +1,191 @@
+package route
+
+import (
+	"math"
+
+	"github.com/tpsroute/tpsroute/measure"
+)
+
+// Policy is a built-in way to order deployments. The zero Policy means "the
+// default": in a Request, the Picker's Options.Policy; in Options, Throughput.
+// Policy implements Scorer. A Policy is a constant and safe for concurrent use.
+type Policy uint8
+
+const (
+	// Throughput maximises the expected generation-phase tokens per second.
+	Throughput Policy = iota + 1
+	// Latency minimises the expected time to first token or, with
+	// LatencyCompletion, the expected completion time
+	// (TTFT + expected output tokens / TPS).
+	Latency
+	// Cost minimises the expected cost in USD of this request, among the
+	// deployments that meet the SLO. Equal costs are ordered by throughput.
+	Cost
+)
+
+// String returns "throughput", "latency", "cost" or "default".
+func (p Policy) String() string {
+	switch p {
+	case Throughput:
+		return "throughput"
+	case Latency:
+		return "latency"
+	case Cost:
+		return "cost"
+	}
+	return "default"
+}
+
+// LatencyMetric says what the Latency policy minimises. The zero value means
+// the default: in a Request, the Picker's Options.LatencyMetric; in Options,
+// LatencyTTFT.
+type LatencyMetric uint8
+
+const (
+	// LatencyTTFT minimises the expected time to first token.
+	LatencyTTFT LatencyMetric = iota + 1
+	// LatencyCompletion minimises TTFT + expected output tokens / TPS.
+	LatencyCompletion
+)
+
+// Percentile selects which windowed percentile an estimate is read at.
+// The zero value means the default for the metric: P95 for TTFT, P50 for TPS.
+type Percentile uint8
+
+const (
+	// P50 reads the median.
+	P50 Percentile = iota + 1
+	// P95 reads the 95th percentile.
+	P95
+)
+
+// DefaultExpectedInputTokens is the input size assumed for cost when a
+// Request leaves ExpectedInputTokens at zero.
+const DefaultExpectedInputTokens = 1000
+
+// DefaultExpectedOutputTokens is the output size assumed for cost and for
+// LatencyCompletion when a Request leaves ExpectedOutputTokens at zero.
+const DefaultExpectedOutputTokens = 250
+
+// Scorer orders deployments: the Picker places higher scores first within a
+// tier (health, SLO, model and provider order come before the score).
+//
+// Score receives the deployment (already concrete for wildcard deployments),
+// its blended Expected statistics, and the request with defaults applied
+// (Policy, LatencyMetric and the expected token counts are never zero). It must
+// not modify the Request, must be deterministic for equal inputs, must not
+// block, and must be safe for concurrent use. It is called for cold
+// deployments too (Expected.OK false) and must not treat a missing value as
+// fast. A NaN score is read as the worst score (-math.MaxFloat64) and ±Inf
+// is clamped to ±math.MaxFloat64, so Plan scores are never NaN; conforming
+// scorers return neither (see routetest.TestScorer).
+type Scorer interface {
+	Score(d Deployment, e Expected, r *Request) float64
+}
+
+// Expected is the Picker's view of one deployment's statistics: the windowed
+// percentile and the EWMA blended by taking the more pessimistic of the two
+// (the higher TTFT, the lower TPS), so a degradation shows within a few
+// samples. It is a value and safe to copy.
+type Expected struct {
+	TTFT      float64 // seconds; valid only if TTFTOK
+	TPS       float64 // generation-phase tokens/s; valid only if TPSOK
+	TTFTOK    bool    // a finite positive TTFT was available
+	TPSOK     bool    // a finite positive TPS was available
+	ErrorRate float64 // in [0,1]; 0 when unknown
+	Samples   int64   // successful samples in the window
+	InFlight  int64   // calls in flight, as the Source reported
+	OK        bool    // warm: the source had enough samples and TTFTOK or TPSOK
+}
+
+// Blend returns the Expected view of e, reading TTFT at ttftAt and TPS at
+// tpsAt (zero Percentiles mean P95 and P50). ok is the Source's found flag.
+// NaN, infinite, zero and negative inputs are treated as missing.
+func Blend(e measure.Estimate, ok bool, ttftAt, tpsAt Percentile) Expected {
+	x := Expected{Samples: max(e.Samples, 0), InFlight: max(e.InFlight, 0)}
+	if r := e.ErrorRate; r > 0 && r <= 1 {
+		x.ErrorRate = r
+	} else if r > 1 && !math.IsInf(r, 0) {
+		x.ErrorRate = 1
+	}
+	ttftP := e.TTFTP95
+	if ttftAt == P50 {
+		ttftP = e.TTFTP50
+	}
+	tpsP := e.TPSP50
+	if tpsAt == P95 {
+		tpsP = e.TPSP95
+	}
+	for _, v := range [2]float64{ttftP, e.TTFTEWMA} {
+		if valid(v) && (!x.TTFTOK || v > x.TTFT) {
+			x.TTFT, x.TTFTOK = v, true
+		}
+	}
+	for _, v := range [2]float64{tpsP, e.TPSEWMA} {
+		if valid(v) && (!x.TPSOK || v < x.TPS) {
+			x.TPS, x.TPSOK = v, true
+		}
+	}
+	x.OK = ok && e.OK && (x.TTFTOK || x.TPSOK)
+	return x
+}
+
+func valid(v float64) bool { return v > 0 && !math.IsInf(v, 1) }
+
+// Score implements Scorer for the built-in policies:
+//   - Throughput: Expected.TPS, or 0 when unknown;
+//   - Latency: minus the expected TTFT in seconds, or minus TTFT + output
+//     tokens / TPS with LatencyCompletion; -math.MaxFloat64 when unknown;
+//   - Cost: minus the expected cost in USD (Deployment.ExpectedCost).
+//
+// The zero Policy scores as Throughput.
+func (p Policy) Score(d Deployment, e Expected, r *Request) float64 {
+	switch p {
+	case Latency:
+		t, ok := e.TTFT, e.TTFTOK
+		if r != nil && r.LatencyMetric == LatencyCompletion {
+			t, ok = completion(e, r.outputTokens())
+		}
+		if !ok {
+			return -math.MaxFloat64
+		}
+		return clamp(-t)
+	case Cost:
+		var in, out int64 = DefaultExpectedInputTokens, DefaultExpectedOutputTokens
+		if r != nil {
+			in, out = r.inputTokens(), r.outputTokens()
+		}
+		return clamp(-d.ExpectedCost(in, out))
+	}
+	if !e.TPSOK {
+		return 0
+	}
+	return clamp(e.TPS)
+}
+
+// completion returns TTFT + out/TPS in seconds.
+func completion(e Expected, out int64) (float64, bool) {
+	if !e.TTFTOK || !e.TPSOK {
+		return 0, false
+	}
+	return e.TTFT + float64(out)/e.TPS, true
+}
+
+// ExpectedCost returns the cost in USD of a call with in input and out output
+// tokens at d's prices. Negative counts count as zero.
+func (d Deployment) ExpectedCost(in, out int64) float64 {
+	return (float64(max(in, 0))*d.Price.Input + float64(max(out, 0))*d.Price.Output) / 1e6
+}
+
+// clamp maps NaN to -MaxFloat64 and ±Inf to ±MaxFloat64.
+func clamp(v float64) float64 {
+	switch {
+	case math.IsNaN(v):
+		return -math.MaxFloat64
+	case v > math.MaxFloat64:
+		return math.MaxFloat64
+	case v < -math.MaxFloat64:
+		return -math.MaxFloat64
+	}
+	return v
+}

@@ -1,0 +1,88 @@
+package route
+
+import (
+	"strings"
+	"time"
+)
+
+// SLO holds the constraints a deployment should meet. A deployment that
+// violates one goes behind those that comply; with Strict it is dropped.
+// Zero fields mean "no limit". Cold deployments (too few samples) are judged
+// only on what is known: MaxPrice always, MaxErrorRate once samples exist.
+// An SLO is a value and safe to copy.
+type SLO struct {
+	MaxTTFT      time.Duration // upper bound on the expected TTFT (read at Options.TTFTPercentile)
+	MinTPS       float64       // lower bound on the expected generation tokens/s (read at Options.TPSPercentile)
+	MaxPrice     float64       // upper bound on Price.Output, in USD per million output tokens
+	MaxErrorRate float64       // upper bound on the windowed error rate, in (0,1]
+	Strict       bool          // drop violators instead of demoting them
+}
+
+// merge returns s with the zero fields of s taken from def; Strict is set if
+// either sets it.
+func (s SLO) merge(def SLO) SLO {
+	if s.MaxTTFT == 0 {
+		s.MaxTTFT = def.MaxTTFT
+	}
+	if s.MinTPS == 0 {
+		s.MinTPS = def.MinTPS
+	}
+	if s.MaxPrice == 0 {
+		s.MaxPrice = def.MaxPrice
+	}
+	if s.MaxErrorRate == 0 {
+		s.MaxErrorRate = def.MaxErrorRate
+	}
+	s.Strict = s.Strict || def.Strict
+	return s
+}
+
+// Violation is a set of SLO constraints a deployment violates. The zero
+// Violation means it complies.
+type Violation uint8
+
+const (
+	// ViolatesTTFT means the expected TTFT exceeds SLO.MaxTTFT.
+	ViolatesTTFT Violation = 1 << iota
+	// ViolatesTPS means the expected TPS is below SLO.MinTPS, or unknown on a warm deployment.
+	ViolatesTPS
+	// ViolatesPrice means Price.Output exceeds SLO.MaxPrice.
+	ViolatesPrice
+	// ViolatesErrorRate means the error rate exceeds SLO.MaxErrorRate.
+	ViolatesErrorRate
+)
+
+// String lists the violated constraints, e.g. "ttft,price"; "" for none.
+func (v Violation) String() string {
+	var parts []string
+	for _, f := range []struct {
+		bit  Violation
+		name string
+	}{{ViolatesTTFT, "ttft"}, {ViolatesTPS, "tps"}, {ViolatesPrice, "price"}, {ViolatesErrorRate, "error-rate"}} {
+		if v&f.bit != 0 {
+			parts = append(parts, f.name)
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// check returns what d with statistics e violates.
+func (s SLO) check(d *Deployment, e *Expected) Violation {
+	var v Violation
+	if s.MaxPrice > 0 && d.Price.Output > s.MaxPrice {
+		v |= ViolatesPrice
+	}
+	if e.Samples > 0 && s.MaxErrorRate > 0 && e.ErrorRate > s.MaxErrorRate {
+		v |= ViolatesErrorRate
+	}
+	if !e.OK {
+		return v
+	}
+	if s.MaxTTFT > 0 && e.TTFTOK && e.TTFT > s.MaxTTFT.Seconds() {
+		v |= ViolatesTTFT
+	}
+	if s.MinTPS > 0 && (!e.TPSOK || e.TPS < s.MinTPS) {
+		v |= ViolatesTPS
+	}
+	return v
+}
