@@ -32,7 +32,6 @@ type compactStore struct {
 	maxBins int
 }
 
-
 // AddWithCount adds count at index. Counts are rounded to whole samples;
 // non-positive and non-finite counts are ignored.
 func (s *compactStore) AddWithCount(index int, count float64) {
