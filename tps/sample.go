@@ -1,6 +1,9 @@
 package tps
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // TokenSource says where Sample.OutputTokens came from.
 type TokenSource uint8
@@ -46,6 +49,46 @@ const (
 	PhaseMidStream
 )
 
+// End says how a stream ended.
+type End uint8
+
+const (
+	// EndNone means the stream has not ended.
+	EndNone End = iota
+	// EndDone means the "data: [DONE]" sentinel was read (Tap only).
+	EndDone
+	// EndEOF means the body reached a clean EOF without "[DONE]" (Tap), which
+	// several servers do (STREAM_QUIRKS Q5). Check FinishReason or Truncated.
+	EndEOF
+	// EndStream means openai-go's stream ended without an error (Stream).
+	// openai-go hides whether "[DONE]" or a bare EOF ended it.
+	EndStream
+	// EndError means the stream failed: a read error, a decode error or an
+	// in-stream error event. Err says which.
+	EndError
+	// EndClosed means the consumer closed the stream before its end.
+	EndClosed
+)
+
+// String returns the lower-case name of e ("done", "eof", ...).
+func (e End) String() string {
+	switch e {
+	case EndNone:
+		return "none"
+	case EndDone:
+		return "done"
+	case EndEOF:
+		return "eof"
+	case EndStream:
+		return "stream"
+	case EndError:
+		return "error"
+	case EndClosed:
+		return "closed"
+	}
+	return "End(" + strconv.Itoa(int(e)) + ")"
+}
+
 // Sample is the measurement of one streamed chat completion.
 // All durations are measured from Start on the client's monotonic clock.
 // A zero duration means the event did not happen.
@@ -83,17 +126,43 @@ type Sample struct {
 	SystemFingerprint string
 	Server            ServerTiming
 
+	// NonStandard counts SSE lines with a field name other than data,
+	// event, id and retry (STREAM_QUIRKS Q3). An "error:" field is also
+	// reported as a StreamError.
+	NonStandard int64
+
+	// End says how the stream ended; EndNone while it runs.
+	End End
+	// Truncated reports a stream that ended without an error (EndDone,
+	// EndEOF or EndStream) but without any finish_reason: the answer may
+	// have been cut short, or an error was dropped by the server (Q3, Q5).
+	// It is not an error; the consumer decides.
+	Truncated bool
+
+	// Err is the first failure: a read error (wrapped, "tps: reading
+	// stream: ..."), openai-go's decode error, or a *StreamError for an
+	// in-stream error event. Nil for a clean end and for EndClosed.
 	Err      error
-	ErrPhase Phase
+	ErrPhase Phase // how far the stream got before Err; PhaseNone when Err is nil
 }
 
 // GapStats summarises the gaps between consecutive output chunks without keeping
 // every gap.
+// GapStats is a value and safe to copy.
 type GapStats struct {
-	Count int64
-	Sum   time.Duration
-	Min   time.Duration
-	Max   time.Duration
+	Count int64         // number of gaps: OutputChunks - 1, or 0
+	Sum   time.Duration // Last - TTFT
+	Min   time.Duration // smallest gap; zero when Count is 0
+	Max   time.Duration // largest gap; zero when Count is 0
+}
+
+// Mean returns the mean gap (AIPerf's inter-chunk latency) and false when
+// there is no gap.
+func (g GapStats) Mean() (time.Duration, bool) {
+	if g.Count == 0 {
+		return 0, false
+	}
+	return g.Sum / time.Duration(g.Count), true
 }
 
 // ServerTiming holds timing a server reported about itself, when it did

@@ -1,0 +1,411 @@
+package tps
+
+import (
+	"errors"
+	"time"
+)
+
+// ErrMalformed is returned by ParseChunk for a payload that is not one
+// well-formed JSON object.
+var ErrMalformed = errors.New("tps: malformed chunk JSON")
+
+// Chunk is what one streamed chat-completion payload says, as far as timing
+// and counting need. ParseChunk fills it; Tap and Stream also set Done,
+// Malformed, Error and Event from the SSE framing.
+//
+// Byte-slice fields are views into the parsed payload or into the Chunk's own
+// scratch buffer. They are valid only until the next ParseChunk on the same
+// Chunk (for an observer: until it returns) and must not be modified; copy
+// what you keep. A Chunk is not safe for concurrent use; reusing one across
+// calls avoids allocation.
+type Chunk struct {
+	// Output reports whether any choice carried output: non-empty
+	// delta.content (string, or a non-empty typed-content array),
+	// delta.reasoning_content, delta.reasoning, delta.refusal, or a
+	// non-empty delta.tool_calls (or legacy function_call).
+	Output bool
+	// OutputDeltas is the number of choices with output in this chunk;
+	// 1 for ordinary streams, more only when n>1 choices share a chunk.
+	OutputDeltas int
+	// Content is the raw, still JSON-escaped text of content, reasoning and
+	// refusal fields of every choice, concatenated. Use AppendText for the
+	// decoded text. Nil when the chunk carried no text.
+	Content []byte
+	// ToolCall reports whether the chunk carried a tool-call fragment.
+	ToolCall bool
+	// Reasoning reports whether the chunk carried non-empty reasoning text.
+	Reasoning bool
+	// FinishReason is the raw last non-null choices[].finish_reason in the
+	// chunk, nil when none.
+	FinishReason []byte
+	// HasUsage reports whether the chunk carried a usage object: "usage",
+	// or Groq's "x_groq.usage" when "usage" is absent or null.
+	HasUsage bool
+	// Usage is the chunk's token usage; meaningful only if HasUsage.
+	Usage Usage
+	// HasServer reports whether the chunk carried server-side timings.
+	HasServer bool
+	// Server holds the server-side timings the chunk reported (llama.cpp
+	// "timings", Groq "x_groq.usage" or "usage" time fields); zero fields
+	// were not reported.
+	Server ServerTiming
+	// Error reports an in-stream error: a non-null top-level "error" key,
+	// an SSE "event: error" frame, or a non-standard "error:" SSE field.
+	Error bool
+	// ErrorBody is the raw JSON of the top-level "error" value, or the whole
+	// event data when the error came from the SSE framing.
+	ErrorBody []byte
+	// Model is the raw "model" string, nil when absent.
+	Model []byte
+	// SystemFingerprint is the raw "system_fingerprint" string, nil when
+	// absent or null.
+	SystemFingerprint []byte
+	// Done reports the SSE "[DONE]" sentinel; no other field is set then.
+	// Set by Tap only; openai-go hides the sentinel from Stream.
+	Done bool
+	// Malformed reports a data event that was not a well-formed JSON object.
+	// Set by Tap; ParseChunk reports it as ErrMalformed instead.
+	Malformed bool
+	// Event is the SSE event type ("error", or a non-standard field name
+	// such as "error" in old llama.cpp); nil for plain data events. Set by Tap.
+	Event []byte
+
+	buf      []byte // scratch for Content when several fields are joined
+	bufInUse bool
+	groq     Usage
+	groqHas  bool
+}
+
+// Usage is a usage block. Zero fields were absent or zero.
+type Usage struct {
+	PromptTokens     int64 // usage.prompt_tokens
+	CompletionTokens int64 // usage.completion_tokens, includes reasoning tokens
+	TotalTokens      int64 // usage.total_tokens
+	// CachedTokens is prompt_tokens_details.cached_tokens, or DeepSeek's
+	// prompt_cache_hit_tokens when that is present instead.
+	CachedTokens int64
+	// CachedReported reports whether either cached-token field was present
+	// (so CachedTokens == 0 means a cold cache rather than "unknown").
+	CachedReported bool
+	// ReasoningTokens is completion_tokens_details.reasoning_tokens.
+	ReasoningTokens int64
+	// CompletionReported reports whether completion_tokens was present.
+	CompletionReported bool
+}
+
+// ParseChunk parses one chat-completion chunk payload (the data of one SSE
+// event, without "data:") into c, overwriting everything c held. It does not
+// allocate once c's scratch buffer has grown, and it never panics. Unknown
+// keys and values of unexpected types are skipped. The only error is
+// ErrMalformed, for data that is not one well-formed JSON object; c then holds
+// whatever was read before the error. Done, Malformed and Event are cleared.
+func ParseChunk(data []byte, c *Chunk) error {
+	c.reset()
+	s := scanner{b: data}
+	if !s.open('{') {
+		return ErrMalformed
+	}
+	var usage Usage
+	usageHas := false
+	for n := 0; s.more(n, '}'); n++ {
+		switch string(s.key()) {
+		case "choices":
+			s.choices(c)
+		case "usage":
+			if s.peek() == '{' {
+				usage = Usage{}
+				usageHas = s.usage(&usage, c, 0)
+			} else {
+				s.skip(1)
+			}
+		case "x_groq":
+			s.xgroq(c)
+		case "timings":
+			s.timings(c)
+		case "error":
+			if !s.null() {
+				s.ws()
+				start := s.i
+				s.skip(1)
+				c.Error = true
+				c.ErrorBody = s.b[start:s.i]
+			}
+		case "model":
+			c.Model = s.optStr()
+		case "system_fingerprint":
+			c.SystemFingerprint = s.optStr()
+		default:
+			s.skip(1)
+		}
+	}
+	if s.peek() != 0 {
+		s.fail()
+	}
+	if s.bad {
+		return ErrMalformed
+	}
+	switch {
+	case usageHas:
+		c.HasUsage, c.Usage = true, usage
+	case c.groqHas:
+		c.HasUsage, c.Usage = true, c.groq
+	}
+	return nil
+}
+
+// AppendText appends the decoded text of c.Content (content, reasoning and
+// refusal; JSON escapes resolved) to dst and returns the extended slice.
+func (c *Chunk) AppendText(dst []byte) []byte {
+	return appendUnescaped(dst, c.Content)
+}
+
+func (c *Chunk) reset() {
+	buf := c.buf[:0]
+	*c = Chunk{buf: buf}
+}
+
+// addText joins one raw text field onto c.Content without allocating in the
+// common single-field case.
+func (c *Chunk) addText(v []byte) {
+	switch {
+	case c.Content == nil:
+		c.Content = v
+	case c.bufInUse:
+		c.buf = append(c.buf, v...)
+		c.Content = c.buf
+	default:
+		c.buf = append(append(c.buf[:0], c.Content...), v...)
+		c.bufInUse = true
+		c.Content = c.buf
+	}
+}
+
+// optStr reads a string, or null, or skips another value; it returns nil
+// for anything but a string.
+func (s *scanner) optStr() []byte {
+	if s.peek() == '"' {
+		return s.str()
+	}
+	s.skip(1)
+	return nil
+}
+
+func (s *scanner) choices(c *Chunk) {
+	if s.peek() != '[' {
+		s.skip(1)
+		return
+	}
+	s.i++
+	for n := 0; s.more(n, ']'); n++ {
+		if s.peek() != '{' {
+			s.skip(1)
+			continue
+		}
+		s.i++
+		out := false
+		for m := 0; s.more(m, '}'); m++ {
+			switch string(s.key()) {
+			case "delta":
+				if s.delta(c) {
+					out = true
+				}
+			case "finish_reason":
+				if v := s.optStr(); v != nil {
+					c.FinishReason = v
+				}
+			default:
+				s.skip(1)
+			}
+		}
+		if out {
+			c.Output = true
+			c.OutputDeltas++
+		}
+	}
+}
+
+// delta reads one choice's delta and reports whether it carried output.
+func (s *scanner) delta(c *Chunk) bool {
+	if s.peek() != '{' {
+		s.skip(1)
+		return false
+	}
+	s.i++
+	out := false
+	for n := 0; s.more(n, '}'); n++ {
+		k := s.key()
+		switch string(k) {
+		case "content", "reasoning_content", "reasoning", "refusal":
+			switch s.peek() {
+			case '"':
+				if v := s.str(); len(v) > 0 {
+					out = true
+					c.addText(v)
+					if k[0] == 'r' && k[2] == 'a' {
+						c.Reasoning = true
+					}
+				}
+			case '[':
+				// Typed content parts (Mistral magistral "thinking"/"text").
+				if s.nonEmptyArray() {
+					out = true
+				}
+			default:
+				s.skip(1)
+			}
+		case "tool_calls":
+			if s.peek() != '[' {
+				s.skip(1)
+			} else if s.nonEmptyArray() {
+				out = true
+				c.ToolCall = true
+			}
+		case "function_call":
+			if s.peek() == '{' {
+				s.skip(1)
+				out = true
+				c.ToolCall = true
+			} else {
+				s.skip(1)
+			}
+		default:
+			s.skip(1)
+		}
+	}
+	return out
+}
+
+// nonEmptyArray consumes an array and reports whether it had an element
+// other than null.
+func (s *scanner) nonEmptyArray() bool {
+	s.i++ // '['
+	found := false
+	for n := 0; s.more(n, ']'); n++ {
+		if !s.null() {
+			s.skip(1)
+			found = true
+		}
+	}
+	return found && !s.bad
+}
+
+// usage reads a usage object into u and any time fields into c.Server.
+// It reports whether the value was an object.
+func (s *scanner) usage(u *Usage, c *Chunk, depth int) bool {
+	if !s.open('{') {
+		return false
+	}
+	for n := 0; s.more(n, '}'); n++ {
+		switch string(s.key()) {
+		case "prompt_tokens":
+			u.PromptTokens = s.int()
+		case "completion_tokens":
+			u.CompletionTokens = s.int()
+			u.CompletionReported = true
+		case "total_tokens":
+			u.TotalTokens = s.int()
+		case "prompt_cache_hit_tokens":
+			if !u.CachedReported || u.CachedTokens == 0 {
+				u.CachedTokens = s.int()
+			} else {
+				s.skip(1)
+			}
+			u.CachedReported = true
+		case "prompt_tokens_details":
+			if s.peek() != '{' {
+				s.skip(1)
+				continue
+			}
+			s.i++
+			for m := 0; s.more(m, '}'); m++ {
+				if string(s.key()) == "cached_tokens" && s.peek() != 'n' {
+					u.CachedTokens = s.int()
+					u.CachedReported = true
+				} else {
+					s.skip(1)
+				}
+			}
+		case "completion_tokens_details":
+			if s.peek() != '{' {
+				s.skip(1)
+				continue
+			}
+			s.i++
+			for m := 0; s.more(m, '}'); m++ {
+				if string(s.key()) == "reasoning_tokens" {
+					u.ReasoningTokens = s.int()
+				} else {
+					s.skip(1)
+				}
+			}
+		case "queue_time":
+			c.Server.Queue = seconds(s.float())
+			c.HasServer = true
+		case "prompt_time":
+			c.Server.Prompt = seconds(s.float())
+			c.HasServer = true
+		case "completion_time":
+			c.Server.Completion = seconds(s.float())
+			c.HasServer = true
+		case "total_time":
+			c.Server.Total = seconds(s.float())
+			c.HasServer = true
+		default:
+			s.skip(depth + 2)
+		}
+	}
+	return !s.bad
+}
+
+func (s *scanner) xgroq(c *Chunk) {
+	if !s.open('{') {
+		return
+	}
+	for n := 0; s.more(n, '}'); n++ {
+		if string(s.key()) == "usage" && s.peek() == '{' {
+			c.groq = Usage{}
+			c.groqHas = s.usage(&c.groq, c, 1)
+		} else {
+			s.skip(2)
+		}
+	}
+}
+
+func (s *scanner) timings(c *Chunk) {
+	if !s.open('{') {
+		return
+	}
+	for n := 0; s.more(n, '}'); n++ {
+		switch string(s.key()) {
+		case "prompt_ms":
+			c.Server.Prompt = millis(s.float())
+			c.HasServer = true
+		case "predicted_ms":
+			c.Server.Completion = millis(s.float())
+			c.HasServer = true
+		case "predicted_per_second":
+			c.Server.PredictedPerSecond = s.float()
+			c.HasServer = true
+		case "cache_n":
+			c.Server.CacheN = s.int()
+			c.HasServer = true
+		default:
+			s.skip(2)
+		}
+	}
+}
+
+func seconds(f float64) time.Duration { return clampDuration(f * float64(time.Second)) }
+func millis(f float64) time.Duration  { return clampDuration(f * float64(time.Millisecond)) }
+
+func clampDuration(f float64) time.Duration {
+	switch {
+	case f != f: // NaN
+		return 0
+	case f >= 9.2e18:
+		return 1<<63 - 1
+	case f <= -9.2e18:
+		return -1 << 63
+	}
+	return time.Duration(f)
+}

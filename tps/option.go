@@ -1,0 +1,70 @@
+package tps
+
+import "time"
+
+// Tokenizer counts the tokens in a piece of text. tps has no built-in
+// vocabulary; supply one (for example a tiktoken port) to count the first
+// chunk's tokens exactly and to count all output tokens when the server sends
+// no usage. Implementations used by concurrent streams must be safe for
+// concurrent use; tps calls Count only when a stream finishes.
+type Tokenizer interface {
+	// Count returns the number of tokens in text.
+	Count(text string) int
+}
+
+// Option configures a Timer, a Tap or a Stream. The zero set of options
+// means: no tokenizer, no observers, headers time taken when the Tap or
+// Stream is created.
+type Option func(*options)
+
+type options struct {
+	tokenizer Tokenizer
+	observer  func(now time.Time, c *Chunk)
+	comment   func(now time.Time, text []byte)
+	headers   time.Time
+}
+
+func buildOptions(opts []Option) options {
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	return o
+}
+
+// WithTokenizer counts output tokens with t: the first output chunk's tokens
+// always, and all output tokens when the stream carries no usage. A nil t
+// means no tokenizer. With a tokenizer the Timer keeps the stream's output
+// text until Finish.
+func WithTokenizer(t Tokenizer) Option {
+	return func(o *options) { o.tokenizer = t }
+}
+
+// WithObserver calls fn synchronously for every data event, after the Timer
+// has recorded it: decoded chunks, in-stream errors, malformed events
+// (c.Malformed) and, for a Tap, the "[DONE]" sentinel (c.Done). now is the
+// time the event was read. c and its byte slices are valid only until fn
+// returns. fn runs on the reading goroutine and must not block; it must not
+// call back into the Tap or Stream. A nil fn means no observer.
+func WithObserver(fn func(now time.Time, c *Chunk)) Option {
+	return func(o *options) { o.observer = fn }
+}
+
+// WithCommentObserver calls fn synchronously for every SSE comment (a line
+// starting with ':', such as ": keep-alive" or ": OPENROUTER PROCESSING"),
+// after the Timer has counted it. text is the comment without the leading
+// colon, valid only until fn returns. Only a Tap sees comments: openai-go
+// drops them before Stream can. A nil fn means no observer.
+func WithCommentObserver(fn func(now time.Time, text []byte)) Option {
+	return func(o *options) { o.comment = fn }
+}
+
+// WithHeaders sets the time the response headers arrived. By default NewTap
+// and Wrap take time.Now() when they are called, which is right when they
+// are called as soon as the response is returned. A zero t keeps the default.
+// A Timer ignores it; call Timer.Headers instead.
+func WithHeaders(t time.Time) Option {
+	return func(o *options) { o.headers = t }
+}

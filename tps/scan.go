@@ -1,0 +1,457 @@
+package tps
+
+import (
+	"math"
+	"unicode/utf8"
+)
+
+// maxDepth bounds the nesting of JSON values the scanner accepts. Deeper input
+// is reported as malformed instead of recursing without limit.
+const maxDepth = 256
+
+// scanner is a single-pass, allocation-free JSON reader over one payload.
+// It never writes to b. After the first syntax error bad is set and every
+// method becomes a no-op, so callers check bad once at the end.
+type scanner struct {
+	b   []byte
+	i   int
+	bad bool
+}
+
+func (s *scanner) fail() {
+	s.bad = true
+	s.i = len(s.b)
+}
+
+func (s *scanner) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// peek returns the next non-space byte without consuming it, or 0 at the end.
+func (s *scanner) peek() byte {
+	s.ws()
+	if s.i >= len(s.b) {
+		return 0
+	}
+	return s.b[s.i]
+}
+
+// literal consumes lit if it is next, and fails otherwise.
+func (s *scanner) literal(lit string) {
+	if len(s.b)-s.i < len(lit) || string(s.b[s.i:s.i+len(lit)]) != lit {
+		s.fail()
+		return
+	}
+	s.i += len(lit)
+}
+
+// null consumes a null literal if it is next and reports whether it did.
+func (s *scanner) null() bool {
+	if s.peek() == 'n' {
+		s.literal("null")
+		return !s.bad
+	}
+	return false
+}
+
+// open consumes the opening byte of an object or array. It returns false
+// (having consumed it) for null, and fails for anything else.
+func (s *scanner) open(c byte) bool {
+	switch s.peek() {
+	case c:
+		s.i++
+		return true
+	case 'n':
+		s.literal("null")
+		return false
+	default:
+		s.fail()
+		return false
+	}
+}
+
+// more reports whether another member or element follows inside an object
+// or array whose opening byte was consumed; n is how many came before.
+// It consumes the separating comma or the closing byte end.
+func (s *scanner) more(n int, end byte) bool {
+	c := s.peek()
+	if c == end {
+		s.i++
+		return false
+	}
+	if n > 0 {
+		if c != ',' {
+			s.fail()
+			return false
+		}
+		s.i++
+		s.ws()
+	}
+	if s.i >= len(s.b) {
+		s.fail()
+		return false
+	}
+	return true
+}
+
+// key reads an object key and the colon after it.
+func (s *scanner) key() []byte {
+	k := s.str()
+	if s.peek() != ':' {
+		s.fail()
+		return nil
+	}
+	s.i++
+	return k
+}
+
+// str reads a string and returns its raw bytes between the quotes, escapes
+// left in place. It validates escapes and rejects control characters.
+func (s *scanner) str() []byte {
+	if s.peek() != '"' {
+		s.fail()
+		return nil
+	}
+	s.i++
+	start := s.i
+	for s.i < len(s.b) {
+		c := s.b[s.i]
+		switch {
+		case c == '"':
+			v := s.b[start:s.i]
+			s.i++
+			return v
+		case c == '\\':
+			if s.i+1 >= len(s.b) {
+				s.fail()
+				return nil
+			}
+			switch s.b[s.i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				s.i += 2
+			case 'u':
+				if s.i+6 > len(s.b) {
+					s.fail()
+					return nil
+				}
+				for _, h := range s.b[s.i+2 : s.i+6] {
+					if hexVal(h) < 0 {
+						s.fail()
+						return nil
+					}
+				}
+				s.i += 6
+			default:
+				s.fail()
+				return nil
+			}
+		case c < 0x20:
+			s.fail()
+			return nil
+		default:
+			s.i++
+		}
+	}
+	s.fail()
+	return nil
+}
+
+// num reads a number per the JSON grammar and returns its raw bytes.
+func (s *scanner) num() []byte {
+	s.ws()
+	start := s.i
+	if s.i < len(s.b) && s.b[s.i] == '-' {
+		s.i++
+	}
+	switch {
+	case s.i < len(s.b) && s.b[s.i] == '0':
+		s.i++
+	case s.i < len(s.b) && s.b[s.i] >= '1' && s.b[s.i] <= '9':
+		s.digits()
+	default:
+		s.fail()
+		return nil
+	}
+	if s.i < len(s.b) && s.b[s.i] == '.' {
+		s.i++
+		if s.digits() == 0 {
+			s.fail()
+			return nil
+		}
+	}
+	if s.i < len(s.b) && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
+		s.i++
+		if s.i < len(s.b) && (s.b[s.i] == '+' || s.b[s.i] == '-') {
+			s.i++
+		}
+		if s.digits() == 0 {
+			s.fail()
+			return nil
+		}
+	}
+	return s.b[start:s.i]
+}
+
+func (s *scanner) digits() int {
+	n := 0
+	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+		s.i++
+		n++
+	}
+	return n
+}
+
+// skip consumes one value of any type.
+func (s *scanner) skip(depth int) {
+	if depth > maxDepth {
+		s.fail()
+		return
+	}
+	switch s.peek() {
+	case '{':
+		s.i++
+		for n := 0; s.more(n, '}'); n++ {
+			s.key()
+			s.skip(depth + 1)
+		}
+	case '[':
+		s.i++
+		for n := 0; s.more(n, ']'); n++ {
+			s.skip(depth + 1)
+		}
+	case '"':
+		s.str()
+	case 't':
+		s.literal("true")
+	case 'f':
+		s.literal("false")
+	case 'n':
+		s.literal("null")
+	default:
+		s.num()
+	}
+}
+
+// int reads a number, or null as 0, and returns it as an int64. Fractions are
+// truncated and out-of-range values saturate. Other value types are skipped
+// and read as 0.
+func (s *scanner) int() int64 {
+	c := s.peek()
+	if c != '-' && (c < '0' || c > '9') {
+		s.skip(1)
+		return 0
+	}
+	raw := s.num()
+	for _, c := range raw {
+		if c == '.' || c == 'e' || c == 'E' {
+			f := parseFloat(raw)
+			switch {
+			case f >= 9.2e18:
+				return 1<<63 - 1
+			case f <= -9.2e18:
+				return -1 << 63
+			}
+			return int64(f)
+		}
+	}
+	neg := len(raw) > 0 && raw[0] == '-'
+	if neg {
+		raw = raw[1:]
+	}
+	var v int64
+	for _, c := range raw {
+		d := int64(c - '0')
+		if v > (1<<63-1-d)/10 {
+			v = 1<<63 - 1
+			break
+		}
+		v = v*10 + d
+	}
+	if neg {
+		return -v
+	}
+	return v
+}
+
+// float reads a number, or null as 0. Other value types are skipped and read
+// as 0.
+func (s *scanner) float() float64 {
+	c := s.peek()
+	if c != '-' && (c < '0' || c > '9') {
+		s.skip(1)
+		return 0
+	}
+	return parseFloat(s.num())
+}
+
+// pow10 returns 10^n for 0 <= n <= 22, all exact in a float64.
+func pow10(n int) float64 {
+	f := 1.0
+	for ; n > 0; n-- {
+		f *= 10
+	}
+	return f
+}
+
+// parseFloat converts a number already validated by num. It keeps up to 19
+// significant digits, which is far more than the server timings it reads
+// need, and does not allocate (strconv.ParseFloat would, for string(raw)).
+func parseFloat(raw []byte) float64 {
+	i := 0
+	neg := false
+	if i < len(raw) && raw[i] == '-' {
+		neg = true
+		i++
+	}
+	var mant uint64
+	exp := 0
+	sig := 0
+	for ; i < len(raw) && raw[i] >= '0' && raw[i] <= '9'; i++ {
+		if sig < 19 {
+			mant = mant*10 + uint64(raw[i]-'0')
+			if mant != 0 {
+				sig++
+			}
+		} else {
+			exp++
+		}
+	}
+	if i < len(raw) && raw[i] == '.' {
+		for i++; i < len(raw) && raw[i] >= '0' && raw[i] <= '9'; i++ {
+			if sig < 19 {
+				mant = mant*10 + uint64(raw[i]-'0')
+				if mant != 0 {
+					sig++
+				}
+				exp--
+			}
+		}
+	}
+	if i < len(raw) && (raw[i] == 'e' || raw[i] == 'E') {
+		i++
+		eneg := false
+		if i < len(raw) && (raw[i] == '+' || raw[i] == '-') {
+			eneg = raw[i] == '-'
+			i++
+		}
+		e := 0
+		for ; i < len(raw) && raw[i] >= '0' && raw[i] <= '9'; i++ {
+			if e < 100000 {
+				e = e*10 + int(raw[i]-'0')
+			}
+		}
+		if eneg {
+			e = -e
+		}
+		exp += e
+	}
+	f := float64(mant)
+	for exp > 0 && f != 0 {
+		n := min(exp, 22)
+		f *= pow10(n)
+		exp -= n
+		if math.IsInf(f, 0) {
+			break
+		}
+	}
+	for exp < 0 && f != 0 {
+		n := min(-exp, 22)
+		f /= pow10(n)
+		exp += n
+	}
+	if neg {
+		f = -f
+	}
+	return f
+}
+
+func hexVal(c byte) int {
+	switch {
+	case c >= '0' && c <= '9':
+		return int(c - '0')
+	case c >= 'a' && c <= 'f':
+		return int(c-'a') + 10
+	case c >= 'A' && c <= 'F':
+		return int(c-'A') + 10
+	}
+	return -1
+}
+
+// appendUnescaped appends the text of a raw JSON string body (as returned by
+// scanner.str) to dst, decoding escapes. Invalid surrogates become U+FFFD, as
+// encoding/json does.
+func appendUnescaped(dst, raw []byte) []byte {
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		if c != '\\' {
+			j := i + 1
+			for j < len(raw) && raw[j] != '\\' {
+				j++
+			}
+			dst = append(dst, raw[i:j]...)
+			i = j
+			continue
+		}
+		if i+1 >= len(raw) {
+			return dst
+		}
+		switch raw[i+1] {
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r, ok := hex4(raw, i+2)
+			if !ok {
+				return dst
+			}
+			i += 6
+			if r >= 0xD800 && r < 0xDC00 {
+				if i+1 < len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
+					if r2, ok := hex4(raw, i+2); ok && r2 >= 0xDC00 && r2 < 0xE000 {
+						dst = utf8.AppendRune(dst, (r-0xD800)<<10+(r2-0xDC00)+0x10000)
+						i += 6
+						continue
+					}
+				}
+				r = utf8.RuneError
+			} else if r >= 0xDC00 && r < 0xE000 {
+				r = utf8.RuneError
+			}
+			dst = utf8.AppendRune(dst, r)
+			continue
+		default: // '"', '\\', '/'
+			dst = append(dst, raw[i+1])
+		}
+		i += 2
+	}
+	return dst
+}
+
+func hex4(raw []byte, at int) (rune, bool) {
+	if at+4 > len(raw) {
+		return 0, false
+	}
+	var r rune
+	for _, h := range raw[at : at+4] {
+		v := hexVal(h)
+		if v < 0 {
+			return 0, false
+		}
+		r = r<<4 | rune(v)
+	}
+	return r, true
+}

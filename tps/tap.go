@@ -1,0 +1,307 @@
+package tps
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+)
+
+// MaxLine is the longest SSE line, in bytes, that a Tap parses. A longer line
+// still passes through unchanged but is counted as one malformed event and
+// otherwise ignored, so a body without line breaks cannot grow the Tap's
+// buffers without bound. openai-go's own limit is 32 MiB per line.
+const MaxLine = 32 << 20
+
+// NewTap returns an io.ReadCloser that passes body's bytes through unchanged
+// and times the Server-Sent Events stream they carry. It reads only when its
+// caller reads, no further than the caller asked (no read-ahead), and parses
+// only the bytes already returned, keeping a partial line until the rest
+// arrives.
+//
+// start is when the request was written. Headers is taken as time.Now() at
+// NewTap (the Tap is created when the response headers arrived) unless
+// WithHeaders says otherwise. Every other time is time.Now() when the Read
+// that returned the bytes came back.
+//
+// done, if not nil, is called exactly once with the Sample: at EOF, at a read
+// error (Sample.Err wraps it; a cut connection is never a success), or at
+// Close if neither came first. It runs on the goroutine that made that call,
+// after the Tap's lock is released.
+//
+// Framing follows the SSE specification and docs STREAM_QUIRKS Q1-Q5: LF,
+// CR and CRLF line ends, comments, "data:" with or without a space,
+// multi-line data, "event: error" (its data is an error), stray blank lines,
+// a final event without its blank line (flushed at EOF), a missing "[DONE]",
+// and non-standard field names (counted; "error:" is an error). A data event
+// that is not a JSON object counts in Sample.Malformed and is otherwise
+// ignored.
+//
+// A nil body reads as empty. Read must be called by one goroutine at a time;
+// Close may be called concurrently with Read, for example to abort it.
+func NewTap(body io.ReadCloser, start time.Time, done func(Sample), opts ...Option) io.ReadCloser {
+	now := time.Now()
+	t := &tap{body: body, done: done}
+	t.t.opts = buildOptions(opts)
+	t.t.Reset(start)
+	if h := t.t.opts.headers; !h.IsZero() {
+		now = h
+	}
+	t.t.Headers(now)
+	return t
+}
+
+type tap struct {
+	body io.ReadCloser
+	done func(Sample)
+
+	mu       sync.Mutex
+	finished bool
+	t        Timer
+	c        Chunk
+
+	line     []byte // carried partial line
+	over     bool   // the current line exceeded MaxLine; drop it
+	skipLF   bool   // the last byte fed was CR; a leading LF ends nothing
+	sawLine  bool   // the first line was seen (BOM stripped)
+	data     []byte // data buffer of the event being built, LF-joined
+	hasData  bool
+	event    []byte // event type of the event being built
+	errField bool   // a non-standard "error:" field contributed data
+}
+
+// Read reads from the body and times the bytes it returns.
+func (t *tap) Read(p []byte) (int, error) {
+	if t.body == nil {
+		n, err := 0, io.EOF
+		t.after(p[:n], err)
+		return n, err
+	}
+	n, err := t.body.Read(p)
+	if n < 0 || n > len(p) { // a broken Reader; do not parse garbage
+		n = 0
+	}
+	if n > 0 || err != nil {
+		t.after(p[:n], err)
+	}
+	return n, err
+}
+
+func (t *tap) after(b []byte, err error) {
+	now := time.Now()
+	t.mu.Lock()
+	if t.finished {
+		t.mu.Unlock()
+		return
+	}
+	t.feed(now, b)
+	if err == nil {
+		t.mu.Unlock()
+		return
+	}
+	if err == io.EOF {
+		t.flush(now)
+	} else {
+		t.t.Fail(fmt.Errorf("tps: reading stream: %w", err), PhaseNone)
+	}
+	t.finished = true
+	s := t.t.Finish(now)
+	t.mu.Unlock()
+	if t.done != nil {
+		t.done(s)
+	}
+}
+
+// Close closes the body. If the stream had not ended, the Sample ends here
+// (EndClosed, or EndDone when "[DONE]" was already read) and done is called.
+func (t *tap) Close() error {
+	now := time.Now()
+	t.mu.Lock()
+	fire := !t.finished
+	var s Sample
+	if fire {
+		t.finished = true
+		s = t.t.Abandon(now)
+	}
+	t.mu.Unlock()
+	var err error
+	if t.body != nil {
+		err = t.body.Close()
+	}
+	if fire && t.done != nil {
+		t.done(s)
+	}
+	return err
+}
+
+// feed splits b into lines, carrying a trailing partial line.
+func (t *tap) feed(now time.Time, b []byte) {
+	for len(b) > 0 {
+		if t.skipLF {
+			t.skipLF = false
+			if b[0] == '\n' {
+				b = b[1:]
+				continue
+			}
+		}
+		i := lineEnd(b)
+		if i < 0 {
+			t.carry(b)
+			return
+		}
+		seg := b[:i]
+		if b[i] == '\r' {
+			if i+1 < len(b) {
+				if b[i+1] == '\n' {
+					i++
+				}
+			} else {
+				t.skipLF = true
+			}
+		}
+		b = b[i+1:]
+		switch {
+		case t.over:
+			t.overlong(now)
+		case len(t.line) > 0:
+			if len(t.line)+len(seg) > MaxLine {
+				t.overlong(now)
+			} else {
+				t.line = append(t.line, seg...)
+				t.processLine(now, t.line)
+			}
+		default:
+			if len(seg) > MaxLine {
+				t.overlong(now)
+			} else {
+				t.processLine(now, seg)
+			}
+		}
+		t.line = t.line[:0]
+		t.over = false
+	}
+}
+
+func lineEnd(b []byte) int {
+	for i, c := range b {
+		if c == '\n' || c == '\r' {
+			return i
+		}
+	}
+	return -1
+}
+
+func (t *tap) carry(b []byte) {
+	switch {
+	case t.over:
+	case len(t.line)+len(b) > MaxLine:
+		t.over = true
+		t.line = t.line[:0]
+	default:
+		t.line = append(t.line, b...)
+	}
+}
+
+// overlong counts a dropped over-long line as a malformed event.
+func (t *tap) overlong(now time.Time) {
+	t.c.reset()
+	t.c.Malformed = true
+	t.emit(now)
+}
+
+func (t *tap) processLine(now time.Time, line []byte) {
+	if !t.sawLine {
+		t.sawLine = true
+		if len(line) >= 3 && string(line[:3]) == "\xEF\xBB\xBF" { // UTF-8 BOM
+			line = line[3:]
+		}
+	}
+	if len(line) == 0 {
+		t.dispatch(now)
+		return
+	}
+	if line[0] == ':' {
+		t.t.Comment(now)
+		if fn := t.t.opts.comment; fn != nil {
+			fn(now, line[1:])
+		}
+		return
+	}
+	name, value := line, []byte(nil)
+	if i := bytes.IndexByte(line, ':'); i >= 0 {
+		name, value = line[:i], line[i+1:]
+		if len(value) > 0 && value[0] == ' ' {
+			value = value[1:]
+		}
+	}
+	switch string(name) {
+	case "data":
+		t.data = append(append(t.data, value...), '\n')
+		t.hasData = true
+	case "event":
+		t.event = append(t.event[:0], value...)
+	case "id", "retry":
+	default:
+		t.t.NonStandard(now)
+		if string(name) == "error" { // old llama.cpp (Q3)
+			t.data = append(append(t.data, value...), '\n')
+			t.hasData = true
+			t.errField = true
+		}
+	}
+}
+
+// dispatch ends the event being built, if it has data.
+func (t *tap) dispatch(now time.Time) {
+	if !t.hasData {
+		t.event = t.event[:0]
+		t.errField = false
+		return
+	}
+	data := t.data[:len(t.data)-1]
+	c := &t.c
+	isErr := t.errField || string(t.event) == "error"
+	switch {
+	case len(data) >= 6 && string(data[:6]) == "[DONE]": // as openai-go matches it
+		c.reset()
+		c.Done = true
+	case ParseChunk(data, c) != nil:
+		c.reset()
+		c.Malformed = !isErr
+	}
+	if isErr {
+		c.Error = true
+		c.Event = []byte("error")
+		if c.ErrorBody == nil {
+			c.ErrorBody = data
+		}
+		c.Done = false
+	} else if len(t.event) > 0 {
+		c.Event = t.event
+	}
+	t.emit(now)
+	t.data = t.data[:0]
+	t.hasData = false
+	t.event = t.event[:0]
+	t.errField = false
+}
+
+func (t *tap) emit(now time.Time) {
+	t.t.Event(now, &t.c)
+	if fn := t.t.opts.observer; fn != nil {
+		fn(now, &t.c)
+	}
+}
+
+// flush ends a final line and event that had no terminator (Q4).
+func (t *tap) flush(now time.Time) {
+	if t.over {
+		t.overlong(now)
+	} else if len(t.line) > 0 {
+		t.processLine(now, t.line)
+	}
+	t.line = t.line[:0]
+	t.over = false
+	t.dispatch(now)
+}

@@ -1,0 +1,302 @@
+package tps
+
+import (
+	"bytes"
+	"time"
+)
+
+// Timer is the measurement core: it is fed exact times and events, and
+// computes every Sample field as docs/METRICS.md defines it. Tap and Stream
+// drive a Timer with time.Now(); tests and replays drive it with exact times.
+// A Timer is not safe for concurrent use; it is driven by one goroutine.
+type Timer struct {
+	opts  options
+	start time.Time
+	s     Sample
+
+	headers, firstByte bool
+	first, last        time.Duration // first and last output chunk, from start
+	outputDeltas       int64
+	firstDeltas        int64
+
+	usage    Usage
+	hasUsage bool
+
+	text     []byte // output text, kept only with a tokenizer
+	firstLen int    // len(text) after the first output chunk
+
+	finish, model, fingerprint []byte // last seen, copied
+	done                       bool   // "[DONE]" seen
+	ended                      bool
+}
+
+// NewTimer returns a Timer for a stream whose request was written at start.
+// WithTokenizer is honoured; WithObserver, WithCommentObserver and
+// WithHeaders are for Tap and Stream and are ignored here.
+func NewTimer(start time.Time, opts ...Option) *Timer {
+	t := &Timer{}
+	t.opts = buildOptions(opts)
+	t.Reset(start)
+	return t
+}
+
+// Reset starts a new measurement from start, keeping the Timer's options and
+// buffers.
+func (t *Timer) Reset(start time.Time) {
+	*t = Timer{
+		opts:        t.opts,
+		start:       start,
+		text:        t.text[:0],
+		finish:      t.finish[:0],
+		model:       t.model[:0],
+		fingerprint: t.fingerprint[:0],
+	}
+	t.s.Start = start
+}
+
+// Headers records that the response headers arrived at now. Only the first
+// call counts.
+func (t *Timer) Headers(now time.Time) {
+	if t.headers || t.ended {
+		return
+	}
+	t.headers = true
+	t.s.Headers = now.Sub(t.start)
+}
+
+func (t *Timer) byteAt(now time.Time) {
+	if !t.firstByte {
+		t.firstByte = true
+		t.s.FirstByte = now.Sub(t.start)
+	}
+}
+
+// Comment records an SSE comment (a keep-alive) read at now. It sets
+// FirstByte if nothing came before, and never counts as output, TTFT or
+// progress (STREAM_QUIRKS Q1, Q27).
+func (t *Timer) Comment(now time.Time) {
+	if t.ended {
+		return
+	}
+	t.byteAt(now)
+	t.s.Comments++
+}
+
+// NonStandard records an SSE line whose field name is not data, event, id
+// or retry (STREAM_QUIRKS Q3). It sets FirstByte if nothing came before.
+func (t *Timer) NonStandard(now time.Time) {
+	if t.ended {
+		return
+	}
+	t.byteAt(now)
+	t.s.NonStandard++
+}
+
+// Event records one data event read at now, as described by c: a decoded
+// chunk (ParseChunk), c.Done for "[DONE]", c.Malformed for undecodable data.
+// A chunk with c.Error records a *StreamError as Err (the first error wins)
+// with its phase. It allocates nothing for an ordinary output chunk unless a
+// Tokenizer is set (then it appends the text to an internal buffer). Events
+// after Finish are ignored.
+func (t *Timer) Event(now time.Time, c *Chunk) {
+	if t.ended {
+		return
+	}
+	t.byteAt(now)
+	if c.Done {
+		t.done = true
+		return
+	}
+	if c.Malformed {
+		t.s.Malformed++
+		return
+	}
+	t.s.Chunks++
+	if c.Output {
+		d := now.Sub(t.start)
+		t.outputDeltas += int64(c.OutputDeltas)
+		if t.s.OutputChunks == 0 {
+			t.first = d
+			t.firstDeltas = int64(c.OutputDeltas)
+		} else {
+			g := d - t.last
+			if t.s.Gaps.Count == 0 || g < t.s.Gaps.Min {
+				t.s.Gaps.Min = g
+			}
+			if g > t.s.Gaps.Max {
+				t.s.Gaps.Max = g
+			}
+			t.s.Gaps.Count++
+		}
+		t.last = d
+		t.s.OutputChunks++
+		if t.opts.tokenizer != nil {
+			t.text = c.AppendText(t.text)
+			if t.s.OutputChunks == 1 {
+				t.firstLen = len(t.text)
+			}
+		}
+	}
+	if len(c.FinishReason) > 0 {
+		t.finish = append(t.finish[:0], c.FinishReason...)
+	}
+	if len(c.Model) > 0 && !bytes.Equal(c.Model, t.model) {
+		t.model = append(t.model[:0], c.Model...)
+	}
+	if len(c.SystemFingerprint) > 0 && !bytes.Equal(c.SystemFingerprint, t.fingerprint) {
+		t.fingerprint = append(t.fingerprint[:0], c.SystemFingerprint...)
+	}
+	if c.HasUsage {
+		t.usage, t.hasUsage = c.Usage, true
+	}
+	if c.HasServer {
+		mergeServer(&t.s.Server, &c.Server)
+	}
+	if c.Error && t.s.Err == nil {
+		t.fail(newStreamError(c.ErrorBody, c.Event), PhaseNone)
+	}
+}
+
+func mergeServer(dst, src *ServerTiming) {
+	if src.Queue != 0 {
+		dst.Queue = src.Queue
+	}
+	if src.Prompt != 0 {
+		dst.Prompt = src.Prompt
+	}
+	if src.Completion != 0 {
+		dst.Completion = src.Completion
+	}
+	if src.Total != 0 {
+		dst.Total = src.Total
+	}
+	if src.PredictedPerSecond != 0 {
+		dst.PredictedPerSecond = src.PredictedPerSecond
+	}
+	if src.CacheN != 0 {
+		dst.CacheN = src.CacheN
+	}
+}
+
+// Fail records err as the stream's failure. The first error wins; a nil
+// err is ignored. phase PhaseNone means "derive it": PhaseMidStream if
+// output was seen, else PhaseFirstToken. Fail does not end the Timer: call
+// Finish with the time the failure was seen.
+func (t *Timer) Fail(err error, phase Phase) {
+	if t.ended || err == nil || t.s.Err != nil {
+		return
+	}
+	t.fail(err, phase)
+}
+
+func (t *Timer) fail(err error, phase Phase) {
+	if phase == PhaseNone {
+		phase = PhaseFirstToken
+		if t.s.OutputChunks > 0 {
+			phase = PhaseMidStream
+		}
+	}
+	t.s.Err, t.s.ErrPhase = err, phase
+}
+
+// Output reports whether an output chunk has been seen: the commit point.
+func (t *Timer) Output() bool { return t.s.OutputChunks > 0 }
+
+// Finish ends the measurement at now and returns the Sample. End is EndError
+// if an error was recorded, EndDone if "[DONE]" was seen, else EndEOF.
+// Later calls return the same Sample.
+func (t *Timer) Finish(now time.Time) Sample {
+	end := EndEOF
+	if t.done {
+		end = EndDone
+	}
+	return t.end(now, end)
+}
+
+// Abandon ends the measurement at now because the consumer stopped reading
+// (EndClosed, unless an error or "[DONE]" came first) and returns the Sample.
+// Later calls, and later calls to Finish, return the same Sample.
+func (t *Timer) Abandon(now time.Time) Sample {
+	end := EndClosed
+	if t.done {
+		end = EndDone
+	}
+	return t.end(now, end)
+}
+
+// end computes the derived fields once.
+func (t *Timer) end(now time.Time, end End) Sample {
+	if t.ended {
+		return t.s
+	}
+	t.ended = true
+	s := &t.s
+	if s.Err != nil {
+		end = EndError
+	}
+	s.End = end
+	s.Total = now.Sub(t.start)
+	s.FinishReason = string(t.finish)
+	s.Model = string(t.model)
+	s.SystemFingerprint = string(t.fingerprint)
+
+	if t.hasUsage {
+		u := t.usage
+		s.InputTokens = u.PromptTokens
+		s.CachedTokens = u.CachedTokens
+		s.ReasoningTokens = u.ReasoningTokens
+		switch {
+		case u.CachedTokens > 0:
+			s.Cache = CacheWarm
+		case u.CachedReported:
+			s.Cache = CacheCold
+		}
+	}
+	n := s.OutputChunks
+	tok := t.opts.tokenizer
+	switch {
+	case t.hasUsage && t.usage.CompletionReported && (t.usage.CompletionTokens > 0 || n == 0):
+		s.OutputTokens, s.TokenSource = t.usage.CompletionTokens, TokenSourceUsage
+	case n > 0 && tok != nil:
+		s.OutputTokens, s.TokenSource = int64(max(tok.Count(string(t.text)), 0)), TokenSourceTokenizer
+	case n > 0:
+		s.OutputTokens, s.TokenSource = t.outputDeltas, TokenSourceChunks
+	}
+	if n > 0 {
+		s.TTFT, s.Last, s.E2E = t.first, t.last, t.last
+		s.Gaps.Sum = t.last - t.first
+		switch {
+		case tok != nil:
+			s.FirstChunkTokens = int64(max(tok.Count(string(t.text[:t.firstLen])), 0))
+		default:
+			s.FirstChunkTokens = t.firstDeltas
+		}
+		s.FirstChunkTokens = min(s.FirstChunkTokens, s.OutputTokens)
+		span := t.last - t.first
+		if gen := s.OutputTokens - s.FirstChunkTokens; n >= 2 && span > 0 && gen > 0 {
+			s.TPS = float64(gen) / span.Seconds()
+			s.TPSOK = true
+			if s.OutputTokens > 1 {
+				s.TPOT = span / time.Duration(s.OutputTokens-1)
+			}
+		}
+		if s.E2E > 0 && s.OutputTokens > 0 {
+			s.E2ETPS = float64(s.OutputTokens) / s.E2E.Seconds()
+		}
+	}
+	s.Truncated = s.Err == nil && end != EndClosed && s.FinishReason == ""
+	return t.s
+}
+
+// Snapshot returns the Sample as if the stream ended at now, without ending
+// the Timer: End is EndNone and Truncated false while it runs. After the end
+// it returns the final Sample.
+func (t *Timer) Snapshot(now time.Time) Sample {
+	if t.ended {
+		return t.s
+	}
+	cp := *t
+	s := cp.end(now, EndNone)
+	s.End, s.Truncated = EndNone, false
+	return s
+}
