@@ -1,0 +1,128 @@
+package route
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestDeploymentValidate(t *testing.T) {
+	tests := []struct {
+		name  string
+		edit  func(*Deployment)
+		field string
+	}{
+		{"valid", func(*Deployment) {}, ""},
+		{"empty provider", func(d *Deployment) { d.Provider = " " }, "Provider"},
+		{"empty model", func(d *Deployment) { d.Model = "" }, "Model"},
+		{"model with revision", func(d *Deployment) { d.Model = "m@1" }, "Model"},
+		{"revision with at", func(d *Deployment) { d.Revision = "a@b" }, "Revision"},
+		{"empty base url", func(d *Deployment) { d.BaseURL = "" }, "BaseURL"},
+		{"relative base url", func(d *Deployment) { d.BaseURL = "/v1" }, "BaseURL"},
+		{"ftp base url", func(d *Deployment) { d.BaseURL = "ftp://x/v1" }, "BaseURL"},
+		{"unparsable base url", func(d *Deployment) { d.BaseURL = "http://[::1" }, "BaseURL"},
+		{"negative input price", func(d *Deployment) { d.Price.Input = -1 }, "Price.Input"},
+		{"negative cached price", func(d *Deployment) { d.Price.CachedInput = -0.1 }, "Price.CachedInput"},
+		{"NaN output price", func(d *Deployment) { d.Price.Output = math.NaN() }, "Price.Output"},
+		{"infinite weight", func(d *Deployment) { d.Weight = math.Inf(1) }, "Weight"},
+		{"negative weight", func(d *Deployment) { d.Weight = -2 }, "Weight"},
+		{"negative rpm", func(d *Deployment) { d.Limits.RPM = -1 }, "Limits.RPM"},
+		{"negative tpm", func(d *Deployment) { d.Limits.TPM = -1 }, "Limits.TPM"},
+		{"negative in-flight", func(d *Deployment) { d.Limits.MaxInFlight = -1 }, "Limits.MaxInFlight"},
+		{"negative context window", func(d *Deployment) { d.ContextWindow = -1 }, "ContextWindow"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := dep("groq", "us", "llama")
+			tt.edit(&d)
+			err := d.Validate()
+			if tt.field == "" {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			var de *DeploymentError
+			if !errors.As(err, &de) {
+				t.Fatalf("Validate() = %v, want *DeploymentError", err)
+			}
+			equal(t, de.Field, tt.field, "Field")
+			if !errors.Is(err, ErrInvalidDeployment) {
+				t.Errorf("errors.Is(%v, ErrInvalidDeployment) = false", err)
+			}
+			containsAll(t, err.Error(), "route: invalid deployment", tt.field)
+		})
+	}
+}
+
+func TestNewPickerErrors(t *testing.T) {
+	good := dep("groq", "us", "llama")
+	bad := good
+	bad.BaseURL = ""
+	negPrice := dep("openai", "us", "gpt")
+	negPrice.Price.Output = -3
+	rev := good
+	rev.Revision = "v2"
+	tests := []struct {
+		name string
+		ds   []Deployment
+		opts Options
+		want []string // substrings of the error; nil means no error
+	}{
+		{"ok", []Deployment{good}, Options{}, nil},
+		{"revisions are distinct keys", []Deployment{good, rev}, Options{}, nil},
+		{"no deployments", nil, Options{}, []string{"no deployments"}},
+		{"empty base url", []Deployment{good, bad}, Options{}, []string{"deployment 1", "BaseURL", "empty"}},
+		{"negative price", []Deployment{good, negPrice}, Options{}, []string{"deployment 1", "Price.Output", "negative"}},
+		{"duplicate key", []Deployment{good, dep("x", "", "m"), good}, Options{}, []string{"deployment 2", "Key", "duplicate of deployment 0"}},
+		{"exploration above one", []Deployment{good}, Options{Exploration: 1.5}, []string{"Options.Exploration"}},
+		{"band NaN", []Deployment{good}, Options{Band: math.NaN()}, []string{"Options.Band"}},
+		{"unknown policy", []Deployment{good}, Options{Policy: 9}, []string{"Options.Policy"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := NewPicker(tt.ds, nil, tt.opts)
+			if tt.want == nil {
+				if err != nil || p == nil {
+					t.Fatalf("NewPicker() = %v, %v", p, err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("NewPicker() error = nil, want %v", tt.want)
+			}
+			containsAll(t, err.Error(), tt.want...)
+			if strings.Contains(tt.name, "key") || strings.Contains(tt.name, "price") || strings.Contains(tt.name, "url") {
+				if !errors.Is(err, ErrInvalidDeployment) {
+					t.Errorf("errors.Is(%v, ErrInvalidDeployment) = false", err)
+				}
+			}
+		})
+	}
+}
+
+func TestDeploymentKeyWireModelForModel(t *testing.T) {
+	d := dep("vllm", "eu", "llama")
+	equal(t, d.Key(), key("vllm", "eu", "llama"), "Key")
+	equal(t, d.WireModel(), "llama", "WireModel")
+	d.ProviderModel = "meta-llama/Llama-3.1-8B"
+	d.Revision = "2024-07"
+	equal(t, d.Key(), key("vllm", "eu", "llama@2024-07"), "Key with revision")
+	equal(t, d.WireModel(), "meta-llama/Llama-3.1-8B", "WireModel with ProviderModel")
+	equal(t, d.ForModel("other"), d, "ForModel on a concrete deployment")
+
+	w := dep("router", "", Wildcard)
+	if !w.IsWildcard() {
+		t.Fatal("IsWildcard() = false")
+	}
+	c := w.ForModel("gpt-4o")
+	equal(t, c.Key(), key("router", "", "gpt-4o"), "wildcard Key")
+	equal(t, c.WireModel(), "gpt-4o", "wildcard WireModel")
+	equal(t, w.Model, Wildcard, "original wildcard unchanged")
+
+	m, r := ParseModel("gpt-4o@2024-08-06")
+	equal(t, [2]string{m, r}, [2]string{"gpt-4o", "2024-08-06"}, "ParseModel")
+	m, r = ParseModel("gpt-4o")
+	equal(t, [2]string{m, r}, [2]string{"gpt-4o", ""}, "ParseModel without revision")
+}

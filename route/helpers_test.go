@@ -1,0 +1,116 @@
+package route
+
+import (
+	"math"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tpsroute/tpsroute/measure"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeSource is an in-memory Source with synthetic estimates.
+type fakeSource struct {
+	mu sync.RWMutex
+	m  map[measure.Key]measure.Estimate
+}
+
+func newSource() *fakeSource { return &fakeSource{m: map[measure.Key]measure.Estimate{}} }
+
+func (f *fakeSource) Estimate(k measure.Key) (measure.Estimate, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	e, ok := f.m[k]
+	return e, ok
+}
+
+func (f *fakeSource) set(k measure.Key, e measure.Estimate) {
+	f.mu.Lock()
+	f.m[k] = e
+	f.mu.Unlock()
+}
+
+// fakeHealth is an in-memory Health.
+type fakeHealth map[measure.Key]Status
+
+func (f fakeHealth) Status(k measure.Key, _ time.Time) Status { return f[k] }
+
+// warm returns an OK estimate whose pessimistic blend is ttft seconds and tps tokens/s.
+func warm(ttft, tps float64) measure.Estimate {
+	return measure.Estimate{
+		TTFTP50: ttft * 0.8, TTFTP95: ttft, TTFTEWMA: ttft * 0.9,
+		TPSP50: tps, TPSP95: tps * 1.3, TPSEWMA: tps * 1.1,
+		Samples: 50, OK: true,
+	}
+}
+
+func dep(provider, region, model string) Deployment {
+	return Deployment{Provider: provider, Region: region, Model: model, BaseURL: "http://127.0.0.1:9/v1"}
+}
+
+func key(provider, region, model string) measure.Key {
+	return measure.Key{Provider: provider, Region: region, Model: model}
+}
+
+// deterministic options: no exploration, no band draw.
+func strictOrder() Options { return Options{Exploration: -1, Band: -1, Seed: 1} }
+
+func order(p Plan) []string {
+	out := make([]string, len(p.Deployments))
+	for i, c := range p.Deployments {
+		out[i] = c.Key.String()
+	}
+	return out
+}
+
+func reasons(p Plan) []string {
+	out := make([]string, len(p.Deployments))
+	for i, c := range p.Deployments {
+		out[i] = c.Reason
+	}
+	return out
+}
+
+func newPicker(t testing.TB, ds []Deployment, src Source, o Options) *Picker {
+	t.Helper()
+	p, err := NewPicker(ds, src, o)
+	if err != nil {
+		t.Fatalf("NewPicker: %v", err)
+	}
+	return p
+}
+
+func mustPick(t testing.TB, p *Picker, r Request, now time.Time) Plan {
+	t.Helper()
+	plan, err := p.PickAt(r, now)
+	if err != nil {
+		t.Fatalf("Pick(%+v): %v", r, err)
+	}
+	return plan
+}
+
+func equal(t testing.TB, got, want any, what string) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("%s = %v, want %v", what, got, want)
+	}
+}
+
+func containsAll(t testing.TB, s string, subs ...string) {
+	t.Helper()
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			t.Errorf("%q does not contain %q", s, sub)
+		}
+	}
+}
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func nan() float64 { return math.NaN() }
+func inf() float64 { return math.Inf(1) }
