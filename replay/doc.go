@@ -1,0 +1,41 @@
+// Package replay provides fake OpenAI-compatible LLM providers for tests:
+// synthetic profiles with controlled timing, recorded cassettes replayed with
+// their original timing, and composable faults.
+//
+// # Scripts
+//
+// A Handler (or a Server on 127.0.0.1) answers each chat-completion request
+// with the Script registered for the request body's model:
+//
+//   - *Profile: a synthetic provider streaming the deterministic Text with a
+//     configured TTFT, TPS, jitter, chunking, provider dialect (Style), prompt
+//     cache and behaviour that changes over time (Phase).
+//   - *Cassette: a recorded stream played back byte-exact with its original
+//     timing, scaled timing, or as fast as possible.
+//   - WithFaults(script, faults...): the script with failures injected, each
+//     selected by attempt number or elapsed time.
+//
+// A request that does not ask for a stream gets the accumulated
+// chat.completion, with usage, at the time the stream would have ended.
+//
+// # Fake time
+//
+// Handler.Transport is an in-memory http.RoundTripper: no sockets, a pipe per
+// response. Inside a testing/synctest bubble every TTFT, gap, stall and
+// Retry-After is virtual, so a test of a 30 s deadline runs in microseconds.
+// Create the Handler inside the bubble so its clock (Phase.After, During,
+// DownFor) is the bubble's.
+//
+// # Attempts
+//
+// Every request is logged as an Attempt with its arrival time, redacted
+// headers, a body summary, the status, the outcome and the chunks sent.
+// Attempt numbers count requests per model on one Handler, from 1.
+//
+// # Recording
+//
+// A Recorder is an http.RoundTripper that writes one cassette per call with
+// each event's timing as the body is read, redacting credentials. The
+// cassette format is described in docs/CASSETTE.md. Bundled returns
+// cassettes, embedded in the package, of quirky provider dialects.
+package replay

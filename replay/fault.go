@@ -1,0 +1,332 @@
+package replay
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Fault is one injected failure, applied to a Script's answer by WithFaults.
+// By default a Fault applies to every request; OnAttempts, FromAttempt and
+// During narrow it, and they combine (all must hold). A Fault is an immutable
+// value, safe for concurrent use; the selector methods return modified copies.
+type Fault struct {
+	name  string
+	apply func(p *plan, r *request)
+	when  []func(r *request) bool
+}
+
+// String returns the fault's name with its arguments, e.g. "cut-after(3)".
+func (f Fault) String() string { return f.name }
+
+// OnAttempts returns f applying only to the given attempt numbers (1-based,
+// counted per model on the handler).
+func (f Fault) OnAttempts(n ...int) Fault {
+	ns := slices.Clone(n)
+	return f.and(fmt.Sprintf("on-attempts%v", ns), func(r *request) bool { return slices.Contains(ns, r.attempt) })
+}
+
+// FromAttempt returns f applying only to attempt n and later.
+func (f Fault) FromAttempt(n int) Fault {
+	return f.and("from-attempt("+strconv.Itoa(n)+")", func(r *request) bool { return r.attempt >= n })
+}
+
+// During returns f applying only to requests arriving in [from, to) after the
+// handler's creation (time.Now, so synctest virtual time works). A zero or
+// negative to means no upper bound.
+func (f Fault) During(from, to time.Duration) Fault {
+	return f.and(fmt.Sprintf("during(%v,%v)", from, to), func(r *request) bool {
+		return r.elapsed >= from && (to <= 0 || r.elapsed < to)
+	})
+}
+
+func (f Fault) and(name string, pred func(*request) bool) Fault {
+	g := f
+	g.name = f.name + "." + name
+	g.when = append(slices.Clip(f.when), pred)
+	return g
+}
+
+func (f Fault) active(r *request) bool {
+	for _, w := range f.when {
+		if !w(r) {
+			return false
+		}
+	}
+	return f.apply != nil
+}
+
+// WithFaults returns a Script that answers like s with the faults applied in
+// order to every request they select. Faults compose: Status replaces the
+// answer, the stream faults rewrite the events of a streaming answer and are
+// no-ops on an error answer. A nil s panics.
+func WithFaults(s Script, faults ...Fault) Script {
+	if s == nil {
+		panic("replay: WithFaults with nil Script")
+	}
+	return &faulted{inner: s, faults: slices.Clone(faults)}
+}
+
+type faulted struct {
+	inner  Script
+	faults []Fault
+}
+
+func (*faulted) sealed() {}
+
+func (f *faulted) plan(r *request) *plan {
+	p := f.inner.plan(r)
+	for _, ft := range f.faults {
+		if ft.active(r) {
+			ft.apply(p, r)
+			p.faults = append(p.faults, ft.name)
+		}
+	}
+	return p
+}
+
+// Status answers with an HTTP status, a body and extra headers instead of the
+// script's answer. An empty body means an OpenAI-shaped error body for the
+// status.
+func Status(code int, body string, header http.Header) Fault {
+	if body == "" {
+		body = statusBody(code)
+	}
+	h := header.Clone()
+	return Fault{name: "status(" + strconv.Itoa(code) + ")", apply: func(p *plan, _ *request) {
+		p.setStatus(code, body, h)
+		p.outcome = ""
+	}}
+}
+
+// RateLimited answers 429 rate_limit_exceeded with "Retry-After: retryAfter"
+// (seconds, e.g. "2", or an HTTP-date) and x-ratelimit-remaining-requests: 0.
+func RateLimited(retryAfter string) Fault {
+	h := http.Header{}
+	if retryAfter != "" {
+		h.Set("Retry-After", retryAfter)
+	}
+	h.Set("x-ratelimit-remaining-requests", "0")
+	f := Status(http.StatusTooManyRequests, "", h)
+	f.name = "rate-limited(" + retryAfter + ")"
+	return f
+}
+
+// RetryAfterMS answers 429 with "retry-after-ms: ms" and, rounded up,
+// "Retry-After" in seconds, as OpenAI does.
+func RetryAfterMS(ms int) Fault {
+	h := http.Header{}
+	h.Set("retry-after-ms", strconv.Itoa(ms))
+	h.Set("Retry-After", strconv.Itoa((ms+999)/1000))
+	f := Status(http.StatusTooManyRequests, "", h)
+	f.name = "retry-after-ms(" + strconv.Itoa(ms) + ")"
+	return f
+}
+
+// RetryAfterDate answers 429 with Retry-After as an HTTP-date d after the
+// request's arrival, rounded up to the next whole second.
+func RetryAfterDate(d time.Duration) Fault {
+	return Fault{name: "retry-after-date(" + d.String() + ")", apply: func(p *plan, r *request) {
+		t := r.start.Add(d).Truncate(time.Second)
+		if t.Before(r.start.Add(d)) {
+			t = t.Add(time.Second)
+		}
+		h := http.Header{}
+		h.Set("Retry-After", t.UTC().Format(http.TimeFormat))
+		p.setStatus(http.StatusTooManyRequests, statusBody(http.StatusTooManyRequests), h)
+	}}
+}
+
+// InsufficientQuota answers 429 with code insufficient_quota: the same status
+// as a rate limit, but one a client must not retry.
+func InsufficientQuota() Fault {
+	f := Status(http.StatusTooManyRequests, errorBody("replay: you exceeded your current quota", "insufficient_quota", "insufficient_quota"), nil)
+	f.name = "insufficient-quota"
+	return f
+}
+
+// ContextLengthExceeded answers 400 with code context_length_exceeded.
+func ContextLengthExceeded() Fault {
+	f := Status(http.StatusBadRequest, errorBody("replay: this model's maximum context length is exceeded", "invalid_request_error", "context_length_exceeded"), nil)
+	f.name = "context-length-exceeded"
+	return f
+}
+
+// ContentPolicy answers 400 with code content_policy_violation.
+func ContentPolicy() Fault {
+	f := Status(http.StatusBadRequest, errorBody("replay: the prompt was rejected by the content policy", "invalid_request_error", "content_policy_violation"), nil)
+	f.name = "content-policy"
+	return f
+}
+
+// Unauthorized answers 401 with code invalid_api_key.
+func Unauthorized() Fault {
+	f := Status(http.StatusUnauthorized, "", nil)
+	f.name = "unauthorized"
+	return f
+}
+
+// ResetBeforeHeaders aborts the connection instead of answering: over TCP the
+// connection is hijacked and closed; through Handler.Transport the round trip
+// returns an error wrapping ErrConnReset.
+func ResetBeforeHeaders() Fault {
+	return Fault{name: "reset-before-headers", apply: func(p *plan, _ *request) {
+		p.before = beforeReset
+	}}
+}
+
+// Hang never answers: no headers, until the request's context ends or the
+// server closes.
+func Hang() Fault {
+	return Fault{name: "hang", apply: func(p *plan, _ *request) {
+		p.before = beforeHang
+	}}
+}
+
+// SlowFirstToken delays the first output chunk, and everything after it, by
+// d. Headers and earlier events (role chunk, comments) are sent on time.
+func SlowFirstToken(d time.Duration) Fault {
+	return Fault{name: "slow-first-token(" + d.String() + ")", apply: func(p *plan, _ *request) {
+		for i, e := range p.events {
+			if e.output {
+				p.shiftFrom(i, d)
+				return
+			}
+		}
+	}}
+}
+
+// CutAfter aborts the connection after k chunks (data events other than
+// [DONE]): no terminator, so the client sees an unexpected EOF, not a clean
+// end. Comments do not count.
+func CutAfter(k int) Fault {
+	return Fault{name: "cut-after(" + strconv.Itoa(k) + ")", apply: func(p *plan, _ *request) {
+		if p.body != nil {
+			return
+		}
+		at := p.headersAt
+		if i := p.chunkIndex(k); i >= 0 {
+			at = p.events[i].at
+			p.events = p.events[:i+1]
+		} else if k <= 0 {
+			p.events = p.events[:0]
+		}
+		p.end = endReset
+		p.endAt = at
+		p.outcome = "cut"
+	}}
+}
+
+// StallAfter pauses for d after k chunks, then continues normally.
+func StallAfter(k int, d time.Duration) Fault {
+	return Fault{name: fmt.Sprintf("stall-after(%d,%v)", k, d), apply: func(p *plan, _ *request) {
+		if i := p.chunkIndex(k); i >= 0 {
+			p.shiftFrom(i+1, d)
+		}
+	}}
+}
+
+// MalformedAt replaces chunk k (1-based) with invalid JSON: the chunk's first
+// half, so a parser fails on it.
+func MalformedAt(k int) Fault {
+	return Fault{name: "malformed-at(" + strconv.Itoa(k) + ")", apply: func(p *plan, _ *request) {
+		if i := p.chunkIndex(k); i >= 0 {
+			e := &p.events[i]
+			e.kind = eventData
+			e.data = e.data[:len(e.data)/2]
+			e.output = false
+		}
+	}}
+}
+
+// ErrorEventAt replaces chunk k (1-based) and everything after it with an
+// in-stream error event inside the HTTP 200, in the style's shape: OpenAI
+// sends {"error":{"message","type"}} and ends without [DONE]; VLLM sends
+// {"error":{...,"code":400}} followed by [DONE]; ProcessingComments
+// (OpenRouter) sends a top-level error plus choices with finish_reason
+// "error" and no [DONE]. Other styles use the OpenAI shape.
+func ErrorEventAt(k int, style Style) Fault {
+	return Fault{name: "error-event-at(" + strconv.Itoa(k) + "," + style.String() + ")", apply: func(p *plan, _ *request) {
+		if p.body != nil {
+			return
+		}
+		i := p.chunkIndex(k)
+		if i < 0 {
+			i = len(p.events)
+			for j, e := range p.events {
+				if e.kind == eventData && e.data == "[DONE]" {
+					i = j
+				}
+			}
+		}
+		at := p.headersAt
+		if i < len(p.events) {
+			at = p.events[i].at
+		} else if i > 0 {
+			at = p.events[i-1].at
+		}
+		p.events = p.events[:i]
+		switch style {
+		case VLLM:
+			p.events = append(p.events,
+				event{at: at, kind: eventData, data: `{"error":{"object":"error","message":"replay: internal server error during generation","type":"BadRequestError","param":null,"code":400}}`},
+				event{at: at, kind: eventData, data: "[DONE]"})
+		case ProcessingComments:
+			p.events = append(p.events, event{at: at, kind: eventData, data: `{"id":"gen-replay","object":"chat.completion.chunk","created":0,"model":"replay","error":{"code":502,"message":"replay: upstream provider error"},"choices":[{"index":0,"delta":{"content":""},"finish_reason":"error","native_finish_reason":"error"}]}`})
+		default:
+			p.events = append(p.events, event{at: at, kind: eventData, data: `{"error":{"message":"replay: the server had an error while processing your request","type":"server_error","param":null,"code":null}}`})
+		}
+		p.end = endEOF
+		p.endAt = at
+		p.outcome = "error_event"
+	}}
+}
+
+// NoDone removes the [DONE] terminator: the stream ends with a clean EOF
+// after the last chunk.
+func NoDone() Fault {
+	return Fault{name: "no-done", apply: func(p *plan, _ *request) {
+		p.events = slices.DeleteFunc(p.events, func(e event) bool { return e.kind == eventData && e.data == "[DONE]" })
+	}}
+}
+
+// KeepAlivesBeforeFirstToken sends n ": keep-alive" comments, interval apart
+// starting at the first output chunk's planned time, and delays that chunk and
+// everything after it by n*interval.
+func KeepAlivesBeforeFirstToken(n int, interval time.Duration) Fault {
+	return Fault{name: fmt.Sprintf("keep-alives(%d,%v)", n, interval), apply: func(p *plan, _ *request) {
+		for i, e := range p.events {
+			if !e.output {
+				continue
+			}
+			p.shiftFrom(i, time.Duration(n)*interval)
+			ka := make([]event, n)
+			for j := range ka {
+				ka[j] = event{at: e.at + time.Duration(j)*interval, kind: eventComment, data: "keep-alive"}
+			}
+			p.events = slices.Insert(p.events, i, ka...)
+			return
+		}
+	}}
+}
+
+// DownFor answers 503 to every request arriving in the first d after the
+// handler's creation, then lets the script answer (flapping).
+func DownFor(d time.Duration) Fault {
+	f := Status(http.StatusServiceUnavailable, "", nil).During(0, d)
+	f.name = "down-for(" + d.String() + ")"
+	return f
+}
+
+// RejectPrefill answers 400 when the last message is from the assistant, as
+// providers without assistant prefill do.
+func RejectPrefill() Fault {
+	body := errorBody("replay: the last message must be from the user or a tool; assistant prefill is not supported", "invalid_request_error", "")
+	return Fault{name: "reject-prefill", apply: func(p *plan, r *request) {
+		if r.body.lastRole() == "assistant" {
+			p.setStatus(http.StatusBadRequest, body, nil)
+		}
+	}}
+}

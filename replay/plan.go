@@ -1,0 +1,402 @@
+package replay
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// eventKind says how an event is framed on the wire.
+type eventKind uint8
+
+const (
+	eventData    eventKind = iota // "data: ...\n\n" (optionally preceded by "event: name")
+	eventComment                  // ": ...\n\n"
+	eventRaw                      // bytes written as they are
+)
+
+// event is one SSE event of a planned response, at an offset from the
+// request's arrival.
+type event struct {
+	at     time.Duration
+	kind   eventKind
+	name   string // SSE "event:" field for data events; "" for none
+	data   string
+	output bool // carries output (content, reasoning, refusal or tool call)
+}
+
+// chunk reports whether e counts as a chunk for CutAfter, StallAfter,
+// MalformedAt and ErrorEventAt: a data event other than [DONE], or a raw
+// event. Comments are not chunks.
+func (e event) chunk() bool {
+	switch e.kind {
+	case eventData:
+		return e.data != "[DONE]"
+	case eventRaw:
+		return true
+	}
+	return false
+}
+
+// bytes renders e in SSE framing.
+func (e event) bytes() []byte {
+	switch e.kind {
+	case eventComment:
+		if e.data == "" {
+			return []byte(":\n\n")
+		}
+		var b strings.Builder
+		for line := range strings.SplitSeq(e.data, "\n") {
+			b.WriteString(": ")
+			b.WriteString(line)
+			b.WriteByte('\n')
+		}
+		b.WriteByte('\n')
+		return []byte(b.String())
+	case eventRaw:
+		return []byte(e.data)
+	}
+	var b strings.Builder
+	b.Grow(len(e.data) + 16)
+	if e.name != "" {
+		b.WriteString("event: ")
+		b.WriteString(e.name)
+		b.WriteByte('\n')
+	}
+	for line := range strings.SplitSeq(e.data, "\n") {
+		b.WriteString("data: ")
+		b.WriteString(line)
+		b.WriteByte('\n')
+	}
+	b.WriteByte('\n')
+	return []byte(b.String())
+}
+
+// endKind says how a planned response ends after its last event.
+type endKind uint8
+
+const (
+	endEOF   endKind = iota // clean end of body
+	endReset                // connection aborted, no terminator
+	endHang                 // nothing more until the client goes away
+)
+
+func (k endKind) String() string {
+	switch k {
+	case endReset:
+		return "reset"
+	case endHang:
+		return "hang"
+	}
+	return "eof"
+}
+
+// beforeKind says what happens before response headers.
+type beforeKind uint8
+
+const (
+	beforeNone  beforeKind = iota
+	beforeReset            // abort the connection instead of answering
+	beforeHang             // never answer
+)
+
+// plan is one fully decided response. Scripts build it; faults rewrite it; the
+// handler plays it.
+type plan struct {
+	status    int
+	header    http.Header
+	before    beforeKind
+	headersAt time.Duration // when headers are sent (or the reset happens)
+	body      []byte        // a non-SSE body, written right after headers; nil for SSE
+	events    []event
+	end       endKind
+	endAt     time.Duration // the end happens no earlier than this
+	outcome   string        // overrides the derived outcome when set
+	faults    []string
+}
+
+// newStreamPlan returns a 200 SSE plan with the usual headers.
+func newStreamPlan() *plan {
+	h := http.Header{}
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	return &plan{status: http.StatusOK, header: h}
+}
+
+// setStatus turns p into an error answer with a JSON body. Extra headers are
+// added; the events are dropped.
+func (p *plan) setStatus(code int, body string, extra http.Header) {
+	h := http.Header{}
+	for k, v := range p.header {
+		if strings.EqualFold(k, "Content-Type") || strings.EqualFold(k, "Cache-Control") {
+			continue
+		}
+		h[k] = v
+	}
+	h.Set("Content-Type", "application/json")
+	for k, v := range extra {
+		h[http.CanonicalHeaderKey(k)] = append([]string(nil), v...)
+	}
+	p.status = code
+	p.header = h
+	p.body = []byte(body)
+	p.events = nil
+	p.end = endEOF
+	p.endAt = p.headersAt
+}
+
+// lastAt returns the offset of the last event, or headersAt with none.
+func (p *plan) lastAt() time.Duration {
+	at := p.headersAt
+	for _, e := range p.events {
+		at = max(at, e.at)
+	}
+	return at
+}
+
+// chunkIndex returns the index in p.events of the k-th chunk (1-based), or -1.
+func (p *plan) chunkIndex(k int) int {
+	n := 0
+	for i, e := range p.events {
+		if e.chunk() {
+			n++
+			if n == k {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// shiftFrom delays events[i:] and the end by d.
+func (p *plan) shiftFrom(i int, d time.Duration) {
+	for j := i; j < len(p.events); j++ {
+		p.events[j].at += d
+	}
+	if p.endAt > 0 || i < len(p.events) {
+		p.endAt += d
+	}
+}
+
+// errorBody returns an OpenAI-shaped error body.
+func errorBody(message, typ, code string) string {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{
+		"message": message, "type": typ, "param": nil, "code": nilIfEmpty(code),
+	}})
+	return string(b)
+}
+
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// accumulate turns a streaming plan into the non-streaming answer a client
+// that did not ask for a stream gets: headers and the whole chat.completion at
+// the time of the last event. A reset or hang stays a reset or hang, before
+// headers, since nothing has been sent yet. An error event becomes an error
+// status with the error as the body.
+func accumulate(p *plan) *plan {
+	if p.before != beforeNone || p.body != nil || p.status != http.StatusOK {
+		return p
+	}
+	q := *p
+	q.events = nil
+	q.headersAt = max(p.lastAt(), p.endAt)
+	switch p.end {
+	case endReset:
+		q.before = beforeReset
+		q.outcome = "cut"
+		return &q
+	case endHang:
+		q.before = beforeHang
+		return &q
+	}
+	var (
+		acc       completion
+		content   strings.Builder
+		reasoning strings.Builder
+		seen      bool
+		rawBody   strings.Builder
+		allRaw    = true
+	)
+	acc.Object = "chat.completion"
+	for _, e := range p.events {
+		if e.kind == eventComment {
+			continue
+		}
+		if e.kind == eventRaw {
+			rawBody.WriteString(e.data)
+			for _, d := range sseData(e.data) {
+				seen = acc.add(d, &content, &reasoning) || seen
+				if acc.errBody != nil {
+					break
+				}
+			}
+			continue
+		}
+		allRaw = false
+		seen = acc.add(e.data, &content, &reasoning) || seen
+		if acc.errBody != nil {
+			break
+		}
+	}
+	h := p.header.Clone()
+	h.Set("Content-Type", "application/json")
+	h.Del("Cache-Control")
+	q.header = h
+	switch {
+	case acc.errBody != nil:
+		q.status = acc.errStatus
+		q.body = acc.errBody
+		q.outcome = "error_event"
+	case !seen && allRaw && len(p.events) > 0:
+		// A recorded non-SSE body (a non-streaming cassette): play it as is.
+		q.header = p.header.Clone()
+		q.body = []byte(rawBody.String())
+	default:
+		q.body = acc.finish(content.String(), reasoning.String())
+	}
+	q.end = endEOF
+	return &q
+}
+
+// sseData extracts the data payloads of complete SSE events in raw bytes.
+func sseData(raw string) []string {
+	var out []string
+	raw = strings.ReplaceAll(raw, "\r\n", "\n")
+	for block := range strings.SplitSeq(raw, "\n\n") {
+		var data []string
+		has := false
+		for line := range strings.SplitSeq(block, "\n") {
+			if v, ok := strings.CutPrefix(line, "data:"); ok {
+				data = append(data, strings.TrimPrefix(v, " "))
+				has = true
+			}
+		}
+		if has {
+			out = append(out, strings.Join(data, "\n"))
+		}
+	}
+	return out
+}
+
+// completion accumulates chunks into a chat.completion.
+type completion struct {
+	ID                string          `json:"id"`
+	Object            string          `json:"object"`
+	Created           int64           `json:"created"`
+	Model             string          `json:"model"`
+	Choices           []choiceOut     `json:"choices"`
+	Usage             json.RawMessage `json:"usage"`
+	SystemFingerprint *string         `json:"system_fingerprint,omitempty"`
+
+	finishReason *string
+	errBody      []byte
+	errStatus    int
+}
+
+type choiceOut struct {
+	Index        int        `json:"index"`
+	Message      messageOut `json:"message"`
+	Logprobs     *struct{}  `json:"logprobs"`
+	FinishReason *string    `json:"finish_reason"`
+}
+
+type messageOut struct {
+	Role             string  `json:"role"`
+	Content          *string `json:"content"`
+	ReasoningContent *string `json:"reasoning_content,omitempty"`
+	Refusal          *string `json:"refusal"`
+}
+
+// chunkIn is the part of a streamed chunk accumulate reads.
+type chunkIn struct {
+	ID                string          `json:"id"`
+	Created           int64           `json:"created"`
+	Model             string          `json:"model"`
+	SystemFingerprint *string         `json:"system_fingerprint"`
+	Usage             json.RawMessage `json:"usage"`
+	Error             json.RawMessage `json:"error"`
+	Choices           []struct {
+		Delta *struct {
+			Content          *string `json:"content"`
+			ReasoningContent *string `json:"reasoning_content"`
+			Reasoning        *string `json:"reasoning"`
+		} `json:"delta"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+}
+
+// add folds one data payload in; it reports whether it was a decodable chunk.
+func (c *completion) add(data string, content, reasoning *strings.Builder) bool {
+	if data == "[DONE]" {
+		return false
+	}
+	var in chunkIn
+	if json.Unmarshal([]byte(data), &in) != nil {
+		return false
+	}
+	if len(in.Error) > 0 && string(in.Error) != "null" {
+		c.errStatus = http.StatusInternalServerError
+		var e struct {
+			Code json.RawMessage `json:"code"`
+		}
+		if json.Unmarshal(in.Error, &e) == nil {
+			if n, err := strconv.Atoi(strings.Trim(string(e.Code), `"`)); err == nil && n >= 400 && n < 600 {
+				c.errStatus = n
+			}
+		}
+		c.errBody = []byte(`{"error":` + string(in.Error) + `}`)
+		return true
+	}
+	if in.ID != "" {
+		c.ID = in.ID
+	}
+	if in.Created != 0 {
+		c.Created = in.Created
+	}
+	if in.Model != "" {
+		c.Model = in.Model
+	}
+	if in.SystemFingerprint != nil {
+		c.SystemFingerprint = in.SystemFingerprint
+	}
+	if len(in.Usage) > 0 && string(in.Usage) != "null" {
+		c.Usage = in.Usage
+	}
+	for _, ch := range in.Choices {
+		if ch.Delta != nil {
+			if ch.Delta.Content != nil {
+				content.WriteString(*ch.Delta.Content)
+			}
+			if ch.Delta.ReasoningContent != nil {
+				reasoning.WriteString(*ch.Delta.ReasoningContent)
+			}
+			if ch.Delta.Reasoning != nil {
+				reasoning.WriteString(*ch.Delta.Reasoning)
+			}
+		}
+		if ch.FinishReason != nil {
+			c.finishReason = ch.FinishReason
+		}
+	}
+	return true
+}
+
+func (c *completion) finish(content, reasoning string) []byte {
+	msg := messageOut{Role: "assistant", Content: &content}
+	if reasoning != "" {
+		msg.ReasoningContent = &reasoning
+	}
+	c.Choices = []choiceOut{{Message: msg, FinishReason: c.finishReason}}
+	if len(c.Usage) == 0 {
+		c.Usage = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(c)
+	return b
+}

@@ -1,0 +1,117 @@
+package replay
+
+import (
+	"encoding/json"
+	"hash/fnv"
+	"strings"
+	"time"
+)
+
+// chatRequest is the part of a chat-completion request body replay reads.
+type chatRequest struct {
+	Model         string        `json:"model"`
+	Messages      []chatMessage `json:"messages"`
+	Stream        bool          `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	MaxTokens           *int `json:"max_tokens"`
+	MaxCompletionTokens *int `json:"max_completion_tokens"`
+}
+
+// chatMessage is one request message; Content may be a string or an array of
+// typed parts.
+type chatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// text returns the message's text: the string content, or the text parts of an
+// array content joined without separator.
+func (m chatMessage) text() string {
+	if len(m.Content) == 0 || m.Content[0] == 'n' {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(m.Content, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(m.Content, &parts) == nil {
+		var b strings.Builder
+		for _, p := range parts {
+			b.WriteString(p.Text)
+		}
+		return b.String()
+	}
+	return ""
+}
+
+// maxTokens returns the request's output cap and whether it set one.
+// max_completion_tokens wins over max_tokens.
+func (c *chatRequest) maxTokens() (int, bool) {
+	if c.MaxCompletionTokens != nil {
+		return *c.MaxCompletionTokens, true
+	}
+	if c.MaxTokens != nil {
+		return *c.MaxTokens, true
+	}
+	return 0, false
+}
+
+func (c *chatRequest) includeUsage() bool {
+	return c.StreamOptions != nil && c.StreamOptions.IncludeUsage
+}
+
+func (c *chatRequest) lastRole() string {
+	if len(c.Messages) == 0 {
+		return ""
+	}
+	return c.Messages[len(c.Messages)-1].Role
+}
+
+// messageTokens estimates one message's prompt tokens deterministically:
+// 4 framing tokens plus one token per 4 bytes of text, rounded up.
+func messageTokens(m chatMessage) int {
+	return 4 + (len(m.text())+3)/4
+}
+
+// promptTokens estimates the prompt tokens of the whole request: the sum of
+// messageTokens plus 3 for the reply priming.
+func (c *chatRequest) promptTokens() int {
+	n := 3
+	for _, m := range c.Messages {
+		n += messageTokens(m)
+	}
+	return n
+}
+
+// prefixHashes returns, for each i, a hash of messages[0..i] and the estimated
+// tokens of that prefix.
+func (c *chatRequest) prefixHashes() (hashes []uint64, tokens []int) {
+	h := fnv.New64a()
+	n := 0
+	for _, m := range c.Messages {
+		h.Write([]byte(m.Role))
+		h.Write([]byte{0})
+		h.Write([]byte(m.text()))
+		h.Write([]byte{0})
+		n += messageTokens(m)
+		hashes = append(hashes, h.Sum64())
+		tokens = append(tokens, n)
+	}
+	return hashes, tokens
+}
+
+// request is one parsed call as the scripts see it.
+type request struct {
+	body    chatRequest
+	raw     []byte
+	attempt int           // 1-based, per model on this handler
+	elapsed time.Duration // since the handler was created
+	start   time.Time     // when the request arrived
+	state   *modelState   // per-model mutable state (prompt cache)
+}
