@@ -2,6 +2,7 @@ package tps
 
 import (
 	"errors"
+	"math"
 	"time"
 )
 
@@ -395,8 +396,10 @@ func (s *scanner) timings(c *Chunk) {
 	}
 }
 
-func seconds(f float64) time.Duration { return clampDuration(f * float64(time.Second)) }
-func millis(f float64) time.Duration  { return clampDuration(f * float64(time.Millisecond)) }
+func seconds(f float64) time.Duration { return clampDuration(math.Round(f * float64(time.Second))) }
+func millis(f float64) time.Duration {
+	return clampDuration(math.Round(f * float64(time.Millisecond)))
+}
 
 func clampDuration(f float64) time.Duration {
 	switch {
