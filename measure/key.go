@@ -3,10 +3,11 @@ package measure
 // Key names one deployment for statistics: a provider, a region and the model
 // the provider serves. It is comparable and used as a map key.
 // Statistics are further split by tps.CacheState under each Key.
+// A Key is a value. In JSON its fields are "provider", "region" and "model".
 type Key struct {
-	Provider string
-	Region   string
-	Model    string
+	Provider string `json:"provider"`
+	Region   string `json:"region"`
+	Model    string `json:"model"`
 }
 
 // String returns "provider/region/model", with empty parts kept.

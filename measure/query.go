@@ -3,10 +3,7 @@ package measure
 import (
 	"math"
 	"time"
-	"unsafe"
 )
-
-const sizeofSubWindow = unsafe.Sizeof(subWindow{})
 
 // query merges the live sub-windows of one or more windows that share an
 // index mapping, without copying bins: quantiles are read in one pass over

@@ -280,6 +280,3 @@ func checkIndex(i int64) error {
 	}
 	return nil
 }
-
-// memBytes reports the heap bytes held by the bins array.
-func (s *compactStore) memBytes() int { return 4 * cap(s.bins) }

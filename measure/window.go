@@ -450,15 +450,6 @@ func (w *Window) decodeSketch(s *subWindow, b []byte) error {
 	return nil
 }
 
-// memBytes estimates the heap bytes the window holds.
-func (w *Window) memBytes() int {
-	n := cap(w.subs) * int(sizeofSubWindow)
-	for i := range w.subs {
-		n += w.subs[i].pos.memBytes()
-	}
-	return n
-}
-
 // logMapping is the DDSketch logarithmic index mapping, identical to
 // sketches-go's mapping.LogarithmicMapping with index offset 0.
 type logMapping struct {

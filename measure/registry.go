@@ -1,0 +1,530 @@
+package measure
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"math"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tpsroute/tpsroute/tps"
+)
+
+// Registry defaults. A zero Options means these.
+const (
+	// DefaultMinSamples is the number of successful samples inside the window
+	// before an Estimate is OK: ten calls make the median meaningful and put
+	// the p95 between the two slowest, enough to rank deployments; fewer would
+	// let one lucky call win all the traffic.
+	DefaultMinSamples = 10
+	// DefaultTTL is how long a key may go without a Record or Begin before it
+	// is dropped: three default windows, after which its windows are long
+	// empty and only its totals would be kept.
+	DefaultTTL = 15 * time.Minute
+	// DefaultRefresh is the longest interval, in sample time, between two
+	// publications of a key's Estimate while samples arrive.
+	DefaultRefresh = 100 * time.Millisecond
+	// maxClasses bounds the distinct error classes kept per key; the rest
+	// count as "other".
+	maxClasses = 32
+)
+
+// Error classes of the default classifier (Options.Classify nil).
+const (
+	ClassTimeout  = "timeout"  // context.DeadlineExceeded or a net.Error timeout
+	ClassCanceled = "canceled" // context.Canceled: the caller gave up
+	ClassOther    = "other"    // anything else
+)
+
+// Options configures a Registry. A zero Options consists entirely of default
+// values; zero or negative fields mean their default.
+type Options struct {
+	// Window configures every window (TTFT, TPS, TPOT, E2E, chunk gaps) and
+	// the windowed error rate. Zero means DefaultWindow in DefaultBuckets
+	// sub-windows at DefaultRelativeAccuracy.
+	Window WindowOptions
+	// HalfLife is the half-life of every EWMA. Default DefaultHalfLife.
+	HalfLife time.Duration
+	// MinSamples is the number of successful samples inside the window for an
+	// Estimate to be OK. Default DefaultMinSamples.
+	MinSamples int
+	// TTL drops keys idle (no Record, no Begin, nothing in flight) for longer.
+	// Default DefaultTTL.
+	TTL time.Duration
+	// Refresh bounds how stale a published Estimate is while samples arrive.
+	// Default DefaultRefresh.
+	Refresh time.Duration
+	// Prices gives each key's price; a key not in the map costs nothing.
+	// The map is copied by NewRegistry. Nil means no costs.
+	Prices map[Key]Price
+	// Classify names the class of a failed sample's error, for
+	// Stats.ErrorsByClass (at most 32 distinct classes per key, the rest
+	// count as "other"). ClassTimeout also counts in Timeouts; ClassCanceled
+	// samples count in Requests and Canceled but not as errors. It must be
+	// safe for concurrent use. Nil means the default classifier: ClassTimeout,
+	// ClassCanceled or ClassOther.
+	Classify func(err error) string
+}
+
+func (o Options) normalized() Options {
+	o.Window = o.Window.normalized()
+	if o.HalfLife <= 0 {
+		o.HalfLife = DefaultHalfLife
+	}
+	if o.MinSamples <= 0 {
+		o.MinSamples = DefaultMinSamples
+	}
+	if o.TTL <= 0 {
+		o.TTL = DefaultTTL
+	}
+	if o.Refresh <= 0 {
+		o.Refresh = DefaultRefresh
+	}
+	o.Prices = maps.Clone(o.Prices)
+	if o.Classify == nil {
+		o.Classify = defaultClassify
+	}
+	return o
+}
+
+func defaultClassify(err error) string {
+	if errors.Is(err, context.Canceled) {
+		return ClassCanceled
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return ClassTimeout
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return ClassTimeout
+	}
+	return ClassOther
+}
+
+// Registry keeps statistics per Key and per tps.CacheState: windows and
+// EWMAs of TTFT, TPS, TPOT and E2E, a window of chunk gaps, request and error
+// counts, an in-flight gauge, token meters and exact cost.
+//
+// Record and Begin take only the key's own mutex; Estimate takes no lock.
+// The key table is an immutable map behind an atomic pointer, copied when a
+// key is added or pruned. A Registry starts no goroutines: idle keys are
+// pruned by Prune, and by Record once per half TTL.
+//
+// A Registry is safe for concurrent use.
+type Registry struct {
+	opts      Options
+	mu        sync.Mutex // serialises changes to keys
+	keys      atomic.Pointer[map[Key]*entry]
+	nextPrune atomic.Int64 // UnixNano; 0 means at the first Record
+}
+
+// NewRegistry returns an empty Registry configured by o.
+func NewRegistry(o Options) *Registry {
+	r := &Registry{opts: o.normalized()}
+	m := map[Key]*entry{}
+	r.keys.Store(&m)
+	return r
+}
+
+// entry holds one key's statistics.
+type entry struct {
+	key      Key
+	price    tokenPrice
+	inflight atomic.Int64
+	est      atomic.Pointer[Estimate]
+
+	mu          sync.Mutex
+	dead        bool // pruned; Record and Begin look the key up again
+	lastSeen    int64
+	newest      int64 // UnixNano of the newest sample
+	lastRefresh int64
+	states      [3]*stateStats // by tps.CacheState, allocated on first use
+	gaps        Window
+	gapE        EWMA
+	ttftE       PeakEWMA
+	tpsE        EWMA
+	tpotE       EWMA
+	e2eE        EWMA
+	classes     map[string]int64
+}
+
+// stateStats holds one key's statistics for one cache state.
+type stateStats struct {
+	ttft, tps, tpot, e2e  Window
+	ttftE                 PeakEWMA
+	tpsE, tpotE, e2eE     EWMA
+	requests, successes   int64
+	errors, canceled      int64
+	timeouts              int64
+	byPhase               [5]int64 // by tps.Phase
+	input, cached, output int64
+	reasoning             int64
+	cost                  Money
+	ring                  outcomeRing
+}
+
+// outcomeRing counts outcomes per sub-window, aligned with the windows.
+type outcomeRing struct {
+	width int64
+	slots []outcomeSlot
+}
+
+type outcomeSlot struct {
+	epoch         int64
+	ok, fail, any int64 // any > 0 marks the slot valid
+}
+
+func (o *outcomeRing) add(now int64, ok bool) {
+	e := floorDiv(now, o.width)
+	s := &o.slots[mod(e, int64(len(o.slots)))]
+	if s.any == 0 || s.epoch < e {
+		*s = outcomeSlot{epoch: e}
+	} else if s.epoch > e {
+		return // older than the window
+	}
+	s.any++
+	if ok {
+		s.ok++
+	} else {
+		s.fail++
+	}
+}
+
+func (o *outcomeRing) sum(now int64) (ok, fail int64) {
+	e := floorDiv(now, o.width)
+	for i := range o.slots {
+		s := &o.slots[i]
+		if s.any > 0 && s.epoch > e-int64(len(o.slots)) {
+			ok += s.ok
+			fail += s.fail
+		}
+	}
+	return ok, fail
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b < 0 {
+		q--
+	}
+	return q
+}
+
+func mod(a, b int64) int64 {
+	m := a % b
+	if m < 0 {
+		m += b
+	}
+	return m
+}
+
+func (r *Registry) newEntry(k Key) *entry {
+	e := &entry{key: k, price: r.opts.Prices[k].perToken(), lastRefresh: math.MinInt64}
+	e.gaps.init(r.opts.Window)
+	hl := r.opts.HalfLife
+	e.gapE.HalfLife, e.ttftE.HalfLife, e.tpsE.HalfLife, e.tpotE.HalfLife, e.e2eE.HalfLife = hl, hl, hl, hl, hl
+	return e
+}
+
+func (r *Registry) newState() *stateStats {
+	s := &stateStats{}
+	for _, w := range []*Window{&s.ttft, &s.tps, &s.tpot, &s.e2e} {
+		w.init(r.opts.Window)
+	}
+	hl := r.opts.HalfLife
+	s.ttftE.HalfLife, s.tpsE.HalfLife, s.tpotE.HalfLife, s.e2eE.HalfLife = hl, hl, hl, hl
+	s.ring = outcomeRing{width: s.ttft.width, slots: make([]outcomeSlot, r.opts.Window.Buckets)}
+	return s
+}
+
+// lookup returns k's entry, or nil.
+func (r *Registry) lookup(k Key) *entry {
+	return (*r.keys.Load())[k]
+}
+
+// locked returns k's live entry, created if needed, with its mutex held.
+func (r *Registry) locked(k Key) *entry {
+	for {
+		e := r.lookup(k)
+		if e == nil {
+			r.mu.Lock()
+			old := *r.keys.Load()
+			if e = old[k]; e == nil {
+				m := make(map[Key]*entry, len(old)+1)
+				maps.Copy(m, old)
+				e = r.newEntry(k)
+				m[k] = e
+				r.keys.Store(&m)
+			}
+			r.mu.Unlock()
+		}
+		e.mu.Lock()
+		if !e.dead {
+			return e
+		}
+		e.mu.Unlock()
+	}
+}
+
+// Record adds one finished call of key k. The sample's time is
+// s.Start + s.Total (the end of the stream), or time.Now() when s.Start is
+// zero. See RecordAt.
+func (r *Registry) Record(k Key, s tps.Sample) {
+	var now time.Time
+	if s.Start.IsZero() {
+		now = time.Now()
+	} else {
+		now = s.Start.Add(max(s.Total, s.E2E, s.TTFT, 0))
+	}
+	r.RecordAt(now, k, s)
+}
+
+// RecordAt adds one finished call of key k, observed at now. It is safe for
+// concurrent use, and allocates nothing once the key and its cache state
+// have been seen.
+//
+// What counts where:
+//   - Every sample counts in Requests, tokens and cost, whatever its outcome:
+//     tokens delivered before an error were generated and billed.
+//   - A sample fails when s.Err is non-nil or s.ErrPhase is not PhaseNone.
+//     A failure counts in Errors, ErrorsByPhase, ErrorsByClass and the
+//     windowed error rate, except the ClassCanceled class (the caller gave
+//     up), which counts only in Canceled and ErrorsByClass.
+//   - TTFT counts whenever the first output chunk arrived (s.TTFT > 0), even
+//     if the stream failed later: it was a real time to first token.
+//   - TPS, TPOT, E2E and the chunk gap count only for successful samples,
+//     since a cut-off stream would bias them; TPS only when s.TPSOK.
+//   - The chunk gap recorded is the stream's mean gap between output chunks
+//     (s.Gaps.Sum / s.Gaps.Count), one value per stream.
+//   - Durations enter in seconds; negative, NaN or infinite values are
+//     dropped. The sample's cache state selects the per-state statistics.
+func (r *Registry) RecordAt(now time.Time, k Key, s tps.Sample) {
+	t := now.UnixNano()
+	r.maybePrune(now, t)
+	e := r.locked(k)
+	defer e.mu.Unlock()
+
+	cs := s.Cache
+	if cs > tps.CacheWarm {
+		cs = tps.CacheUnknown
+	}
+	st := e.states[cs]
+	if st == nil {
+		st = r.newState()
+		e.states[cs] = st
+	}
+	e.lastSeen = max(e.lastSeen, t)
+	e.newest = max(e.newest, t)
+
+	st.requests++
+	failed := s.Err != nil || s.ErrPhase != tps.PhaseNone
+	if failed {
+		class := ClassOther
+		if s.Err != nil {
+			class = r.opts.Classify(s.Err)
+		}
+		if e.classes == nil {
+			e.classes = make(map[string]int64)
+		}
+		if _, ok := e.classes[class]; !ok && len(e.classes) >= maxClasses {
+			class = ClassOther
+		}
+		e.classes[class]++
+		if class == ClassCanceled {
+			st.canceled++
+		} else {
+			st.errors++
+			if p := s.ErrPhase; p > tps.PhaseNone && int(p) < len(st.byPhase) {
+				st.byPhase[p]++
+			}
+			if class == ClassTimeout {
+				st.timeouts++
+			}
+			st.ring.add(t, false)
+		}
+	} else {
+		st.successes++
+		st.ring.add(t, true)
+	}
+
+	st.input += max(s.InputTokens, 0)
+	st.cached += max(s.CachedTokens, 0)
+	st.output += max(s.OutputTokens, 0)
+	st.reasoning += max(s.ReasoningTokens, 0)
+	st.cost.add(e.price.cost(s.InputTokens, s.CachedTokens, s.OutputTokens))
+
+	if s.TTFT > 0 {
+		v := s.TTFT.Seconds()
+		if st.ttft.Add(now, v) {
+			st.ttftE.Update(now, v)
+			e.ttftE.Update(now, v)
+		}
+	}
+	if !failed {
+		if s.TPSOK && s.TPS > 0 && st.tps.Add(now, s.TPS) {
+			st.tpsE.Update(now, s.TPS)
+			e.tpsE.Update(now, s.TPS)
+		}
+		if s.TPOT > 0 {
+			v := s.TPOT.Seconds()
+			if st.tpot.Add(now, v) {
+				st.tpotE.Update(now, v)
+				e.tpotE.Update(now, v)
+			}
+		}
+		if s.E2E > 0 {
+			v := s.E2E.Seconds()
+			if st.e2e.Add(now, v) {
+				st.e2eE.Update(now, v)
+				e.e2eE.Update(now, v)
+			}
+		}
+		if s.Gaps.Count > 0 && s.Gaps.Sum > 0 {
+			v := s.Gaps.Sum.Seconds() / float64(s.Gaps.Count)
+			if e.gaps.Add(now, v) {
+				e.gapE.Update(now, v)
+			}
+		}
+	}
+
+	if p := e.est.Load(); p == nil || !p.OK || t-e.lastRefresh >= int64(r.opts.Refresh) || t < e.lastRefresh {
+		r.refresh(e, now)
+	}
+}
+
+// Begin marks one call to k as in flight until end is called; end is
+// idempotent and safe to call from any goroutine. Begin uses time.Now() for
+// the key's idle time; see BeginAt.
+func (r *Registry) Begin(k Key) (end func()) { return r.BeginAt(time.Now(), k) }
+
+// BeginAt is Begin at time now. A key with calls in flight is never pruned.
+func (r *Registry) BeginAt(now time.Time, k Key) (end func()) {
+	e := r.locked(k)
+	e.lastSeen = max(e.lastSeen, now.UnixNano())
+	e.inflight.Add(1)
+	e.mu.Unlock()
+	var done atomic.Bool
+	return func() {
+		if done.CompareAndSwap(false, true) {
+			e.inflight.Add(-1)
+		}
+	}
+}
+
+// Estimate returns k's latest published Estimate, with InFlight read live,
+// and reports whether it is OK (enough successful samples in the window).
+// An unknown key gives the zero Estimate and false; a known key with too
+// few samples gives its partial Estimate and false.
+//
+// It takes no lock and allocates nothing. The published estimate lags the
+// samples by at most Options.Refresh of sample time while samples arrive;
+// when they stop, it is refreshed by the next Record, Snapshot or Prune, so
+// check Estimate.Newest for the age of the data.
+func (r *Registry) Estimate(k Key) (Estimate, bool) {
+	e := (*r.keys.Load())[k]
+	if e == nil {
+		return Estimate{}, false
+	}
+	var est Estimate
+	if p := e.est.Load(); p != nil {
+		est = *p
+	}
+	est.InFlight = e.inflight.Load()
+	return est, est.OK
+}
+
+var estimateQs = []float64{0.5, 0.95}
+
+// refresh publishes e's Estimate at now. e.mu must be held.
+func (r *Registry) refresh(e *entry, now time.Time) {
+	t := now.UnixNano()
+	var est Estimate
+	var tq, pq query
+	var ok, fail int64
+	for _, st := range e.states {
+		if st == nil {
+			continue
+		}
+		tq.add(&st.ttft, now)
+		pq.add(&st.tps, now)
+		o, f := st.ring.sum(t)
+		ok += o
+		fail += f
+	}
+	var out [2]float64
+	if tq.n > 0 {
+		tq.quantiles(estimateQs, out[:])
+		est.TTFTP50, est.TTFTP95 = out[0], out[1]
+	}
+	if pq.n > 0 {
+		pq.quantiles(estimateQs, out[:])
+		est.TPSP50, est.TPSP95 = out[0], out[1]
+	}
+	est.TTFTEWMA, _ = e.ttftE.Value()
+	est.TPSEWMA, _ = e.tpsE.Value()
+	if ok+fail > 0 {
+		est.ErrorRate = float64(fail) / float64(ok+fail)
+	}
+	est.Samples = ok
+	est.TPSSamples = int64(pq.n)
+	if e.newest != 0 {
+		est.Newest = time.Unix(0, e.newest)
+	}
+	est.OK = ok >= int64(r.opts.MinSamples) && tq.n > 0
+	est.sanitize()
+	e.lastRefresh = t
+	e.est.Store(&est)
+}
+
+func (r *Registry) maybePrune(now time.Time, t int64) {
+	next := r.nextPrune.Load()
+	if next != 0 && t < next {
+		return
+	}
+	if !r.nextPrune.CompareAndSwap(next, t+int64(r.opts.TTL/2)) {
+		return
+	}
+	if next != 0 {
+		r.PruneAt(now)
+	}
+}
+
+// Prune drops keys idle for longer than Options.TTL at time.Now(); see PruneAt.
+func (r *Registry) Prune() int { return r.PruneAt(time.Now()) }
+
+// PruneAt drops every key that has no call in flight and no Record or Begin
+// within Options.TTL before now, refreshes the Estimates of the others, and
+// returns how many keys it dropped. A dropped key's totals are lost; if it
+// is recorded again it starts afresh. Record also calls it, at most once per
+// half TTL.
+func (r *Registry) PruneAt(now time.Time) int {
+	t := now.UnixNano()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := *r.keys.Load()
+	var drop []Key
+	for k, e := range old {
+		e.mu.Lock()
+		if e.inflight.Load() == 0 && t-e.lastSeen > int64(r.opts.TTL) {
+			e.dead = true
+			drop = append(drop, k)
+		} else {
+			r.refresh(e, now)
+		}
+		e.mu.Unlock()
+	}
+	if len(drop) > 0 {
+		m := maps.Clone(old)
+		for _, k := range drop {
+			delete(m, k)
+		}
+		r.keys.Store(&m)
+	}
+	return len(drop)
+}
+
+// Len returns the number of keys currently kept.
+func (r *Registry) Len() int { return len(*r.keys.Load()) }

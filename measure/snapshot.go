@@ -1,0 +1,278 @@
+package measure
+
+import (
+	"encoding/json"
+	"iter"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tpsroute/tpsroute/tps"
+)
+
+// Dist summarises one metric's distribution. Times are in seconds (as
+// OpenTelemetry does), rates in tokens per second. Count, the quantiles and
+// Mean cover the Registry's window; EWMA is the time-decayed average (for
+// TTFT, the peak-sensitive PeakEWMA) and may outlive the window. Empty
+// fields are 0, never NaN or Inf. A Dist is a value.
+type Dist struct {
+	Count int64   `json:"count"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P95   float64 `json:"p95"`
+	P99   float64 `json:"p99"`
+	Mean  float64 `json:"mean"`
+	EWMA  float64 `json:"ewma"`
+}
+
+// PhaseCounts counts failures by the phase the stream reached (tps.Phase).
+// A PhaseCounts is a value.
+type PhaseCounts struct {
+	Connect    int64 `json:"connect"`     // tps.PhaseConnect
+	Headers    int64 `json:"headers"`     // tps.PhaseHeaders
+	FirstToken int64 `json:"first_token"` // tps.PhaseFirstToken
+	MidStream  int64 `json:"mid_stream"`  // tps.PhaseMidStream
+}
+
+// CacheStats are the statistics of one key for one cache state, or for all
+// of them. Counters (Requests through CostExact) are totals since the key was
+// first seen (or last pruned); the Dists and ErrorRate cover the window.
+// A CacheStats is a value.
+type CacheStats struct {
+	TTFT Dist `json:"ttft"` // seconds to the first output chunk
+	TPS  Dist `json:"tps"`  // generation-phase tokens/s, TPSOK samples only
+	TPOT Dist `json:"tpot"` // seconds per output token after the first
+	E2E  Dist `json:"e2e"`  // seconds from start to the last output chunk
+
+	Requests      int64       `json:"requests"`        // every sample recorded
+	Successes     int64       `json:"successes"`       // samples without error
+	Errors        int64       `json:"errors"`          // failed samples, canceled ones excluded
+	Canceled      int64       `json:"canceled"`        // samples whose caller gave up (ClassCanceled)
+	Timeouts      int64       `json:"timeouts"`        // errors of class ClassTimeout
+	ErrorRate     float64     `json:"error_rate"`      // failures / (successes + failures) in the window
+	ErrorsByPhase PhaseCounts `json:"errors_by_phase"` // Errors split by tps.Phase
+
+	InputTokens     int64 `json:"input_tokens"`     // prompt tokens, cached included
+	CachedTokens    int64 `json:"cached_tokens"`    // prompt tokens served from cache
+	OutputTokens    int64 `json:"output_tokens"`    // completion tokens, reasoning included
+	ReasoningTokens int64 `json:"reasoning_tokens"` // reasoning part of OutputTokens
+
+	Cost      float64 `json:"cost_usd"`   // US dollars, CostExact rounded to float64
+	CostExact Money   `json:"cost_exact"` // exact US dollars
+}
+
+// Stats are one key's statistics: the aggregate over cache states, plus the
+// key-level chunk gaps, error classes and in-flight gauge, plus the same
+// CacheStats for each cache state. A Stats is a value; its ErrorsByClass map
+// is shared with the Snapshot and must not be modified.
+type Stats struct {
+	Key Key `json:"key"`
+	CacheStats
+	// ChunkGap is the distribution of each successful stream's mean gap
+	// between output chunks, in seconds.
+	ChunkGap      Dist             `json:"chunk_gap"`
+	ErrorsByClass map[string]int64 `json:"errors_by_class"` // failures (and cancellations) by class
+	InFlight      int64            `json:"in_flight"`       // calls begun and not ended
+	Newest        time.Time        `json:"newest"`          // time of the newest sample; zero if none
+
+	Unknown CacheStats `json:"cache_unknown"` // tps.CacheUnknown
+	Cold    CacheStats `json:"cache_cold"`    // tps.CacheCold
+	Warm    CacheStats `json:"cache_warm"`    // tps.CacheWarm
+}
+
+// Cache returns the statistics for cache state c; an out-of-range c gives
+// the zero CacheStats.
+func (s Stats) Cache(c tps.CacheState) CacheStats {
+	switch c {
+	case tps.CacheUnknown:
+		return s.Unknown
+	case tps.CacheCold:
+		return s.Cold
+	case tps.CacheWarm:
+		return s.Warm
+	}
+	return CacheStats{}
+}
+
+// Snapshot is an immutable view of a Registry at one time. Each key is read
+// under its own lock, so each key's Stats are consistent, but different keys
+// may be read a few microseconds apart. The zero Snapshot is empty.
+// A Snapshot is safe for concurrent use.
+type Snapshot struct {
+	at    time.Time
+	keys  []Key // sorted
+	stats map[Key]Stats
+}
+
+// At returns the time the snapshot was taken at.
+func (s Snapshot) At() time.Time { return s.at }
+
+// Len returns the number of keys.
+func (s Snapshot) Len() int { return len(s.keys) }
+
+// Lookup returns the statistics of k, and false if the registry had no k.
+func (s Snapshot) Lookup(k Key) (Stats, bool) {
+	st, ok := s.stats[k]
+	return st, ok
+}
+
+// Keys returns the keys, sorted by provider, region and model, in a new slice.
+func (s Snapshot) Keys() []Key { return slices.Clone(s.keys) }
+
+// All iterates over the keys in Keys order with their statistics.
+func (s Snapshot) All() iter.Seq2[Key, Stats] {
+	return func(yield func(Key, Stats) bool) {
+		for _, k := range s.keys {
+			if !yield(k, s.stats[k]) {
+				return
+			}
+		}
+	}
+}
+
+// MarshalJSON encodes the snapshot as
+// {"at": RFC 3339 time, "keys": [Stats, ...]} in Keys order, with the field
+// names documented in the package doc.
+func (s Snapshot) MarshalJSON() ([]byte, error) {
+	list := make([]Stats, 0, len(s.keys))
+	for _, k := range s.keys {
+		list = append(list, s.stats[k])
+	}
+	return json.Marshal(struct {
+		At   time.Time `json:"at"`
+		Keys []Stats   `json:"keys"`
+	}{s.at, list})
+}
+
+func compareKeys(a, b Key) int {
+	if c := strings.Compare(a.Provider, b.Provider); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Region, b.Region); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Model, b.Model)
+}
+
+// Snapshot returns the statistics of every key at time.Now(); see SnapshotAt.
+func (r *Registry) Snapshot() Snapshot { return r.SnapshotAt(time.Now()) }
+
+// SnapshotAt returns the statistics of every key with windows read at now.
+// It also refreshes each key's published Estimate. It does not prune.
+func (r *Registry) SnapshotAt(now time.Time) Snapshot {
+	m := *r.keys.Load()
+	snap := Snapshot{at: now, keys: slices.SortedFunc(maps.Keys(m), compareKeys), stats: make(map[Key]Stats, len(m))}
+	for k, e := range m {
+		snap.stats[k] = r.stats(e, now)
+	}
+	return snap
+}
+
+var distQs = []float64{0.5, 0.9, 0.95, 0.99}
+
+func dist(q *query, ewma float64) Dist {
+	d := Dist{Count: int64(q.n), EWMA: finite(ewma)}
+	if q.n > 0 {
+		var out [4]float64
+		q.quantiles(distQs, out[:])
+		d.P50, d.P90, d.P95, d.P99 = finite(out[0]), finite(out[1]), finite(out[2]), finite(out[3])
+		d.Mean = finite(q.sum / float64(q.n))
+	}
+	return d
+}
+
+func ewmaValue(v float64, _ bool) float64 { return v }
+
+func (r *Registry) stats(e *entry, now time.Time) Stats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r.refresh(e, now)
+	t := now.UnixNano()
+	st := Stats{Key: e.key, InFlight: e.inflight.Load(), ErrorsByClass: maps.Clone(e.classes)}
+	if st.ErrorsByClass == nil {
+		st.ErrorsByClass = map[string]int64{}
+	}
+	if e.newest != 0 {
+		st.Newest = time.Unix(0, e.newest).UTC()
+	}
+	var gq query
+	gq.add(&e.gaps, now)
+	st.ChunkGap = dist(&gq, ewmaValue(e.gapE.Value()))
+
+	var all [4]query
+	var ok, fail int64
+	for i, s := range e.states {
+		if s == nil {
+			continue
+		}
+		var cs CacheStats
+		ws := [4]*Window{&s.ttft, &s.tps, &s.tpot, &s.e2e}
+		ew := [4]float64{ewmaValue(s.ttftE.Value()), ewmaValue(s.tpsE.Value()), ewmaValue(s.tpotE.Value()), ewmaValue(s.e2eE.Value())}
+		ds := [4]*Dist{&cs.TTFT, &cs.TPS, &cs.TPOT, &cs.E2E}
+		for j, w := range ws {
+			var q query
+			q.add(w, now)
+			*ds[j] = dist(&q, ew[j])
+			all[j].add(w, now)
+		}
+		o, f := s.ring.sum(t)
+		ok += o
+		fail += f
+		if o+f > 0 {
+			cs.ErrorRate = float64(f) / float64(o+f)
+		}
+		cs.Requests, cs.Successes, cs.Errors, cs.Canceled, cs.Timeouts = s.requests, s.successes, s.errors, s.canceled, s.timeouts
+		cs.ErrorsByPhase = PhaseCounts{
+			Connect:    s.byPhase[tps.PhaseConnect],
+			Headers:    s.byPhase[tps.PhaseHeaders],
+			FirstToken: s.byPhase[tps.PhaseFirstToken],
+			MidStream:  s.byPhase[tps.PhaseMidStream],
+		}
+		cs.InputTokens, cs.CachedTokens, cs.OutputTokens, cs.ReasoningTokens = s.input, s.cached, s.output, s.reasoning
+		cs.CostExact = s.cost
+		cs.Cost = s.cost.Float()
+		switch tps.CacheState(i) {
+		case tps.CacheUnknown:
+			st.Unknown = cs
+		case tps.CacheCold:
+			st.Cold = cs
+		case tps.CacheWarm:
+			st.Warm = cs
+		}
+		a := &st.CacheStats
+		a.Requests += cs.Requests
+		a.Successes += cs.Successes
+		a.Errors += cs.Errors
+		a.Canceled += cs.Canceled
+		a.Timeouts += cs.Timeouts
+		a.ErrorsByPhase.Connect += cs.ErrorsByPhase.Connect
+		a.ErrorsByPhase.Headers += cs.ErrorsByPhase.Headers
+		a.ErrorsByPhase.FirstToken += cs.ErrorsByPhase.FirstToken
+		a.ErrorsByPhase.MidStream += cs.ErrorsByPhase.MidStream
+		a.InputTokens += cs.InputTokens
+		a.CachedTokens += cs.CachedTokens
+		a.OutputTokens += cs.OutputTokens
+		a.ReasoningTokens += cs.ReasoningTokens
+		a.CostExact.addMoney(cs.CostExact)
+	}
+	a := &st.CacheStats
+	a.Cost = a.CostExact.Float()
+	if ok+fail > 0 {
+		a.ErrorRate = float64(fail) / float64(ok+fail)
+	}
+	a.TTFT = dist(&all[0], ewmaValue(e.ttftE.Value()))
+	a.TPS = dist(&all[1], ewmaValue(e.tpsE.Value()))
+	a.TPOT = dist(&all[2], ewmaValue(e.tpotE.Value()))
+	a.E2E = dist(&all[3], ewmaValue(e.e2eE.Value()))
+	return st
+}
+
+// finite returns x, or 0 when x is NaN or infinite.
+func finite(x float64) float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return 0
+	}
+	return x
+}
