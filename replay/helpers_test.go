@@ -167,3 +167,5 @@ func requireJSON(t *testing.T, s string) map[string]any {
 	require.NoError(t, json.Unmarshal([]byte(s), &m), s)
 	return m
 }
+
+func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }

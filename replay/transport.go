@@ -34,7 +34,7 @@ func (t memTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx, cancel := context.WithCancel(req.Context())
 	pr, pw := io.Pipe()
-	w := &memWriter{header: http.Header{}, ready: make(chan struct{}), pw: pw}
+	w := &memWriter{header: http.Header{}, ready: make(chan struct{}), pw: pw, ctx: ctx}
 	sr := req.WithContext(ctx)
 	sr.RequestURI = req.URL.RequestURI()
 	sr.RemoteAddr = "127.0.0.1:1"
@@ -104,6 +104,7 @@ func (b *memBody) Close() error {
 
 // memWriter is the handler's http.ResponseWriter in memory.
 type memWriter struct {
+	ctx    context.Context // the handler's request context
 	header http.Header
 	pw     *io.PipeWriter
 
@@ -173,7 +174,13 @@ func (w *memWriter) finish() {
 	w.mu.Lock()
 	aborted := w.aborted
 	w.mu.Unlock()
-	if !aborted {
+	switch {
+	case aborted:
+	case w.ctx.Err() != nil:
+		// The client went away: its read fails with the context's error,
+		// as over a real connection, never with a clean EOF.
+		w.pw.CloseWithError(context.Cause(w.ctx))
+	default:
 		_ = w.pw.Close()
 	}
 }
