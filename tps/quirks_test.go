@@ -118,7 +118,7 @@ func quirks() []quirk {
 		}(),
 		{
 			name:  "Q13 whole answer in one chunk",
-			steps: []step{ev(800, chunkHead + `"choices":[{"index":0,"delta":{"role":"assistant","content":"The whole answer."},"finish_reason":null}]}`), ev(850, chunkHead + `"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":40,"total_tokens":43}}`), done(900)},
+			steps: []step{ev(800, chunkHead+`"choices":[{"index":0,"delta":{"role":"assistant","content":"The whole answer."},"finish_reason":null}]}`), ev(850, chunkHead+`"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":40,"total_tokens":43}}`), done(900)},
 			want: tps.Sample{Headers: 100 * ms, FirstByte: 800 * ms, TTFT: 800 * ms, Last: 800 * ms, E2E: 800 * ms, Total: 900 * ms,
 				E2ETPS: 50, OutputTokens: 40, TokenSource: tps.TokenSourceUsage, FirstChunkTokens: 1, InputTokens: 3,
 				Chunks: 2, OutputChunks: 1, FinishReason: "stop", Model: "m", End: tps.EndDone},
@@ -146,7 +146,7 @@ func quirks() []quirk {
 				Chunks: 6, OutputChunks: 3, Gaps: tps.GapStats{Count: 2, Sum: 200 * ms, Min: 100 * ms, Max: 100 * ms},
 				FinishReason: "stop", Model: "llama-3.3-70b-versatile", SystemFingerprint: "fp_1",
 				Server: tps.ServerTiming{Queue: 50 * ms, Prompt: 2 * ms, Completion: 25 * ms, Total: 27 * ms},
-				End: tps.EndDone},
+				End:    tps.EndDone},
 		},
 		{
 			name: "Q9 cumulative usage on every chunk (Perplexity)",
@@ -201,9 +201,9 @@ func quirks() []quirk {
 		},
 		{
 			name: "Q21 n=2 in one chunk counts two deltas",
-			steps: []step{ev(300, chunkHead + `"choices":[{"index":0,"delta":{"content":"a"}},{"index":1,"delta":{"content":"b"}}]}`),
-				ev(500, chunkHead + `"choices":[{"index":0,"delta":{"content":"c"}},{"index":1,"delta":{"content":""}}]}`),
-				ev(600, chunkHead + `"choices":[{"index":0,"delta":{},"finish_reason":"stop"},{"index":1,"delta":{},"finish_reason":"stop"}]}`)},
+			steps: []step{ev(300, chunkHead+`"choices":[{"index":0,"delta":{"content":"a"}},{"index":1,"delta":{"content":"b"}}]}`),
+				ev(500, chunkHead+`"choices":[{"index":0,"delta":{"content":"c"}},{"index":1,"delta":{"content":""}}]}`),
+				ev(600, chunkHead+`"choices":[{"index":0,"delta":{},"finish_reason":"stop"},{"index":1,"delta":{},"finish_reason":"stop"}]}`)},
 			want: tps.Sample{Headers: 100 * ms, FirstByte: 300 * ms, TTFT: 300 * ms, Last: 500 * ms, E2E: 500 * ms, Total: 600 * ms,
 				TPS: 5, TPSOK: true, TPOT: 100 * ms, E2ETPS: 6,
 				OutputTokens: 3, TokenSource: tps.TokenSourceChunks, FirstChunkTokens: 2,
@@ -321,7 +321,7 @@ func quirks() []quirk {
 				Chunks: 4, OutputChunks: 2, Gaps: tps.GapStats{Count: 1, Sum: 100 * ms, Min: 100 * ms, Max: 100 * ms},
 				FinishReason: "stop", Model: "gpt-3.5-turbo", SystemFingerprint: "b6000-abc",
 				Server: tps.ServerTiming{Prompt: 12500 * time.Microsecond, Completion: 20250 * time.Microsecond, PredictedPerSecond: 98.5, CacheN: 4},
-				End: tps.EndDone},
+				End:    tps.EndDone},
 		},
 	}
 }

@@ -1,0 +1,153 @@
+package tps_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tpsroute/tpsroute/tps"
+)
+
+func TestParseChunk(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want func(t *testing.T, c *tps.Chunk)
+	}{
+		{"content", `{"choices":[{"index":0,"delta":{"content":"Hi"}}]}`, func(t *testing.T, c *tps.Chunk) {
+			assert.True(t, c.Output)
+			assert.Equal(t, 1, c.OutputDeltas)
+			assert.Equal(t, "Hi", string(c.Content))
+			assert.False(t, c.Reasoning)
+		}},
+		{"role only with empty content", `{"choices":[{"delta":{"role":"assistant","content":""}}]}`, func(t *testing.T, c *tps.Chunk) {
+			assert.False(t, c.Output)
+			assert.Nil(t, c.Content)
+		}},
+		{"role only with null content", `{"choices":[{"delta":{"role":"assistant","content":null}}]}`, func(t *testing.T, c *tps.Chunk) {
+			assert.False(t, c.Output)
+		}},
+		{"reasoning_content and content joined", `{"choices":[{"delta":{"reasoning_content":"think ","content":"say"}}]}`, func(t *testing.T, c *tps.Chunk) {
+			assert.True(t, c.Output)
+			assert.True(t, c.Reasoning)
+			assert.Equal(t, "think say", string(c.AppendText(nil)))
+		}},
+		{"refusal", `{"choices":[{"delta":{"refusal":"no"}}]}`, func(t *testing.T, c *tps.Chunk) {
+			assert.True(t, c.Output)
+			assert.False(t, c.Reasoning)
+		}},
+		{"typed content array (magistral)", `{"choices":[{"delta":{"content":[{"type":"thinking","thinking":[{"type":"text","text":"hm"}]}]}}]}`, func(t *testing.T, c *tps.Chunk) {
+			assert.True(t, c.Output)
+		}},
+		{"empty content array", `{"choices":[{"delta":{"content":[]}}]}`, func(t *testing.T, c *tps.Chunk) {
+			assert.False(t, c.Output)
+		}},
+		{"tool call", `{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{"}}]}}]}`, func(t *testing.T, c *tps.Chunk) {
+			assert.True(t, c.Output)
+			assert.True(t, c.ToolCall)
+		}},
+		{"empty tool_calls", `{"choices":[{"delta":{"tool_calls":[]}}]}`, func(t *testing.T, c *tps.Chunk) {
+			assert.False(t, c.Output)
+		}},
+		{"legacy function_call", `{"choices":[{"delta":{"function_call":{"name":"f"}}}]}`, func(t *testing.T, c *tps.Chunk) {
+			assert.True(t, c.ToolCall)
+		}},
+		{"choices null, missing key, numbers as strings", `{"choices":null,"usage":{"prompt_tokens":"x","completion_tokens":7.0}}`, func(t *testing.T, c *tps.Chunk) {
+			assert.False(t, c.Output)
+			require.True(t, c.HasUsage)
+			assert.Equal(t, int64(0), c.Usage.PromptTokens)
+			assert.Equal(t, int64(7), c.Usage.CompletionTokens)
+		}},
+		{"usage null is no usage", `{"choices":[],"usage":null}`, func(t *testing.T, c *tps.Chunk) {
+			assert.False(t, c.HasUsage)
+		}},
+		{"usage beats x_groq.usage in either order", `{"x_groq":{"usage":{"completion_tokens":1}},"usage":{"completion_tokens":2}}`, func(t *testing.T, c *tps.Chunk) {
+			assert.Equal(t, int64(2), c.Usage.CompletionTokens)
+		}},
+		{"x_groq.usage when usage is null", `{"usage":null,"x_groq":{"id":"req","usage":{"completion_tokens":3,"queue_time":0.5}}}`, func(t *testing.T, c *tps.Chunk) {
+			require.True(t, c.HasUsage)
+			assert.Equal(t, int64(3), c.Usage.CompletionTokens)
+			assert.True(t, c.HasServer)
+			assert.Equal(t, "500ms", c.Server.Queue.String())
+		}},
+		{"cached tokens details null", `{"usage":{"completion_tokens":1,"prompt_tokens_details":null}}`, func(t *testing.T, c *tps.Chunk) {
+			assert.False(t, c.Usage.CachedReported)
+		}},
+		{"cached tokens zero is reported", `{"usage":{"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":0}}}`, func(t *testing.T, c *tps.Chunk) {
+			assert.True(t, c.Usage.CachedReported)
+		}},
+		{"big seed and unknown fields", `{"seed":123456789012345678901234567890,"obfuscation":"x","citations":["a"],"sglext":{"a":[1,{"b":null}]},"choices":[{"delta":{"content":"x"},"stop_reason":null,"token_id":5}]}`, func(t *testing.T, c *tps.Chunk) {
+			assert.True(t, c.Output)
+		}},
+		{"error null is no error", `{"error":null,"choices":[]}`, func(t *testing.T, c *tps.Chunk) {
+			assert.False(t, c.Error)
+		}},
+		{"error object", `{"error": {"message":"m"} }`, func(t *testing.T, c *tps.Chunk) {
+			assert.True(t, c.Error)
+			assert.Equal(t, `{"message":"m"}`, string(c.ErrorBody))
+		}},
+		{"finish_reason last non-null", `{"choices":[{"index":0,"finish_reason":"stop"},{"index":1,"finish_reason":null}]}`, func(t *testing.T, c *tps.Chunk) {
+			assert.Equal(t, "stop", string(c.FinishReason))
+		}},
+		{"system_fingerprint null", `{"system_fingerprint":null,"model":"m"}`, func(t *testing.T, c *tps.Chunk) {
+			assert.Nil(t, c.SystemFingerprint)
+			assert.Equal(t, "m", string(c.Model))
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var c tps.Chunk
+			require.NoError(t, tps.ParseChunk([]byte(tt.in), &c))
+			tt.want(t, &c)
+		})
+	}
+}
+
+func TestParseChunkMalformed(t *testing.T) {
+	for _, in := range []string{
+		``, ` `, `[]`, `"x"`, `null`, `{`, `{"a"}`, `{"a":}`, `{"a":1,}`, `{"a":1}x`, `{"a":tru}`,
+		`{"a":"\x"}`, `{"a":"\u12g4"}`, "{\"a\":\"\x01\"}", `{"a":01}`, `{"a":1.}`, `{"a":-}`, `{"a":1e}`,
+		`{"choices":[{"delta":{"content":"a"}]}`, `{"a":[1,]}`, `{"a" 1}`, `{a:1}`,
+		`{"a":` + strings.Repeat("[", 300) + strings.Repeat("]", 300) + `}`,
+	} {
+		t.Run(in, func(t *testing.T) {
+			var c tps.Chunk
+			assert.ErrorIs(t, tps.ParseChunk([]byte(in), &c), tps.ErrMalformed)
+		})
+	}
+}
+
+func TestParseChunkReuseDoesNotAllocate(t *testing.T) {
+	data := []byte(`{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-4o","system_fingerprint":"fp","choices":[{"index":0,"delta":{"reasoning_content":"a","content":"b"},"logprobs":null,"finish_reason":null}],"usage":null}`)
+	var c tps.Chunk
+	require.NoError(t, tps.ParseChunk(data, &c))
+	allocs := testing.AllocsPerRun(100, func() { _ = tps.ParseChunk(data, &c) })
+	assert.Zero(t, allocs)
+}
+
+// FuzzParseChunk checks ParseChunk never panics and agrees with
+// encoding/json on which payloads are well formed.
+func FuzzParseChunk(f *testing.F) {
+	for _, s := range []string{
+		`{"choices":[{"delta":{"content":"a\u00e9"}}],"usage":{"completion_tokens":1}}`,
+		`{"error":{"code":400}}`, `{"x_groq":{"usage":{"queue_time":1e-3}}}`, `{"a":[1,-2.5e+3,true,false,null,"s"]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var c tps.Chunk
+		err := tps.ParseChunk(data, &c)
+		if err == nil && !json.Valid(data) {
+			t.Fatalf("accepted invalid JSON %q", data)
+		}
+		trimmed := strings.TrimLeft(string(data), " \t\r\n")
+		nesting := strings.Count(string(data), "[") + strings.Count(string(data), "{")
+		if err != nil && json.Valid(data) && strings.HasPrefix(trimmed, "{") && nesting < 200 {
+			t.Fatalf("rejected valid JSON object %q", data)
+		}
+		_ = c.AppendText(nil)
+	})
+}
