@@ -1,0 +1,313 @@
+package fallback
+
+import (
+	"bytes"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/tidwall/gjson"
+)
+
+// Class is what the executor made of one failed attempt: whether it retried the
+// same deployment, moved on, or stopped. The package documentation has the full
+// table of faults and classes.
+type Class uint8
+
+const (
+	// ClassNone means the attempt succeeded.
+	ClassNone Class = iota
+	// ClassRetry retries the same deployment once after a jittered backoff, then
+	// moves on: 500, 502, 504, other 5xx except 503, 409, and transport errors
+	// such as a connection reset before the response headers.
+	ClassRetry
+	// ClassNext moves to the next deployment without retrying this one in the
+	// call: 503, 529, 408, the headers and TTFT deadlines, an empty stream, and
+	// an in-stream error before the first output chunk.
+	ClassNext
+	// ClassRateLimited is a 429 rate limit: the deployment cools down until its
+	// Retry-After (or a jittered backoff when absent) and the call moves on.
+	// It is not counted as a breaker failure.
+	ClassRateLimited
+	// ClassAuth is 401 or 403: the breaker trips, the deployment cools down for
+	// Options.PenaltyCooldown, and the call moves on.
+	ClassAuth
+	// ClassUnavailable is a 404 (model not found) or a 429 insufficient_quota:
+	// the deployment cools down for Options.PenaltyCooldown and the call moves on.
+	ClassUnavailable
+	// ClassInvalid is a 400 (or another 4xx) invalid request: the call stops,
+	// since every deployment would reject the same body.
+	ClassInvalid
+	// ClassPolicy is a content-policy rejection: the call stops, with the
+	// provider's reason in the error.
+	ClassPolicy
+	// ClassContextLength is context_length_exceeded: the call moves on only to
+	// deployments whose ContextWindow is larger than this one's.
+	ClassContextLength
+	// ClassCanceled is the caller's own cancellation or deadline: the call stops
+	// and no breaker counts it.
+	ClassCanceled
+	// ClassMidStream is a failure after the commit point: a cut, a stall, an
+	// in-stream error or a malformed chunk after output was delivered.
+	ClassMidStream
+	// ClassSkipped means the deployment was not tried: its breaker was open, it
+	// was cooling down, or it had no rate-limit budget or in-flight slot.
+	ClassSkipped
+)
+
+var classNames = [...]string{"ok", "retry", "next", "rate-limited", "auth", "unavailable", "invalid", "policy", "context-length", "canceled", "mid-stream", "skipped"}
+
+// String returns a short lower-case name such as "rate-limited".
+func (c Class) String() string {
+	if int(c) < len(classNames) {
+		return classNames[c]
+	}
+	return "class(" + strconv.Itoa(int(c)) + ")"
+}
+
+// breakerFailure reports whether the class counts as the provider's failure.
+func (c Class) breakerFailure() bool {
+	switch c {
+	case ClassRetry, ClassNext, ClassAuth, ClassUnavailable, ClassMidStream:
+		return true
+	}
+	return false
+}
+
+// providerError is what could be read from an error body of any shape.
+type providerError struct {
+	Code    string
+	Type    string
+	Message string
+	Param   string
+	Status  int    // a status found inside the body (in-stream errors), 0 if none
+	Raw     string // the JSON object the fields came from
+}
+
+// parseErrorBody reads the error shapes seen in the wild (STREAM_QUIRKS Q17,
+// Q18, Q25): {"error":{...}}, [{"error":{...}}], {"message":...},
+// {"error":"...","error_type":...}, with code as an int or a string.
+func parseErrorBody(body []byte) providerError {
+	var pe providerError
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
+		return pe
+	}
+	if !gjson.ValidBytes(body) {
+		pe.Message = truncate(string(body), 300)
+		return pe
+	}
+	root := gjson.ParseBytes(body)
+	if root.IsArray() {
+		arr := root.Array()
+		if len(arr) == 0 {
+			return pe
+		}
+		root = arr[0]
+	}
+	obj := root
+	if e := root.Get("error"); e.Exists() {
+		switch {
+		case e.IsObject():
+			obj = e
+		case e.Type == gjson.String:
+			pe.Message = e.Str
+			pe.Type = root.Get("error_type").String()
+			pe.Code = root.Get("code").String()
+			pe.Raw = root.Raw
+			pe.Status = statusOf(root)
+			return pe
+		}
+	}
+	if !obj.IsObject() {
+		pe.Message = truncate(obj.String(), 300)
+		return pe
+	}
+	pe.Raw = obj.Raw
+	pe.Code = obj.Get("code").String()
+	pe.Type = obj.Get("type").String()
+	pe.Param = obj.Get("param").String()
+	pe.Message = obj.Get("message").String()
+	pe.Status = statusOf(obj)
+	if pe.Status == 0 {
+		pe.Status = statusOf(root)
+	}
+	// OpenRouter wraps the upstream error as a JSON string in message (Q18).
+	if m := strings.TrimSpace(pe.Message); strings.HasPrefix(m, "{") || strings.HasPrefix(m, "[") {
+		inner := parseErrorBody([]byte(m))
+		if pe.Code == "" {
+			pe.Code = inner.Code
+		}
+		if pe.Type == "" {
+			pe.Type = inner.Type
+		}
+		if inner.Message != "" {
+			pe.Message = inner.Message
+		}
+		if pe.Status == 0 {
+			pe.Status = inner.Status
+		}
+	}
+	return pe
+}
+
+func statusOf(r gjson.Result) int {
+	for _, k := range [...]string{"http_status_code", "status_code", "status", "code"} {
+		v := r.Get(k)
+		var n int64
+		switch v.Type {
+		case gjson.Number:
+			n = v.Int()
+		case gjson.String:
+			n, _ = strconv.ParseInt(v.Str, 10, 64)
+		}
+		if n >= 400 && n <= 599 {
+			return int(n)
+		}
+	}
+	return 0
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+func (pe *providerError) has(words ...string) bool {
+	for _, f := range [...]string{pe.Code, pe.Type, pe.Message} {
+		if f == "" {
+			continue
+		}
+		l := strings.ToLower(f)
+		for _, w := range words {
+			if strings.Contains(l, w) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (pe *providerError) contextLength() bool {
+	return pe.has("context_length_exceeded", "context length", "context_length", "maximum context", "context window",
+		"too many tokens", "prompt is too long", "string_above_max_length", "input is too long")
+}
+
+func (pe *providerError) policy() bool {
+	return pe.has("content_policy", "content policy", "content_filter", "content filter", "content management policy",
+		"responsibleaipolicy", "safety", "moderation", "flagged")
+}
+
+// classify maps an error status, headers and body to a Class.
+func classify(status int, h http.Header, pe *providerError) Class {
+	c := classifyStatus(status, pe)
+	switch strings.ToLower(h.Get("x-should-retry")) {
+	case "true":
+		switch c {
+		case ClassInvalid, ClassUnavailable, ClassNext:
+			c = ClassRetry
+		}
+	case "false":
+		if c == ClassRetry {
+			c = ClassNext
+		}
+	}
+	return c
+}
+
+func classifyStatus(status int, pe *providerError) Class {
+	switch {
+	case status == http.StatusTooManyRequests:
+		if pe.has("insufficient_quota", "quota exceeded", "exceeded your current quota", "billing") {
+			return ClassUnavailable
+		}
+		return ClassRateLimited
+	case status == http.StatusUnauthorized, status == http.StatusForbidden:
+		if status == http.StatusForbidden && pe.policy() {
+			return ClassPolicy
+		}
+		return ClassAuth
+	case status == http.StatusNotFound:
+		return ClassUnavailable
+	case status == http.StatusRequestTimeout:
+		return ClassNext
+	case status == http.StatusConflict:
+		return ClassRetry
+	case status == http.StatusRequestEntityTooLarge:
+		return ClassContextLength
+	case status == http.StatusServiceUnavailable, status == 529:
+		return ClassNext
+	case status >= 500:
+		if pe.contextLength() {
+			// Q26: some servers report an oversized prompt as a 500.
+			return ClassContextLength
+		}
+		return ClassRetry
+	case status >= 400:
+		if pe.contextLength() {
+			return ClassContextLength
+		}
+		if pe.policy() {
+			return ClassPolicy
+		}
+		return ClassInvalid
+	}
+	return ClassNext
+}
+
+// newAPIError builds the provider's error as openai-go would.
+func newAPIError(status int, pe *providerError, req *http.Request, resp *http.Response) *openai.Error {
+	e := &openai.Error{StatusCode: status, Request: req, Response: resp}
+	if pe.Raw != "" && gjson.Valid(pe.Raw) {
+		_ = e.UnmarshalJSON([]byte(pe.Raw))
+	}
+	// Fill what the generic decoder missed (int codes, {"error":"..."} shapes).
+	if e.Code == "" {
+		e.Code = pe.Code
+	}
+	if e.Type == "" {
+		e.Type = pe.Type
+	}
+	if e.Message == "" || pe.Message != "" && strings.HasPrefix(strings.TrimSpace(e.Message), "{") {
+		e.Message = pe.Message
+	}
+	if e.Param == "" {
+		e.Param = pe.Param
+	}
+	return e
+}
+
+// retryAfter parses retry-after-ms, x-ms-retry-after-ms and retry-after
+// (delta-seconds or an HTTP-date) in that order of preference. ok is false when
+// none is present and valid.
+func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
+	for _, k := range [...]string{"retry-after-ms", "x-ms-retry-after-ms"} {
+		if v := h.Get(k); v != "" {
+			if ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && ms >= 0 && ms < 1e12 {
+				return time.Duration(ms * float64(time.Millisecond)), true
+			}
+		}
+	}
+	v := strings.TrimSpace(h.Get("retry-after"))
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		if s < 0 || s > 1e9 {
+			return 0, false
+		}
+		return time.Duration(s * float64(time.Second)), true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		d := t.Sub(now)
+		if d < 0 {
+			d = 0
+		}
+		return d, true
+	}
+	return 0, false
+}

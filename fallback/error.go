@@ -1,0 +1,218 @@
+package fallback
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/tps"
+)
+
+// Sentinel errors. They are found with errors.Is on a *Error.
+var (
+	// ErrNoDeployment means the plan was empty, or no deployment in it could be
+	// tried (all open, cooling down, without budget, or too small a context).
+	ErrNoDeployment = errors.New("fallback: no deployment available")
+	// ErrOpen means the deployment's circuit breaker was open (or half-open and
+	// out of probes).
+	ErrOpen = errors.New("fallback: circuit breaker open")
+	// ErrCoolingDown means the deployment was cooling down after a Retry-After,
+	// a rate limit or an authentication failure.
+	ErrCoolingDown = errors.New("fallback: deployment cooling down")
+	// ErrNoBudget means the deployment's RPM/TPM limiter or in-flight cap had no
+	// room.
+	ErrNoBudget = errors.New("fallback: no rate-limit budget")
+	// ErrHeadersTimeout means the response headers did not arrive within the
+	// headers deadline.
+	ErrHeadersTimeout = errors.New("fallback: headers deadline exceeded")
+	// ErrTTFTTimeout means no output chunk arrived within the TTFT deadline while
+	// another deployment was available.
+	ErrTTFTTimeout = errors.New("fallback: TTFT deadline exceeded")
+	// ErrStall means no output chunk arrived for the stall deadline after the
+	// first one. SSE comments do not reset it.
+	ErrStall = errors.New("fallback: stream stalled")
+	// ErrMidStream marks every failure after the commit point: the stream was
+	// cut, stalled or carried an error after output had been delivered. A
+	// stream never ends cleanly after such a failure.
+	ErrMidStream = errors.New("fallback: stream failed after first output")
+	// ErrTruncated means the stream ended without a finish_reason or [DONE].
+	ErrTruncated = errors.New("fallback: stream ended without finish_reason or [DONE]")
+	// ErrEmptyStream means the stream ended cleanly without any output or
+	// finish_reason.
+	ErrEmptyStream = errors.New("fallback: stream ended without output")
+	// ErrMalformed means a data event could not be decoded as JSON.
+	ErrMalformed = errors.New("fallback: malformed stream event")
+	// ErrStreamError means the provider sent an error event inside an HTTP 200
+	// stream; the attempt's error also wraps the provider's *openai.Error.
+	ErrStreamError = errors.New("fallback: error event in stream")
+	// ErrHedgeLost marks the attempt cancelled because a hedged attempt produced
+	// output first. It is not a breaker failure.
+	ErrHedgeLost = errors.New("fallback: hedge lost")
+	// ErrContinuation means the mid-stream continuation was not possible (tool
+	// calls, n>1, no prefill-capable deployment) or failed; the caller still
+	// gets the original mid-stream error.
+	ErrContinuation = errors.New("fallback: continuation not possible")
+)
+
+// Attempt is the record of one try on one deployment, or of a deployment that
+// was skipped (Class ClassSkipped). It is a value, safe to copy.
+type Attempt struct {
+	Key      measure.Key   // the deployment tried
+	Phase    tps.Phase     // how far the attempt got when it failed; PhaseNone on success
+	Status   int           // HTTP status, 0 if none arrived
+	Class    Class         // what the executor made of it
+	Duration time.Duration // from just before the request was written to the end
+	Waited   time.Duration // time spent in backoff or cooldown waits before it
+	Tokens   int64         // output tokens the attempt received (its tps.Sample.OutputTokens)
+	Err      error         // nil on success; errors.As reaches *openai.Error for HTTP errors
+}
+
+// String summarises the attempt on one line without secrets.
+func (a Attempt) String() string {
+	var b strings.Builder
+	b.WriteString(a.Key.String())
+	b.WriteString(": ")
+	b.WriteString(a.Class.String())
+	if a.Status != 0 {
+		b.WriteString(" ")
+		b.WriteString(strconv.Itoa(a.Status))
+	}
+	if a.Phase != tps.PhaseNone {
+		b.WriteString(" at ")
+		b.WriteString(phaseName(a.Phase))
+	}
+	if a.Tokens > 0 {
+		b.WriteString(" after ")
+		b.WriteString(strconv.FormatInt(a.Tokens, 10))
+		b.WriteString(" tokens")
+	}
+	if a.Duration > 0 {
+		b.WriteString(" in ")
+		b.WriteString(a.Duration.Round(time.Millisecond).String())
+	}
+	if a.Err != nil {
+		b.WriteString(" (")
+		b.WriteString(a.Err.Error())
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
+func phaseName(p tps.Phase) string {
+	switch p {
+	case tps.PhaseConnect:
+		return "connect"
+	case tps.PhaseHeaders:
+		return "headers"
+	case tps.PhaseFirstToken:
+		return "first-token"
+	case tps.PhaseMidStream:
+		return "mid-stream"
+	}
+	return "none"
+}
+
+// Error is the failure of a whole call: every attempt, in order. The last
+// attempt is the one that decided the outcome. errors.Is finds the sentinels
+// and errors.As the provider's *openai.Error in any attempt, most recent first.
+// An Error is not modified after it is returned; it is safe for concurrent reads.
+type Error struct {
+	Attempts []Attempt
+
+	cause error // ErrNoDeployment when nothing could be tried
+}
+
+// Error returns "fallback: N attempts: a1; a2; ...", one line, without keys.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("fallback: ")
+	n := 0
+	for _, a := range e.Attempts {
+		if a.Class != ClassSkipped {
+			n++
+		}
+	}
+	b.WriteString(strconv.Itoa(n))
+	if n == 1 {
+		b.WriteString(" attempt")
+	} else {
+		b.WriteString(" attempts")
+	}
+	if e.cause != nil {
+		b.WriteString(" (")
+		b.WriteString(safeMessage(e.cause))
+		b.WriteString(")")
+	}
+	for i, a := range e.Attempts {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		b.WriteString(a.String())
+	}
+	return b.String()
+}
+
+// Unwrap returns the attempts' errors, the most recent first.
+func (e *Error) Unwrap() []error {
+	out := make([]error, 0, len(e.Attempts)+1)
+	if e.cause != nil {
+		out = append(out, e.cause)
+	}
+	for i := len(e.Attempts) - 1; i >= 0; i-- {
+		if err := e.Attempts[i].Err; err != nil {
+			out = append(out, err)
+		}
+	}
+	return out
+}
+
+// Last returns the attempt that decided the outcome, and false if there was none.
+func (e *Error) Last() (Attempt, bool) {
+	for i := len(e.Attempts) - 1; i >= 0; i-- {
+		if e.Attempts[i].Class != ClassSkipped {
+			return e.Attempts[i], true
+		}
+	}
+	if len(e.Attempts) > 0 {
+		return e.Attempts[len(e.Attempts)-1], true
+	}
+	return Attempt{}, false
+}
+
+// Phase returns the phase of the deciding attempt.
+func (e *Error) Phase() tps.Phase {
+	a, _ := e.Last()
+	return a.Phase
+}
+
+// attemptError wraps a classified cause with a sentinel so that errors.Is finds
+// both, and keeps the message short.
+type attemptError struct {
+	sentinel error
+	cause    error
+}
+
+func (e *attemptError) Error() string {
+	if e.cause == nil || e.cause == e.sentinel {
+		return e.sentinel.Error()
+	}
+	return e.sentinel.Error() + ": " + safeMessage(e.cause)
+}
+
+func (e *attemptError) Unwrap() []error {
+	if e.cause == nil || e.cause == e.sentinel {
+		return []error{e.sentinel}
+	}
+	return []error{e.sentinel, e.cause}
+}
+
+func wrap(sentinel, cause error) error { return &attemptError{sentinel: sentinel, cause: cause} }
+
+// safeMessage renders an error without repeating a "fallback: " prefix.
+func safeMessage(err error) string {
+	return strings.TrimPrefix(err.Error(), "fallback: ")
+}

@@ -1,0 +1,448 @@
+package fallback
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tpsroute/tpsroute/route"
+	"github.com/tpsroute/tpsroute/tps"
+)
+
+// Executor walks a route.Plan: it tries deployments in order under breakers,
+// rate limiters, Retry-After cooldowns, backoff and deadlines, and commits to
+// the first stream that produces output. An Executor is safe for concurrent
+// use; one should serve a whole process so that breakers and cooldowns see
+// every call.
+type Executor struct {
+	opts      Options
+	transport http.RoundTripper
+	states    sync.Map // measure.Key -> *keyState
+
+	rngMu sync.Mutex
+	rng   *rand.Rand
+
+	calls, hedges atomic.Int64
+}
+
+// New returns an Executor with opts; zero fields take their defaults.
+func New(opts Options) *Executor {
+	if opts.HeadersTimeout == 0 {
+		opts.HeadersTimeout = DefaultHeadersTimeout
+	}
+	if opts.TTFTTimeout == 0 {
+		opts.TTFTTimeout = DefaultTTFTTimeout
+	}
+	if opts.StallTimeout == 0 {
+		opts.StallTimeout = DefaultStallTimeout
+	}
+	if opts.AttemptsPerDeployment <= 0 {
+		opts.AttemptsPerDeployment = DefaultAttemptsPerDeployment
+	}
+	if opts.BackoffBase <= 0 {
+		opts.BackoffBase = DefaultBackoffBase
+	}
+	if opts.BackoffMax <= 0 {
+		opts.BackoffMax = DefaultBackoffMax
+	}
+	if opts.MaxWait == 0 {
+		opts.MaxWait = DefaultMaxWait
+	}
+	if opts.PenaltyCooldown <= 0 {
+		opts.PenaltyCooldown = DefaultPenaltyCooldown
+	}
+	if opts.MidStream == MidStreamDefault {
+		opts.MidStream = MidStreamError
+	}
+	if opts.Prefill == nil {
+		opts.Prefill = DefaultPrefill
+	}
+	if opts.Hedge.Budget <= 0 || opts.Hedge.Budget > 1 {
+		opts.Hedge.Budget = 0.1
+	}
+	opts.Breaker = opts.Breaker.withDefaults()
+	e := &Executor{opts: opts, transport: opts.Transport}
+	if e.transport == nil {
+		e.transport = http.DefaultTransport
+	}
+	e.rng = rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15))
+	return e
+}
+
+// jitter returns a full-jitter backoff for the n-th retry (n from 0):
+// uniform in [0, min(BackoffMax, BackoffBase·2^n)).
+func (e *Executor) jitter(n int) time.Duration {
+	ceil := e.opts.BackoffBase << min(n, 30)
+	if ceil <= 0 || ceil > e.opts.BackoffMax {
+		ceil = e.opts.BackoffMax
+	}
+	e.rngMu.Lock()
+	f := e.rng.Float64()
+	e.rngMu.Unlock()
+	return time.Duration(f * float64(ceil))
+}
+
+// call is the state of one Do.
+type call struct {
+	e     *Executor
+	ctx   context.Context
+	plan  []route.Candidate
+	body  []byte
+	build BuildFunc
+	est   int64
+
+	headersTO, ttftTO, stallTO time.Duration
+	mid                        MidStreamPolicy
+	stream                     bool
+	noFallback                 bool
+
+	mu       sync.Mutex // attempts: appended by Read during a continuation
+	attempts []Attempt
+	cause    error // why nothing was tried, when nothing was
+
+	tries       []int
+	excluded    []bool
+	skipped     []bool
+	real        int   // attempts made (skips not counted)
+	maxAttempts int
+	minContext  int64 // after context_length_exceeded: only larger windows
+	ctxExceeded bool
+	waited      time.Duration // waiting to attribute to the next attempt
+}
+
+func pick(call, opt time.Duration) time.Duration {
+	if call != 0 {
+		return call
+	}
+	return opt
+}
+
+// Do runs the call c over plan and returns the committed attempt's Result, or
+// a *Error listing every attempt. A streaming call (c.Stream) returns at its
+// first output chunk; a non-streaming call returns once the whole stream was
+// read. The caller must Close Result.Body. ctx bounds the whole call,
+// including reading the Body.
+func (e *Executor) Do(ctx context.Context, plan route.Plan, c Call) (*Result, error) {
+	body, err := streamBody(c.Body)
+	if err != nil {
+		return nil, &Error{Attempts: []Attempt{{Class: ClassInvalid, Err: err}}}
+	}
+	n := len(plan.Deployments)
+	cl := &call{
+		e: e, ctx: ctx, plan: plan.Deployments, body: body, build: c.Build, est: c.EstimatedInputTokens,
+		headersTO:  pick(c.HeadersTimeout, e.opts.HeadersTimeout),
+		ttftTO:     pick(c.TTFTTimeout, e.opts.TTFTTimeout),
+		stallTO:    pick(c.StallTimeout, e.opts.StallTimeout),
+		mid:        c.MidStream,
+		stream:     c.Stream,
+		noFallback: c.NoFallback,
+		tries:      make([]int, n), excluded: make([]bool, n), skipped: make([]bool, n),
+	}
+	if cl.build == nil {
+		cl.build = DefaultBuild
+	}
+	if cl.mid == MidStreamDefault {
+		cl.mid = e.opts.MidStream
+	}
+	cl.maxAttempts = e.opts.MaxAttempts
+	if cl.maxAttempts <= 0 {
+		cl.maxAttempts = min(n+e.opts.AttemptsPerDeployment-1, maxAttemptsCap)
+	}
+	e.calls.Add(1)
+	if n == 0 {
+		cl.cause = ErrNoDeployment
+		return nil, cl.err()
+	}
+	return cl.run()
+}
+
+func (cl *call) err() *Error {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	e := &Error{Attempts: append([]Attempt(nil), cl.attempts...)}
+	if cl.real == 0 && len(e.Attempts) > 0 || cl.cause != nil {
+		e.cause = cl.cause
+		if e.cause == nil {
+			e.cause = ErrNoDeployment
+		}
+	}
+	return e
+}
+
+func (cl *call) record(a Attempt) {
+	cl.mu.Lock()
+	cl.attempts = append(cl.attempts, a)
+	cl.mu.Unlock()
+	if h := cl.e.opts.OnAttempt; h != nil {
+		h(a)
+	}
+	if l := cl.e.opts.Logger; l != nil && a.Err != nil {
+		l.LogAttrs(cl.ctx, slog.LevelDebug, "fallback: attempt failed",
+			slog.String("deployment", a.Key.String()), slog.String("class", a.Class.String()),
+			slog.Int("status", a.Status), slog.Duration("duration", a.Duration), slog.String("err", a.Err.Error()))
+	}
+}
+
+func (cl *call) skip(i int, err error) {
+	if cl.skipped[i] {
+		return
+	}
+	cl.skipped[i] = true
+	cl.record(Attempt{Key: cl.plan[i].Deployment.Key(), Class: ClassSkipped, Err: err})
+}
+
+// eligible reports whether candidate i may still be tried in this call.
+func (cl *call) eligible(i int) bool {
+	if cl.excluded[i] || cl.tries[i] >= cl.e.opts.AttemptsPerDeployment {
+		return false
+	}
+	if cl.noFallback && i > 0 {
+		return false
+	}
+	if cl.ctxExceeded {
+		w := cl.plan[i].Deployment.ContextWindow
+		if w == 0 || w <= cl.minContext {
+			return false
+		}
+	}
+	return true
+}
+
+// remaining reports whether a candidate other than i could still be tried.
+func (cl *call) remaining(i int) bool {
+	if cl.real+1 >= cl.maxAttempts {
+		return false
+	}
+	for j := range cl.plan {
+		if j != i && cl.eligible(j) {
+			return true
+		}
+	}
+	return false
+}
+
+// run walks the plan in passes; between passes it may wait for a cooldown.
+func (cl *call) run() (*Result, error) {
+	e := cl.e
+	for pass := 0; pass <= cl.maxAttempts+1; pass++ {
+		var readyAt time.Time
+		for i := range cl.plan {
+			if !cl.eligible(i) {
+				continue
+			}
+			if cl.real >= cl.maxAttempts {
+				return nil, cl.err()
+			}
+			d := &cl.plan[i].Deployment
+			st := e.state(d)
+			now := time.Now()
+			if u, ok := st.cooling(now); ok {
+				cl.skip(i, ErrCoolingDown)
+				if readyAt.IsZero() || u.Before(readyAt) {
+					readyAt = u
+				}
+				continue
+			}
+			if ok, r := st.headroom(now, cl.est); !ok {
+				cl.skip(i, ErrNoBudget)
+				if !r.IsZero() && (readyAt.IsZero() || r.Before(readyAt)) {
+					readyAt = r
+				}
+				continue
+			}
+			res, stop := cl.tryDeployment(i, d, st)
+			if res != nil {
+				return res, nil
+			}
+			if stop {
+				return nil, cl.err()
+			}
+		}
+		// Come back to deployments that were rate limited or cooling, if
+		// nothing else answered and the wait fits.
+		readyAt = cl.readyAt(readyAt)
+		if readyAt.IsZero() || !cl.wait(time.Until(readyAt)) {
+			return nil, cl.err()
+		}
+	}
+	return nil, cl.err()
+}
+
+// readyAt returns the earliest time an eligible deployment is free of its
+// cooldown and limiters, starting from t (zero: none known).
+func (cl *call) readyAt(t time.Time) time.Time {
+	now := time.Now()
+	for i := range cl.plan {
+		if !cl.eligible(i) {
+			continue
+		}
+		st := cl.e.state(&cl.plan[i].Deployment)
+		r := now
+		if u, ok := st.cooling(now); ok {
+			r = u
+		} else if ok, h := st.headroom(now, cl.est); !ok {
+			if h.IsZero() {
+				continue
+			}
+			r = h
+		}
+		if t.IsZero() || r.Before(t) {
+			t = r
+		}
+	}
+	return t
+}
+
+// wait sleeps d if it fits MaxWait and the caller's deadline.
+func (cl *call) wait(d time.Duration) bool {
+	if d < 0 {
+		d = 0
+	}
+	if cl.e.opts.MaxWait < 0 || d > cl.e.opts.MaxWait {
+		return false
+	}
+	if dl, ok := cl.ctx.Deadline(); ok && time.Now().Add(d).After(dl) {
+		return false
+	}
+	if d == 0 {
+		return cl.ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		cl.waited += d
+		return true
+	case <-cl.ctx.Done():
+		return false
+	}
+}
+
+// tryDeployment runs attempts on candidate i until one commits, the class says
+// move on (stop false) or stop the call (stop true).
+func (cl *call) tryDeployment(i int, d *route.Deployment, st *keyState) (res *Result, stop bool) {
+	e := cl.e
+	for cl.eligible(i) && cl.real < cl.maxAttempts {
+		if cl.ctx.Err() != nil {
+			cl.record(Attempt{Key: d.Key(), Class: ClassCanceled, Err: context.Cause(cl.ctx), Waited: cl.waited})
+			return nil, true
+		}
+		done, err := st.breaker.Allow()
+		if err != nil {
+			cl.skip(i, ErrOpen)
+			cl.excluded[i] = true
+			return nil, false
+		}
+		if !st.acquire(time.Now(), cl.est) {
+			done(&classified{ClassSkipped})
+			cl.skip(i, ErrNoBudget)
+			return nil, false
+		}
+		cl.real++
+		cl.tries[i]++
+		a := cl.newRun(i, d, st, done, cl.body, cl.remaining(i))
+		if a.open(cl.stream) {
+			return cl.commit(a), false
+		}
+		att := a.att
+		switch att.Class {
+		case ClassRetry:
+			if cl.tries[i] >= e.opts.AttemptsPerDeployment {
+				cl.excluded[i] = true
+				return nil, false
+			}
+			wait := e.jitter(cl.tries[i] - 1)
+			if u, ok := st.cooling(time.Now()); ok {
+				wait = max(wait, time.Until(u))
+			}
+			if !cl.wait(wait) {
+				if cl.ctx.Err() != nil {
+					return nil, true
+				}
+				cl.excluded[i] = true
+				return nil, false
+			}
+		case ClassRateLimited:
+			return nil, false // cooling down; a later pass may come back
+		case ClassContextLength:
+			cl.excluded[i] = true
+			cl.ctxExceeded = true
+			cl.minContext = max(cl.minContext, d.ContextWindow)
+			return nil, false
+		case ClassInvalid, ClassPolicy, ClassCanceled:
+			return nil, true
+		default: // Next, Auth, Unavailable, MidStream (non-streaming)
+			cl.excluded[i] = true
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// commit turns a committed run into the Result.
+func (cl *call) commit(a *run) *Result {
+	r := &Result{Header: a.resp.Header, StatusCode: a.resp.StatusCode, cl: cl}
+	s := &stream{res: r, cur: a}
+	r.Body = s
+	r.dep, r.sample = *a.d, a.sample
+	return r
+}
+
+// Result is the committed attempt of a call. Its methods are safe for
+// concurrent use with reading Body.
+type Result struct {
+	// Body is the SSE stream from the start: the bytes read before the commit
+	// point, then the rest, whole events only. A failure after the commit
+	// point surfaces from Read as a *Error with phase PhaseMidStream; it is
+	// never a clean io.EOF. With MidStreamContinue a continuation is spliced
+	// in. Close cancels the upstream request at once and is idempotent.
+	Body io.ReadCloser
+	// Header is the committed attempt's response header.
+	Header http.Header
+	// StatusCode is the committed attempt's status, 200 in practice.
+	StatusCode int
+
+	cl     *call
+	mu     sync.Mutex
+	dep    route.Deployment
+	sample tps.Sample
+}
+
+// Deployment returns the deployment that answered; after a continuation, the
+// one that continued.
+func (r *Result) Deployment() route.Deployment {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.dep
+}
+
+// Attempts returns every attempt of the call so far, skipped deployments and
+// continuations included, in order.
+func (r *Result) Attempts() []Attempt {
+	r.cl.mu.Lock()
+	defer r.cl.mu.Unlock()
+	return append([]Attempt(nil), r.cl.attempts...)
+}
+
+// Sample returns the tps.Sample of the committed attempt (the last one after a
+// continuation). It is complete once Body returned an error or io.EOF, or was
+// closed.
+func (r *Result) Sample() tps.Sample {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sample
+}
+
+func (r *Result) set(d route.Deployment, s tps.Sample) {
+	r.mu.Lock()
+	r.dep, r.sample = d, s
+	r.mu.Unlock()
+}
+
+var errClosed = errors.New("fallback: body closed by caller")

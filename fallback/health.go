@@ -1,0 +1,184 @@
+package fallback
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+	"golang.org/x/time/rate"
+
+	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/route"
+)
+
+// keyState is everything the executor keeps about one deployment key. It is
+// safe for concurrent use: the breaker and limiters lock themselves, the rest
+// is guarded by mu or atomic.
+type keyState struct {
+	key       measure.Key
+	breaker   *gobreaker.TwoStepCircuitBreaker[struct{}]
+	forceTrip atomic.Bool // the next failure trips the breaker (401/403)
+
+	rpm, tpm    *rate.Limiter // nil when unlimited
+	maxInFlight int64
+	inFlight    atomic.Int64
+
+	mu        sync.Mutex
+	coolUntil time.Time
+	limited   int // consecutive 429s without Retry-After, for the backoff exponent
+}
+
+func (e *Executor) state(d *route.Deployment) *keyState {
+	k := d.Key()
+	if v, ok := e.states.Load(k); ok {
+		return v.(*keyState)
+	}
+	st := &keyState{key: k, maxInFlight: int64(d.Limits.MaxInFlight)}
+	if d.Limits.RPM > 0 {
+		st.rpm = rate.NewLimiter(rate.Limit(float64(d.Limits.RPM)/60), d.Limits.RPM)
+	}
+	if d.Limits.TPM > 0 {
+		st.tpm = rate.NewLimiter(rate.Limit(float64(d.Limits.TPM)/60), d.Limits.TPM)
+	}
+	bs := e.opts.Breaker
+	st.breaker = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+		Name:         k.String(),
+		MaxRequests:  bs.MaxRequests,
+		Interval:     bs.Window,
+		BucketPeriod: bs.BucketPeriod,
+		Timeout:      bs.Timeout,
+		ReadyToTrip: func(c gobreaker.Counts) bool {
+			if st.forceTrip.Load() {
+				return true
+			}
+			if c.ConsecutiveFailures >= bs.ConsecutiveFailures {
+				return true
+			}
+			return c.Requests >= bs.MinRequests && float64(c.TotalFailures) >= bs.FailureRatio*float64(c.Requests)
+		},
+		OnStateChange: func(_ string, from, to gobreaker.State) {
+			if e.opts.OnStateChange != nil {
+				e.opts.OnStateChange(k, breakerState(from), breakerState(to))
+			}
+		},
+		IsExcluded: func(err error) bool {
+			var ce *classified
+			return errors.As(err, &ce) && !ce.class.breakerFailure()
+		},
+	})
+	v, _ := e.states.LoadOrStore(k, st)
+	return v.(*keyState)
+}
+
+// classified carries a Class to the breaker's IsExcluded.
+type classified struct{ class Class }
+
+func (c *classified) Error() string { return "fallback: " + c.class.String() }
+
+func breakerState(s gobreaker.State) route.BreakerState {
+	switch s {
+	case gobreaker.StateOpen:
+		return route.BreakerOpen
+	case gobreaker.StateHalfOpen:
+		return route.BreakerHalfOpen
+	}
+	return route.BreakerClosed
+}
+
+// coolDown extends the cooldown to now+d; it never shortens it.
+func (st *keyState) coolDown(until time.Time) {
+	st.mu.Lock()
+	if until.After(st.coolUntil) {
+		st.coolUntil = until
+	}
+	st.mu.Unlock()
+}
+
+func (st *keyState) cooling(now time.Time) (time.Time, bool) {
+	st.mu.Lock()
+	u := st.coolUntil
+	st.mu.Unlock()
+	return u, u.After(now)
+}
+
+// headroom reports whether the limiters and the in-flight cap have room for a
+// request of n estimated tokens at now, and if not when they might.
+func (st *keyState) headroom(now time.Time, n int64) (ok bool, readyAt time.Time) {
+	if st.maxInFlight > 0 && st.inFlight.Load() >= st.maxInFlight {
+		return false, time.Time{}
+	}
+	if st.rpm != nil {
+		if t := st.rpm.TokensAt(now); t < 1 {
+			return false, now.Add(time.Duration((1 - t) / float64(st.rpm.Limit()) * float64(time.Second)))
+		}
+	}
+	if st.tpm != nil && n > 0 {
+		need := float64(min(n, int64(st.tpm.Burst())))
+		if t := st.tpm.TokensAt(now); t < need {
+			return false, now.Add(time.Duration((need - t) / float64(st.tpm.Limit()) * float64(time.Second)))
+		}
+	}
+	return true, time.Time{}
+}
+
+// acquire takes an in-flight slot and charges the limiters; false means no
+// room (nothing is charged then).
+func (st *keyState) acquire(now time.Time, n int64) bool {
+	if ok, _ := st.headroom(now, n); !ok {
+		return false
+	}
+	if st.maxInFlight > 0 && st.inFlight.Add(1) > st.maxInFlight {
+		st.inFlight.Add(-1)
+		return false
+	}
+	if st.rpm != nil && !st.rpm.AllowN(now, 1) {
+		st.release()
+		return false
+	}
+	if st.tpm != nil && n > 0 {
+		st.tpm.AllowN(now, int(min(n, int64(st.tpm.Burst()))))
+	}
+	return true
+}
+
+func (st *keyState) release() {
+	if st.maxInFlight > 0 {
+		st.inFlight.Add(-1)
+	}
+}
+
+// correct charges the TPM limiter the difference between the tokens used and
+// the estimate charged at the start. Over-estimates are not refunded
+// (x/time/rate cannot add tokens), so the limiter errs on the safe side.
+func (st *keyState) correct(now time.Time, estimated, used int64) {
+	if st.tpm == nil || used <= estimated {
+		return
+	}
+	extra := min(used-estimated, int64(st.tpm.Burst()))
+	st.tpm.ReserveN(now, int(extra)) // may put the limiter in debt; later calls wait it out
+}
+
+// Status reports the breaker state, cooldown and headroom of the deployment
+// with key k at now. A key the Executor has never seen is healthy. It
+// implements route.Health: it is safe for concurrent use and never blocks
+// beyond the breaker's short lock.
+func (e *Executor) Status(k measure.Key, now time.Time) route.Status {
+	v, ok := e.states.Load(k)
+	if !ok {
+		return route.Status{}
+	}
+	st := v.(*keyState)
+	var s route.Status
+	s.Breaker = breakerState(st.breaker.State())
+	if u, ok := st.cooling(now); ok {
+		s.CoolingUntil = u
+	}
+	if ok, _ := st.headroom(now, 1); !ok {
+		s.NoHeadroom = true
+	}
+	return s
+}
+
+var _ route.Health = (*Executor)(nil)

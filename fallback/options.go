@@ -1,0 +1,237 @@
+package fallback
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/route"
+	"github.com/tpsroute/tpsroute/tps"
+)
+
+// Default values used for zero fields of Options.
+const (
+	// DefaultHeadersTimeout bounds the wait for response headers. Providers send
+	// headers as soon as they accept a streaming request, well under a second
+	// when healthy; 15 s leaves room for a congested gateway while a silent
+	// provider cannot hold a call for minutes.
+	DefaultHeadersTimeout = 15 * time.Second
+	// DefaultTTFTTimeout bounds the wait for the first output chunk, from the
+	// start of the attempt. It is above the p99 TTFT of interactive chat on a
+	// healthy provider. It only fails over when there is somewhere to go: on
+	// the last deployment of a plan the slow answer is awaited.
+	DefaultTTFTTimeout = 15 * time.Second
+	// DefaultStallTimeout is the longest silence (no output chunk) after the
+	// first one. Healthy streams have sub-second gaps; content filters make
+	// them bursty by a few seconds.
+	DefaultStallTimeout = 20 * time.Second
+	// DefaultAttemptsPerDeployment is how often one deployment is tried in one call.
+	DefaultAttemptsPerDeployment = 2
+	// DefaultBackoffBase and DefaultBackoffMax bound the full-jitter backoff
+	// between attempts on one deployment: a uniform draw in [0, min(max, base·2^n)).
+	DefaultBackoffBase = 250 * time.Millisecond
+	DefaultBackoffMax  = 5 * time.Second
+	// DefaultMaxWait is the longest the executor waits for a cooling or
+	// rate-limited deployment when nothing else is available.
+	DefaultMaxWait = 10 * time.Second
+	// DefaultPenaltyCooldown is how long a deployment that answered 401, 403,
+	// 404 or 429 insufficient_quota is left alone.
+	DefaultPenaltyCooldown = 5 * time.Minute
+	// maxAttemptsCap bounds the default MaxAttempts for very long plans.
+	maxAttemptsCap = 10
+)
+
+// MidStreamPolicy says what happens when a stream fails after the commit point.
+type MidStreamPolicy uint8
+
+const (
+	// MidStreamDefault in Call means "use Options.MidStream"; in Options it
+	// means MidStreamError.
+	MidStreamDefault MidStreamPolicy = iota
+	// MidStreamError ends the stream with a *Error of phase PhaseMidStream
+	// (errors.Is(err, ErrMidStream)). It is never a clean end of stream.
+	MidStreamError
+	// MidStreamContinue re-issues the request on the next deployment that
+	// declares Capabilities.AssistantPrefill, with the text delivered so far as
+	// a final assistant message, and splices its stream on, so that the caller
+	// reads one continuous SSE stream. Streams that carried tool calls, or more
+	// than one choice, and calls with no prefill-capable deployment left, get
+	// the MidStreamError behaviour. When the continuation fails (for example
+	// the target rejects the prefill), the caller gets the original mid-stream
+	// error.
+	MidStreamContinue
+)
+
+// BreakerSettings configures the circuit breaker kept per measure.Key. A zero
+// field means its default.
+type BreakerSettings struct {
+	// ConsecutiveFailures trips the breaker after this many failures in a row.
+	// Default 5.
+	ConsecutiveFailures uint32
+	// FailureRatio trips the breaker when failures/requests in the rolling
+	// Window reach it, once MinRequests were seen. Default 0.5.
+	FailureRatio float64
+	// MinRequests is the number of requests in Window before FailureRatio
+	// applies. Default 10.
+	MinRequests uint32
+	// Window is the rolling window for FailureRatio. Default 60 s.
+	Window time.Duration
+	// BucketPeriod is the granularity of the rolling window (gobreaker
+	// BucketPeriod). Default 10 s.
+	BucketPeriod time.Duration
+	// MaxRequests is the number of probes let through while half-open.
+	// Default 1.
+	MaxRequests uint32
+	// Timeout is how long the breaker stays open before it goes half-open.
+	// Default 15 s: a recovered deployment gets traffic back within 15 s,
+	// at the cost of one probe per 15 s while it is down.
+	Timeout time.Duration
+}
+
+func (b BreakerSettings) withDefaults() BreakerSettings {
+	if b.ConsecutiveFailures == 0 {
+		b.ConsecutiveFailures = 5
+	}
+	if b.FailureRatio <= 0 {
+		b.FailureRatio = 0.5
+	}
+	if b.MinRequests == 0 {
+		b.MinRequests = 10
+	}
+	if b.Window <= 0 {
+		b.Window = 60 * time.Second
+	}
+	if b.BucketPeriod <= 0 {
+		b.BucketPeriod = 10 * time.Second
+	}
+	if b.MaxRequests == 0 {
+		b.MaxRequests = 1
+	}
+	if b.Timeout <= 0 {
+		b.Timeout = 15 * time.Second
+	}
+	return b
+}
+
+// HedgeOptions configures hedging: when no output arrives within a delay, the
+// next deployment is started in parallel; the first to produce output wins and
+// the other is cancelled. The zero value disables hedging.
+type HedgeOptions struct {
+	// Delay is a fixed hedge delay. Zero means use DelayFunc; if both are
+	// unset, hedging is off.
+	Delay time.Duration
+	// DelayFunc returns the hedge delay for a deployment, for example its TTFT
+	// p95 from measure, with ok false when it has no estimate (then Delay, if
+	// set, is used). Called once per hedge decision; it must be safe for
+	// concurrent use. Nil means use Delay.
+	DelayFunc func(d route.Deployment) (delay time.Duration, ok bool)
+	// Budget is the largest share of calls that may hedge, in (0, 1]. Zero
+	// means 0.1.
+	Budget float64
+}
+
+func (h HedgeOptions) enabled() bool { return h.Delay > 0 || h.DelayFunc != nil }
+
+// BuildFunc builds the HTTP request for one attempt from one deployment and the
+// request body (already carrying "stream": true). It must use nothing but d
+// for the URL, credentials and headers.
+type BuildFunc func(ctx context.Context, d route.Deployment, body []byte) (*http.Request, error)
+
+// PrefillFunc turns a request body into a continuation request: the same
+// request with text as a final assistant message to be continued.
+type PrefillFunc func(body []byte, text string) ([]byte, error)
+
+// Options configures an Executor. The zero Options consists entirely of
+// default values: http.DefaultTransport, the Default* deadlines, breakers and
+// backoff, no hedging, MidStreamError, silent.
+type Options struct {
+	// Transport sends every attempt. Nil means http.DefaultTransport.
+	Transport http.RoundTripper
+	// HeadersTimeout bounds the wait for response headers. Zero means
+	// DefaultHeadersTimeout; negative disables it.
+	HeadersTimeout time.Duration
+	// TTFTTimeout bounds the wait for the first output chunk, from the start
+	// of the attempt. It fails over only when another deployment is left to
+	// try. Zero means DefaultTTFTTimeout; negative disables it.
+	TTFTTimeout time.Duration
+	// StallTimeout bounds the silence between output chunks after the first.
+	// SSE comments and non-output chunks do not reset it. Zero means
+	// DefaultStallTimeout; negative disables it.
+	StallTimeout time.Duration
+	// AttemptsPerDeployment bounds the attempts on one deployment in one call.
+	// Zero means DefaultAttemptsPerDeployment.
+	AttemptsPerDeployment int
+	// MaxAttempts bounds the attempts in one call, skipped deployments not
+	// counted. Zero means len(plan)+AttemptsPerDeployment-1, at most 10.
+	MaxAttempts int
+	// BackoffBase and BackoffMax shape the full-jitter backoff between
+	// attempts on one deployment. Zero means DefaultBackoffBase and
+	// DefaultBackoffMax.
+	BackoffBase, BackoffMax time.Duration
+	// MaxWait is the longest the executor waits for a deployment that is
+	// cooling down (Retry-After) or out of rate-limit budget, when nothing
+	// else is available and the wait fits the caller's deadline. Zero means
+	// DefaultMaxWait; negative never waits.
+	MaxWait time.Duration
+	// PenaltyCooldown is how long a deployment is left alone after 401, 403,
+	// 404 or 429 insufficient_quota. Zero means DefaultPenaltyCooldown.
+	PenaltyCooldown time.Duration
+	// MidStream is the policy after the commit point. Zero means MidStreamError.
+	MidStream MidStreamPolicy
+	// Prefill builds the continuation body for MidStreamContinue. Nil means
+	// DefaultPrefill.
+	Prefill PrefillFunc
+	// Hedge configures hedging. The zero value disables it.
+	Hedge HedgeOptions
+	// Breaker configures the per-key circuit breakers.
+	Breaker BreakerSettings
+	// Seed seeds the jitter random source; runs with the same seed and the
+	// same faults back off identically. Zero is a valid seed.
+	Seed uint64
+	// Tokenizer, if not nil, is passed to every tps.Tap.
+	Tokenizer tps.Tokenizer
+	// OnAttempt is called after every attempt ends, including skipped
+	// deployments, on the goroutine that ended it. It must not block. Nil
+	// means no hook.
+	OnAttempt func(Attempt)
+	// OnStateChange is called when a key's breaker changes state. It runs
+	// under the breaker's lock: it must not block or call the Executor. Nil
+	// means no hook.
+	OnStateChange func(k measure.Key, from, to route.BreakerState)
+	// Observe is called once per attempt that got response headers, when it
+	// ends, with its deployment and tps.Sample (failed attempts too; the
+	// Sample's Err says why). The root feeds measure.Registry.Record with it.
+	// It must not block. Nil means no hook.
+	Observe func(d route.Deployment, s tps.Sample)
+	// Logger receives one debug record per failed attempt. Nil means silent.
+	Logger *slog.Logger
+}
+
+// Call is one chat-completion call. Zero override fields inherit the
+// Executor's Options.
+type Call struct {
+	// Body is the caller's JSON chat-completion request (logical model). It
+	// is always sent with "stream": true; the executor does not modify it.
+	Body []byte
+	// Stream is true for a streaming caller: the call commits at the first
+	// output chunk. False commits at the end: the whole stream is buffered so
+	// that any failure before the end fails over invisibly.
+	Stream bool
+	// Build builds each attempt's request. Nil means DefaultBuild.
+	Build BuildFunc
+	// HeadersTimeout, TTFTTimeout and StallTimeout override Options; zero
+	// inherits, negative disables.
+	HeadersTimeout, TTFTTimeout, StallTimeout time.Duration
+	// MidStream overrides Options.MidStream; MidStreamDefault inherits.
+	MidStream MidStreamPolicy
+	// NoHedge disables hedging for this call.
+	NoHedge bool
+	// NoFallback tries only the plan's first deployment (retries included).
+	NoFallback bool
+	// EstimatedInputTokens is charged to the deployment's TPM limiter at the
+	// start and corrected with the reported usage at the end. Zero charges
+	// nothing up front.
+	EstimatedInputTokens int64
+}

@@ -1,0 +1,451 @@
+package fallback
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tpsroute/tpsroute/route"
+	"github.com/tpsroute/tpsroute/tps"
+)
+
+// maxErrorBody bounds how much of an error response is read.
+const maxErrorBody = 64 << 10
+
+// run is one attempt on one deployment. Its read side (open, fill, the
+// stream) is used by one goroutine at a time; timers and Close touch only the
+// atomics, the context and the timer fields under tmu.
+type run struct {
+	cl     *call
+	i      int
+	d      *route.Deployment
+	st     *keyState
+	done   func(error) // breaker outcome
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	start  time.Time
+	waited time.Duration
+	body   []byte
+
+	resp *http.Response
+	tap  io.ReadCloser
+
+	tmu          sync.Mutex
+	timersOff    bool
+	headersTimer *time.Timer
+	ttftTimer    *time.Timer
+	stallTimer   *time.Timer
+	committed    atomic.Bool
+	headersIn    atomic.Bool
+	lastOut      atomic.Int64 // ns since start of the last output chunk
+
+	// observer state, written by the tap during Read
+	output, finish, sawDone, usage, toolCalls, multi, reasoning, malformed bool
+	errBody                                                             []byte
+	outChunks                                                           int64
+	keepText                                                            bool
+	text                                                                []byte
+
+	buf      []byte
+	rel, off int // buf[off:rel] is released and unread; buf[rel:] is held back
+	eof      bool
+
+	sampled   bool
+	sample    tps.Sample
+	finalized bool
+	att       Attempt // the failure, once open returned false
+}
+
+func (cl *call) newRun(i int, d *route.Deployment, st *keyState, done func(error), body []byte, canFailover bool) *run {
+	a := &run{cl: cl, i: i, d: d, st: st, done: done, body: body, waited: cl.waited}
+	cl.waited = 0
+	a.ctx, a.cancel = context.WithCancelCause(cl.ctx)
+	a.keepText = cl.stream && cl.mid == MidStreamContinue
+	a.start = time.Now()
+	a.tmu.Lock()
+	if cl.headersTO > 0 {
+		a.headersTimer = time.AfterFunc(cl.headersTO, func() {
+			if !a.headersIn.Load() {
+				a.cancel(ErrHeadersTimeout)
+			}
+		})
+	}
+	if cl.ttftTO > 0 && canFailover {
+		a.ttftTimer = time.AfterFunc(cl.ttftTO, func() {
+			switch {
+			case a.committed.Load():
+			case !a.headersIn.Load():
+				a.cancel(ErrHeadersTimeout) // nothing at all came back in time
+			default:
+				a.cancel(ErrTTFTTimeout)
+			}
+		})
+	}
+	a.tmu.Unlock()
+	return a
+}
+
+// open sends the request and reads up to the commit point: the first output
+// chunk for a streaming call, the end of the stream otherwise. It returns true
+// when the run committed; otherwise it has finalized the run and a.att holds
+// the failure.
+func (a *run) open(stream bool) bool {
+	req, err := a.cl.build(a.ctx, *a.d, a.body)
+	if err != nil {
+		a.fail(tps.PhaseConnect, 0, ClassInvalid, err)
+		return false
+	}
+	resp, err := a.cl.e.transport.RoundTrip(req)
+	a.headersIn.Store(true)
+	a.tmu.Lock()
+	if a.headersTimer != nil {
+		a.headersTimer.Stop()
+	}
+	a.tmu.Unlock()
+	a.resp = resp
+	if err != nil {
+		if resp != nil && resp.Body != nil {
+			resp.Body.Close()
+		}
+		a.resp = nil
+		class, cause := a.cause(err, ClassRetry)
+		phase := tps.PhaseConnect
+		if errors.Is(cause, ErrHeadersTimeout) {
+			phase = tps.PhaseHeaders
+		}
+		a.fail(phase, 0, class, cause)
+		return false
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		a.httpError(req, resp)
+		return false
+	}
+	a.tap = tps.NewTap(resp.Body, a.start, a.onSample, tps.WithObserver(a.observe), tps.WithTokenizer(a.cl.e.opts.Tokenizer))
+	for {
+		if a.output && stream {
+			a.commitNow()
+			return true
+		}
+		err := a.fill()
+		if class, ferr := a.streamFailure(err); ferr != nil {
+			phase := tps.PhaseFirstToken
+			if a.output {
+				phase, class = tps.PhaseMidStream, ClassMidStream
+			}
+			a.fail(phase, resp.StatusCode, class, ferr)
+			return false
+		}
+		if a.eof {
+			if !a.output && !a.finish {
+				a.fail(tps.PhaseFirstToken, resp.StatusCode, ClassNext, ErrEmptyStream)
+				return false
+			}
+			a.commitNow()
+			if !stream {
+				a.succeed()
+			}
+			return true
+		}
+	}
+}
+
+// streamFailure turns the state after a fill into the stream's failure, if
+// any: an in-stream error, a malformed event, a cut or a deadline.
+func (a *run) streamFailure(err error) (Class, error) {
+	switch {
+	case a.errBody != nil:
+		pe := parseErrorBody(a.errBody)
+		class := classifyStatus(pe.Status, &pe)
+		if pe.Status == 0 && class == ClassInvalid {
+			class = ClassNext // an unknown in-stream error: another deployment may do better
+		}
+		if class == ClassRetry {
+			class = ClassNext
+		}
+		status := pe.Status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		return class, wrap(ErrStreamError, newAPIError(status, &pe, redacted(a.resp.Request), nil))
+	case a.malformed:
+		return ClassNext, ErrMalformed
+	case err == nil:
+		return ClassNone, nil
+	case err == io.EOF && a.ctx.Err() == nil: // a cancelled pipe may also read as EOF
+		if a.finish || a.sawDone || !a.output {
+			a.eof = true
+			a.rel = len(a.buf) // flush a final event without its blank line
+			return ClassNone, nil
+		}
+		return ClassNext, ErrTruncated
+	}
+	class, cause := a.cause(err, ClassNext)
+	if errors.Is(cause, ErrStall) && a.finish {
+		// Silence after the finish chunk (Q2): the answer is complete.
+		a.eof = true
+		a.rel = len(a.buf)
+		return ClassNone, nil
+	}
+	return class, cause
+}
+
+// cause names why a read or round trip failed: the caller, one of our
+// deadlines, or the transport (then class def).
+func (a *run) cause(err error, def Class) (Class, error) {
+	if a.cl.ctx.Err() != nil {
+		return ClassCanceled, context.Cause(a.cl.ctx)
+	}
+	if a.ctx.Err() != nil {
+		switch c := context.Cause(a.ctx); c {
+		case ErrHeadersTimeout, ErrTTFTTimeout:
+			return ClassNext, c
+		case ErrStall:
+			return ClassMidStream, c
+		case ErrHedgeLost, errClosed:
+			return ClassCanceled, c
+		}
+	}
+	return def, err
+}
+
+func (a *run) httpError(req *http.Request, resp *http.Response) {
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	resp.Body.Close()
+	now := time.Now()
+	pe := parseErrorBody(raw)
+	class := classify(resp.StatusCode, resp.Header, &pe)
+	apiErr := newAPIError(resp.StatusCode, &pe, redacted(req), resp)
+	ra, hasRA := retryAfter(resp.Header, now)
+	st := a.st
+	switch class {
+	case ClassRateLimited:
+		if !hasRA {
+			st.mu.Lock()
+			n := st.limited
+			st.limited++
+			st.mu.Unlock()
+			ra, hasRA = a.cl.e.jitter(n), true
+		}
+	case ClassAuth, ClassUnavailable:
+		ra, hasRA = max(ra, a.cl.e.opts.PenaltyCooldown), true
+	}
+	if hasRA {
+		st.coolDown(now.Add(ra))
+	}
+	var err error = apiErr
+	if class == ClassPolicy || class == ClassInvalid || class == ClassContextLength {
+		if pe.Message != "" {
+			err = &reasonError{apiErr, truncate(pe.Message, 200)}
+		}
+	}
+	a.sample = tps.Sample{Start: a.start, Headers: now.Sub(a.start), Total: now.Sub(a.start)}
+	a.sampled = true
+	a.fail(tps.PhaseHeaders, resp.StatusCode, class, err)
+}
+
+// reasonError adds the provider's reason to an *openai.Error's message.
+type reasonError struct {
+	api    error
+	reason string
+}
+
+func (e *reasonError) Error() string { return e.api.Error() + ": " + e.reason }
+func (e *reasonError) Unwrap() error { return e.api }
+
+// observe is the tap's observer: it runs inside Read.
+func (a *run) observe(now time.Time, c *tps.Chunk) {
+	switch {
+	case c.Done:
+		a.sawDone = true
+		return
+	case c.Error:
+		a.errBody = append([]byte{}, c.ErrorBody...)
+		if len(a.errBody) == 0 {
+			a.errBody = []byte("{}")
+		}
+		return
+	case c.Malformed:
+		a.malformed = true
+		return
+	}
+	if c.Output {
+		a.output = true
+		a.outChunks++
+		a.lastOut.Store(int64(now.Sub(a.start)))
+		if c.ToolCall {
+			a.toolCalls = true
+		}
+		if c.Reasoning {
+			a.reasoning = true
+		}
+		if c.OutputDeltas > 1 {
+			a.multi = true
+		}
+		if a.keepText {
+			a.text = c.AppendText(a.text)
+		}
+	}
+	if c.FinishReason != nil {
+		a.finish = true
+	}
+	if c.HasUsage {
+		a.usage = true
+	}
+}
+
+func (a *run) onSample(s tps.Sample) {
+	a.sample = s
+	a.sampled = true
+}
+
+// fill reads once from the tap into buf and releases whole events.
+func (a *run) fill() error {
+	if a.off == a.rel && a.off > 0 { // everything released was read: compact
+		n := copy(a.buf, a.buf[a.off:])
+		a.buf = a.buf[:n]
+		a.rel -= a.off
+		a.off = 0
+	}
+	if cap(a.buf)-len(a.buf) < 2048 {
+		nb := make([]byte, len(a.buf), max(4096, 2*cap(a.buf)))
+		copy(nb, a.buf)
+		a.buf = nb
+	}
+	n, err := a.tap.Read(a.buf[len(a.buf):cap(a.buf)])
+	if n > 0 {
+		from := len(a.buf)
+		a.buf = a.buf[:from+n]
+		if b := lastBoundary(a.buf, max(from-1, a.rel)); b > a.rel {
+			a.rel = b
+		}
+	}
+	return err
+}
+
+// lastBoundary returns the index just after the last blank line ending an
+// event in b (searching no earlier than from), or -1.
+func lastBoundary(b []byte, from int) int {
+	for j := len(b) - 1; j > from && j > 0; j-- {
+		if b[j] != '\n' && b[j] != '\r' {
+			continue
+		}
+		p := b[j-1]
+		if p == '\n' || (p == '\r' && b[j] == '\r') {
+			return j + 1
+		}
+		if p == '\r' && j >= 2 && b[j-2] == '\n' {
+			return j + 1
+		}
+	}
+	return -1
+}
+
+// commitNow marks the commit point: the TTFT deadline ends and the stall
+// deadline starts.
+func (a *run) commitNow() {
+	a.committed.Store(true)
+	a.tmu.Lock()
+	defer a.tmu.Unlock()
+	if a.ttftTimer != nil {
+		a.ttftTimer.Stop()
+	}
+	if a.cl.stallTO > 0 && !a.timersOff && a.stallTimer == nil && !a.eof {
+		a.stallTimer = time.AfterFunc(a.cl.stallTO, a.checkStall)
+	}
+}
+
+func (a *run) checkStall() {
+	a.tmu.Lock()
+	defer a.tmu.Unlock()
+	if a.timersOff {
+		return
+	}
+	silent := time.Since(a.start) - time.Duration(a.lastOut.Load())
+	if silent >= a.cl.stallTO {
+		a.cancel(ErrStall)
+		return
+	}
+	a.stallTimer.Reset(a.cl.stallTO - silent)
+}
+
+// succeed finalizes a successful run and records it.
+func (a *run) succeed() {
+	if a.finalized {
+		return
+	}
+	a.att = Attempt{Key: a.d.Key(), Status: a.resp.StatusCode, Class: ClassNone, Waited: a.waited}
+	a.finalize(nil)
+	a.cl.record(a.att)
+}
+
+// fail finalizes a failed run and records it.
+func (a *run) fail(phase tps.Phase, status int, class Class, err error) {
+	a.att = Attempt{Key: a.d.Key(), Phase: phase, Status: status, Class: class, Err: err, Waited: a.waited}
+	a.finalize(err)
+	a.cl.record(a.att)
+}
+
+// finalize ends the run exactly once: timers, upstream, breaker, limiters,
+// Observe. err nil means success.
+func (a *run) finalize(err error) {
+	if a.finalized {
+		return
+	}
+	a.finalized = true
+	a.tmu.Lock()
+	a.timersOff = true
+	for _, t := range [...]*time.Timer{a.headersTimer, a.ttftTimer, a.stallTimer} {
+		if t != nil {
+			t.Stop()
+		}
+	}
+	a.tmu.Unlock()
+	if err != nil {
+		a.cancel(errClosed)
+	}
+	if a.tap != nil {
+		a.tap.Close()
+	}
+	a.cancel(nil)
+	now := time.Now()
+	class := a.att.Class
+	st := a.st
+	if err == nil {
+		a.done(nil)
+		st.mu.Lock()
+		st.limited = 0
+		st.mu.Unlock()
+	} else {
+		if class == ClassAuth {
+			st.forceTrip.Store(true)
+		}
+		a.done(&classified{class})
+		if class == ClassAuth {
+			st.forceTrip.Store(false)
+		}
+	}
+	st.release()
+	if !a.sampled {
+		a.sample = tps.Sample{Start: a.start, Total: now.Sub(a.start)}
+	}
+	s := &a.sample
+	if err != nil {
+		s.Err = err
+		if s.ErrPhase == tps.PhaseNone || a.att.Phase > s.ErrPhase {
+			s.ErrPhase = a.att.Phase
+		}
+		if a.att.Phase == tps.PhaseConnect {
+			s.ErrPhase = tps.PhaseConnect
+		}
+	}
+	st.correct(now, a.cl.est, s.InputTokens+s.OutputTokens)
+	a.att.Duration = now.Sub(a.start)
+	a.att.Tokens = s.OutputTokens
+	if h := a.cl.e.opts.Observe; h != nil {
+		h(*a.d, *s)
+	}
+}

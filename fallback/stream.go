@@ -1,0 +1,141 @@
+package fallback
+
+import (
+	"io"
+	"sync"
+	"time"
+
+	"github.com/tpsroute/tpsroute/tps"
+)
+
+// stream is Result.Body: the committed run's released bytes, then the rest of
+// its stream, then, with MidStreamContinue, a continuation's.
+type stream struct {
+	res *Result
+
+	mu     sync.Mutex // one Read at a time; Close waits for it after cancelling
+	cur    *run
+	err    error // sticky: io.EOF or the *Error
+	closed bool
+}
+
+func (s *stream) Read(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		if s.err != nil {
+			return 0, s.err
+		}
+		a := s.cur
+		if a.off < a.rel {
+			n := copy(p, a.buf[a.off:a.rel])
+			a.off += n
+			return n, nil
+		}
+		if a.eof {
+			s.end()
+			s.err = io.EOF
+			continue
+		}
+		err := a.fill()
+		class, ferr := a.streamFailure(err)
+		if ferr == nil {
+			continue
+		}
+		if class == ClassCanceled {
+			a.fail(tps.PhaseMidStream, a.resp.StatusCode, ClassCanceled, ferr)
+			s.res.set(*a.d, a.sample)
+			s.err = s.res.cl.err()
+			continue
+		}
+		a.fail(tps.PhaseMidStream, a.resp.StatusCode, ClassMidStream, wrap(ErrMidStream, ferr))
+		s.res.set(*a.d, a.sample)
+		orig := s.res.cl.err()
+		if next := s.continuation(a); next != nil {
+			s.cur = next
+			s.res.set(*next.d, tps.Sample{})
+			continue
+		}
+		s.err = orig
+	}
+}
+
+// end finalizes the current run as a success.
+func (s *stream) end() {
+	a := s.cur
+	a.succeed()
+	s.res.set(*a.d, a.sample)
+}
+
+// Close cancels the upstream request at once, then releases the run. It is
+// idempotent and may be called concurrently with Read.
+func (s *stream) Close() error {
+	if c := s.cur; c != nil { // racy read is fine: cancel is safe and idempotent
+		_ = c
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	a := s.cur
+	if !a.finalized {
+		if a.eof || (a.finish && a.off >= a.rel) {
+			s.end()
+		} else {
+			a.fail(tps.PhaseMidStream, a.resp.StatusCode, ClassCanceled, errClosed)
+			s.res.set(*a.d, a.sample)
+		}
+	}
+	if s.err == nil {
+		s.err = errClosed
+	}
+	return nil
+}
+
+// continuation opens the next prefill-capable deployment with the delivered
+// text as an assistant prefix, or returns nil when the policy, the stream or
+// the plan do not allow it.
+func (s *stream) continuation(prev *run) *run {
+	cl := prev.cl
+	if cl.mid != MidStreamContinue || !cl.stream || prev.toolCalls || prev.multi || prev.reasoning || len(prev.text) == 0 {
+		return nil
+	}
+	body, err := cl.e.opts.Prefill(cl.body, string(prev.text))
+	if err != nil {
+		return nil
+	}
+	for i := range cl.plan {
+		d := &cl.plan[i].Deployment
+		if i == prev.i || !d.Capabilities.AssistantPrefill || !cl.eligible(i) || cl.real >= cl.maxAttempts {
+			continue
+		}
+		st := cl.e.state(d)
+		now := time.Now()
+		if _, ok := st.cooling(now); ok {
+			continue
+		}
+		done, err := st.breaker.Allow()
+		if err != nil {
+			continue
+		}
+		if !st.acquire(now, cl.est) {
+			done(&classified{ClassSkipped})
+			continue
+		}
+		cl.real++
+		cl.tries[i]++
+		a := cl.newRun(i, d, st, done, body, cl.remaining(i))
+		a.keepText = true
+		a.text = append(a.text, prev.text...)
+		if a.open(true) {
+			return a
+		}
+		cl.excluded[i] = true
+		if a.att.Class == ClassCanceled {
+			return nil
+		}
+	}
+	return nil
+}
