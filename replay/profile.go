@@ -316,9 +316,11 @@ func (p *Profile) plan(r *request) *plan {
 		pl.events = append(pl.events, event{at: at, kind: eventData, data: data, output: output})
 	}
 	per := max(p.TokensPerChunk, 1)
+	gen := 0.0 // generation time so far, in seconds; summed in float so gaps do not drift
 	gap := func() {
 		if t.tps > 0 {
-			at += time.Duration(float64(per) / t.tps * p.jitter(rng) * float64(time.Second))
+			gen += float64(per) / t.tps * p.jitter(rng)
+			at = t.ttft + time.Duration(math.Round(gen*1e9))
 		}
 	}
 	if p.Style == Annotations {
