@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -14,10 +13,12 @@ import (
 
 // requestInfo is what the router reads from a serialised chat-completion body.
 type requestInfo struct {
-	Model    string // the logical model, without any "@revision"
-	Revision string // the revision pinned with "model@revision", or ""
-	Stream   bool   // the caller asked for a stream
-	CacheKey string // prompt_cache_key, or ""
+	RawModel  string // "model" as sent, possibly "model@revision"
+	Model     string // the logical model, without any "@revision"
+	Revision  string // the revision pinned with "model@revision", or ""
+	Stream    bool   // the caller asked for a stream
+	CacheKey  string // prompt_cache_key, or ""
+	MaxTokens int64  // max_completion_tokens or max_tokens; 0 if absent
 }
 
 // readRequest reads the fields routing needs from body without decoding it.
@@ -25,27 +26,23 @@ func readRequest(body []byte) (requestInfo, error) {
 	if !gjson.ValidBytes(body) {
 		return requestInfo{}, fmt.Errorf("tpsroute: request body is not valid JSON")
 	}
-	r := gjson.GetManyBytes(body, "model", "stream", "prompt_cache_key")
+	r := gjson.GetManyBytes(body, "model", "stream", "prompt_cache_key", "max_completion_tokens", "max_tokens")
 	if r[0].Type != gjson.String || r[0].Str == "" {
 		return requestInfo{}, fmt.Errorf("tpsroute: request body has no \"model\" string")
 	}
-	name, rev := splitRevision(r[0].Str)
-	return requestInfo{
-		Model:    name,
-		Revision: rev,
-		Stream:   r[1].Bool(),
-		CacheKey: r[2].Str,
-	}, nil
-}
-
-// splitRevision splits "model@revision" at its last "@". A leading "@" (as in
-// Cloudflare's "@cf/meta/llama-3") is part of the name, not a revision.
-func splitRevision(model string) (name, revision string) {
-	i := strings.LastIndexByte(model, '@')
-	if i <= 0 || i == len(model)-1 {
-		return model, ""
+	name, rev := route.ParseModel(r[0].Str)
+	max := r[3].Int()
+	if max <= 0 {
+		max = r[4].Int()
 	}
-	return model[:i], model[i+1:]
+	return requestInfo{
+		RawModel:  r[0].Str,
+		Model:     name,
+		Revision:  rev,
+		Stream:    r[1].Bool(),
+		CacheKey:  r[2].Str,
+		MaxTokens: max,
+	}, nil
 }
 
 // rewriteBody returns the body to send to deployment d: its model id, the
@@ -56,10 +53,7 @@ func splitRevision(model string) (name, revision string) {
 // requested is the logical model the caller asked for; a wildcard deployment
 // ("*") sends it unchanged.
 func rewriteBody(body []byte, d route.Deployment, requested string, stream bool) ([]byte, error) {
-	wire := d.WireModel()
-	if d.Model == wildcard || wire == wildcard {
-		wire = requested
-	}
+	wire := d.ForModel(requested).WireModel()
 	// sjson.SetBytes allocates a new slice, so body itself is never modified.
 	out, err := sjson.SetBytes(body, "model", wire)
 	if err != nil {
@@ -85,12 +79,10 @@ func rewriteBody(body []byte, d route.Deployment, requested string, stream bool)
 	return out, nil
 }
 
-const wildcard = "*"
-
 var cacheControlKey = []byte(`"cache_control"`)
 
 // stripCacheHints removes prompt_cache_key and every cache_control field on
-// messages, message content parts and tools. It modifies body in place.
+// messages, message content parts and tools.
 func stripCacheHints(body []byte) ([]byte, error) {
 	var err error
 	if gjson.GetBytes(body, "prompt_cache_key").Exists() {
@@ -126,4 +118,13 @@ func stripCacheHints(body []byte) ([]byte, error) {
 		}
 	}
 	return body, nil
+}
+
+// setCacheKey sets prompt_cache_key.
+func setCacheKey(body []byte, key string) ([]byte, error) {
+	b, err := sjson.SetBytes(body, "prompt_cache_key", key)
+	if err != nil {
+		return nil, fmt.Errorf("tpsroute: set prompt_cache_key: %w", err)
+	}
+	return b, nil
 }

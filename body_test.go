@@ -10,26 +10,6 @@ import (
 	"github.com/tpsroute/tpsroute/route"
 )
 
-func TestSplitRevision(t *testing.T) {
-	tests := []struct {
-		name, in, model, rev string
-	}{
-		{"plain", "llama-3.3-70b", "llama-3.3-70b", ""},
-		{"revision", "llama-3.3-70b@2024-12", "llama-3.3-70b", "2024-12"},
-		{"last at wins", "a@b@c", "a@b", "c"},
-		{"leading at is a name", "@cf/meta/llama-3", "@cf/meta/llama-3", ""},
-		{"trailing at is a name", "gpt@", "gpt@", ""},
-		{"leading at with revision", "@cf/meta/llama-3@v2", "@cf/meta/llama-3", "v2"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			m, r := splitRevision(tt.in)
-			assert.Equal(t, tt.model, m)
-			assert.Equal(t, tt.rev, r)
-		})
-	}
-}
-
 func TestReadRequest(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -37,8 +17,10 @@ func TestReadRequest(t *testing.T) {
 		want    requestInfo
 		wantErr string
 	}{
-		{"stream", `{"model":"m@r1","stream":true,"prompt_cache_key":"k"}`, requestInfo{Model: "m", Revision: "r1", Stream: true, CacheKey: "k"}, ""},
-		{"no stream", `{"model":"m","messages":[]}`, requestInfo{Model: "m"}, ""},
+		{"stream", `{"model":"m@r1","stream":true,"prompt_cache_key":"k"}`, requestInfo{RawModel: "m@r1", Model: "m", Revision: "r1", Stream: true, CacheKey: "k"}, ""},
+		{"no stream", `{"model":"m","messages":[]}`, requestInfo{RawModel: "m", Model: "m"}, ""},
+		{"max tokens", `{"model":"m","max_tokens":50}`, requestInfo{RawModel: "m", Model: "m", MaxTokens: 50}, ""},
+		{"max completion tokens wins", `{"model":"m","max_tokens":50,"max_completion_tokens":70}`, requestInfo{RawModel: "m", Model: "m", MaxTokens: 70}, ""},
 		{"no model", `{"messages":[]}`, requestInfo{}, "no \"model\""},
 		{"model not string", `{"model":3}`, requestInfo{}, "no \"model\""},
 		{"invalid", `{"model":`, requestInfo{}, "not valid JSON"},

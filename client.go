@@ -1,0 +1,397 @@
+package tpsroute
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/tidwall/gjson"
+
+	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/route"
+	"github.com/tpsroute/tpsroute/tps"
+)
+
+// Client routes chat completions across the configured deployments, fails
+// over by the fallback rules and records every call's timing. Its Chat
+// service is shaped like openai-go's, and Transport gives the same flow as an
+// http.RoundTripper. A Client is safe for concurrent use; make one per
+// process, so that statistics, breakers and cooldowns see every call.
+type Client struct {
+	// Chat holds the chat-completion service, as in openai-go:
+	// client.Chat.Completions.NewStreaming(ctx, params, opts...).
+	Chat ChatService
+
+	reg    *measure.Registry
+	exec   *fallback.Executor
+	picker *route.Picker
+	logger *slog.Logger
+
+	onDecision   func(route.Request, route.Plan)
+	hedgeDefault bool // Config.Fallback.Hedge was configured: every call may hedge
+
+	oai openai.ChatCompletionService // serialises params and decodes chunks over rt
+	rt  internalTransport
+}
+
+// ChatService is the chat namespace of a Client, as in openai-go.
+// It is safe for concurrent use.
+type ChatService struct {
+	// Completions creates routed chat completions.
+	Completions ChatCompletionService
+}
+
+// ChatCompletionService creates routed chat completions. It is safe for
+// concurrent use.
+type ChatCompletionService struct {
+	c *Client
+}
+
+// New returns a Client for cfg. It validates cfg and returns a *ConfigError
+// naming the bad field, or route's *route.DeploymentError (matching
+// route.ErrInvalidDeployment) for an invalid or duplicate deployment.
+// New starts no goroutines; a Client needs no Close.
+func New(cfg Config) (*Client, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	c := &Client{logger: cfg.Logger, onDecision: cfg.OnDecision}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+
+	mo := cfg.Measure
+	mo.Prices = make(map[measure.Key]measure.Price, len(cfg.Deployments))
+	for _, d := range cfg.Deployments {
+		if !d.IsWildcard() && d.Price != (route.Price{}) {
+			mo.Prices[d.Key()] = measure.Price{Input: d.Price.Input, CachedInput: d.Price.CachedInput, Output: d.Price.Output}
+		}
+	}
+	if mo.Classify == nil {
+		mo.Classify = classify
+	}
+	c.reg = measure.NewRegistry(mo)
+
+	var base http.RoundTripper = http.DefaultTransport
+	if cfg.HTTPClient != nil && cfg.HTTPClient.Transport != nil {
+		base = cfg.HTTPClient.Transport
+	}
+	fo := cfg.Fallback
+	fo.Transport = &inFlightTransport{next: base, reg: c.reg}
+	fo.Tokenizer = cfg.Tokenizer
+	fo.Logger = cfg.Logger
+	fo.OnAttempt = cfg.OnAttempt
+	fo.Observe = c.observe
+	c.hedgeDefault = fo.Hedge.Delay > 0 || fo.Hedge.DelayFunc != nil
+	if !c.hedgeDefault {
+		// Calls that opt in with WithHedge wait their deployment's TTFT p95.
+		fo.Hedge.DelayFunc = c.hedgeDelay
+	}
+	c.exec = fallback.New(fo)
+
+	ro := cfg.Route
+	ro.Health = c.exec
+	ro.Policy = cfg.Policy
+	ro.SLO = cfg.SLO
+	p, err := route.NewPicker(cfg.Deployments, c.reg, ro)
+	if err != nil {
+		return nil, err
+	}
+	c.picker = p
+
+	c.rt = internalTransport{c: c}
+	c.oai = openai.NewChatCompletionService(
+		option.WithBaseURL(internalBaseURL),
+		option.WithHTTPClient(&http.Client{Transport: &c.rt}),
+		option.WithMaxRetries(0),
+		option.WithAPIKey("tpsroute-internal"), // replaced per deployment; never sent
+	)
+	c.Chat.Completions.c = c
+	return c, nil
+}
+
+// internalBaseURL is where the internal openai-go service "sends" requests;
+// the internal transport routes them and never dials it.
+const internalBaseURL = "http://tpsroute.invalid/v1/"
+
+// Stats returns the statistics of every deployment key seen: percentiles and
+// EWMAs of TTFT and TPS, counts, error rates, tokens and cost. Keys of
+// wildcard deployments carry the model actually requested.
+func (c *Client) Stats() measure.Snapshot { return c.reg.Snapshot() }
+
+// Deployments returns a copy of the configured deployments, in order.
+func (c *Client) Deployments() []route.Deployment { return c.picker.Deployments() }
+
+// Status returns the breaker, cooldown and limiter state of the deployment
+// with key k now.
+func (c *Client) Status(k measure.Key) route.Status { return c.exec.Status(k, time.Now()) }
+
+// RouteStats returns the Picker's counters: picks, affinity hits and misses,
+// cold probes, explorations.
+func (c *Client) RouteStats() route.Stats { return c.picker.Stats() }
+
+// observe records every attempt that got response headers.
+func (c *Client) observe(d route.Deployment, s tps.Sample) {
+	c.reg.Record(d.Key(), s)
+}
+
+// hedgeDelay is the default hedge delay of calls that opt in: the TTFT p95 of
+// the deployment, once it is measured.
+func (c *Client) hedgeDelay(d route.Deployment) (time.Duration, bool) {
+	e, ok := c.reg.Estimate(d.Key())
+	if !ok || !e.OK || !(e.TTFTP95 > 0) {
+		return 0, false
+	}
+	return time.Duration(e.TTFTP95 * float64(time.Second)), true
+}
+
+// classify names the error class of a failed sample for measure: a caller's
+// cancellation, an early Close and a lost hedge are cancellations, not
+// provider failures.
+func classify(err error) string {
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, fallback.ErrHedgeLost):
+		return measure.ClassCanceled
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, fallback.ErrHeadersTimeout),
+		errors.Is(err, fallback.ErrTTFTTimeout), errors.Is(err, fallback.ErrStall):
+		return measure.ClassTimeout
+	}
+	return measure.ClassOther
+}
+
+// call is one routed call: what the caller asked and what routing made of it.
+type call struct {
+	cfg      callConfig
+	info     requestInfo
+	cacheKey string
+	hdr      http.Header // the caller's headers, forwarded minus credentials
+	stream   bool        // commit at the first output chunk
+}
+
+// do routes one serialised chat-completion body and runs it through the
+// executor. The returned Result's Body must be closed.
+func (c *Client) do(ctx context.Context, body []byte, hdr http.Header, cc *callConfig, stream bool) (*fallback.Result, *call, error) {
+	info, err := readRequest(body)
+	if err != nil {
+		return nil, nil, err
+	}
+	cl := &call{cfg: *cc, info: info, hdr: hdr, stream: stream}
+	req := cc.req
+	req.Model = info.RawModel
+	if req.CacheKey == "" {
+		req.CacheKey = info.CacheKey
+		if req.CacheKey == "" {
+			req.CacheKey = prefixCacheKey(body)
+		}
+	}
+	cl.cacheKey = req.CacheKey
+	req.ExpectedInputTokens = int64(len(body)/4) + 1
+	if info.MaxTokens > 0 {
+		req.ExpectedOutputTokens = info.MaxTokens
+	}
+	pinned := cc.pinned && cc.req.NoFallbacks
+	if pinned {
+		req.NoFallbacks = false // the pin decides the first; trimmed below
+	}
+	plan, err := c.picker.Pick(req)
+	if err != nil {
+		return nil, cl, err
+	}
+	if cc.pinned {
+		if plan, err = pin(plan, cc.pinProvider, cc.pinRegion, cc.req.NoFallbacks); err != nil {
+			return nil, cl, err
+		}
+	}
+	if c.onDecision != nil {
+		c.onDecision(req, plan)
+	}
+	if c.logger.Enabled(ctx, slog.LevelDebug) {
+		c.logger.DebugContext(ctx, "tpsroute: plan", "model", info.RawModel, "plan", plan.Explain())
+	}
+	res, err := c.exec.Do(ctx, plan, fallback.Call{
+		Body:                 body,
+		Stream:               stream,
+		Build:                cl.build,
+		NoHedge:              !(c.hedgeDefault || cc.hedge),
+		NoFallback:           cc.req.NoFallbacks,
+		EstimatedInputTokens: req.ExpectedInputTokens,
+	})
+	if err != nil {
+		return nil, cl, err
+	}
+	return res, cl, nil
+}
+
+// served records cache affinity after a call succeeded.
+func (c *Client) served(cl *call, d route.Deployment) {
+	if cl.cacheKey != "" {
+		c.picker.Served(cl.cacheKey, d.Key(), time.Now())
+	}
+}
+
+// pin moves the candidates of provider (and region, if not empty) to the
+// front of plan; with only set it keeps just the first of them.
+func pin(plan route.Plan, provider, region string, only bool) (route.Plan, error) {
+	match := func(cd *route.Candidate) bool {
+		return cd.Deployment.Provider == provider && (region == "" || cd.Deployment.Region == region)
+	}
+	out := make([]route.Candidate, 0, len(plan.Deployments))
+	for i := range plan.Deployments {
+		if match(&plan.Deployments[i]) {
+			out = append(out, plan.Deployments[i])
+		}
+	}
+	if len(out) == 0 {
+		// An excluded (open or off-SLO) pinned deployment is still honoured:
+		// the pin is the caller's explicit choice.
+		for i := range plan.Excluded {
+			if match(&plan.Excluded[i]) {
+				out = append(out, plan.Excluded[i])
+			}
+		}
+	}
+	if len(out) == 0 {
+		return route.Plan{}, &PinError{Provider: provider, Region: region}
+	}
+	if only {
+		out = out[:1]
+	} else {
+		for i := range plan.Deployments {
+			if !match(&plan.Deployments[i]) {
+				out = append(out, plan.Deployments[i])
+			}
+		}
+	}
+	plan.Deployments = out
+	return plan, nil
+}
+
+// PinError means WithPin named a provider and region that serve none of the
+// call's models. It matches route.ErrNoDeployment with errors.Is. It is a
+// value and safe to share.
+type PinError struct {
+	Provider, Region string
+}
+
+// Error returns "tpsroute: pinned deployment provider/region serves none of the requested models".
+func (e *PinError) Error() string {
+	return "tpsroute: pinned deployment " + e.Provider + "/" + e.Region + " serves none of the requested models: " + route.ErrNoDeployment.Error()
+}
+
+// Is reports whether target is route.ErrNoDeployment.
+func (e *PinError) Is(target error) bool { return target == route.ErrNoDeployment }
+
+// build makes one attempt's request from deployment d only: its URL, key,
+// headers and model id. The caller's headers are forwarded without
+// credentials. It is the call's fallback.BuildFunc.
+func (cl *call) build(ctx context.Context, d route.Deployment, body []byte) (*http.Request, error) {
+	b, err := rewriteBody(body, d, cl.info.Model, true)
+	if err != nil {
+		return nil, err
+	}
+	if cl.cfg.req.CacheKey != "" && d.Capabilities.CacheControl && cl.info.CacheKey == "" {
+		if b, err = setCacheKey(b, cl.cfg.req.CacheKey); err != nil {
+			return nil, err
+		}
+	}
+	ctx = context.WithValue(ctx, attemptKey{}, d.Key())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(d.BaseURL, "/")+"/chat/completions", bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	for k, vs := range cl.hdr {
+		if forwardable(k) {
+			req.Header[k] = vs
+		}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	if d.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+d.APIKey)
+	}
+	for k, v := range d.Headers {
+		req.Header.Set(k, v)
+	}
+	return req, nil
+}
+
+// forwardable reports whether a caller's header may go to a provider: not a
+// credential, not the caller's OpenAI organisation or project, not
+// hop-by-hop, and nothing the transport computes.
+func forwardable(name string) bool {
+	switch http.CanonicalHeaderKey(name) {
+	case "Authorization", "Api-Key", "X-Api-Key", "Proxy-Authorization", "Cookie",
+		"Openai-Organization", "Openai-Project", "Host", "Content-Length", "Content-Type", "Accept",
+		"Accept-Encoding", "Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+		"X-Stainless-Retry-Count", "X-Stainless-Timeout":
+		return false
+	}
+	return true
+}
+
+// attemptKey is the context key of an attempt's measure.Key, for inFlightTransport.
+type attemptKey struct{}
+
+// inFlightTransport counts each attempt in measure's in-flight gauge from the
+// moment it is sent until its response body is closed.
+type inFlightTransport struct {
+	next http.RoundTripper
+	reg  *measure.Registry
+}
+
+func (t *inFlightTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	k, ok := req.Context().Value(attemptKey{}).(measure.Key)
+	if !ok {
+		return t.next.RoundTrip(req)
+	}
+	end := t.reg.Begin(k)
+	resp, err := t.next.RoundTrip(req)
+	if err != nil || resp.Body == nil {
+		end()
+		return resp, err
+	}
+	resp.Body = &endOnClose{ReadCloser: resp.Body, end: end}
+	return resp, nil
+}
+
+// endOnClose calls end once, when the body is closed.
+type endOnClose struct {
+	io.ReadCloser
+	end func()
+}
+
+func (b *endOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	if b.end != nil {
+		b.end()
+		b.end = nil
+	}
+	return err
+}
+
+// prefixCacheKey returns a cache key for requests without one: a hash of the
+// first message when it is long enough for providers to cache (about 1,024
+// tokens and up) and more messages follow it. Short prompts get no key.
+func prefixCacheKey(body []byte) string {
+	first := gjson.GetBytes(body, "messages.0")
+	if len(first.Raw) < minCachePrefixBytes || !gjson.GetBytes(body, "messages.1").Exists() {
+		return ""
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(first.Raw))
+	return "prefix:" + strconv.FormatUint(h.Sum64(), 16)
+}
+
+// minCachePrefixBytes is about 1,024 tokens of English text, the smallest
+// prefix OpenAI-style prompt caches keep.
+const minCachePrefixBytes = 4096

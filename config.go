@@ -1,0 +1,592 @@
+package tpsroute
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/route"
+	"github.com/tpsroute/tpsroute/tps"
+)
+
+// Config configures a Client. The zero value of every field except
+// Deployments is a documented default, so a Config with only Deployments set
+// is complete. New copies what it needs; the Config may be reused.
+type Config struct {
+	// Deployments are the providers, regions and models to route across.
+	// At least one is required; each must pass route.Deployment.Validate and
+	// no two may share a Key (provider, region, model and revision).
+	Deployments []route.Deployment
+
+	// Policy orders the deployments of each call unless the call overrides it
+	// with WithPolicy. Zero means route.Throughput.
+	Policy route.Policy
+	// SLO applies to every call; WithSLO and WithMaxPrice override its fields
+	// per call. The zero SLO has no constraints.
+	SLO route.SLO
+
+	// Route tunes the Picker: exploration share, near-equal band, cold probes,
+	// cache affinity, percentiles, latency metric, custom Scorer and seed.
+	// Its Health, Policy and SLO must be left zero: the Client wires Health to
+	// the fallback executor, and Policy and SLO are the fields above.
+	// A zero Route is route's documented defaults.
+	Route route.Options
+	// Measure tunes the statistics (window, EWMA half-life, samples needed).
+	// Its Prices must be left nil: the Client fills them from each
+	// deployment's Price. A zero Measure is measure's documented defaults.
+	Measure measure.Options
+	// Fallback tunes failover: deadlines, attempts, backoff, breakers,
+	// hedging, mid-stream policy. Its Transport, Tokenizer, Logger, Observe and
+	// OnAttempt must be left nil: the Client sets them from HTTPClient,
+	// Tokenizer, Logger and OnAttempt below and feeds Observe to the
+	// statistics. A zero Fallback is fallback's documented defaults.
+	Fallback fallback.Options
+
+	// Logger receives debug records of decisions and failed attempts. Nil
+	// means silent.
+	Logger *slog.Logger
+	// HTTPClient's Transport sends every request to the providers. Its
+	// Timeout, Jar and CheckRedirect are not used: the Fallback deadlines
+	// bound each attempt and the caller's context bounds the call. Nil, or a
+	// nil Transport, means http.DefaultTransport.
+	HTTPClient *http.Client
+	// Tokenizer counts output tokens when a provider reports no usage, and
+	// the first chunk's tokens always. Nil means usage, or else output chunks,
+	// are counted (see tps.Sample.TokenSource).
+	Tokenizer tps.Tokenizer
+
+	// OnDecision, if not nil, is called with each call's request and plan
+	// after routing and before the first attempt, on the caller's goroutine.
+	// It must not block or modify the plan.
+	OnDecision func(req route.Request, plan route.Plan)
+	// OnAttempt, if not nil, is called after every attempt ends, including
+	// deployments skipped for an open breaker or a cooldown. It runs on the
+	// goroutine that ended the attempt and must not block.
+	OnAttempt func(fallback.Attempt)
+}
+
+// validate checks the fields New owns and names the bad one.
+func (c *Config) validate() error {
+	if len(c.Deployments) == 0 {
+		return &ConfigError{Field: "Deployments", Msg: "at least one deployment is required"}
+	}
+	switch {
+	case c.Policy > route.Cost:
+		return &ConfigError{Field: "Policy", Msg: fmt.Sprintf("unknown policy %d", c.Policy)}
+	case c.Route.Health != nil:
+		return &ConfigError{Field: "Route.Health", Msg: "must be nil; the Client wires the fallback executor's health"}
+	case c.Route.Policy != 0:
+		return &ConfigError{Field: "Route.Policy", Msg: "must be zero; set Config.Policy"}
+	case c.Route.SLO != (route.SLO{}):
+		return &ConfigError{Field: "Route.SLO", Msg: "must be zero; set Config.SLO"}
+	case c.Measure.Prices != nil:
+		return &ConfigError{Field: "Measure.Prices", Msg: "must be nil; set Deployments[i].Price"}
+	case c.Fallback.Transport != nil:
+		return &ConfigError{Field: "Fallback.Transport", Msg: "must be nil; set Config.HTTPClient"}
+	case c.Fallback.Tokenizer != nil:
+		return &ConfigError{Field: "Fallback.Tokenizer", Msg: "must be nil; set Config.Tokenizer"}
+	case c.Fallback.Logger != nil:
+		return &ConfigError{Field: "Fallback.Logger", Msg: "must be nil; set Config.Logger"}
+	case c.Fallback.Observe != nil:
+		return &ConfigError{Field: "Fallback.Observe", Msg: "must be nil; the Client records every sample (see Client.Stats and Stream.Sample)"}
+	case c.Fallback.OnAttempt != nil:
+		return &ConfigError{Field: "Fallback.OnAttempt", Msg: "must be nil; set Config.OnAttempt"}
+	}
+	if err := checkSLO("SLO", c.SLO); err != nil {
+		return err
+	}
+	return nil
+}
+
+func checkSLO(field string, s route.SLO) error {
+	switch {
+	case s.MaxTTFT < 0:
+		return &ConfigError{Field: field + ".MaxTTFT", Msg: "negative"}
+	case !finiteNonNeg(s.MinTPS):
+		return &ConfigError{Field: field + ".MinTPS", Msg: "must be finite and not negative"}
+	case !finiteNonNeg(s.MaxPrice):
+		return &ConfigError{Field: field + ".MaxPrice", Msg: "must be finite and not negative"}
+	case !finiteNonNeg(s.MaxErrorRate) || s.MaxErrorRate > 1:
+		return &ConfigError{Field: field + ".MaxErrorRate", Msg: "must be in [0, 1]"}
+	}
+	return nil
+}
+
+func finiteNonNeg(f float64) bool { return f >= 0 && !math.IsInf(f, 1) && !math.IsNaN(f) }
+
+// ParseConfig reads a JSON config (the schema of docs/CONFIG.md, shared by the
+// gateway and tpsbench) from r. Each deployment's "api_key_env" names an
+// environment variable that ParseConfig reads with os.LookupEnv; this is the
+// only place the library reads the environment, and only for names the file
+// gives. Use ParseConfigLookup to supply the values another way.
+//
+// A literal "api_key" is refused, as are unknown fields; errors are
+// *ConfigError values that name the field and its line.
+func ParseConfig(r io.Reader) (Config, error) {
+	return ParseConfigLookup(r, os.LookupEnv)
+}
+
+// ParseConfigLookup is ParseConfig with the environment replaced by lookup,
+// which returns the value of a variable and whether it is set. A nil lookup
+// means no variable is set: every "api_key_env" is then an error.
+func ParseConfigLookup(r io.Reader, lookup func(name string) (string, bool)) (Config, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxConfigBytes+1))
+	if err != nil {
+		return Config{}, fmt.Errorf("tpsroute: read config: %w", err)
+	}
+	if len(data) > maxConfigBytes {
+		return Config{}, &ConfigError{Msg: fmt.Sprintf("larger than %d bytes", maxConfigBytes)}
+	}
+	lines, err := checkKeys(data, reflect.TypeFor[fileConfig]())
+	if err != nil {
+		return Config{}, err
+	}
+	var f fileConfig
+	if err := decodeStrict(data, &f); err != nil {
+		return Config{}, err
+	}
+	p := converter{lines: lines, lookup: lookup}
+	return p.config(&f)
+}
+
+// maxConfigBytes bounds a config file; real ones are a few kilobytes.
+const maxConfigBytes = 8 << 20
+
+// fileConfig is the JSON schema of a config file.
+type fileConfig struct {
+	Deployments []fileDeployment `json:"deployments"`
+	Policy      string           `json:"policy"`
+	SLO         fileSLO          `json:"slo"`
+	Route       fileRoute        `json:"route"`
+	Measure     fileMeasure      `json:"measure"`
+	Fallback    fileFallback     `json:"fallback"`
+}
+
+type fileDeployment struct {
+	Provider      string            `json:"provider"`
+	Region        string            `json:"region"`
+	Model         string            `json:"model"`
+	ProviderModel string            `json:"provider_model"`
+	Revision      string            `json:"revision"`
+	BaseURL       string            `json:"base_url"`
+	APIKeyEnv     string            `json:"api_key_env"`
+	Headers       map[string]string `json:"headers"`
+	Price         struct {
+		Input       float64 `json:"input"`
+		CachedInput float64 `json:"cached_input"`
+		Output      float64 `json:"output"`
+	} `json:"price"`
+	Limits struct {
+		RPM         int `json:"rpm"`
+		TPM         int `json:"tpm"`
+		MaxInFlight int `json:"max_in_flight"`
+	} `json:"limits"`
+	ContextWindow int64 `json:"context_window"`
+	Capabilities  struct {
+		IncludeUsage     bool `json:"include_usage"`
+		AssistantPrefill bool `json:"assistant_prefill"`
+		CacheControl     bool `json:"cache_control"`
+	} `json:"capabilities"`
+	Weight float64 `json:"weight"`
+}
+
+type fileSLO struct {
+	MaxTTFT      string  `json:"max_ttft"`
+	MinTPS       float64 `json:"min_tps"`
+	MaxPrice     float64 `json:"max_price"`
+	MaxErrorRate float64 `json:"max_error_rate"`
+	Strict       bool    `json:"strict"`
+}
+
+// fileRoute uses pointers where an explicit 0 in the file means "off" while
+// route's zero value means "default".
+type fileRoute struct {
+	LatencyMetric     string   `json:"latency_metric"`
+	TTFTPercentile    string   `json:"ttft_percentile"`
+	TPSPercentile     string   `json:"tps_percentile"`
+	Exploration       *float64 `json:"exploration"`
+	Band              *float64 `json:"band"`
+	ColdProbes        *int     `json:"cold_probes"`
+	ColdProbeInterval string   `json:"cold_probe_interval"`
+	AffinityTTL       *string  `json:"affinity_ttl"`
+	AffinityEntries   int      `json:"affinity_entries"`
+	Seed              uint64   `json:"seed"`
+}
+
+type fileMeasure struct {
+	Window     string `json:"window"`
+	HalfLife   string `json:"half_life"`
+	MinSamples int    `json:"min_samples"`
+}
+
+type fileFallback struct {
+	Headers               string      `json:"headers"`
+	TTFT                  string      `json:"ttft"`
+	Stall                 string      `json:"stall"`
+	Attempts              int         `json:"attempts"`
+	AttemptsPerDeployment int         `json:"attempts_per_deployment"`
+	BackoffBase           string      `json:"backoff_base"`
+	BackoffMax            string      `json:"backoff_max"`
+	MaxWait               string      `json:"max_wait"`
+	PenaltyCooldown       string      `json:"penalty_cooldown"`
+	MidStream             string      `json:"mid_stream"`
+	Hedge                 fileHedge   `json:"hedge"`
+	Breaker               fileBreaker `json:"breaker"`
+	Seed                  uint64      `json:"seed"`
+}
+
+type fileHedge struct {
+	Delay  string  `json:"delay"`
+	Budget float64 `json:"budget"`
+}
+
+type fileBreaker struct {
+	ConsecutiveFailures uint32  `json:"consecutive_failures"`
+	FailureRatio        float64 `json:"failure_ratio"`
+	MinRequests         uint32  `json:"min_requests"`
+	Window              string  `json:"window"`
+	BucketPeriod        string  `json:"bucket_period"`
+	MaxRequests         uint32  `json:"max_requests"`
+	Timeout             string  `json:"timeout"`
+}
+
+// converter turns a decoded fileConfig into a Config, reporting errors at the
+// line of the offending field.
+type converter struct {
+	lines  map[string]int
+	lookup func(string) (string, bool)
+}
+
+func (p *converter) errorf(path, format string, args ...any) error {
+	return &ConfigError{Line: p.lines[path], Field: path, Msg: fmt.Sprintf(format, args...)}
+}
+
+// duration parses a duration string at path; "" is zero.
+func (p *converter) duration(path, s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, p.errorf(path, "want a duration such as \"20s\" or \"1m30s\", got %q", s)
+	}
+	if d < 0 {
+		return 0, p.errorf(path, "negative duration %q", s)
+	}
+	return d, nil
+}
+
+func (p *converter) config(f *fileConfig) (Config, error) {
+	var c Config
+	var err error
+	if len(f.Deployments) == 0 {
+		return Config{}, p.errorf("deployments", "at least one deployment is required")
+	}
+	c.Deployments = make([]route.Deployment, len(f.Deployments))
+	for i := range f.Deployments {
+		if c.Deployments[i], err = p.deployment(i, &f.Deployments[i]); err != nil {
+			return Config{}, err
+		}
+	}
+	if c.Policy, err = p.policy("policy", f.Policy); err != nil {
+		return Config{}, err
+	}
+	if c.SLO, err = p.slo(&f.SLO); err != nil {
+		return Config{}, err
+	}
+	if c.Route, err = p.route(&f.Route); err != nil {
+		return Config{}, err
+	}
+	if c.Measure, err = p.measure(&f.Measure); err != nil {
+		return Config{}, err
+	}
+	if c.Fallback, err = p.fallback(&f.Fallback); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+func (p *converter) deployment(i int, fd *fileDeployment) (route.Deployment, error) {
+	at := "deployments[" + strconv.Itoa(i) + "]"
+	d := route.Deployment{
+		Provider:      fd.Provider,
+		Region:        fd.Region,
+		Model:         fd.Model,
+		ProviderModel: fd.ProviderModel,
+		Revision:      fd.Revision,
+		BaseURL:       fd.BaseURL,
+		Price:         route.Price{Input: fd.Price.Input, CachedInput: fd.Price.CachedInput, Output: fd.Price.Output},
+		Limits:        route.Limits{RPM: fd.Limits.RPM, TPM: fd.Limits.TPM, MaxInFlight: fd.Limits.MaxInFlight},
+		ContextWindow: fd.ContextWindow,
+		Capabilities: route.Capabilities{
+			IncludeUsage:     fd.Capabilities.IncludeUsage,
+			AssistantPrefill: fd.Capabilities.AssistantPrefill,
+			CacheControl:     fd.Capabilities.CacheControl,
+		},
+		Weight: fd.Weight,
+	}
+	if len(fd.Headers) > 0 {
+		d.Headers = make(map[string]string, len(fd.Headers))
+		for k, v := range fd.Headers {
+			if isCredentialHeader(k) {
+				return route.Deployment{}, p.errorf(at+".headers."+k, "credentials are refused in config files; use \"api_key_env\"")
+			}
+			d.Headers[k] = v
+		}
+	}
+	if fd.APIKeyEnv != "" {
+		path := at + ".api_key_env"
+		if p.lookup == nil {
+			return route.Deployment{}, p.errorf(path, "environment variable %s is not set", fd.APIKeyEnv)
+		}
+		v, ok := p.lookup(fd.APIKeyEnv)
+		switch {
+		case !ok:
+			return route.Deployment{}, p.errorf(path, "environment variable %s is not set", fd.APIKeyEnv)
+		case strings.TrimSpace(v) == "":
+			return route.Deployment{}, p.errorf(path, "environment variable %s is empty", fd.APIKeyEnv)
+		}
+		d.APIKey = strings.TrimSpace(v)
+	}
+	if err := d.Validate(); err != nil {
+		if de, ok := err.(*route.DeploymentError); ok {
+			path := at + "." + jsonFieldName(de.Field)
+			if _, known := p.lines[path]; !known {
+				path = at
+			}
+			return route.Deployment{}, p.errorf(path, "%s", de.Reason)
+		}
+		return route.Deployment{}, p.errorf(at, "%v", err)
+	}
+	return d, nil
+}
+
+// isCredentialHeader reports whether a header carries a credential.
+func isCredentialHeader(name string) bool {
+	switch strings.ToLower(name) {
+	case "authorization", "api-key", "x-api-key", "proxy-authorization", "cookie":
+		return true
+	}
+	return false
+}
+
+// jsonFieldName maps a route.DeploymentError field ("Price.Output") to the
+// config file's name ("price.output").
+func jsonFieldName(field string) string {
+	parts := strings.Split(field, ".")
+	for i, s := range parts {
+		var b strings.Builder
+		for j, r := range s {
+			if r >= 'A' && r <= 'Z' {
+				// "BaseURL" -> "base_url", "RPM" -> "rpm", "MaxInFlight" -> "max_in_flight"
+				prevLower := j > 0 && s[j-1] >= 'a' && s[j-1] <= 'z'
+				if prevLower {
+					b.WriteByte('_')
+				}
+				b.WriteRune(r + ('a' - 'A'))
+				continue
+			}
+			b.WriteRune(r)
+		}
+		parts[i] = b.String()
+	}
+	return strings.Join(parts, ".")
+}
+
+func (p *converter) policy(path, s string) (route.Policy, error) {
+	switch strings.ToLower(s) {
+	case "":
+		return 0, nil
+	case "throughput":
+		return route.Throughput, nil
+	case "latency":
+		return route.Latency, nil
+	case "cost":
+		return route.Cost, nil
+	}
+	return 0, p.errorf(path, "unknown policy %q; want \"throughput\", \"latency\" or \"cost\"", s)
+}
+
+func (p *converter) slo(f *fileSLO) (route.SLO, error) {
+	ttft, err := p.duration("slo.max_ttft", f.MaxTTFT)
+	if err != nil {
+		return route.SLO{}, err
+	}
+	s := route.SLO{MaxTTFT: ttft, MinTPS: f.MinTPS, MaxPrice: f.MaxPrice, MaxErrorRate: f.MaxErrorRate, Strict: f.Strict}
+	for path, ok := range map[string]bool{
+		"slo.min_tps":        finiteNonNeg(s.MinTPS),
+		"slo.max_price":      finiteNonNeg(s.MaxPrice),
+		"slo.max_error_rate": finiteNonNeg(s.MaxErrorRate) && s.MaxErrorRate <= 1,
+	} {
+		if !ok {
+			return route.SLO{}, p.errorf(path, "out of range")
+		}
+	}
+	return s, nil
+}
+
+func (p *converter) percentile(path, s string) (route.Percentile, error) {
+	switch strings.ToLower(s) {
+	case "":
+		return 0, nil
+	case "p50":
+		return route.P50, nil
+	case "p95":
+		return route.P95, nil
+	}
+	return 0, p.errorf(path, "unknown percentile %q; want \"p50\" or \"p95\"", s)
+}
+
+func (p *converter) route(f *fileRoute) (route.Options, error) {
+	var o route.Options
+	var err error
+	switch strings.ToLower(f.LatencyMetric) {
+	case "":
+	case "ttft":
+		o.LatencyMetric = route.LatencyTTFT
+	case "completion":
+		o.LatencyMetric = route.LatencyCompletion
+	default:
+		return o, p.errorf("route.latency_metric", "unknown metric %q; want \"ttft\" or \"completion\"", f.LatencyMetric)
+	}
+	if o.TTFTPercentile, err = p.percentile("route.ttft_percentile", f.TTFTPercentile); err != nil {
+		return o, err
+	}
+	if o.TPSPercentile, err = p.percentile("route.tps_percentile", f.TPSPercentile); err != nil {
+		return o, err
+	}
+	// In the file an explicit 0 means "off"; in route.Options 0 means default
+	// and a negative value means off.
+	if f.Exploration != nil {
+		if o.Exploration, err = p.share("route.exploration", *f.Exploration); err != nil {
+			return o, err
+		}
+	}
+	if f.Band != nil {
+		if o.Band, err = p.share("route.band", *f.Band); err != nil {
+			return o, err
+		}
+	}
+	if f.ColdProbes != nil {
+		switch {
+		case *f.ColdProbes < 0:
+			return o, p.errorf("route.cold_probes", "negative")
+		case *f.ColdProbes == 0:
+			o.ColdProbes = -1
+		default:
+			o.ColdProbes = *f.ColdProbes
+		}
+	}
+	if o.ColdProbeInterval, err = p.duration("route.cold_probe_interval", f.ColdProbeInterval); err != nil {
+		return o, err
+	}
+	if f.AffinityTTL != nil {
+		ttl, err := p.duration("route.affinity_ttl", *f.AffinityTTL)
+		if err != nil {
+			return o, err
+		}
+		if ttl == 0 {
+			ttl = -1
+		}
+		o.AffinityTTL = ttl
+	}
+	if f.AffinityEntries < 0 {
+		return o, p.errorf("route.affinity_entries", "negative")
+	}
+	o.AffinityEntries = f.AffinityEntries
+	o.Seed = f.Seed
+	return o, nil
+}
+
+// share converts a file share in [0,1], where 0 means off, to route's
+// convention, where 0 means default and negative means off.
+func (p *converter) share(path string, v float64) (float64, error) {
+	if math.IsNaN(v) || v < 0 || v > 1 {
+		return 0, p.errorf(path, "want a share in [0, 1], got %v", v)
+	}
+	if v == 0 {
+		return -1, nil
+	}
+	return v, nil
+}
+
+func (p *converter) measure(f *fileMeasure) (measure.Options, error) {
+	var o measure.Options
+	var err error
+	if o.Window.Length, err = p.duration("measure.window", f.Window); err != nil {
+		return o, err
+	}
+	if o.HalfLife, err = p.duration("measure.half_life", f.HalfLife); err != nil {
+		return o, err
+	}
+	if f.MinSamples < 0 {
+		return o, p.errorf("measure.min_samples", "negative")
+	}
+	o.MinSamples = f.MinSamples
+	return o, nil
+}
+
+func (p *converter) fallback(f *fileFallback) (fallback.Options, error) {
+	var o fallback.Options
+	for _, d := range []struct {
+		path string
+		in   string
+		out  *time.Duration
+	}{
+		{"fallback.headers", f.Headers, &o.HeadersTimeout},
+		{"fallback.ttft", f.TTFT, &o.TTFTTimeout},
+		{"fallback.stall", f.Stall, &o.StallTimeout},
+		{"fallback.backoff_base", f.BackoffBase, &o.BackoffBase},
+		{"fallback.backoff_max", f.BackoffMax, &o.BackoffMax},
+		{"fallback.max_wait", f.MaxWait, &o.MaxWait},
+		{"fallback.penalty_cooldown", f.PenaltyCooldown, &o.PenaltyCooldown},
+		{"fallback.hedge.delay", f.Hedge.Delay, &o.Hedge.Delay},
+		{"fallback.breaker.window", f.Breaker.Window, &o.Breaker.Window},
+		{"fallback.breaker.bucket_period", f.Breaker.BucketPeriod, &o.Breaker.BucketPeriod},
+		{"fallback.breaker.timeout", f.Breaker.Timeout, &o.Breaker.Timeout},
+	} {
+		v, err := p.duration(d.path, d.in)
+		if err != nil {
+			return o, err
+		}
+		*d.out = v
+	}
+	if f.Attempts < 0 {
+		return o, p.errorf("fallback.attempts", "negative")
+	}
+	if f.AttemptsPerDeployment < 0 {
+		return o, p.errorf("fallback.attempts_per_deployment", "negative")
+	}
+	o.MaxAttempts = f.Attempts
+	o.AttemptsPerDeployment = f.AttemptsPerDeployment
+	switch strings.ToLower(f.MidStream) {
+	case "", "error":
+		o.MidStream = fallback.MidStreamError
+	case "continue":
+		o.MidStream = fallback.MidStreamContinue
+	default:
+		return o, p.errorf("fallback.mid_stream", "unknown policy %q; want \"error\" or \"continue\"", f.MidStream)
+	}
+	if !finiteNonNeg(f.Hedge.Budget) || f.Hedge.Budget > 1 {
+		return o, p.errorf("fallback.hedge.budget", "want a share in (0, 1], got %v", f.Hedge.Budget)
+	}
+	o.Hedge.Budget = f.Hedge.Budget
+	if !finiteNonNeg(f.Breaker.FailureRatio) || f.Breaker.FailureRatio > 1 {
+		return o, p.errorf("fallback.breaker.failure_ratio", "want a ratio in (0, 1], got %v", f.Breaker.FailureRatio)
+	}
+	o.Breaker.ConsecutiveFailures = f.Breaker.ConsecutiveFailures
+	o.Breaker.FailureRatio = f.Breaker.FailureRatio
+	o.Breaker.MinRequests = f.Breaker.MinRequests
+	o.Breaker.MaxRequests = f.Breaker.MaxRequests
+	o.Seed = f.Seed
+	return o, nil
+}

@@ -1,0 +1,151 @@
+package tpsroute
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/route"
+)
+
+func envMap(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestParseConfigExampleFile(t *testing.T) {
+	f, err := os.Open("docs/config.example.json")
+	require.NoError(t, err)
+	defer f.Close()
+	cfg, err := ParseConfigLookup(f, envMap(map[string]string{
+		"GROQ_API_KEY": "gsk-1", "TOGETHER_API_KEY": "tg-2", "OPENAI_API_KEY": "sk-3",
+	}))
+	require.NoError(t, err)
+	require.Len(t, cfg.Deployments, 4)
+
+	g := cfg.Deployments[0]
+	assert.Equal(t, "groq", g.Provider)
+	assert.Equal(t, "llama-3.3-70b-versatile", g.WireModel())
+	assert.Equal(t, "gsk-1", g.APIKey)
+	assert.Equal(t, route.Price{Input: 0.59, Output: 0.79}, g.Price)
+	assert.Equal(t, route.Limits{RPM: 1000, TPM: 300000}, g.Limits)
+	assert.True(t, g.Capabilities.IncludeUsage)
+	assert.True(t, cfg.Deployments[2].Capabilities.CacheControl)
+	assert.Equal(t, route.Wildcard, cfg.Deployments[3].Model)
+	assert.Empty(t, cfg.Deployments[3].APIKey)
+	assert.Equal(t, map[string]string{"X-Route-Region": "eu-west"}, cfg.Deployments[3].Headers)
+
+	assert.Equal(t, route.Throughput, cfg.Policy)
+	assert.Equal(t, route.SLO{MaxTTFT: 2 * time.Second, MinTPS: 40, MaxErrorRate: 0.2}, cfg.SLO)
+	assert.Equal(t, 0.05, cfg.Route.Exploration)
+	assert.Equal(t, 5*time.Minute, cfg.Route.AffinityTTL)
+	assert.Equal(t, 5*time.Minute, cfg.Measure.Window.Length)
+	assert.Equal(t, 30*time.Second, cfg.Measure.HalfLife)
+	assert.Equal(t, 15*time.Second, cfg.Fallback.HeadersTimeout)
+	assert.Equal(t, 15*time.Second, cfg.Fallback.TTFTTimeout)
+	assert.Equal(t, 20*time.Second, cfg.Fallback.StallTimeout)
+	assert.Equal(t, 4, cfg.Fallback.MaxAttempts)
+	assert.Equal(t, fallback.MidStreamError, cfg.Fallback.MidStream)
+
+	_, err = New(cfg)
+	require.NoError(t, err, "a parsed config must be accepted by New")
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	const okDep = `{"provider":"a","model":"m","base_url":"http://127.0.0.1:1/v1"}`
+	tests := []struct {
+		name  string
+		json  string
+		env   map[string]string
+		line  int
+		field string
+		msg   string
+	}{
+		{"unknown top-level field", "{\n\"deployments\":[" + okDep + "],\n\"polcy\":\"cost\"}", nil, 3, "polcy", `unknown field "polcy"`},
+		{"unknown nested field with line", "{\"deployments\":[\n" + okDep + ",\n{\"provider\":\"b\",\"model\":\"m\",\n \"base_url\":\"http://x/v1\",\n \"price\":{\"inptu\":1}}]}", nil, 5, "deployments[1].price.inptu", `unknown field "inptu"`},
+		{"literal api key refused", "{\"deployments\":[{\"provider\":\"a\",\"model\":\"m\",\n\"api_key\":\"sk-live\",\"base_url\":\"http://x/v1\"}]}", nil, 2, "deployments[0].api_key", "api_key_env"},
+		{"credential header refused", `{"deployments":[{"provider":"a","model":"m","base_url":"http://x/v1","headers":{"Authorization":"Bearer x"}}]}`, nil, 1, "deployments[0].headers.Authorization", "api_key_env"},
+		{"unset env var", "{\"deployments\":[{\"provider\":\"a\",\"model\":\"m\",\"base_url\":\"http://x/v1\",\n\"api_key_env\":\"NOPE\"}]}", nil, 2, "deployments[0].api_key_env", "NOPE is not set"},
+		{"empty env var", `{"deployments":[{"provider":"a","model":"m","base_url":"http://x/v1","api_key_env":"K"}]}`, map[string]string{"K": " "}, 1, "deployments[0].api_key_env", "K is empty"},
+		{"bad duration", "{\"deployments\":[" + okDep + "],\n\"fallback\":{\n\"ttft\":\"20\"}}", nil, 3, "fallback.ttft", "duration"},
+		{"numeric duration", "{\"deployments\":[" + okDep + "],\"fallback\":{\"stall\":20}}", nil, 1, "", "want string"},
+		{"bad policy", "{\"deployments\":[" + okDep + "],\n\"policy\":\"fastest\"}", nil, 2, "policy", `unknown policy "fastest"`},
+		{"bad mid_stream", "{\"deployments\":[" + okDep + "],\"fallback\":{\"mid_stream\":\"retry\"}}", nil, 1, "fallback.mid_stream", "continue"},
+		{"no deployments", `{"policy":"cost"}`, nil, 0, "deployments", "at least one"},
+		{"invalid deployment names field", "{\"deployments\":[\n{\"provider\":\"a\",\"model\":\"m\",\n\"base_url\":\"ftp://x\"}]}", nil, 3, "deployments[0].base_url", ""},
+		{"negative price", "{\"deployments\":[{\"provider\":\"a\",\"model\":\"m\",\"base_url\":\"http://x/v1\",\n\"price\":{\"output\":-1}}]}", nil, 2, "deployments[0].price.output", ""},
+		{"syntax error line", "{\"deployments\":[\n" + okDep + ",\n]}", nil, 3, "", "invalid character"},
+		{"truncated", `{"deployments":[`, nil, 1, "", "unexpected end"},
+		{"trailing data", "{\"deployments\":[" + okDep + "]}\n{}", nil, 2, "", "after the top-level"},
+		{"wrong type", "{\"deployments\":[" + okDep + "],\n\"slo\":{\"min_tps\":\"fast\"}}", nil, 2, "", "float64"},
+		{"exploration out of range", "{\"deployments\":[" + okDep + "],\"route\":{\"exploration\":1.5}}", nil, 1, "route.exploration", "[0, 1]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseConfigLookup(strings.NewReader(tt.json), envMap(tt.env))
+			require.Error(t, err)
+			var ce *ConfigError
+			require.True(t, errors.As(err, &ce), "want *ConfigError, got %T: %v", err, err)
+			assert.Equal(t, tt.line, ce.Line, "line in %q", err)
+			if tt.field != "" {
+				assert.Equal(t, tt.field, ce.Field, "field in %q", err)
+			}
+			assert.Contains(t, err.Error(), tt.msg)
+			assert.True(t, strings.HasPrefix(err.Error(), "tpsroute: config"), err.Error())
+			assert.NotContains(t, err.Error(), "sk-live", "a secret must never appear in an error")
+		})
+	}
+}
+
+func TestParseConfigZeroMeansOff(t *testing.T) {
+	const js = `{"deployments":[{"provider":"a","model":"m","base_url":"http://x/v1"}],
+	"route":{"exploration":0,"band":0,"cold_probes":0,"affinity_ttl":"0s"}}`
+	cfg, err := ParseConfigLookup(strings.NewReader(js), nil)
+	require.NoError(t, err)
+	assert.Negative(t, cfg.Route.Exploration)
+	assert.Negative(t, cfg.Route.Band)
+	assert.Negative(t, cfg.Route.ColdProbes)
+	assert.Negative(t, cfg.Route.AffinityTTL)
+
+	cfg, err = ParseConfigLookup(strings.NewReader(`{"deployments":[{"provider":"a","model":"m","base_url":"http://x/v1"}]}`), nil)
+	require.NoError(t, err)
+	assert.Zero(t, cfg.Route.Exploration, "omitted means route's default")
+}
+
+func TestConfigValidate(t *testing.T) {
+	dep := route.Deployment{Provider: "a", Model: "m", BaseURL: "http://127.0.0.1:1/v1"}
+	tests := []struct {
+		name  string
+		mut   func(*Config)
+		field string
+	}{
+		{"no deployments", func(c *Config) { c.Deployments = nil }, "Deployments"},
+		{"route policy", func(c *Config) { c.Route.Policy = route.Cost }, "Route.Policy"},
+		{"route slo", func(c *Config) { c.Route.SLO.MinTPS = 3 }, "Route.SLO"},
+		{"fallback transport", func(c *Config) { c.Fallback.Transport = nopRT{} }, "Fallback.Transport"},
+		{"fallback observe", func(c *Config) { c.Fallback.Observe = func(route.Deployment, tpsSample) {} }, "Fallback.Observe"},
+		{"bad slo", func(c *Config) { c.SLO.MaxErrorRate = 2 }, "SLO.MaxErrorRate"},
+		{"policy out of range", func(c *Config) { c.Policy = 9 }, "Policy"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Config{Deployments: []route.Deployment{dep}}
+			tt.mut(&c)
+			_, err := New(c)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.field)
+		})
+	}
+	t.Run("invalid deployment from route names the field", func(t *testing.T) {
+		bad := dep
+		bad.BaseURL = ""
+		_, err := New(Config{Deployments: []route.Deployment{bad}})
+		require.ErrorIs(t, err, route.ErrInvalidDeployment)
+		assert.Contains(t, err.Error(), "BaseURL")
+	})
+}

@@ -1,0 +1,135 @@
+package tpsroute
+
+import (
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/tpsroute/tpsroute/route"
+)
+
+// CallOption changes how one call is routed. Options apply in order; a later
+// option of the same kind replaces an earlier one, except WithRequestOptions,
+// which appends. CallOptions are values and safe to reuse across calls and
+// goroutines.
+type CallOption func(*callConfig)
+
+// callConfig is the per-call state the options build.
+type callConfig struct {
+	req         route.Request // Model is filled from the request body
+	pinProvider string
+	pinRegion   string
+	pinned      bool
+	maxPrice    float64
+	hedge       bool
+	reqOpts     []option.RequestOption
+}
+
+func buildCallConfig(opts []CallOption) callConfig {
+	var c callConfig
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if c.maxPrice > 0 {
+		c.req.SLO.MaxPrice = c.maxPrice
+	}
+	return c
+}
+
+// WithPin puts the deployment of provider in region first, ahead of what the
+// policy would choose. An empty region matches any region of provider.
+// Failover to the rest of the plan is still allowed unless WithoutFallback is
+// also given. A pin that matches no deployment of the model fails the call
+// with an error wrapping route.ErrNoDeployment.
+func WithPin(provider, region string) CallOption {
+	return func(c *callConfig) {
+		c.pinProvider, c.pinRegion, c.pinned = provider, region, true
+	}
+}
+
+// WithRegion restricts the call to deployments in one of regions (data
+// residency, for example). Failover stays inside the set. No regions means no
+// restriction.
+func WithRegion(regions ...string) CallOption {
+	return func(c *callConfig) { c.req.Regions = append([]string(nil), regions...) }
+}
+
+// WithProviders sets a preferred provider order: deployments of order[0]
+// first, then order[1], and so on, then the rest. Health and the SLO still
+// come first.
+func WithProviders(order ...string) CallOption {
+	return func(c *callConfig) { c.req.Providers = append([]string(nil), order...) }
+}
+
+// WithOnly keeps only the deployments of these providers.
+func WithOnly(providers ...string) CallOption {
+	return func(c *callConfig) { c.req.Only = append([]string(nil), providers...) }
+}
+
+// WithIgnore drops the deployments of these providers.
+func WithIgnore(providers ...string) CallOption {
+	return func(c *callConfig) { c.req.Ignore = append([]string(nil), providers...) }
+}
+
+// WithPolicy orders the deployments for this call by p instead of
+// Config.Policy.
+func WithPolicy(p route.Policy) CallOption {
+	return func(c *callConfig) { c.req.Policy = p }
+}
+
+// WithSLO adds constraints for this call. Its zero fields are taken from
+// Config.SLO; Strict applies if either sets it.
+func WithSLO(slo route.SLO) CallOption {
+	return func(c *callConfig) { c.req.SLO = slo }
+}
+
+// WithMaxPrice demotes (or, with a Strict SLO, drops) deployments whose output
+// price is above usdPerMillion US dollars per million output tokens. It takes
+// precedence over the MaxPrice of WithSLO and Config.SLO. Zero or negative
+// means no limit from this option.
+func WithMaxPrice(usdPerMillion float64) CallOption {
+	return func(c *callConfig) { c.maxPrice = usdPerMillion }
+}
+
+// WithModels adds logical models to fall back through, in order, after the
+// requested model's deployments. Each may be "model@revision".
+func WithModels(fallbackModels ...string) CallOption {
+	return func(c *callConfig) { c.req.Models = append([]string(nil), fallbackModels...) }
+}
+
+// WithCacheKey names the prompt-cache or session key of this call. The router
+// prefers the deployment that served the key recently (cache affinity), and a
+// deployment that declares Capabilities.CacheControl receives it as
+// prompt_cache_key unless the request already carries one. Without it the key
+// is the request's prompt_cache_key, if any, or a hash of a long first message.
+func WithCacheKey(key string) CallOption {
+	return func(c *callConfig) { c.req.CacheKey = key }
+}
+
+// WithHedge lets this call hedge: if no first token arrives within the hedge
+// delay, the next deployment of the plan starts in parallel, the first to
+// produce output wins and the other is cancelled. The delay is
+// Config.Fallback.Hedge's, or else the deployment's measured TTFT p95 (a
+// deployment not yet measured is not hedged). Hedges are capped by
+// Config.Fallback.Hedge.Budget (default 10% of calls). When
+// Config.Fallback.Hedge sets a Delay or DelayFunc every call may hedge and
+// this option changes nothing.
+func WithHedge() CallOption {
+	return func(c *callConfig) { c.hedge = true }
+}
+
+// WithRequestOptions applies openai-go request options to this call, for
+// extra headers or body fields (option.WithHeader, option.WithJSONSet). They
+// apply to every attempt, before the deployment's URL, key, headers and model
+// id, which always win. Options that change the base URL, the HTTP client or
+// retries have no effect on routing. Only Client.Chat.Completions uses them;
+// the Transport ignores them.
+func WithRequestOptions(opts ...option.RequestOption) CallOption {
+	return func(c *callConfig) { c.reqOpts = append(c.reqOpts, opts...) }
+}
+
+// WithoutFallback limits the call to the first deployment of the plan (the
+// pinned one with WithPin): no failover to another deployment.
+func WithoutFallback() CallOption {
+	return func(c *callConfig) { c.req.NoFallbacks = true }
+}
