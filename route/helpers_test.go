@@ -1,10 +1,12 @@
 package route
 
 import (
+	"maps"
 	"math"
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,25 +16,35 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// fakeSource is an in-memory Source with synthetic estimates.
+// fakeSource is an in-memory Source with synthetic estimates. Like
+// measure.Registry it publishes an immutable map through an atomic pointer,
+// so Estimate is lock-free; set copies the map (tests only).
 type fakeSource struct {
-	mu sync.RWMutex
-	m  map[measure.Key]measure.Estimate
+	mu   sync.Mutex
+	snap atomic.Pointer[map[measure.Key]*measure.Estimate]
 }
 
-func newSource() *fakeSource { return &fakeSource{m: map[measure.Key]measure.Estimate{}} }
+func newSource() *fakeSource {
+	f := &fakeSource{}
+	m := map[measure.Key]*measure.Estimate{}
+	f.snap.Store(&m)
+	return f
+}
 
 func (f *fakeSource) Estimate(k measure.Key) (measure.Estimate, bool) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	e, ok := f.m[k]
-	return e, ok
+	e := (*f.snap.Load())[k]
+	if e == nil {
+		return measure.Estimate{}, false
+	}
+	return *e, true
 }
 
 func (f *fakeSource) set(k measure.Key, e measure.Estimate) {
 	f.mu.Lock()
-	f.m[k] = e
-	f.mu.Unlock()
+	defer f.mu.Unlock()
+	m := maps.Clone(*f.snap.Load())
+	m[k] = &e
+	f.snap.Store(&m)
 }
 
 // fakeHealth is an in-memory Health.

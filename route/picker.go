@@ -181,6 +181,9 @@ func NewPicker(ds []Deployment, src Source, opts Options) (*Picker, error) {
 				Reason: fmt.Sprintf("duplicate of deployment %d (same Provider, Region, Model and Revision)", j)}
 		}
 		seen[k] = i
+		if d.IsWildcard() {
+			k.Model = Wildcard // replaced by the requested model per pick
+		}
 		p.keys[i] = k
 		if d.IsWildcard() {
 			p.wild = append(p.wild, int32(i))
@@ -276,22 +279,34 @@ func (p *Picker) Served(cacheKey string, k measure.Key, now time.Time) {
 // Pick is PickAt(r, time.Now()).
 func (p *Picker) Pick(r Request) (Plan, error) { return p.PickAt(r, time.Now()) }
 
-// item is the per-candidate working state of one pick.
+// item is the per-candidate working state of one pick. It holds no
+// pointers, so the pooled scratch costs the garbage collector nothing.
 type item struct {
 	sort   uint64 // model<<48 | health<<40 | violating<<32 | provider order<<8 | cold
 	score  float64
 	tie    float64
+	cost   float64
+	exp    Expected
 	idx    int32 // into p.ds
 	model  int32 // into scratch.models
 	health uint8
+	busy   uint8 // why healthBusy: busyCooling, busyHeadroom or busyLimited
+	excl   uint8 // exclNone, exclStrict or exclOpen
 	viol   Violation
 	cold   bool
-	excl   string // non-empty: excluded with this reason
-	status Status
-	exp    Expected
-	cost   float64
-	key    measure.Key
 }
+
+const (
+	exclNone uint8 = iota
+	exclStrict
+	exclOpen
+)
+
+const (
+	busyCooling uint8 = iota
+	busyHeadroom
+	busyLimited
+)
 
 const (
 	healthOK uint8 = iota
@@ -374,11 +389,9 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 				(len(req.Regions) > 0 && !contains(req.Regions, d.Region)) {
 				return
 			}
-			it := item{idx: idx, model: int32(mi), key: p.keys[idx]}
-			if d.Model == Wildcard {
-				it.key.Model = m.keyModel
-			}
-			s.items = append(s.items, it)
+			s.items = append(s.items, item{})
+			it := &s.items[len(s.items)-1]
+			it.idx, it.model = idx, int32(mi)
 		}
 		for _, idx := range p.byModel[m.name] {
 			add(idx)
@@ -393,41 +406,47 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 
 	// Score and classify.
 	open, excluded := 0, 0
+	var wd Deployment
 	for i := range s.items {
 		it := &s.items[i]
-		d := p.ds[it.idx]
+		d := &p.ds[it.idx]
 		if d.Model == Wildcard {
-			d.Model = s.models[it.model].name
+			wd = *d
+			wd.Model = s.models[it.model].name
+			d = &wd
 		}
-		var est measure.Estimate
-		var ok bool
+		k := p.keyOf(s, it)
 		if p.src != nil {
-			est, ok = p.src.Estimate(it.key)
+			est, ok := p.src.Estimate(k)
+			it.exp = blend(&est, ok, p.opts.TTFTPercentile, p.opts.TPSPercentile)
 		}
-		it.exp = Blend(est, ok, p.opts.TTFTPercentile, p.opts.TPSPercentile)
 		it.cold = !it.exp.OK
 		if p.opts.Health != nil {
-			it.status = p.opts.Health.Status(it.key, now)
+			st := p.opts.Health.Status(k, now)
+			switch {
+			case st.Breaker == BreakerOpen:
+				it.health = healthOpen
+				open++
+			case st.CoolingUntil.After(now):
+				it.health, it.busy = healthBusy, busyCooling
+			case st.NoHeadroom:
+				it.health, it.busy = healthBusy, busyHeadroom
+			case st.RateLimited:
+				it.health, it.busy = healthBusy, busyLimited
+			case st.Breaker == BreakerHalfOpen:
+				it.health = healthHalfOpen
+			}
 		}
-		switch {
-		case it.status.Breaker == BreakerOpen:
-			it.health = healthOpen
-			open++
-		case it.status.CoolingUntil.After(now) || it.status.NoHeadroom || it.status.RateLimited:
-			it.health = healthBusy
-		case it.status.Breaker == BreakerHalfOpen:
-			it.health = healthHalfOpen
-		}
-		it.viol = slo.check(&d, &it.exp)
+		it.viol = slo.check(d, &it.exp)
 		if it.viol != 0 && slo.Strict {
-			it.excl = ReasonStrictSLO
+			it.excl = exclStrict
 			excluded++
 		}
 		it.cost = d.ExpectedCost(req.ExpectedInputTokens, req.ExpectedOutputTokens)
 		if scorer != nil {
-			it.score = clamp(scorer.Score(d, it.exp, req))
+			it.score = clamp(scorer.Score(*d, it.exp, req))
 		} else {
-			it.score = req.Policy.Score(d, it.exp, req)
+			it.score = req.Policy.score(d, &it.exp, req)
 			if req.Policy == Cost && it.exp.TPSOK {
 				it.tie = clamp(it.exp.TPS)
 			}
@@ -437,15 +456,15 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 	// then all of them are tried, last resort first by score (fail-open).
 	openOnly := true
 	for i := range s.items {
-		if s.items[i].excl == "" && s.items[i].health != healthOpen {
+		if s.items[i].excl == exclNone && s.items[i].health != healthOpen {
 			openOnly = false
 			break
 		}
 	}
 	if open > 0 && !openOnly {
 		for i := range s.items {
-			if it := &s.items[i]; it.health == healthOpen && it.excl == "" {
-				it.excl = ReasonOpen
+			if it := &s.items[i]; it.health == healthOpen && it.excl == exclNone {
+				it.excl = exclOpen
 				excluded++
 			}
 		}
@@ -461,7 +480,7 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 		}
 		prov := uint64(indexOf(req.Providers, p.ds[it.idx].Provider))
 		it.sort = uint64(it.model)<<48 | uint64(it.health)<<40 | v<<32 | min(prov, 1<<20)<<8 | c
-		if it.excl == "" {
+		if it.excl == exclNone {
 			s.order = append(s.order, int32(i))
 		}
 	}
@@ -522,7 +541,7 @@ func (p *Picker) chooseFirst(s *scratch, req *Request, now time.Time) string {
 		default:
 			at := -1
 			for i, o := range order[:head] {
-				if items[o].key == k {
+				if p.keyOf(s, &items[o]) == k {
 					at = i
 					break
 				}
@@ -629,7 +648,7 @@ func splitmix(x uint64) uint64 {
 func (p *Picker) materialize(s *scratch, policyName string) Plan {
 	nExcl := 0
 	for i := range s.items {
-		if s.items[i].excl != "" {
+		if s.items[i].excl != exclNone {
 			nExcl++
 		}
 	}
@@ -639,9 +658,12 @@ func (p *Picker) materialize(s *scratch, policyName string) Plan {
 	}
 	j := len(s.order)
 	for i := range s.items {
-		if it := &s.items[i]; it.excl != "" {
+		if it := &s.items[i]; it.excl != exclNone {
 			p.candidate(&out[j], s, it)
-			out[j].Reason = it.excl
+			out[j].Reason = ReasonStrictSLO
+			if it.excl == exclOpen {
+				out[j].Reason = ReasonOpen
+			}
 			j++
 		}
 	}
@@ -657,19 +679,18 @@ func (p *Picker) candidate(c *Candidate, s *scratch, it *item) {
 	if c.Deployment.Model == Wildcard {
 		c.Deployment.Model = s.models[it.model].name
 	}
-	c.Key = it.key
+	c.Key = p.keyOf(s, it)
 	c.Score = it.score
 	c.Violations = it.viol
-	c.Status = it.status
 	c.Expected = it.exp
 	c.Cost = it.cost
 	c.Demoted = it.health != healthOK || it.viol != 0
 	switch {
 	case it.health == healthOpen:
 		c.Reason = ReasonFailOpen
-	case it.health == healthBusy && it.status.NoHeadroom:
+	case it.health == healthBusy && it.busy == busyHeadroom:
 		c.Reason = ReasonNoHeadroom
-	case it.health == healthBusy && it.status.RateLimited:
+	case it.health == healthBusy && it.busy == busyLimited:
 		c.Reason = ReasonLimited
 	case it.health == healthBusy:
 		c.Reason = ReasonCooling
@@ -682,4 +703,14 @@ func (p *Picker) candidate(c *Candidate, s *scratch, it *item) {
 	default:
 		c.Reason = ReasonRanked
 	}
+}
+
+// keyOf returns the measure.Key of it: the precomputed key, or for a wildcard
+// deployment the key for the requested model.
+func (p *Picker) keyOf(s *scratch, it *item) measure.Key {
+	k := p.keys[it.idx]
+	if k.Model == Wildcard {
+		k.Model = s.models[it.model].keyModel
+	}
+	return k
 }

@@ -45,7 +45,6 @@ type Candidate struct {
 	Reason     string      // one of the Reason constants
 	Demoted    bool        // violates a constraint or is unhealthy, placed behind compliant ones
 	Violations Violation   // which SLO constraints it violates
-	Status     Status      // the health seen when the plan was made
 	Expected   Expected    // the blended statistics used
 	Cost       float64     // expected cost of this request in USD
 }

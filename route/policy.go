@@ -90,11 +90,10 @@ type Scorer interface {
 type Expected struct {
 	TTFT      float64 // seconds; valid only if TTFTOK
 	TPS       float64 // generation-phase tokens/s; valid only if TPSOK
-	TTFTOK    bool    // a finite positive TTFT was available
-	TPSOK     bool    // a finite positive TPS was available
 	ErrorRate float64 // in [0,1]; 0 when unknown
 	Samples   int64   // successful samples in the window
-	InFlight  int64   // calls in flight, as the Source reported
+	TTFTOK    bool    // a finite positive TTFT was available
+	TPSOK     bool    // a finite positive TPS was available
 	OK        bool    // warm: the source had enough samples and TTFTOK or TPSOK
 }
 
@@ -102,7 +101,11 @@ type Expected struct {
 // tpsAt (zero Percentiles mean P95 and P50). ok is the Source's found flag.
 // NaN, infinite, zero and negative inputs are treated as missing.
 func Blend(e measure.Estimate, ok bool, ttftAt, tpsAt Percentile) Expected {
-	x := Expected{Samples: max(e.Samples, 0), InFlight: max(e.InFlight, 0)}
+	return blend(&e, ok, ttftAt, tpsAt)
+}
+
+func blend(e *measure.Estimate, ok bool, ttftAt, tpsAt Percentile) Expected {
+	x := Expected{Samples: max(e.Samples, 0)}
 	if r := e.ErrorRate; r > 0 && r <= 1 {
 		x.ErrorRate = r
 	} else if r > 1 && !math.IsInf(r, 0) {
@@ -140,6 +143,10 @@ func valid(v float64) bool { return v > 0 && !math.IsInf(v, 1) }
 //
 // The zero Policy scores as Throughput.
 func (p Policy) Score(d Deployment, e Expected, r *Request) float64 {
+	return p.score(&d, &e, r)
+}
+
+func (p Policy) score(d *Deployment, e *Expected, r *Request) float64 {
 	switch p {
 	case Latency:
 		t, ok := e.TTFT, e.TTFTOK
@@ -164,7 +171,7 @@ func (p Policy) Score(d Deployment, e Expected, r *Request) float64 {
 }
 
 // completion returns TTFT + out/TPS in seconds.
-func completion(e Expected, out int64) (float64, bool) {
+func completion(e *Expected, out int64) (float64, bool) {
 	if !e.TTFTOK || !e.TPSOK {
 		return 0, false
 	}

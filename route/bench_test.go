@@ -1,0 +1,43 @@
+package route
+
+import (
+	"testing"
+)
+
+func benchPick(b *testing.B, n int, req Request, health Health) {
+	ds, src := spread(n)
+	p := newPicker(b, ds, src, Options{Seed: 1, Health: health})
+	if _, err := p.PickAt(req, t0); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := p.PickAt(req, t0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkPick(b *testing.B) {
+	b.Run("deployments=16", func(b *testing.B) { benchPick(b, 16, Request{Model: "m"}, nil) })
+	b.Run("deployments=16/health+slo+cachekey", func(b *testing.B) {
+		h := fakeHealth{}
+		benchPick(b, 16, Request{Model: "m", CacheKey: "session-1", SLO: SLO{MinTPS: 100}, Regions: []string{"us"}}, h)
+	})
+	b.Run("deployments=256", func(b *testing.B) { benchPick(b, 256, Request{Model: "m"}, nil) })
+}
+
+func BenchmarkPickParallel(b *testing.B) {
+	ds, src := spread(16)
+	p := newPicker(b, ds, src, Options{Seed: 1})
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := p.PickAt(Request{Model: "m"}, t0); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

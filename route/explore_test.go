@@ -1,0 +1,282 @@
+package route
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tpsroute/tpsroute/measure"
+)
+
+func spread(n int) ([]Deployment, *fakeSource) {
+	ds := make([]Deployment, n)
+	src := newSource()
+	for i := range ds {
+		ds[i] = dep(fmt.Sprintf("p%03d", i), "us", "m")
+		ds[i].Price = Price{Input: float64(i%7) / 10, Output: float64(i%5) / 5}
+		src.set(ds[i].Key(), warm(0.1+float64(i)*0.01, 1000/float64(i+1)))
+	}
+	return ds, src
+}
+
+func TestExplorationShare(t *testing.T) {
+	const picks = 10000
+	tests := []struct {
+		name  string
+		share float64 // Options.Exploration
+		want  float64
+	}{
+		{"default 5%", 0, 0.05},
+		{"20%", 0.2, 0.2},
+		{"1%", 0.01, 0.01},
+		{"disabled", -1, 0},
+		{"always", 1, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ds, src := spread(4)
+			p := newPicker(t, ds, src, Options{Exploration: tt.share, Band: -1, Seed: 42})
+			n := 0
+			seen := map[string]int{}
+			for i := range picks {
+				plan := mustPick(t, p, Request{Model: "m"}, t0.Add(time.Duration(i)*time.Millisecond))
+				if plan.Deployments[0].Reason == ReasonExplore {
+					n++
+					seen[plan.Deployments[0].Key.Provider]++
+				} else if plan.Deployments[0].Key.Provider != "p000" {
+					t.Fatalf("pick %d: first %s with reason %q", i, plan.Deployments[0].Key, plan.Deployments[0].Reason)
+				}
+			}
+			got := float64(n) / picks
+			if math.Abs(got-tt.want) > 0.01 {
+				t.Errorf("exploration share = %.4f, want %.2f ± 0.01", got, tt.want)
+			}
+			equal(t, p.Stats().Explorations, uint64(n), "Stats().Explorations")
+			if tt.want > 0 {
+				equal(t, len(seen), 3, "explored deployments")
+				if _, ok := seen["p000"]; ok {
+					t.Error("exploration chose the best deployment")
+				}
+			}
+		})
+	}
+}
+
+func TestExplorationSeedIsDeterministic(t *testing.T) {
+	run := func(seed uint64) []string {
+		ds, src := spread(6)
+		p := newPicker(t, ds, src, Options{Exploration: 0.3, Seed: seed})
+		var firsts []string
+		for range 200 {
+			firsts = append(firsts, mustPick(t, p, Request{Model: "m"}, t0).Deployments[0].Key.Provider)
+		}
+		return firsts
+	}
+	equal(t, run(7), run(7), "same seed")
+	a, b := run(7), run(8)
+	if fmt.Sprint(a) == fmt.Sprint(b) {
+		t.Error("different seeds gave the same 200 picks")
+	}
+}
+
+func TestBandWeightedDraw(t *testing.T) {
+	a, b, c := dep("a", "", "m"), dep("b", "", "m"), dep("c", "", "m")
+	b.Weight = 3
+	src := newSource()
+	src.set(a.Key(), warm(0.2, 100))
+	src.set(b.Key(), warm(0.2, 98)) // within the default 5% band
+	src.set(c.Key(), warm(0.2, 90)) // outside it
+	p := newPicker(t, []Deployment{a, b, c}, src, Options{Exploration: -1, Seed: 3})
+	counts := map[string]int{}
+	const picks = 10000
+	for range picks {
+		plan := mustPick(t, p, Request{Model: "m"}, t0)
+		counts[plan.Deployments[0].Key.Provider]++
+		equal(t, plan.Deployments[0].Reason, ReasonBand, "reason")
+	}
+	if got := float64(counts["b"]) / picks; math.Abs(got-0.75) > 0.02 {
+		t.Errorf("share of b (weight 3) = %.3f, want 0.75 ± 0.02", got)
+	}
+	equal(t, counts["c"], 0, "picks of c (outside the band)")
+	equal(t, p.Stats().BandPicks, uint64(counts["b"]), "BandPicks")
+}
+
+func TestColdStart(t *testing.T) {
+	ds, src := spread(3)
+	cold := dep("new", "us", "m")
+	ds = append(ds, cold)
+
+	t.Run("probed first and warms quickly", func(t *testing.T) {
+		src := src
+		p := newPicker(t, ds, src, Options{Exploration: -1, Seed: 1})
+		samples := 0
+		now := t0
+		var warmedAt int
+		for i := range 1000 {
+			plan := mustPick(t, p, Request{Model: "m"}, now)
+			for _, c := range plan.Deployments {
+				if c.Key == cold.Key() && c.Reason != ReasonColdProbe && samples < 3 {
+					equal(t, c.Reason, ReasonCold, "cold reason behind warm ones")
+				}
+				if math.IsNaN(c.Score) {
+					t.Fatal("NaN score")
+				}
+			}
+			if plan.Deployments[0].Key == cold.Key() && samples < 3 {
+				if i == 0 {
+					equal(t, plan.Deployments[0].Reason, ReasonColdProbe, "first pick reason")
+				}
+				samples++ // the call ran; measure records it
+				if samples == 3 {
+					src.set(cold.Key(), warm(0.05, 5000))
+					warmedAt = i
+				}
+			}
+			if samples == 3 && i > warmedAt {
+				equal(t, plan.Deployments[0].Key, cold.Key(), "recovered deployment wins")
+				break
+			}
+			now = now.Add(100 * time.Millisecond)
+		}
+		equal(t, samples, 3, "samples")
+		// Two probes per 10 s: the third sample comes by the second window.
+		if warmedAt > 101 {
+			t.Errorf("third sample at pick %d (%.1fs), want within ~10s", warmedAt, float64(warmedAt)/10)
+		}
+		if st := p.Stats(); st.ColdProbes != 3 {
+			t.Errorf("ColdProbes = %d, want 3", st.ColdProbes)
+		}
+	})
+	t.Run("probes are capped per window", func(t *testing.T) {
+		src := newSource()
+		for _, d := range ds[:3] {
+			src.set(d.Key(), warm(0.2, 100))
+		}
+		p := newPicker(t, ds, src, Options{Exploration: -1, ColdProbes: 3, Seed: 1})
+		n := 0
+		for range 100 {
+			if mustPick(t, p, Request{Model: "m"}, t0).Deployments[0].Reason == ReasonColdProbe {
+				n++
+			}
+		}
+		equal(t, n, 3, "probes in one instant")
+		if mustPick(t, p, Request{Model: "m"}, t0.Add(10*time.Second)).Deployments[0].Reason != ReasonColdProbe {
+			t.Error("no probe in the next window")
+		}
+	})
+	t.Run("never scored as fast", func(t *testing.T) {
+		src := newSource()
+		for _, d := range ds[:3] {
+			src.set(d.Key(), warm(2, 10))
+		}
+		// A not-OK estimate with tiny numbers must not win Latency.
+		src.set(cold.Key(), measure.Estimate{TTFTP95: 0.001, TPSP50: 1e6, Samples: 1})
+		p := newPicker(t, ds, src, Options{Policy: Latency, ColdProbes: -1, Exploration: -1, Seed: 1})
+		plan := mustPick(t, p, Request{Model: "m"}, t0)
+		last := plan.Deployments[len(plan.Deployments)-1]
+		equal(t, last.Key, cold.Key(), "cold deployment last")
+		equal(t, last.Reason, ReasonCold, "reason")
+	})
+}
+
+// TestPickNeverNaN drives Pick with hostile statistics and health.
+func TestPickNeverNaN(t *testing.T) {
+	vals := []float64{0, -1, 1e-300, 1e-9, 0.05, 1, 250, 1e9, 1e300, math.MaxFloat64, math.Inf(1), math.Inf(-1), math.NaN()}
+	rng := rand.New(rand.NewPCG(1, 2))
+	pickVal := func() float64 { return vals[rng.IntN(len(vals))] }
+	ds, _ := spread(8)
+	ds[7] = dep("wild", "us", Wildcard)
+	for i := range 3000 {
+		src := newSource()
+		health := fakeHealth{}
+		for _, d := range ds {
+			k := d.ForModel("m").Key()
+			src.set(k, measure.Estimate{
+				TTFTP50: pickVal(), TTFTP95: pickVal(), TPSP50: pickVal(), TPSP95: pickVal(),
+				TTFTEWMA: pickVal(), TPSEWMA: pickVal(), ErrorRate: pickVal(),
+				Samples: int64(rng.IntN(3)) - 1, OK: rng.IntN(3) > 0, InFlight: int64(rng.IntN(3)) - 1,
+			})
+			health[k] = Status{Breaker: BreakerState(rng.IntN(3)), NoHeadroom: rng.IntN(5) == 0}
+		}
+		p := newPicker(t, ds, src, Options{Health: health, Seed: uint64(i) + 1, Policy: Policy(rng.IntN(4))})
+		req := Request{
+			Model: "m", Policy: Policy(rng.IntN(4)), LatencyMetric: LatencyMetric(rng.IntN(3)),
+			ExpectedOutputTokens: int64(rng.IntN(3)) * 1e9, CacheKey: "k",
+			SLO: SLO{MaxTTFT: time.Duration(rng.IntN(2)) * time.Second, MinTPS: float64(rng.IntN(2)) * 100,
+				MaxErrorRate: float64(rng.IntN(2)) / 2, Strict: rng.IntN(4) == 0},
+		}
+		p.Served("k", ds[rng.IntN(len(ds))].ForModel("m").Key(), t0)
+		plan, err := p.PickAt(req, t0)
+		if err != nil && len(plan.Excluded) == 0 {
+			t.Fatalf("iteration %d: %v", i, err)
+		}
+		if n := len(plan.Deployments) + len(plan.Excluded); n != len(ds) {
+			t.Fatalf("iteration %d: %d candidates, want %d", i, n, len(ds))
+		}
+		seen := map[measure.Key]bool{}
+		for _, c := range append(plan.Deployments, plan.Excluded...) {
+			if math.IsNaN(c.Score) || math.IsInf(c.Score, 0) || math.IsNaN(c.Cost) || math.IsNaN(c.Expected.TTFT) || math.IsNaN(c.Expected.TPS) {
+				t.Fatalf("iteration %d: NaN or Inf in %+v", i, c)
+			}
+			if seen[c.Key] {
+				t.Fatalf("iteration %d: %s twice", i, c.Key)
+			}
+			seen[c.Key] = true
+		}
+		_ = plan.Explain()
+	}
+}
+
+func FuzzPick(f *testing.F) {
+	f.Add(0.5, 100.0, 0.0, 1.0, int64(10), true, uint8(1))
+	f.Add(math.NaN(), math.Inf(1), -1.0, 1e308, int64(-5), false, uint8(3))
+	f.Fuzz(func(t *testing.T, ttft, tps, errRate, ewma float64, samples int64, ok bool, policy uint8) {
+		ds, src := spread(3)
+		src.set(ds[0].Key(), measure.Estimate{TTFTP95: ttft, TTFTP50: ttft, TPSP50: tps, TPSP95: tps,
+			TTFTEWMA: ewma, TPSEWMA: ewma, ErrorRate: errRate, Samples: samples, OK: ok})
+		p := newPicker(t, ds, src, Options{Seed: 9})
+		plan, err := p.PickAt(Request{Model: "m", Policy: Policy(policy % 4), LatencyMetric: LatencyCompletion,
+			SLO: SLO{MaxErrorRate: 0.5, MinTPS: 1}}, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range plan.Deployments {
+			if math.IsNaN(c.Score) {
+				t.Fatalf("NaN score for %s", c.Key)
+			}
+		}
+	})
+}
+
+func TestConcurrentPick(t *testing.T) {
+	ds, src := spread(16)
+	p := newPicker(t, ds, src, Options{Seed: 5, ColdProbes: 1})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 500 {
+				ck := fmt.Sprintf("s%d", i%17)
+				plan, err := p.PickAt(Request{Model: "m", CacheKey: ck}, t0.Add(time.Duration(i)*time.Millisecond))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				p.Served(ck, plan.Deployments[0].Key, t0)
+				if g == 0 && i%50 == 0 {
+					src.set(ds[i%16].Key(), warm(0.3, float64(i)))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	st := p.Stats()
+	equal(t, st.Picks, uint64(8*500), "Picks")
+	if st.AffinityHits == 0 {
+		t.Error("no affinity hits under concurrency")
+	}
+}
