@@ -76,7 +76,7 @@ func (q *query) quantiles(qs []float64, out []float64) {
 		for k := 0; k < q.ns; k++ {
 			s := q.store(k)
 			if idx >= s.lo && idx <= s.hi {
-				c += uint64(s.bins[idx-s.offset])
+				c += s.at(idx - s.offset)
 			}
 		}
 		if c == 0 {

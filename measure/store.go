@@ -8,33 +8,76 @@ import (
 )
 
 // compactStore is a DDSketch store that keeps integer bin counts in a
-// contiguous []uint32 spanning exactly the indexes seen (plus a little slack),
+// contiguous array spanning exactly the indexes seen (plus a little slack),
 // and collapses the lowest bins once the span would exceed maxBins.
 //
-// Why not a store from sketches-go (its ddsketch, mapping and store packages
-// need google.golang.org/protobuf, which this module does not require; only
-// its dependency-free encoding package is used): its dense stores keep float64 counts and
-// grow by 64+ bins at a time, about 2 KiB per sketch for a typical latency
-// distribution; a Window holds up to Buckets sketches per metric, and a key
-// holds 13 windows, so float64 bins would not fit the 64 KiB per-key budget.
-// Counts here are whole samples, so uint32 loses nothing (a bin saturates at
-// 2^32-1 within one sub-window, i.e. never in practice). Collapsing the lowest
-// bins (as store.CollapsingLowestDenseStore does) bounds memory against absurd
+// Counts are whole samples, kept in 16 bits per bin until one bin passes
+// 65535 within one sub-window (over 2,000 calls a second on one key in one
+// 2%-wide bin), and in 32 bits from then on (saturating at 2^32-1).
+//
+// Why not a store from sketches-go: its ddsketch, mapping and store packages
+// import google.golang.org/protobuf, which this module does not require (only
+// its dependency-free encoding package is used, for a compatible wire
+// format); and its dense stores keep float64 counts and grow by 64+ bins at a
+// time, about 2 KiB per sketch for a typical latency distribution. A key
+// holds 13 windows of 10 sub-window sketches, so that would not fit the
+// 64 KiB per-key budget; 2-byte bins do. Collapsing the lowest bins (as
+// sketches-go's CollapsingLowestDenseStore does) bounds memory against absurd
 // inputs while keeping the upper quantiles (the tail) exact to the mapping's
-// accuracy.
+// accuracy; with the default 2048 bins it only triggers on values spanning a
+// ratio above 4e17.
 //
 // A compactStore is not safe for concurrent use.
 type compactStore struct {
-	bins    []uint32
-	offset  int // index of bins[0]
-	lo, hi  int // min and max index with data; valid when count > 0
-	count   uint64
-	maxBins int
+	narrow []uint16  // the bins while every count fits in 16 bits
+	wide   *[]uint32 // the bins once one did not; narrow is then nil
+	offset int       // index of bin 0
+	lo, hi int       // min and max index with data; valid when count > 0
+	count  uint64
+}
+
+func (s *compactStore) length() int {
+	if s.wide != nil {
+		return len(*s.wide)
+	}
+	return len(s.narrow)
+}
+
+func (s *compactStore) capacity() int {
+	if s.wide != nil {
+		return cap(*s.wide)
+	}
+	return cap(s.narrow)
+}
+
+// at returns the count at array position i.
+func (s *compactStore) at(i int) uint64 {
+	if s.wide != nil {
+		return uint64((*s.wide)[i])
+	}
+	return uint64(s.narrow[i])
+}
+
+// set stores v at array position i, widening the bins if v needs it.
+func (s *compactStore) set(i int, v uint64) {
+	v = min(v, math.MaxUint32)
+	if s.wide == nil && v > math.MaxUint16 {
+		wide := make([]uint32, len(s.narrow), cap(s.narrow))
+		for j, c := range s.narrow {
+			wide[j] = uint32(c)
+		}
+		s.wide, s.narrow = &wide, nil
+	}
+	if s.wide != nil {
+		(*s.wide)[i] = uint32(v)
+	} else {
+		s.narrow[i] = uint16(v)
+	}
 }
 
 // AddWithCount adds count at index. Counts are rounded to whole samples;
 // non-positive and non-finite counts are ignored.
-func (s *compactStore) AddWithCount(index int, count float64) {
+func (s *compactStore) AddWithCount(index int, count float64, maxBins int) {
 	if !(count > 0) || math.IsInf(count, 0) {
 		return
 	}
@@ -42,55 +85,68 @@ func (s *compactStore) AddWithCount(index int, count float64) {
 	if c < 1 {
 		return
 	}
-	if c > math.MaxUint32 {
-		c = math.MaxUint32
-	}
-	s.addCount(index, uint32(c))
+	s.addCount(index, uint64(min(c, math.MaxUint32)), maxBins)
 }
 
-func (s *compactStore) addCount(index int, c uint32) {
-	i := s.normalize(index)
-	v := s.bins[i] + c
-	if v < c { // saturate rather than wrap
-		v = math.MaxUint32
-	}
-	s.bins[i] = v
-	s.count += uint64(c)
-}
-
-// normalize makes room for index and returns its position in bins.
-func (s *compactStore) normalize(index int) int {
-	if s.count == 0 {
-		if len(s.bins) == 0 {
-			s.bins = make([]uint32, 0, 16)
+func (s *compactStore) addCount(index int, c uint64, maxBins int) {
+	i := s.normalize(index, maxBins)
+	if s.wide == nil && c == 1 {
+		if v := s.narrow[i]; v < math.MaxUint16 {
+			s.narrow[i] = v + 1
+			s.count++
+			return
 		}
-		s.bins = s.bins[:cap(s.bins)]
-		clear(s.bins)
-		s.offset = index - len(s.bins)/2
+	}
+	s.set(i, s.at(i)+c)
+	s.count += c
+}
+
+// normalize makes room for index and returns its position in the array.
+func (s *compactStore) normalize(index, maxBins int) int {
+	if s.count == 0 {
+		if s.capacity() == 0 {
+			s.narrow = make([]uint16, 0, 16)
+		}
+		s.resize(s.capacity())
+		s.clearAll()
+		s.offset = index - s.length()/2
 		s.lo, s.hi = index, index
 		return index - s.offset
 	}
 	if index < s.lo {
-		if s.hi-index+1 > s.maxBins {
+		if s.hi-index+1 > maxBins {
 			// Collapse: everything below hi-maxBins+1 goes to that bin.
-			floor := s.hi - s.maxBins + 1
+			floor := s.hi - maxBins + 1
 			s.collapseBelow(floor)
-			if index < floor {
-				index = floor
-			}
+			index = max(index, floor)
 		}
 		if index < s.lo {
 			s.grow(index, s.hi)
 			s.lo = index
 		}
 	} else if index > s.hi {
-		if index-s.lo+1 > s.maxBins {
-			s.collapseBelow(index - s.maxBins + 1)
+		if index-s.lo+1 > maxBins {
+			s.collapseBelow(index - maxBins + 1)
 		}
 		s.grow(s.lo, index)
 		s.hi = index
 	}
 	return index - s.offset
+}
+
+func (s *compactStore) resize(n int) {
+	if s.wide != nil {
+		*s.wide = (*s.wide)[:n]
+	} else {
+		s.narrow = s.narrow[:n]
+	}
+}
+
+func (s *compactStore) clearAll() {
+	if s.wide != nil {
+		clear(*s.wide)
+	}
+	clear(s.narrow)
 }
 
 // collapseBelow folds all counts at indexes below floor into floor.
@@ -100,47 +156,59 @@ func (s *compactStore) collapseBelow(floor int) {
 	}
 	var sum uint64
 	for i := s.lo; i < floor && i <= s.hi; i++ {
-		sum += uint64(s.bins[i-s.offset])
-		s.bins[i-s.offset] = 0
+		sum += s.at(i - s.offset)
+		s.set(i-s.offset, 0)
 	}
 	if floor > s.hi {
 		// Everything collapsed into one bin beyond the old range.
-		clear(s.bins)
-		s.offset = floor - len(s.bins)/2
+		s.clearAll()
+		s.offset = floor - s.length()/2
 		s.hi = floor
 	}
 	s.lo = floor
 	j := floor - s.offset
-	s.bins[j] = uint32(min(uint64(s.bins[j])+sum, math.MaxUint32))
+	s.set(j, s.at(j)+sum)
 }
 
-// grow makes bins cover [lo, hi], which must contain [s.lo, s.hi]. It
+// grow makes the array cover [lo, hi], which must contain [s.lo, s.hi]. It
 // reallocates with a little slack on the side that grew, so that a drifting
 // distribution does not reallocate on every new extreme, and reuses the
 // array when it is large enough.
 func (s *compactStore) grow(lo, hi int) {
-	if lo >= s.offset && hi < s.offset+len(s.bins) {
+	if lo >= s.offset && hi < s.offset+s.length() {
 		return
 	}
 	span := hi - lo + 1
-	n := span + span/8 + 4
-	var nb []uint32
-	if n <= cap(s.bins) {
-		n = cap(s.bins)
-		nb = s.bins[:n]
-	} else {
-		nb = make([]uint32, n)
+	n := span + span/16 + 4
+	if n <= s.capacity() {
+		n = s.capacity()
 	}
 	newOffset := lo
 	if lo < s.offset {
 		newOffset = hi - n + 1 // grew downwards: slack below
 	}
-	dlo, dhi := s.lo-newOffset, s.hi-newOffset
-	copy(nb[dlo:dhi+1], s.bins[s.lo-s.offset:s.hi-s.offset+1])
-	clear(nb[:dlo])
-	clear(nb[dhi+1:])
-	s.bins = nb
+	from, to, at := s.lo-s.offset, s.hi-s.offset+1, s.lo-newOffset
+	if s.wide != nil {
+		*s.wide = regrow(*s.wide, n, from, to, at)
+	} else {
+		s.narrow = regrow(s.narrow, n, from, to, at)
+	}
 	s.offset = newOffset
+}
+
+// regrow returns an array of length n holding old[from:to] at position at
+// and zeros elsewhere, reusing old when its capacity allows.
+func regrow[T uint16 | uint32](old []T, n, from, to, at int) []T {
+	var nb []T
+	if n <= cap(old) {
+		nb = old[:n]
+	} else {
+		nb = make([]T, n)
+	}
+	copy(nb[at:at+to-from], old[from:to])
+	clear(nb[:at])
+	clear(nb[at+to-from:])
+	return nb
 }
 
 // Clear empties the store and keeps its array for reuse.
@@ -158,7 +226,7 @@ func (s *compactStore) KeyAtRank(rank float64) int {
 	}
 	var n uint64
 	for i := s.lo; i <= s.hi; i++ {
-		n += uint64(s.bins[i-s.offset])
+		n += s.at(i - s.offset)
 		if float64(n) > rank {
 			return i
 		}
@@ -167,13 +235,13 @@ func (s *compactStore) KeyAtRank(rank float64) int {
 }
 
 // MergeWith adds every bin of o to s.
-func (s *compactStore) MergeWith(o *compactStore) {
+func (s *compactStore) MergeWith(o *compactStore, maxBins int) {
 	if o.count == 0 {
 		return
 	}
 	for i := o.lo; i <= o.hi; i++ {
-		if c := o.bins[i-o.offset]; c != 0 {
-			s.addCount(i, c)
+		if c := o.at(i - o.offset); c != 0 {
+			s.addCount(i, c, maxBins)
 		}
 	}
 }
@@ -186,7 +254,7 @@ func (s *compactStore) Encode(b *[]byte, t enc.FlagType) {
 	}
 	var n uint64
 	for i := s.lo; i <= s.hi; i++ {
-		if s.bins[i-s.offset] != 0 {
+		if s.at(i-s.offset) != 0 {
 			n++
 		}
 	}
@@ -194,7 +262,7 @@ func (s *compactStore) Encode(b *[]byte, t enc.FlagType) {
 	enc.EncodeUvarint64(b, n)
 	prev := 0
 	for i := s.lo; i <= s.hi; i++ {
-		if c := s.bins[i-s.offset]; c != 0 {
+		if c := s.at(i - s.offset); c != 0 {
 			enc.EncodeVarint64(b, int64(i-prev))
 			enc.EncodeVarfloat64(b, float64(c))
 			prev = i
@@ -204,7 +272,7 @@ func (s *compactStore) Encode(b *[]byte, t enc.FlagType) {
 
 // DecodeAndMergeWith decodes bins in any of the sketches-go bin encodings and
 // adds them to s, advancing b past them.
-func (s *compactStore) DecodeAndMergeWith(b *[]byte, mode enc.SubFlag) error {
+func (s *compactStore) DecodeAndMergeWith(b *[]byte, mode enc.SubFlag, maxBins int) error {
 	switch mode {
 	case enc.BinEncodingIndexDeltasAndCounts:
 		n, err := enc.DecodeUvarint64(b)
@@ -225,7 +293,7 @@ func (s *compactStore) DecodeAndMergeWith(b *[]byte, mode enc.SubFlag) error {
 			if err := checkIndex(index); err != nil {
 				return err
 			}
-			s.AddWithCount(int(index), c)
+			s.AddWithCount(int(index), c, maxBins)
 		}
 	case enc.BinEncodingIndexDeltas:
 		n, err := enc.DecodeUvarint64(b)
@@ -242,7 +310,7 @@ func (s *compactStore) DecodeAndMergeWith(b *[]byte, mode enc.SubFlag) error {
 			if err := checkIndex(index); err != nil {
 				return err
 			}
-			s.addCount(int(index), 1)
+			s.addCount(int(index), 1, maxBins)
 		}
 	case enc.BinEncodingContiguousCounts:
 		n, err := enc.DecodeUvarint64(b)
@@ -265,7 +333,7 @@ func (s *compactStore) DecodeAndMergeWith(b *[]byte, mode enc.SubFlag) error {
 			if err := checkIndex(index); err != nil {
 				return err
 			}
-			s.AddWithCount(int(index), c)
+			s.AddWithCount(int(index), c, maxBins)
 			index += delta
 		}
 	default:

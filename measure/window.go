@@ -89,6 +89,7 @@ var ErrEncoding = errors.New("measure: malformed window encoding")
 // A Window is not safe for concurrent use; the Registry guards its windows
 // with a per-key mutex.
 type Window struct {
+	ready bool // opts, width and m are set
 	opts  WindowOptions
 	width int64 // sub-window width in ns
 	m     logMapping
@@ -117,12 +118,13 @@ func (w *Window) init(o WindowOptions) {
 	w.opts = o.normalized()
 	w.width = int64(w.opts.Length) / int64(w.opts.Buckets)
 	w.m = newLogMapping(w.opts.RelativeAccuracy)
-	w.subs = make([]subWindow, w.opts.Buckets)
+	w.subs = nil // allocated by the first slot call
 	w.newest = noEpoch
+	w.ready = true
 }
 
 func (w *Window) lazyInit() {
-	if w.subs == nil {
+	if !w.ready {
 		w.init(WindowOptions{})
 	}
 }
@@ -165,7 +167,7 @@ func (w *Window) Add(now time.Time, v float64) bool {
 	if v < w.m.minIndexable {
 		s.zero++
 	} else {
-		s.pos.addCount(w.m.index(v), 1)
+		s.pos.addCount(w.m.index(v), 1, w.opts.MaxBins)
 	}
 	return true
 }
@@ -173,6 +175,9 @@ func (w *Window) Add(now time.Time, v float64) bool {
 // slot returns the sub-window for epoch e, clearing it if it held an older
 // epoch, or nil if it holds a newer one.
 func (w *Window) slot(e int64) *subWindow {
+	if w.subs == nil {
+		w.subs = make([]subWindow, w.opts.Buckets)
+	}
 	i := e % int64(len(w.subs))
 	if i < 0 {
 		i += int64(len(w.subs))
@@ -181,7 +186,6 @@ func (w *Window) slot(e int64) *subWindow {
 	if s.n == 0 || s.epoch < e {
 		s.epoch = e
 		s.n, s.zero, s.sum = 0, 0, 0
-		s.pos.maxBins = w.opts.MaxBins
 		s.pos.Clear()
 	} else if s.epoch > e {
 		return nil
@@ -273,7 +277,7 @@ func (w *Window) Merge(o *Window) error {
 		dst.n += src.n
 		dst.zero += src.zero
 		dst.sum += src.sum
-		dst.pos.MergeWith(&src.pos)
+		dst.pos.MergeWith(&src.pos, w.opts.MaxBins)
 	}
 	w.newest = newest
 	// Drop our own sub-windows that fell out of the merged window.
@@ -440,7 +444,7 @@ func (w *Window) decodeSketch(s *subWindow, b []byte) error {
 				return errors.New("index mapping differs from the window's")
 			}
 		case flag.Type() == enc.FlagTypePositiveStore:
-			if err := s.pos.DecodeAndMergeWith(&b, flag.SubFlag()); err != nil {
+			if err := s.pos.DecodeAndMergeWith(&b, flag.SubFlag(), w.opts.MaxBins); err != nil {
 				return err
 			}
 		default:
