@@ -1,0 +1,103 @@
+// Package measure keeps per-deployment statistics of LLM streams and
+// publishes the cheap summary that routing reads on every call.
+//
+// # Overview
+//
+// A Registry keeps, for each Key (provider, region, model) and, under it,
+// for each tps.CacheState (unknown, cold, warm):
+//
+//   - sliding windows (Window) of TTFT, TPS, TPOT and E2E, and per key of
+//     each stream's mean gap between output chunks, answering p50/p90/p95/p99
+//     within 1% relative error;
+//   - time-decayed averages: a PeakEWMA of TTFT (peak-sensitive, as in
+//     Finagle's and Linkerd's balancers) and EWMAs of TPS, TPOT, E2E and gaps;
+//   - counts of requests, successes, errors by tps.Phase and by class,
+//     timeouts and cancellations, and a windowed error rate;
+//   - an in-flight gauge (Registry.Begin);
+//   - input, cached, output and reasoning token meters, and cost from
+//     per-key prices, summed exactly in picodollars (Money).
+//
+// Registry.Estimate returns the per-key Estimate route reads on every pick,
+// without locks or allocation. Registry.Snapshot returns an immutable
+// Snapshot of everything, which marshals to JSON.
+//
+// # Time
+//
+// Every time-dependent method has a twin taking now: RecordAt, BeginAt,
+// SnapshotAt, PruneAt, and Window and EWMA methods all take now. Record uses
+// the sample's end, s.Start + s.Total (time.Now() when s.Start is zero).
+// Windows are aligned on the Unix epoch, so that windows from different
+// processes line up.
+//
+// # Windows
+//
+// A Window is a ring of Buckets sub-windows over Length (defaults: 10 × 30 s
+// over 5 minutes). Each sub-window is a DDSketch: the logarithmic index
+// mapping of sketches-go (1% relative accuracy) over a compact store of
+// 16-bit bin counts that widen to 32 bits when needed and collapse the
+// lowest bins past MaxBins, so memory stays bounded whatever is recorded. A
+// query merges the live sub-windows. At time now the window holds the
+// current sub-window and the Buckets-1 before it: between 90% and 100% of
+// Length by default. Negative, NaN and infinite values are rejected.
+//
+// Windows encode (MarshalBinary, with each sub-window's sketch in the
+// sketches-go binary format), decode and Merge, exactly: merging two windows
+// gives the window of the union. That is how a fleet of instances can share
+// what each has measured.
+//
+// # What counts where
+//
+// Every sample counts in Requests, tokens and cost. A sample fails when its
+// Err is set or its ErrPhase is not tps.PhaseNone; failures count in Errors,
+// ErrorsByPhase, ErrorsByClass and the error rate, except those of class
+// ClassCanceled (the caller gave up), which count in Canceled only. TTFT
+// counts whenever a first token arrived, even if the stream failed later;
+// TPS, TPOT, E2E and chunk gaps count for successful samples only, and TPS
+// only when the sample's TPSOK is true. See Registry.RecordAt.
+//
+// # Estimates and staleness
+//
+// Each key publishes its Estimate through an atomic pointer. While samples
+// arrive it is republished at least every Options.Refresh (100 ms) of sample
+// time, and on every sample while it is not yet OK; Snapshot and Prune also
+// republish it. So a published Estimate misses at most the last 100 ms of
+// samples, and when samples stop it keeps describing the last ones until the
+// next Record, Snapshot or Prune: Estimate.Newest gives their age. InFlight
+// is read live. An Estimate is OK once the window holds Options.MinSamples
+// (10) successful samples; a key with no data is never "fast".
+//
+// # Snapshot JSON
+//
+// A Snapshot marshals as {"at": time, "keys": [stats...]}, keys sorted by
+// provider, region and model. These names are stable:
+//
+//	stats:       key {provider, region, model}, ttft, tps, tpot, e2e, chunk_gap,
+//	             requests, successes, errors, canceled, timeouts, error_rate,
+//	             errors_by_phase {connect, headers, first_token, mid_stream},
+//	             errors_by_class {class: count}, in_flight, newest,
+//	             input_tokens, cached_tokens, output_tokens, reasoning_tokens,
+//	             cost_usd, cost_exact {dollars, picodollars},
+//	             cache_unknown, cache_cold, cache_warm (the same fields per
+//	             cache state, without key, chunk_gap, errors_by_class,
+//	             in_flight and newest)
+//	distribution (ttft, tps, tpot, e2e, chunk_gap):
+//	             count, p50, p90, p95, p99, mean, ewma
+//
+// Times are in seconds, rates in tokens per second, cost in US dollars.
+// Counters are totals since the key was first seen; distributions and
+// error_rate cover the window. No field is ever NaN or Inf: empty values are 0.
+//
+// # Memory and speed
+//
+// Keys idle (no Record or Begin, nothing in flight) for longer than
+// Options.TTL (15 minutes) are dropped by PruneAt, which Record calls at most
+// once per half TTL; the Registry starts no goroutines. With the default
+// windows a key holds under 64 KiB after a million samples, with all three
+// cache states in use. Record takes only its key's mutex and allocates
+// nothing in steady state; Estimate takes no lock. See docs/PERFORMANCE.md.
+//
+// # Concurrency
+//
+// Registry and Snapshot are safe for concurrent use. Window, EWMA and
+// PeakEWMA are not; the Registry guards its own with a per-key mutex.
+package measure
