@@ -101,6 +101,7 @@ type call struct {
 	mid                        MidStreamPolicy
 	stream                     bool
 	noFallback                 bool
+	hedge                      bool
 
 	mu       sync.Mutex // attempts: appended by Read during a continuation
 	attempts []Attempt
@@ -109,7 +110,7 @@ type call struct {
 	tries       []int
 	excluded    []bool
 	skipped     []bool
-	real        int   // attempts made (skips not counted)
+	real        int // attempts made (skips not counted)
 	maxAttempts int
 	minContext  int64 // after context_length_exceeded: only larger windows
 	ctxExceeded bool
@@ -142,6 +143,7 @@ func (e *Executor) Do(ctx context.Context, plan route.Plan, c Call) (*Result, er
 		mid:        c.MidStream,
 		stream:     c.Stream,
 		noFallback: c.NoFallback,
+		hedge:      !c.NoHedge && e.opts.Hedge.enabled(),
 		tries:      make([]int, n), excluded: make([]bool, n), skipped: make([]bool, n),
 	}
 	if cl.build == nil {
@@ -347,8 +349,8 @@ func (cl *call) tryDeployment(i int, d *route.Deployment, st *keyState) (res *Re
 		cl.real++
 		cl.tries[i]++
 		a := cl.newRun(i, d, st, done, cl.body, cl.remaining(i))
-		if a.open(cl.stream) {
-			return cl.commit(a), false
+		if w := cl.open(a); w != nil {
+			return cl.commit(w), false
 		}
 		att := a.att
 		switch att.Class {
@@ -389,6 +391,7 @@ func (cl *call) tryDeployment(i int, d *route.Deployment, st *keyState) (res *Re
 func (cl *call) commit(a *run) *Result {
 	r := &Result{Header: a.resp.Header, StatusCode: a.resp.StatusCode, cl: cl}
 	s := &stream{res: r, cur: a}
+	s.active.Store(a)
 	r.Body = s
 	r.dep, r.sample = *a.d, a.sample
 	return r

@@ -45,10 +45,10 @@ type run struct {
 
 	// observer state, written by the tap during Read
 	output, finish, sawDone, usage, toolCalls, multi, reasoning, malformed bool
-	errBody                                                             []byte
-	outChunks                                                           int64
-	keepText                                                            bool
-	text                                                                []byte
+	errBody                                                                []byte
+	outChunks                                                              int64
+	keepText                                                               bool
+	text                                                                   []byte
 
 	buf      []byte
 	rel, off int // buf[off:rel] is released and unread; buf[rel:] is held back
@@ -160,10 +160,9 @@ func (a *run) streamFailure(err error) (Class, error) {
 	case a.errBody != nil:
 		pe := parseErrorBody(a.errBody)
 		class := classifyStatus(pe.Status, &pe)
-		if pe.Status == 0 && class == ClassInvalid {
-			class = ClassNext // an unknown in-stream error: another deployment may do better
-		}
-		if class == ClassRetry {
+		if class == ClassInvalid || class == ClassRetry {
+			// The request was accepted (HTTP 200) before it failed: another
+			// deployment may well do better.
 			class = ClassNext
 		}
 		status := pe.Status

@@ -3,6 +3,7 @@ package fallback
 import (
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tpsroute/tpsroute/tps"
@@ -15,7 +16,8 @@ type stream struct {
 
 	mu     sync.Mutex // one Read at a time; Close waits for it after cancelling
 	cur    *run
-	err    error // sticky: io.EOF or the *Error
+	active atomic.Pointer[run] // cur, for Close to cancel without the lock
+	err    error               // sticky: io.EOF or the *Error
 	closed bool
 }
 
@@ -53,6 +55,7 @@ func (s *stream) Read(p []byte) (int, error) {
 		orig := s.res.cl.err()
 		if next := s.continuation(a); next != nil {
 			s.cur = next
+			s.active.Store(next)
 			s.res.set(*next.d, tps.Sample{})
 			continue
 		}
@@ -70,8 +73,8 @@ func (s *stream) end() {
 // Close cancels the upstream request at once, then releases the run. It is
 // idempotent and may be called concurrently with Read.
 func (s *stream) Close() error {
-	if c := s.cur; c != nil { // racy read is fine: cancel is safe and idempotent
-		_ = c
+	if a := s.active.Load(); a != nil {
+		a.cancel(errClosed) // unblocks a Read in progress
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,0 +1,267 @@
+package fallback_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/replay"
+	"github.com/tpsroute/tpsroute/route"
+)
+
+func TestExecutor(t *testing.T) {
+	a, b := dep("a", "a-m"), dep("b", "b-m")
+
+	t.Run("empty_plan", func(t *testing.T) {
+		_, err := fallback.New(fallback.Options{}).Do(context.Background(), route.Plan{}, fallback.Call{Body: []byte(reqBody)})
+		assert.ErrorIs(t, err, fallback.ErrNoDeployment)
+	})
+
+	t.Run("auth_trips_breaker_and_cools_down", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(8), replay.Unauthorized()), "b-m": prof(8)}, fallback.Options{})
+			start := time.Now()
+			res, err := e.do(t, planOf(a, b), fallback.Call{Stream: true})
+			require.NoError(t, err)
+			assert.Equal(t, "b", res.Deployment().Provider)
+			drain(t, res.Body)
+			st := e.ex.Status(a.Key(), time.Now())
+			assert.Equal(t, route.BreakerOpen, st.Breaker)
+			assert.Equal(t, start.Add(fallback.DefaultPenaltyCooldown), st.CoolingUntil)
+			// Well after the breaker's timeout, the cooldown still keeps a away.
+			time.Sleep(time.Minute)
+			res, err = e.do(t, planOf(a, b), fallback.Call{Stream: true})
+			require.NoError(t, err)
+			drain(t, res.Body)
+			assert.Len(t, attemptsFor(e.h, "a-m"), 1)
+			atts := res.Attempts()
+			require.Len(t, atts, 2)
+			assert.Equal(t, fallback.ClassSkipped, atts[0].Class)
+			assert.ErrorIs(t, atts[0].Err, fallback.ErrCoolingDown)
+		})
+	})
+
+	t.Run("error_message_has_no_secrets", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(8), replay.Unauthorized()), "b-m": replay.WithFaults(prof(8), replay.Status(500, "", nil))}, fallback.Options{})
+			_, err := e.do(t, planOf(a, b), fallback.Call{Stream: true})
+			require.Error(t, err)
+			assert.NotContains(t, err.Error(), "secret")
+			assert.NotContains(t, err.Error(), "\n")
+			assert.Contains(t, err.Error(), "auth 401")
+		})
+	})
+
+	t.Run("caller_cancellation_not_a_breaker_failure", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(8), replay.SlowFirstToken(10*time.Second))}, fallback.Options{})
+			for range 8 {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				_, err := e.ex.Do(ctx, planOf(a), fallback.Call{Body: []byte(reqBody), Stream: true})
+				cancel()
+				assert.ErrorIs(t, err, context.DeadlineExceeded)
+				var fe *fallback.Error
+				require.ErrorAs(t, err, &fe)
+				last, _ := fe.Last()
+				assert.Equal(t, fallback.ClassCanceled, last.Class)
+			}
+			assert.Equal(t, route.BreakerClosed, e.ex.Status(a.Key(), time.Now()).Breaker)
+		})
+	})
+
+	t.Run("close_cancels_upstream_at_once", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(60), replay.StallAfter(5, time.Hour))}, fallback.Options{StallTimeout: -1})
+			res, err := e.do(t, planOf(a), fallback.Call{Stream: true})
+			require.NoError(t, err)
+			readErr := make(chan error, 1)
+			go func() {
+				_, err := io.Copy(io.Discard, res.Body)
+				readErr <- err
+			}()
+			time.Sleep(time.Second)
+			synctest.Wait()
+			start := time.Now()
+			require.NoError(t, res.Body.Close())
+			err = <-readErr
+			assert.Error(t, err, "a closed stream is not a clean end")
+			assert.Equal(t, time.Duration(0), time.Since(start))
+			require.NoError(t, res.Body.Close(), "idempotent")
+			synctest.Wait()
+			at := attemptsFor(e.h, "a-m")
+			require.Len(t, at, 1)
+			assert.False(t, at[0].End.IsZero(), "the provider saw the request end")
+			assert.Equal(t, route.BreakerClosed, e.ex.Status(a.Key(), time.Now()).Breaker)
+		})
+	})
+
+	t.Run("in_stream_error_before_output_fails_over", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(8), replay.ErrorEventAt(1, replay.VLLM)), "b-m": prof(8)}, fallback.Options{})
+			res, err := e.do(t, planOf(a, b), fallback.Call{Stream: true})
+			require.NoError(t, err)
+			assert.Equal(t, "b", res.Deployment().Provider)
+			assert.Equal(t, replay.Text(8), drain(t, res.Body).text)
+			assert.ErrorIs(t, res.Attempts()[0].Err, fallback.ErrStreamError)
+		})
+	})
+
+	t.Run("in_stream_error_after_output", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(30), replay.ErrorEventAt(10, replay.OpenAI))}, fallback.Options{})
+			res, err := e.do(t, planOf(a), fallback.Call{Stream: true})
+			require.NoError(t, err)
+			d := drain(t, res.Body)
+			assert.ErrorIs(t, d.err, fallback.ErrMidStream)
+			assert.ErrorIs(t, d.err, fallback.ErrStreamError)
+		})
+	})
+
+	t.Run("no_fallback", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(8), replay.Status(503, "", nil)), "b-m": prof(8)}, fallback.Options{})
+			_, err := e.do(t, planOf(a, b), fallback.Call{Stream: true, NoFallback: true})
+			require.Error(t, err)
+			assert.Empty(t, attemptsFor(e.h, "b-m"))
+		})
+	})
+
+	t.Run("rpm_limit_puts_deployment_behind", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			al := a
+			al.Limits.RPM = 60 // one per second, burst 60
+			instant := &replay.Profile{OutputTokens: 4}
+			e := newEnv(map[string]replay.Script{"a-m": instant, "b-m": instant}, fallback.Options{})
+			served := map[string]int{}
+			for range 61 {
+				res, err := e.do(t, planOf(al, b), fallback.Call{Stream: true})
+				require.NoError(t, err)
+				drain(t, res.Body)
+				served[res.Deployment().Provider]++
+			}
+			assert.Equal(t, map[string]int{"a": 60, "b": 1}, served)
+			assert.True(t, e.ex.Status(al.Key(), time.Now()).NoHeadroom)
+			assert.False(t, e.ex.Status(b.Key(), time.Now()).NoHeadroom)
+			// Alone, the call waits for budget when it fits MaxWait.
+			start := time.Now()
+			res, err := e.do(t, planOf(al), fallback.Call{Stream: true})
+			require.NoError(t, err)
+			drain(t, res.Body)
+			assert.LessOrEqual(t, time.Since(start), 2*time.Second)
+		})
+	})
+
+	t.Run("tpm_charged_and_corrected", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			al := a
+			al.Limits.TPM = 30
+			e := newEnv(map[string]replay.Script{"a-m": prof(30)}, fallback.Options{})
+			assert.False(t, e.ex.Status(al.Key(), time.Now()).NoHeadroom)
+			res, err := e.do(t, planOf(al), fallback.Call{Stream: true, EstimatedInputTokens: 5})
+			require.NoError(t, err)
+			drain(t, res.Body)
+			// 5 charged up front, corrected to prompt+30 output tokens: over budget.
+			assert.True(t, e.ex.Status(al.Key(), time.Now()).NoHeadroom)
+		})
+	})
+
+	t.Run("max_in_flight", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			al := a
+			al.Limits.MaxInFlight = 1
+			e := newEnv(map[string]replay.Script{"a-m": prof(40), "b-m": prof(8)}, fallback.Options{})
+			first, err := e.do(t, planOf(al, b), fallback.Call{Stream: true})
+			require.NoError(t, err)
+			assert.Equal(t, "a", first.Deployment().Provider)
+			second, err := e.do(t, planOf(al, b), fallback.Call{Stream: true})
+			require.NoError(t, err)
+			assert.Equal(t, "b", second.Deployment().Provider)
+			drain(t, second.Body)
+			drain(t, first.Body)
+			third, err := e.do(t, planOf(al, b), fallback.Call{Stream: true})
+			require.NoError(t, err)
+			assert.Equal(t, "a", third.Deployment().Provider)
+			drain(t, third.Body)
+		})
+	})
+
+	t.Run("retry_after_on_503_cools_down", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(8), replay.Status(503, "", map[string][]string{"Retry-After": {"30"}}).OnAttempts(1)), "b-m": prof(8)}, fallback.Options{})
+			start := time.Now()
+			res, err := e.do(t, planOf(a, b), fallback.Call{Stream: true})
+			require.NoError(t, err)
+			drain(t, res.Body)
+			assert.Equal(t, start.Add(30*time.Second), e.ex.Status(a.Key(), time.Now()).CoolingUntil)
+			res, err = e.do(t, planOf(a, b), fallback.Call{Stream: true})
+			require.NoError(t, err)
+			drain(t, res.Body)
+			assert.Equal(t, "b", res.Deployment().Provider, "a still cooling")
+		})
+	})
+}
+
+func TestHedge(t *testing.T) {
+	a, b := dep("a", "a-m"), dep("b", "b-m")
+	t.Run("second_wins_first_cancelled", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			var canceled atomic.Int32
+			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(8), replay.SlowFirstToken(5*time.Second)), "b-m": prof(8)},
+				fallback.Options{Hedge: fallback.HedgeOptions{Delay: time.Second, Budget: 1}, OnAttempt: func(at fallback.Attempt) {
+					if errors.Is(at.Err, fallback.ErrHedgeLost) {
+						canceled.Add(1)
+					}
+				}})
+			start := time.Now()
+			res, err := e.do(t, planOf(a, b), fallback.Call{Stream: true})
+			require.NoError(t, err)
+			assert.Equal(t, "b", res.Deployment().Provider)
+			assert.Less(t, time.Since(start), 2*time.Second)
+			assert.Equal(t, replay.Text(8), drain(t, res.Body).text)
+			assert.EqualValues(t, 1, canceled.Load())
+			assert.Equal(t, route.BreakerClosed, e.ex.Status(a.Key(), time.Now()).Breaker)
+		})
+	})
+	t.Run("first_wins_second_cancelled", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(8), replay.SlowFirstToken(1500*time.Millisecond)), "b-m": replay.WithFaults(prof(8), replay.SlowFirstToken(5*time.Second))},
+				fallback.Options{Hedge: fallback.HedgeOptions{Delay: time.Second, Budget: 1}})
+			res, err := e.do(t, planOf(a, b), fallback.Call{Stream: true})
+			require.NoError(t, err)
+			assert.Equal(t, "a", res.Deployment().Provider)
+			assert.Equal(t, replay.Text(8), drain(t, res.Body).text)
+			require.Len(t, attemptsFor(e.h, "b-m"), 1)
+		})
+	})
+	t.Run("budget_caps_hedges", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(8), replay.SlowFirstToken(2*time.Second)), "b-m": prof(8)},
+				fallback.Options{Hedge: fallback.HedgeOptions{Delay: time.Second, Budget: 0.1}})
+			for range 20 {
+				res, err := e.do(t, planOf(a, b), fallback.Call{Stream: true})
+				require.NoError(t, err)
+				drain(t, res.Body)
+			}
+			assert.Len(t, attemptsFor(e.h, "b-m"), 2, "10% of 20 calls")
+		})
+	})
+	t.Run("cancelled_hedged_call_leaks_nothing", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(8), replay.Hang()), "b-m": replay.WithFaults(prof(8), replay.Hang())},
+				fallback.Options{Hedge: fallback.HedgeOptions{Delay: time.Second, Budget: 1}})
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			_, err := e.ex.Do(ctx, planOf(a, b), fallback.Call{Body: []byte(reqBody), Stream: true})
+			assert.ErrorIs(t, err, context.DeadlineExceeded)
+			assert.Len(t, attemptsFor(e.h, "b-m"), 1)
+		})
+	})
+}
