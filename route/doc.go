@@ -1,0 +1,64 @@
+// Package route orders the deployments that can serve a call: by measured
+// throughput, latency or cost, under the caller's pins and SLO, with cache
+// affinity, cold-start probing and a small exploration share.
+//
+// # Deployments and keys
+//
+// A Deployment is one provider, region and model with everything needed to
+// call it. Its Key (a measure.Key) names its statistics; a pinned Revision is
+// part of the key, so two revisions are measured apart. A deployment whose
+// Model is "*" (Wildcard) serves any model; per request it becomes a concrete
+// deployment (Deployment.ForModel) whose key carries the requested model.
+// NewPicker validates every deployment and rejects duplicate keys, naming the
+// field at fault in a *DeploymentError.
+//
+// # Picking
+//
+// Picker.Pick returns a Plan: the deployments to try, in order, each with the
+// reason for its place and the values that decided it, and the deployments
+// left out. Plan.Explain renders it on one line for logs. Pick never blocks: it
+// reads each candidate's statistics from a Source (*measure.Registry) and its
+// state from a Health (the fallback package's executor), and allocates once.
+// PickAt is the same at a given time.
+//
+// The order is decided in this sequence:
+//
+//  1. Model: Request.Model, then Request.Models, in order.
+//  2. Health: closed breakers first, then half-open, then deployments cooling
+//     down after a Retry-After, out of limiter headroom or rate-limited by the
+//     provider. Open breakers are excluded, unless every candidate is open:
+//     then all are tried last (fail-open), best score first.
+//  3. SLO: violators go behind compliant deployments, or are dropped with
+//     SLO.Strict.
+//  4. Request.Providers: the listed providers first, in that order.
+//  5. Warm before cold: a deployment without enough samples is never scored
+//     as fast.
+//  6. Score: the Policy (Throughput, Latency, Cost) or a custom Scorer.
+//
+// The first place of the leading tier may then be changed, in this priority:
+// cache affinity (Request.CacheKey served recently by a healthy, compliant
+// deployment, see Picker.Served), a cold probe (a few per deployment per
+// interval, so a new or recovered deployment gets its first samples), the
+// exploration share (Options.Exploration, default 5%), or a draw weighted by
+// Deployment.Weight among candidates within Options.Band of the best score,
+// so that many callers do not herd onto one deployment.
+//
+// # Estimates
+//
+// A deployment's Expected statistics blend the windowed percentile with the
+// EWMA and take the more pessimistic: the higher TTFT, the lower TPS. A
+// degradation therefore shows within a few samples, while a recovery needs
+// the window to agree. TTFT is read at p95 and TPS at p50 unless Options say
+// otherwise.
+//
+// # Custom scorers
+//
+// A Scorer replaces the built-in policies. Package routetest checks one
+// against the contract the Picker relies on.
+//
+// # Concurrency
+//
+// A Picker is safe for concurrent use. Its random draws come from a PCG
+// generator seeded per pick from Options.Seed and an atomic counter, so a
+// sequence of picks is reproducible and no lock is taken.
+package route
