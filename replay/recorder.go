@@ -1,0 +1,365 @@
+package replay
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// RecorderOption configures a Recorder.
+type RecorderOption func(*Recorder)
+
+// RedactRecordedHeaders adds header names (case-insensitive) whose values are
+// written as "REDACTED", in requests and responses, besides the defaults
+// Authorization, Api-Key, X-Api-Key, Cookie and Set-Cookie.
+func RedactRecordedHeaders(names ...string) RecorderOption {
+	return func(r *Recorder) {
+		for _, n := range names {
+			r.headers[http.CanonicalHeaderKey(n)] = true
+		}
+	}
+}
+
+// RedactRecordedFields names JSON object keys (exact match, at any depth)
+// whose values are written as "REDACTED" in the request body and in response
+// data events. A response event is rewritten only when it holds such a key,
+// so other events stay byte-exact.
+func RedactRecordedFields(names ...string) RecorderOption {
+	return func(r *Recorder) {
+		for _, n := range names {
+			r.fields[n] = true
+		}
+	}
+}
+
+// RecorderNaming sets the cassette file name (inside the Recorder's dir) for
+// the seq-th call (from 1). The default is "%04d-<model>.json", with the
+// model sanitised for file names.
+func RecorderNaming(name func(seq int, req *http.Request, model string) string) RecorderOption {
+	return func(r *Recorder) { r.name = name }
+}
+
+// Recorder is an http.RoundTripper that forwards each call to the next
+// RoundTripper and writes one cassette per call into a directory, streamed or
+// not, with each event's time taken as the caller reads the body. The cassette
+// is written when the body reaches its end, fails, or is closed. Closing a
+// body early after [DONE] records a clean end; closing it earlier records a
+// reset, since the rest is unknown. Only the URL path is recorded, never the
+// query. A Recorder is safe for concurrent use.
+type Recorder struct {
+	next    http.RoundTripper
+	dir     string
+	headers map[string]bool
+	fields  map[string]bool
+	name    func(seq int, req *http.Request, model string) string
+
+	mu    sync.Mutex
+	seq   int
+	files []string
+	err   error
+}
+
+// NewRecorder returns a Recorder writing into dir (created if missing) and
+// forwarding to next; a nil next means http.DefaultTransport.
+func NewRecorder(next http.RoundTripper, dir string, opts ...RecorderOption) *Recorder {
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	r := &Recorder{
+		next: next,
+		dir:  dir,
+		headers: map[string]bool{
+			"Authorization": true, "Api-Key": true, "X-Api-Key": true, "Cookie": true, "Set-Cookie": true,
+		},
+		fields: map[string]bool{},
+		name: func(seq int, _ *http.Request, model string) string {
+			return fmt.Sprintf("%04d-%s.json", seq, sanitize(model))
+		},
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// Files returns the paths of the cassettes written so far, in order.
+func (r *Recorder) Files() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.files...)
+}
+
+// Err returns the first error writing a cassette, or nil. Recording errors
+// never fail the caller's round trip.
+func (r *Recorder) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+func sanitize(s string) string {
+	if s == "" {
+		return "call"
+	}
+	return strings.Map(func(c rune) rune {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '.', c == '_':
+			return c
+		}
+		return '_'
+	}, s)
+}
+
+// RoundTrip forwards req and records the call.
+func (r *Recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	var body []byte
+	if req.Body != nil && req.Body != http.NoBody {
+		b, err := io.ReadAll(req.Body)
+		_ = req.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("replay: recorder: read request body: %w", err)
+		}
+		body = b
+		req = req.Clone(req.Context())
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		req.ContentLength = int64(len(body))
+	}
+	var model struct {
+		Model string `json:"model"`
+	}
+	_ = json.Unmarshal(body, &model)
+	r.mu.Lock()
+	r.seq++
+	seq := r.seq
+	r.mu.Unlock()
+
+	c := &Cassette{
+		Version:    CassetteVersion,
+		Name:       strings.TrimSuffix(r.name(seq, req, model.Model), ".json"),
+		RecordedAt: time.Now().UTC().Format(time.RFC3339),
+		Request: CassetteRequest{
+			Method:  req.Method,
+			Path:    req.URL.Path,
+			Headers: r.redactHeader(req.Header),
+			Body:    r.redactBody(body),
+		},
+	}
+	file := filepath.Join(r.dir, r.name(seq, req, model.Model))
+	start := time.Now()
+	resp, err := r.next.RoundTrip(req)
+	if err != nil {
+		c.Response = CassetteResponse{End: "reset", EndMS: durMS(time.Since(start)), Events: []Event{}}
+		r.write(file, c)
+		return resp, err
+	}
+	c.Response = CassetteResponse{
+		Status:    resp.StatusCode,
+		Headers:   r.redactHeader(resp.Header),
+		HeadersMS: durMS(time.Since(start)),
+		Events:    []Event{},
+	}
+	sse := strings.HasPrefix(strings.ToLower(resp.Header.Get("Content-Type")), "text/event-stream")
+	resp.Body = &recBody{rc: resp.Body, rec: r, file: file, c: c, start: start, sse: sse}
+	return resp, nil
+}
+
+func (r *Recorder) redactHeader(h http.Header) http.Header {
+	out := http.Header{}
+	for k, v := range h {
+		if r.headers[http.CanonicalHeaderKey(k)] {
+			out[k] = []string{"REDACTED"}
+			continue
+		}
+		out[k] = append([]string(nil), v...)
+	}
+	return out
+}
+
+// redactBody returns the request body for the cassette: JSON with the named
+// fields redacted, or the body as a JSON string if it is not JSON.
+func (r *Recorder) redactBody(b []byte) json.RawMessage {
+	if len(b) == 0 {
+		return nil
+	}
+	if out, _, ok := r.redactJSON(b); ok {
+		return out
+	}
+	s, _ := json.Marshal(string(b))
+	return s
+}
+
+// redactJSON decodes b, replaces the named fields and re-encodes it. It
+// reports whether a field was replaced and whether b was JSON.
+func (r *Recorder) redactJSON(b []byte) (out []byte, changed, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return nil, false, false
+	}
+	changed = r.walk(v)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(v) != nil {
+		return nil, false, false
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), changed, true
+}
+
+func (r *Recorder) walk(v any) bool {
+	changed := false
+	switch t := v.(type) {
+	case map[string]any:
+		for k, x := range t {
+			if r.fields[k] {
+				t[k] = "REDACTED"
+				changed = true
+				continue
+			}
+			changed = r.walk(x) || changed
+		}
+	case []any:
+		for _, x := range t {
+			changed = r.walk(x) || changed
+		}
+	}
+	return changed
+}
+
+func (r *Recorder) write(file string, c *Cassette) {
+	b, err := c.Marshal()
+	if err == nil {
+		if err = os.MkdirAll(filepath.Dir(file), 0o755); err == nil {
+			err = os.WriteFile(file, b, 0o644)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		if r.err == nil {
+			r.err = fmt.Errorf("replay: recorder: %w", err)
+		}
+		return
+	}
+	r.files = append(r.files, file)
+}
+
+// recBody records the body's events as the caller reads them.
+type recBody struct {
+	rc    io.ReadCloser
+	rec   *Recorder
+	file  string
+	c     *Cassette
+	start time.Time
+	sse   bool
+
+	mu   sync.Mutex
+	buf  []byte // bytes of an event not yet complete
+	done bool   // seen [DONE]
+	once sync.Once
+}
+
+func (b *recBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	at := time.Since(b.start)
+	if n > 0 {
+		b.buf = append(b.buf, p[:n]...)
+		b.split(at)
+	}
+	if err != nil {
+		end := "eof"
+		if !errors.Is(err, io.EOF) {
+			end = "reset"
+		}
+		b.finish(at, end)
+	}
+	return n, err
+}
+
+// split moves complete events from buf into the cassette. A non-SSE body is
+// recorded as one raw event per read.
+func (b *recBody) split(at time.Duration) {
+	if !b.sse {
+		b.add(newEvent(at, eventRaw, "", string(b.buf)))
+		b.buf = b.buf[:0]
+		return
+	}
+	for {
+		i := blockEnd(b.buf)
+		if i < 0 {
+			return
+		}
+		block := string(b.buf[:i])
+		b.buf = b.buf[i:]
+		kind, name, data := canonical([]byte(block))
+		if kind == eventData {
+			if data == "[DONE]" {
+				b.done = true
+			} else if len(b.rec.fields) > 0 {
+				if out, changed, ok := b.rec.redactJSON([]byte(data)); ok && changed {
+					data = string(out)
+				}
+			}
+		} else if kind == eventRaw && len(b.rec.fields) > 0 {
+			if ev := parseSSE([]byte(block)); ev.hasData {
+				if _, changed, ok := b.rec.redactJSON([]byte(ev.data)); ok && changed {
+					out, _, _ := b.rec.redactJSON([]byte(ev.data))
+					kind, name, data = eventData, ev.name, string(out)
+				}
+			}
+		}
+		b.add(newEvent(at, kind, name, data))
+	}
+}
+
+// blockEnd returns the length of the first complete SSE block in buf
+// (through its blank line), skipping leading blank lines into the block, or -1.
+func blockEnd(buf []byte) int {
+	r := newSSEReader(bytes.NewReader(buf))
+	block, err := r.next()
+	if err != nil {
+		return -1
+	}
+	return len(block)
+}
+
+func (b *recBody) add(e Event) {
+	b.c.Response.Events = append(b.c.Response.Events, e)
+}
+
+// finish records the end once and writes the cassette.
+func (b *recBody) finish(at time.Duration, end string) {
+	b.once.Do(func() {
+		if len(b.buf) > 0 {
+			b.add(newEvent(at, eventRaw, "", string(b.buf)))
+			b.buf = nil
+		}
+		b.c.Response.End = end
+		b.c.Response.EndMS = durMS(at)
+		b.rec.write(b.file, b.c)
+	})
+}
+
+func (b *recBody) Close() error {
+	err := b.rc.Close()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	end := "reset"
+	if b.done || !b.sse {
+		end = "eof"
+	}
+	b.finish(time.Since(b.start), end)
+	return err
+}
