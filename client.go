@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/openai/openai-go/v3"
@@ -38,6 +39,7 @@ type Client struct {
 	logger *slog.Logger
 
 	onDecision   func(route.Request, route.Plan)
+	nextRefresh  atomic.Int64 // unix ns of the next registry refresh
 	hedgeDefault bool // Config.Fallback.Hedge was configured: every call may hedge
 
 	oai openai.ChatCompletionService // serialises params and decodes chunks over rt
@@ -203,7 +205,9 @@ func (c *Client) do(ctx context.Context, body []byte, hdr http.Header, cc *callC
 	if pinned {
 		req.NoFallbacks = false // the pin decides the first; trimmed below
 	}
-	plan, err := c.picker.Pick(req)
+	now := time.Now()
+	c.refresh(now)
+	plan, err := c.picker.PickAt(req, now)
 	if err != nil {
 		return nil, cl, err
 	}
@@ -231,6 +235,25 @@ func (c *Client) do(ctx context.Context, body []byte, hdr http.Header, cc *callC
 	}
 	return res, cl, nil
 }
+
+// refresh republishes every key's Estimate at most once per refreshInterval,
+// so that a deployment that gets no traffic (because it was slow) sees its
+// old samples leave the window, turns cold and is probed again: without it a
+// recovered deployment would keep its stale estimate. It runs on the calling
+// goroutine; the Client starts none.
+func (c *Client) refresh(now time.Time) {
+	t := now.UnixNano()
+	next := c.nextRefresh.Load()
+	if t < next || !c.nextRefresh.CompareAndSwap(next, t+int64(refreshInterval)) {
+		return
+	}
+	if next != 0 {
+		c.reg.PruneAt(now)
+	}
+}
+
+// refreshInterval is how often calls republish the statistics.
+const refreshInterval = time.Second
 
 // served records cache affinity after a call succeeded.
 func (c *Client) served(cl *call, d route.Deployment) {

@@ -14,7 +14,7 @@ import (
 func TestSmoke(t *testing.T) {
 	f := newTCPFleet(t)
 	a := f.add("a", map[string]replay.Script{"m-a": &replay.Profile{OutputTokens: 20}})
-	c := mustNew(t, Config{Deployments: []route.Deployment{
+	c := mustNew(t, Config{HTTPClient: f.client, Deployments: []route.Deployment{
 		{Provider: "a", Model: "m", ProviderModel: "m-a", BaseURL: a, APIKey: "ka", Capabilities: route.Capabilities{IncludeUsage: true}},
 	}})
 	s, text, err := streamOnce(t, c, "m")

@@ -107,19 +107,24 @@ type rtFunc func(*http.Request) (*http.Response, error)
 
 func (f rtFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// tcpFleet is a set of providers on real loopback servers.
+// tcpFleet is a set of providers on real loopback servers, with a client
+// transport of its own so that no idle connection outlives the test.
 type tcpFleet struct {
 	providers map[string]*provider
 	servers   []*httptest.Server
+	client    *http.Client
 }
 
 func newTCPFleet(t testing.TB) *tcpFleet {
-	f := &tcpFleet{providers: map[string]*provider{}}
+	tr := &http.Transport{MaxIdleConnsPerHost: 64}
+	f := &tcpFleet{providers: map[string]*provider{}, client: &http.Client{Transport: tr}}
 	t.Cleanup(func() {
+		tr.CloseIdleConnections()
 		for _, s := range f.servers {
 			s.CloseClientConnections()
 			s.Close()
 		}
+		tr.CloseIdleConnections()
 	})
 	return f
 }
