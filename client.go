@@ -40,7 +40,7 @@ type Client struct {
 
 	onDecision   func(route.Request, route.Plan)
 	nextRefresh  atomic.Int64 // unix ns of the next registry refresh
-	hedgeDefault bool // Config.Fallback.Hedge was configured: every call may hedge
+	hedgeDefault bool         // Config.Fallback.Hedge was configured: every call may hedge
 
 	oai openai.ChatCompletionService // serialises params and decodes chunks over rt
 	rt  internalTransport
