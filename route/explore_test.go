@@ -167,6 +167,22 @@ func TestColdStart(t *testing.T) {
 			t.Error("no probe in the next window")
 		}
 	})
+	t.Run("all cold are spread, not herded", func(t *testing.T) {
+		cold := []Deployment{dep("a", "", "m"), dep("b", "", "m"), dep("c", "", "m")}
+		cold[2].Weight = 2
+		p := newPicker(t, cold, nil, Options{ColdProbes: -1, Seed: 4})
+		counts := map[string]int{}
+		for range 4000 {
+			plan := mustPick(t, p, Request{Model: "m"}, t0)
+			counts[plan.Deployments[0].Key.Provider]++
+			equal(t, plan.Deployments[0].Reason, ReasonColdProbe, "reason")
+		}
+		for prov, want := range map[string]float64{"a": 0.25, "b": 0.25, "c": 0.5} {
+			if got := float64(counts[prov]) / 4000; math.Abs(got-want) > 0.03 {
+				t.Errorf("share of %s = %.3f, want %.2f ± 0.03", prov, got, want)
+			}
+		}
+	})
 	t.Run("never scored as fast", func(t *testing.T) {
 		src := newSource()
 		for _, d := range ds[:3] {

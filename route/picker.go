@@ -509,7 +509,9 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 		s.order = s.order[:1]
 	}
 	plan := p.materialize(s, policyName)
-	plan.Deployments[0].Reason = first
+	if first != "" {
+		plan.Deployments[0].Reason = first
+	}
 	return plan, nil
 }
 
@@ -554,7 +556,10 @@ func (p *Picker) chooseFirst(s *scratch, req *Request, now time.Time) string {
 			p.counters[cAffinityBroken].Add(1)
 		}
 	}
-	if !healthy || head == 1 && !items[order[0]].cold {
+	if !healthy {
+		return "" // keep the demotion reason
+	}
+	if head == 1 && !items[order[0]].cold {
 		return ReasonBest
 	}
 	// Cold probe: the first cold candidate of the head with budget left.
@@ -569,7 +574,10 @@ func (p *Picker) chooseFirst(s *scratch, req *Request, now time.Time) string {
 		}
 	}
 	if items[order[0]].cold {
-		return ReasonColdProbe // only cold candidates: the first is a probe by necessity
+		// Only cold candidates (probe budgets spent): spread the first place
+		// over all of them by weight, rather than herd onto one.
+		p.draw(s, head, u, func(*item) bool { return true })
+		return ReasonColdProbe
 	}
 	if u < p.opts.Exploration && head > 1 {
 		i := 1 + int(rng.Uint64()%uint64(head-1))
@@ -581,31 +589,42 @@ func (p *Picker) chooseFirst(s *scratch, req *Request, now time.Time) string {
 		best := &items[order[0]]
 		lo := best.score - p.opts.Band*math.Abs(best.score)
 		tlo := best.tie - p.opts.Band*math.Abs(best.tie)
-		n, total := 0, 0.0
-		for _, o := range order[:head] {
-			it := &items[o]
-			if it.cold || it.score < lo || it.tie < tlo {
-				break
+		v := float64(rng.Uint64()>>11) * 0x1p-53
+		if i := p.draw(s, head, v, func(it *item) bool { return !it.cold && it.score >= lo && it.tie >= tlo }); i >= 0 {
+			if i > 0 {
+				p.counters[cBandPicks].Add(1)
 			}
-			n++
-			total += weight(p.ds[it.idx].Weight)
-		}
-		if n > 1 {
-			x := float64(rng.Uint64()>>11) * 0x1p-53 * total
-			for i, o := range order[:n] {
-				x -= weight(p.ds[items[o].idx].Weight)
-				if x < 0 || i == n-1 {
-					if i == 0 {
-						return ReasonBand
-					}
-					moveFront(order, i)
-					p.counters[cBandPicks].Add(1)
-					return ReasonBand
-				}
-			}
+			return ReasonBand
 		}
 	}
 	return ReasonBest
+}
+
+// draw moves to the front a candidate drawn by Deployment.Weight from the
+// leading run of order[:head] that satisfies in, using v in [0,1). It returns
+// the drawn position, or -1 when fewer than two candidates qualify.
+func (p *Picker) draw(s *scratch, head int, v float64, in func(*item) bool) int {
+	items, order := s.items, s.order
+	n, total := 0, 0.0
+	for _, o := range order[:head] {
+		if !in(&items[o]) {
+			break
+		}
+		n++
+		total += weight(p.ds[items[o].idx].Weight)
+	}
+	if n < 2 {
+		return -1
+	}
+	x := v * total
+	for i, o := range order[:n] {
+		x -= weight(p.ds[items[o].idx].Weight)
+		if x < 0 || i == n-1 {
+			moveFront(order, i)
+			return i
+		}
+	}
+	return -1
 }
 
 func weight(w float64) float64 {

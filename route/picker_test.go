@@ -409,9 +409,9 @@ func TestHealth(t *testing.T) {
 		{"cooldown over", fakeHealth{fast: {CoolingUntil: t0}},
 			[]string{"fast/us/llama", "cheap/eu/llama", "snappy/us/llama"}, []string{ReasonBest, ReasonRanked, ReasonRanked}, nil},
 		{"all open fail open by score", fakeHealth{fast: {Breaker: BreakerOpen}, snappy: {Breaker: BreakerOpen}, cheap: {Breaker: BreakerOpen}},
-			[]string{"fast/us/llama", "cheap/eu/llama", "snappy/us/llama"}, []string{ReasonBest, ReasonFailOpen, ReasonFailOpen}, nil},
+			[]string{"fast/us/llama", "cheap/eu/llama", "snappy/us/llama"}, []string{ReasonFailOpen, ReasonFailOpen, ReasonFailOpen}, nil},
 		{"open behind busy never", fakeHealth{fast: {Breaker: BreakerOpen}, snappy: {NoHeadroom: true}, cheap: {CoolingUntil: t0.Add(time.Minute)}},
-			[]string{"cheap/eu/llama", "snappy/us/llama"}, []string{ReasonBest, ReasonNoHeadroom}, []string{"fast/us/llama"}},
+			[]string{"cheap/eu/llama", "snappy/us/llama"}, []string{ReasonCooling, ReasonNoHeadroom}, []string{"fast/us/llama"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
