@@ -1,0 +1,45 @@
+package route
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestPickUsesTheClock checks that Pick (not PickAt) reads the current time
+// for affinity TTLs, cooldowns and cold-probe windows, on synctest's fake clock.
+func TestPickUsesTheClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ds, src := fleet()
+		cold := dep("new", "us", "llama")
+		ds = append(ds, cold)
+		o := strictOrder()
+		o.ColdProbes = 1
+		h := fakeHealth{ds[0].Key(): {CoolingUntil: time.Now().Add(30 * time.Second)}}
+		o.Health = h
+		p := newPicker(t, ds, src, o)
+
+		first := func(r Request) Candidate {
+			t.Helper()
+			plan, err := p.Pick(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return plan.Deployments[0]
+		}
+		equal(t, first(Request{Model: "llama"}).Reason, ReasonColdProbe, "probe")
+		equal(t, first(Request{Model: "llama"}).Key, ds[2].Key(), "fast is cooling; cheap is next")
+
+		p.Served("s", ds[1].Key(), time.Now())
+		time.Sleep(time.Minute)
+		equal(t, first(Request{Model: "llama", CacheKey: "s"}).Reason, ReasonAffinity, "affinity within TTL")
+		equal(t, first(Request{Model: "llama"}).Reason, ReasonColdProbe, "a new probe window")
+		equal(t, first(Request{Model: "llama"}).Key, ds[0].Key(), "cooldown over")
+
+		time.Sleep(5 * time.Minute)
+		if c := first(Request{Model: "llama", CacheKey: "s"}); c.Reason == ReasonAffinity {
+			t.Errorf("affinity after its TTL: %s", c.Key)
+		}
+		equal(t, p.Stats().AffinityBroken, uint64(1), "expired affinity counted as broken")
+	})
+}
