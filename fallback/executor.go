@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
 )
@@ -23,7 +24,9 @@ import (
 type Executor struct {
 	opts      Options
 	transport http.RoundTripper
-	states    sync.Map // measure.Key -> *keyState
+	statesMu  sync.RWMutex
+	states    map[measure.Key]*keyState
+	bufs      sync.Pool // *[]byte stream buffers
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
@@ -67,7 +70,8 @@ func New(opts Options) *Executor {
 		opts.Hedge.Budget = 0.1
 	}
 	opts.Breaker = opts.Breaker.withDefaults()
-	e := &Executor{opts: opts, transport: opts.Transport}
+	e := &Executor{opts: opts, transport: opts.Transport, states: map[measure.Key]*keyState{}}
+	e.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
 	if e.transport == nil {
 		e.transport = http.DefaultTransport
 	}
@@ -107,14 +111,20 @@ type call struct {
 	attempts []Attempt
 	cause    error // why nothing was tried, when nothing was
 
-	tries       []int
-	excluded    []bool
-	skipped     []bool
+	slots       []slot
+	slotBuf     [4]slot
 	real        int // attempts made (skips not counted)
 	maxAttempts int
 	minContext  int64 // after context_length_exceeded: only larger windows
 	ctxExceeded bool
 	waited      time.Duration // waiting to attribute to the next attempt
+}
+
+// slot is the call's bookkeeping for one plan entry.
+type slot struct {
+	tries    int  // attempts made
+	excluded bool // not to be tried again in this call
+	skipped  bool // a skip was recorded
 }
 
 func pick(call, opt time.Duration) time.Duration {
@@ -144,7 +154,11 @@ func (e *Executor) Do(ctx context.Context, plan route.Plan, c Call) (*Result, er
 		stream:     c.Stream,
 		noFallback: c.NoFallback,
 		hedge:      !c.NoHedge && e.opts.Hedge.enabled(),
-		tries:      make([]int, n), excluded: make([]bool, n), skipped: make([]bool, n),
+	}
+	if n <= len(cl.slotBuf) {
+		cl.slots = cl.slotBuf[:n]
+	} else {
+		cl.slots = make([]slot, n)
 	}
 	if cl.build == nil {
 		cl.build = DefaultBuild
@@ -192,16 +206,16 @@ func (cl *call) record(a Attempt) {
 }
 
 func (cl *call) skip(i int, err error) {
-	if cl.skipped[i] {
+	if cl.slots[i].skipped {
 		return
 	}
-	cl.skipped[i] = true
+	cl.slots[i].skipped = true
 	cl.record(Attempt{Key: cl.plan[i].Deployment.Key(), Class: ClassSkipped, Err: err})
 }
 
 // eligible reports whether candidate i may still be tried in this call.
 func (cl *call) eligible(i int) bool {
-	if cl.excluded[i] || cl.tries[i] >= cl.e.opts.AttemptsPerDeployment {
+	if cl.slots[i].excluded || cl.slots[i].tries >= cl.e.opts.AttemptsPerDeployment {
 		return false
 	}
 	if cl.noFallback && i > 0 {
@@ -338,7 +352,7 @@ func (cl *call) tryDeployment(i int, d *route.Deployment, st *keyState) (res *Re
 		done, err := st.breaker.Allow()
 		if err != nil {
 			cl.skip(i, ErrOpen)
-			cl.excluded[i] = true
+			cl.slots[i].excluded = true
 			return nil, false
 		}
 		if !st.acquire(time.Now(), cl.est) {
@@ -347,7 +361,7 @@ func (cl *call) tryDeployment(i int, d *route.Deployment, st *keyState) (res *Re
 			return nil, false
 		}
 		cl.real++
-		cl.tries[i]++
+		cl.slots[i].tries++
 		a := cl.newRun(i, d, st, done, cl.body, cl.remaining(i))
 		if w := cl.open(a); w != nil {
 			return cl.commit(w), false
@@ -355,11 +369,11 @@ func (cl *call) tryDeployment(i int, d *route.Deployment, st *keyState) (res *Re
 		att := a.att
 		switch att.Class {
 		case ClassRetry:
-			if cl.tries[i] >= e.opts.AttemptsPerDeployment {
-				cl.excluded[i] = true
+			if cl.slots[i].tries >= e.opts.AttemptsPerDeployment {
+				cl.slots[i].excluded = true
 				return nil, false
 			}
-			wait := e.jitter(cl.tries[i] - 1)
+			wait := e.jitter(cl.slots[i].tries - 1)
 			if u, ok := st.cooling(time.Now()); ok {
 				wait = max(wait, time.Until(u))
 			}
@@ -367,20 +381,20 @@ func (cl *call) tryDeployment(i int, d *route.Deployment, st *keyState) (res *Re
 				if cl.ctx.Err() != nil {
 					return nil, true
 				}
-				cl.excluded[i] = true
+				cl.slots[i].excluded = true
 				return nil, false
 			}
 		case ClassRateLimited:
 			return nil, false // cooling down; a later pass may come back
 		case ClassContextLength:
-			cl.excluded[i] = true
+			cl.slots[i].excluded = true
 			cl.ctxExceeded = true
 			cl.minContext = max(cl.minContext, d.ContextWindow)
 			return nil, false
 		case ClassInvalid, ClassPolicy, ClassCanceled:
 			return nil, true
 		default: // Next, Auth, Unavailable, MidStream (non-streaming)
-			cl.excluded[i] = true
+			cl.slots[i].excluded = true
 			return nil, false
 		}
 	}

@@ -32,9 +32,16 @@ type keyState struct {
 
 func (e *Executor) state(d *route.Deployment) *keyState {
 	k := d.Key()
-	if v, ok := e.states.Load(k); ok {
-		return v.(*keyState)
+	e.statesMu.RLock()
+	st, ok := e.states[k]
+	e.statesMu.RUnlock()
+	if ok {
+		return st
 	}
+	return e.newState(k, d)
+}
+
+func (e *Executor) newState(k measure.Key, d *route.Deployment) *keyState {
 	st := &keyState{key: k, maxInFlight: int64(d.Limits.MaxInFlight)}
 	if d.Limits.RPM > 0 {
 		st.rpm = rate.NewLimiter(rate.Limit(float64(d.Limits.RPM)/60), d.Limits.RPM)
@@ -68,8 +75,13 @@ func (e *Executor) state(d *route.Deployment) *keyState {
 			return errors.As(err, &ce) && !ce.class.breakerFailure()
 		},
 	})
-	v, _ := e.states.LoadOrStore(k, st)
-	return v.(*keyState)
+	e.statesMu.Lock()
+	defer e.statesMu.Unlock()
+	if old, ok := e.states[k]; ok {
+		return old
+	}
+	e.states[k] = st
+	return st
 }
 
 // classified carries a Class to the breaker's IsExcluded.
@@ -165,11 +177,12 @@ func (st *keyState) correct(now time.Time, estimated, used int64) {
 // implements route.Health: it is safe for concurrent use and never blocks
 // beyond the breaker's short lock.
 func (e *Executor) Status(k measure.Key, now time.Time) route.Status {
-	v, ok := e.states.Load(k)
+	e.statesMu.RLock()
+	st, ok := e.states[k]
+	e.statesMu.RUnlock()
 	if !ok {
 		return route.Status{}
 	}
-	st := v.(*keyState)
 	var s route.Status
 	s.Breaker = breakerState(st.breaker.State())
 	if u, ok := st.cooling(now); ok {

@@ -64,7 +64,7 @@ func (cl *call) hedgeCandidate(first int) *run {
 			return nil
 		}
 		cl.real++
-		cl.tries[j]++
+		cl.slots[j].tries++
 		return cl.newRun(j, d, st, done, cl.body, cl.remaining(j))
 	}
 	return nil
@@ -121,7 +121,7 @@ func (cl *call) open(a *run) *run {
 		}
 	}
 	if second != nil && second != winner {
-		cl.excluded[second.i] = true
+		cl.slots[second.i].excluded = true
 	}
 	return winner
 }

@@ -34,14 +34,14 @@ type run struct {
 	resp *http.Response
 	tap  io.ReadCloser
 
-	tmu          sync.Mutex
-	timersOff    bool
-	headersTimer *time.Timer
-	ttftTimer    *time.Timer
-	stallTimer   *time.Timer
-	committed    atomic.Bool
-	headersIn    atomic.Bool
-	lastOut      atomic.Int64 // ns since start of the last output chunk
+	canFailover bool // the TTFT deadline may abandon this run
+
+	tmu       sync.Mutex
+	timersOff bool
+	timer     *time.Timer // see onTimer
+	committed atomic.Bool
+	headersIn atomic.Bool
+	lastOut   atomic.Int64 // ns since start of the last output chunk
 
 	// observer state, written by the tap during Read
 	output, finish, sawDone, usage, toolCalls, multi, reasoning, malformed bool
@@ -51,6 +51,7 @@ type run struct {
 	text                                                                   []byte
 
 	buf      []byte
+	bufp     *[]byte // from Executor.bufs, returned by releaseBuf
 	rel, off int // buf[off:rel] is released and unread; buf[rel:] is held back
 	eof      bool
 
@@ -66,27 +67,61 @@ func (cl *call) newRun(i int, d *route.Deployment, st *keyState, done func(error
 	a.ctx, a.cancel = context.WithCancelCause(cl.ctx)
 	a.keepText = cl.stream && cl.mid == MidStreamContinue
 	a.start = time.Now()
-	a.tmu.Lock()
-	if cl.headersTO > 0 {
-		a.headersTimer = time.AfterFunc(cl.headersTO, func() {
-			if !a.headersIn.Load() {
-				a.cancel(ErrHeadersTimeout)
-			}
-		})
+	a.canFailover = canFailover
+	if d := a.nextDeadline(0); d > 0 {
+		a.tmu.Lock()
+		a.timer = time.AfterFunc(d, a.onTimer)
+		a.tmu.Unlock()
 	}
-	if cl.ttftTO > 0 && canFailover {
-		a.ttftTimer = time.AfterFunc(cl.ttftTO, func() {
-			switch {
-			case a.committed.Load():
-			case !a.headersIn.Load():
-				a.cancel(ErrHeadersTimeout) // nothing at all came back in time
-			default:
-				a.cancel(ErrTTFTTimeout)
-			}
-		})
-	}
-	a.tmu.Unlock()
 	return a
+}
+
+// nextDeadline returns the next pre-commit deadline after el (time since
+// start): headers, then TTFT when the call can fail over; 0 when none.
+func (a *run) nextDeadline(el time.Duration) time.Duration {
+	var next time.Duration
+	if h := a.cl.headersTO; h > el && !a.headersIn.Load() {
+		next = h
+	}
+	if t := a.cl.ttftTO; t > el && a.canFailover && (next == 0 || t < next) {
+		next = t
+	}
+	return next
+}
+
+// onTimer is the run's one timer: the headers and TTFT deadlines before the
+// commit point, the stall deadline after it.
+func (a *run) onTimer() {
+	a.tmu.Lock()
+	defer a.tmu.Unlock()
+	if a.timersOff {
+		return
+	}
+	el := time.Since(a.start)
+	if a.committed.Load() {
+		silent := el - time.Duration(a.lastOut.Load())
+		if silent >= a.cl.stallTO {
+			a.cancel(ErrStall)
+			return
+		}
+		a.timer.Reset(a.cl.stallTO - silent)
+		return
+	}
+	headers := a.headersIn.Load()
+	switch {
+	case !headers && a.cl.headersTO > 0 && el >= a.cl.headersTO:
+		a.cancel(ErrHeadersTimeout)
+	case a.canFailover && a.cl.ttftTO > 0 && el >= a.cl.ttftTO:
+		if !headers {
+			a.cancel(ErrHeadersTimeout) // nothing at all came back in time
+		} else {
+			a.cancel(ErrTTFTTimeout)
+		}
+	default:
+		if next := a.nextDeadline(el); next > 0 {
+			a.timer.Reset(next - el)
+		}
+	}
 }
 
 // open sends the request and reads up to the commit point: the first output
@@ -101,11 +136,6 @@ func (a *run) open(stream bool) bool {
 	}
 	resp, err := a.cl.e.transport.RoundTrip(req)
 	a.headersIn.Store(true)
-	a.tmu.Lock()
-	if a.headersTimer != nil {
-		a.headersTimer.Stop()
-	}
-	a.tmu.Unlock()
 	a.resp = resp
 	if err != nil {
 		if resp != nil && resp.Body != nil {
@@ -309,6 +339,10 @@ func (a *run) fill() error {
 		a.rel -= a.off
 		a.off = 0
 	}
+	if a.bufp == nil {
+		a.bufp = a.cl.e.bufs.Get().(*[]byte)
+		a.buf = (*a.bufp)[:0]
+	}
 	if cap(a.buf)-len(a.buf) < 2048 {
 		nb := make([]byte, len(a.buf), max(4096, 2*cap(a.buf)))
 		copy(nb, a.buf)
@@ -349,26 +383,30 @@ func (a *run) commitNow() {
 	a.committed.Store(true)
 	a.tmu.Lock()
 	defer a.tmu.Unlock()
-	if a.ttftTimer != nil {
-		a.ttftTimer.Stop()
-	}
-	if a.cl.stallTO > 0 && !a.timersOff && a.stallTimer == nil && !a.eof {
-		a.stallTimer = time.AfterFunc(a.cl.stallTO, a.checkStall)
+	switch {
+	case a.timersOff:
+	case a.cl.stallTO <= 0 || a.eof:
+		if a.timer != nil {
+			a.timer.Stop()
+		}
+	case a.timer == nil:
+		a.timer = time.AfterFunc(a.cl.stallTO, a.onTimer)
+	default:
+		a.timer.Reset(a.cl.stallTO)
 	}
 }
 
-func (a *run) checkStall() {
-	a.tmu.Lock()
-	defer a.tmu.Unlock()
-	if a.timersOff {
+// releaseBuf returns the read buffer to the Executor's pool once no byte of it
+// can be read any more.
+func (a *run) releaseBuf() {
+	if a.bufp == nil {
 		return
 	}
-	silent := time.Since(a.start) - time.Duration(a.lastOut.Load())
-	if silent >= a.cl.stallTO {
-		a.cancel(ErrStall)
-		return
+	if cap(a.buf) <= 64<<10 {
+		*a.bufp = a.buf[:0]
+		a.cl.e.bufs.Put(a.bufp)
 	}
-	a.stallTimer.Reset(a.cl.stallTO - silent)
+	a.bufp, a.buf, a.off, a.rel = nil, nil, 0, 0
 }
 
 // succeed finalizes a successful run and records it.
@@ -385,6 +423,7 @@ func (a *run) succeed() {
 func (a *run) fail(phase tps.Phase, status int, class Class, err error) {
 	a.att = Attempt{Key: a.d.Key(), Phase: phase, Status: status, Class: class, Err: err, Waited: a.waited}
 	a.finalize(err)
+	a.releaseBuf()
 	a.cl.record(a.att)
 }
 
@@ -397,10 +436,8 @@ func (a *run) finalize(err error) {
 	a.finalized = true
 	a.tmu.Lock()
 	a.timersOff = true
-	for _, t := range [...]*time.Timer{a.headersTimer, a.ttftTimer, a.stallTimer} {
-		if t != nil {
-			t.Stop()
-		}
+	if a.timer != nil {
+		a.timer.Stop()
 	}
 	a.tmu.Unlock()
 	if err != nil {

@@ -36,6 +36,7 @@ func (s *stream) Read(p []byte) (int, error) {
 		}
 		if a.eof {
 			s.end()
+			a.releaseBuf()
 			s.err = io.EOF
 			continue
 		}
@@ -91,6 +92,7 @@ func (s *stream) Close() error {
 			s.res.set(*a.d, a.sample)
 		}
 	}
+	a.releaseBuf()
 	if s.err == nil {
 		s.err = errClosed
 	}
@@ -128,14 +130,14 @@ func (s *stream) continuation(prev *run) *run {
 			continue
 		}
 		cl.real++
-		cl.tries[i]++
+		cl.slots[i].tries++
 		a := cl.newRun(i, d, st, done, body, cl.remaining(i))
 		a.keepText = true
 		a.text = append(a.text, prev.text...)
 		if a.open(true) {
 			return a
 		}
-		cl.excluded[i] = true
+		cl.slots[i].excluded = true
 		if a.att.Class == ClassCanceled {
 			return nil
 		}

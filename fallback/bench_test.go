@@ -1,0 +1,92 @@
+package fallback_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/tps"
+)
+
+// benchSSE is a 16-token OpenAI-style stream with usage.
+var benchSSE = func() []byte {
+	var b bytes.Buffer
+	b.WriteString(`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}],"usage":null}` + "\n\n")
+	for i := range 16 {
+		fmt.Fprintf(&b, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"w%d "},"finish_reason":null}],"usage":null}`+"\n\n", i)
+	}
+	b.WriteString(`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}` + "\n\n")
+	b.WriteString(`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":8,"completion_tokens":16,"total_tokens":24}}` + "\n\n")
+	b.WriteString("data: [DONE]\n\n")
+	return b.Bytes()
+}()
+
+// memRT answers every request with benchSSE, in memory.
+type memRT struct{}
+
+func (memRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}},
+		Body: io.NopCloser(bytes.NewReader(benchSSE)), Request: req}, nil
+}
+
+// BenchmarkExecutor measures one call end to end over an in-memory transport.
+// "direct" is the baseline without the executor: DefaultBuild, the round
+// trip, and reading the stream through a tps.Tap, which any caller pays. The
+// executor's own CPU per call is executor minus direct.
+func BenchmarkExecutor(b *testing.B) {
+	body := []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	d := dep("a", "a-m")
+	plan := planOf(d, dep("b", "b-m"))
+	buf := make([]byte, 4096)
+	b.Run("direct", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			req, err := fallback.DefaultBuild(context.Background(), d, body)
+			if err != nil {
+				b.Fatal(err)
+			}
+			resp, err := memRT{}.RoundTrip(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			tap := tps.NewTap(resp.Body, time.Now(), func(tps.Sample) {})
+			for {
+				if _, err := tap.Read(buf); err != nil {
+					break
+				}
+			}
+			tap.Close()
+		}
+	})
+	for _, stream := range []bool{true, false} {
+		b.Run(fmt.Sprintf("executor/stream=%v", stream), func(b *testing.B) {
+			ex := fallback.New(fallback.Options{Transport: memRT{}})
+			c := fallback.Call{Body: body, Stream: stream}
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				res, err := ex.Do(ctx, plan, c)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for {
+					if _, err := res.Body.Read(buf); err != nil {
+						if err != io.EOF {
+							b.Fatal(err)
+						}
+						break
+					}
+				}
+				res.Body.Close()
+			}
+		})
+	}
+}
