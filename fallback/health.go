@@ -1,7 +1,6 @@
 package fallback
 
 import (
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,8 +70,8 @@ func (e *Executor) newState(k measure.Key, d *route.Deployment) *keyState {
 			}
 		},
 		IsExcluded: func(err error) bool {
-			var ce *classified
-			return errors.As(err, &ce) && !ce.class.breakerFailure()
+			ce, ok := err.(*classified)
+			return ok && !ce.class.breakerFailure()
 		},
 	})
 	e.statesMu.Lock()

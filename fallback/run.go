@@ -52,7 +52,7 @@ type run struct {
 
 	buf      []byte
 	bufp     *[]byte // from Executor.bufs, returned by releaseBuf
-	rel, off int // buf[off:rel] is released and unread; buf[rel:] is held back
+	rel, off int     // buf[off:rel] is released and unread; buf[rel:] is held back
 	eof      bool
 
 	sampled   bool

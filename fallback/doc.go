@@ -1,0 +1,134 @@
+// Package fallback walks a route.Plan: it sends one chat-completion call to
+// the deployments of the plan in order, under per-deployment circuit
+// breakers, rate limiters, Retry-After cooldowns, jittered backoff and
+// deadlines, and commits to the first stream that produces output.
+//
+// It works at the HTTP level (a request body in, an SSE body out) so that the
+// root's openai-go-shaped Client, its http.RoundTripper mode and a gateway
+// share one Executor. It imports route for the plan, tps to time and parse
+// streams, and measure only for measure.Key.
+//
+// # The commit point
+//
+// A streaming call (Call.Stream) commits at the first chunk that carries
+// output (content, reasoning, refusal or a tool-call fragment); role-only
+// chunks and SSE comments do not count. Before the commit point every failure
+// is invisible to the caller and moves on as the table below says. After it:
+//
+//   - MidStreamError (the default): Result.Body's Read returns a *Error whose
+//     deciding attempt has phase tps.PhaseMidStream, the tokens received and
+//     the deployment; errors.Is(err, ErrMidStream) is true. A cut stream is
+//     never a clean io.EOF: a stream ends cleanly only after a finish_reason
+//     or "[DONE]".
+//   - MidStreamContinue: the request is re-issued on the next deployment of
+//     the plan that declares Capabilities.AssistantPrefill, with the text
+//     delivered so far as a final assistant message (Options.Prefill), and its
+//     stream is spliced on, whole SSE events only, so the caller reads one
+//     coherent stream. Streams that carried tool calls, reasoning text or more
+//     than one choice cannot be continued and get the mid-stream error, as do
+//     plans without a prefill-capable deployment left. If the continuation
+//     fails (for example the target rejects the prefill with a 400), the caller
+//     gets the original mid-stream error, never the continuation's.
+//
+// A non-streaming call commits at the end of the stream: the whole stream is
+// buffered, so a failure at any point restarts on the next deployment.
+//
+// # Faults and what happens
+//
+// Retry means: the same deployment once more, after a full-jitter backoff
+// (uniform in [0, min(BackoffMax, BackoffBase·2^n)), defaults 250 ms and 5 s),
+// bounded by AttemptsPerDeployment (default 2). Next means: the next
+// deployment of the plan. Every Retry-After on any status cools the
+// deployment down until then; a cooldown is extended, never shortened.
+//
+//	fault                                    class               what happens                                   breaker
+//	500, 502, 504, other 5xx, 409            ClassRetry          retry once, then next                          failure
+//	connection reset / refused before headers ClassRetry         retry once, then next                          failure
+//	503, 529 (overloaded), 408               ClassNext           next (cooldown if Retry-After)                 failure
+//	no headers within HeadersTimeout         ClassNext           next, not retried (ErrHeadersTimeout)          failure
+//	no output within TTFTTimeout             ClassNext           next if any is left, else keep waiting         failure
+//	in-stream error before output            ClassNext           next (ErrStreamError; context/policy as below) failure
+//	empty stream / malformed event           ClassNext           next (ErrEmptyStream, ErrMalformed)            failure
+//	429 rate limit                           ClassRateLimited    cooldown until Retry-After (retry-after-ms,    excluded
+//	                                                             x-ms-retry-after-ms, retry-after seconds or
+//	                                                             HTTP-date; else jittered backoff), next; if
+//	                                                             nothing else, wait when it fits MaxWait and
+//	                                                             the caller's deadline
+//	429 insufficient_quota, 404              ClassUnavailable    never this deployment: PenaltyCooldown, next   failure
+//	401, 403                                 ClassAuth           breaker trips, PenaltyCooldown (5 min), next   trips
+//	400 invalid request (other 4xx)          ClassInvalid        stop: every deployment would reject it         excluded
+//	content-policy rejection                 ClassPolicy         stop, provider's reason in the error           excluded
+//	context_length_exceeded, 413             ClassContextLength  next only to a larger ContextWindow, else stop excluded
+//	caller's cancellation or deadline        ClassCanceled       stop                                           excluded
+//	cut, stall, error or malformed event     ClassMidStream      streaming: mid-stream error or continuation;   failure
+//	after output                                                 non-streaming: next
+//	breaker open, cooling, no budget         ClassSkipped        skipped for now; no request sent               -
+//
+// "x-should-retry: true" turns an invalid, unavailable or next class into
+// Retry; "x-should-retry: false" turns Retry into Next. Error bodies are read
+// in every shape seen in the wild: {"error":{...}}, a JSON array, {"message"},
+// {"error":"...","error_type"}, with codes as ints or strings and messages
+// that are themselves JSON.
+//
+// Attempts are bounded by AttemptsPerDeployment and MaxAttempts (default: the
+// plan's length plus AttemptsPerDeployment-1, at most 10), and always by the
+// caller's context.
+//
+// # Deadlines
+//
+// The zero Options give: HeadersTimeout 15 s (a silent provider cannot hold a
+// call for minutes), TTFTTimeout 15 s from the start of the attempt (it fails
+// over only when another deployment is left, so the last deployment's slow
+// answer still arrives), StallTimeout 20 s without an output chunk after the
+// first (comments and non-output chunks do not reset it; silence after the
+// finish chunk ends the stream cleanly). Each can be overridden per Call, and
+// negative values disable them. The caller's context bounds everything,
+// including reading the Body.
+//
+// # Breakers, limiters and health
+//
+// Each measure.Key (provider, region, model) has its own gobreaker
+// TwoStepCircuitBreaker, so a failing model never blocks the same provider's
+// other models. It trips after BreakerSettings.ConsecutiveFailures (5) in a
+// row or at FailureRatio (0.5) over a rolling Window (60 s, 10 s buckets) once
+// MinRequests (10) were seen; it stays open Timeout (15 s) and then lets
+// MaxRequests (1) probes through. The outcome of a committed stream is
+// reported when the stream ends. Only the provider's faults count, see the
+// table. Executor.Status implements route.Health.
+//
+// Deployments with Limits get an x/time/rate limiter for RPM and one for TPM.
+// TPM is charged Call.EstimatedInputTokens at the start and the rest of the
+// reported usage (input plus output tokens) at the end; over-estimates are
+// not refunded. A deployment without budget, or at its MaxInFlight cap, is
+// skipped for now and reported as NoHeadroom; the call comes back to it only
+// when nothing else answered and the wait fits MaxWait.
+//
+// # Hedging
+//
+// With Options.Hedge set, a streaming call whose first attempt has no output
+// after the hedge delay (fixed, or per deployment, for example its TTFT p95)
+// starts the next deployment in parallel. The first to produce output wins;
+// the other is cancelled (ErrHedgeLost, not a breaker failure). Hedge.Budget
+// caps the share of calls that hedge (default 0.1).
+//
+// # Errors
+//
+// A failed call returns a *Error listing every attempt (key, phase, status,
+// class, duration, time waited, tokens, error) with a one-line message that
+// never contains credentials. errors.Is finds the sentinels (ErrOpen,
+// ErrNoDeployment, ErrMidStream, ErrStall, ErrTTFTTimeout, ...) and errors.As
+// the provider's *openai.Error, most recent attempt first.
+//
+// # Credential isolation
+//
+// Each attempt is built by Call.Build (DefaultBuild) from its own deployment
+// only: URL, API key, headers and model id. Nothing of one deployment reaches
+// another, and errors carry requests with credentials redacted.
+//
+// # Concurrency
+//
+// An Executor is safe for concurrent use and holds no goroutine between
+// calls. Timers are stopped when an attempt ends; a hedged call's goroutines
+// have ended when Do returns; Result.Body.Close cancels the upstream request
+// at once.
+package fallback
