@@ -405,7 +405,7 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 	}
 
 	// Score and classify.
-	open, excluded := 0, 0
+	open, usable := 0, 0
 	var wd Deployment
 	for i := range s.items {
 		it := &s.items[i]
@@ -440,8 +440,21 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 		it.viol = slo.check(d, &it.exp)
 		if it.viol != 0 && slo.Strict {
 			it.excl = exclStrict
-			excluded++
 		}
+		if it.excl == exclNone && it.health != healthOpen {
+			usable++
+		}
+		var v, c, prov uint64
+		if it.viol != 0 {
+			v = 1
+		}
+		if it.cold {
+			c = 1
+		}
+		if len(req.Providers) > 0 {
+			prov = uint64(min(indexOf(req.Providers, d.Provider), 1<<20))
+		}
+		it.sort = uint64(it.model)<<48 | uint64(it.health)<<40 | v<<32 | prov<<8 | c
 		it.cost = d.ExpectedCost(req.ExpectedInputTokens, req.ExpectedOutputTokens)
 		if scorer != nil {
 			it.score = clamp(scorer.Score(*d, it.exp, req))
@@ -454,32 +467,12 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 	}
 	// Open breakers are excluded, unless every remaining candidate is open:
 	// then all of them are tried, last resort first by score (fail-open).
-	openOnly := true
-	for i := range s.items {
-		if s.items[i].excl == exclNone && s.items[i].health != healthOpen {
-			openOnly = false
-			break
-		}
-	}
-	if open > 0 && !openOnly {
-		for i := range s.items {
-			if it := &s.items[i]; it.health == healthOpen && it.excl == exclNone {
-				it.excl = exclOpen
-				excluded++
-			}
-		}
-	}
+	excludeOpen := open > 0 && usable > 0
 	for i := range s.items {
 		it := &s.items[i]
-		var v, c uint64
-		if it.viol != 0 {
-			v = 1
+		if excludeOpen && it.health == healthOpen && it.excl == exclNone {
+			it.excl = exclOpen
 		}
-		if it.cold {
-			c = 1
-		}
-		prov := uint64(indexOf(req.Providers, p.ds[it.idx].Provider))
-		it.sort = uint64(it.model)<<48 | uint64(it.health)<<40 | v<<32 | min(prov, 1<<20)<<8 | c
 		if it.excl == exclNone {
 			s.order = append(s.order, int32(i))
 		}
