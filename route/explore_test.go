@@ -1,6 +1,7 @@
 package route
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -219,13 +220,19 @@ func TestPickNeverNaN(t *testing.T) {
 		}
 		p := newPicker(t, ds, src, Options{Health: health, Seed: uint64(i) + 1, Policy: Policy(rng.IntN(4))})
 		req := Request{
-			Model: "m", Policy: Policy(rng.IntN(4)), LatencyMetric: LatencyMetric(rng.IntN(3)),
+			Model: "m", Policy: Policy(rng.IntN(5)), LatencyMetric: LatencyMetric(rng.IntN(3)),
 			ExpectedOutputTokens: int64(rng.IntN(3)) * 1e9, CacheKey: "k",
 			SLO: SLO{MaxTTFT: time.Duration(rng.IntN(2)) * time.Second, MinTPS: float64(rng.IntN(2)) * 100,
 				MaxErrorRate: float64(rng.IntN(2)) / 2, Strict: rng.IntN(4) == 0},
 		}
 		p.Served("k", ds[rng.IntN(len(ds))].ForModel("m").Key(), t0)
 		plan, err := p.PickAt(req, t0)
+		if req.Policy > Cost {
+			if err == nil || errors.Is(err, ErrNoDeployment) {
+				t.Fatalf("iteration %d: unknown policy gave %v", i, err)
+			}
+			continue
+		}
 		if err != nil && len(plan.Excluded) == 0 {
 			t.Fatalf("iteration %d: %v", i, err)
 		}

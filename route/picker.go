@@ -334,6 +334,7 @@ func (p *Picker) PickAt(r Request, now time.Time) (Plan, error) {
 	s := p.scratch.Get().(*scratch)
 	defer p.scratch.Put(s)
 	plan, err := p.pick(s, &r, now)
+	s.req = Request{} // drop references to the caller's slices and Scorer
 	if err != nil {
 		p.counters[cNoDeployment].Add(1)
 		return plan, err
@@ -346,6 +347,9 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 	s.req = *r
 	req := &s.req
 	s.items, s.order, s.models = s.items[:0], s.order[:0], s.models[:0]
+	if req.Policy > Cost || req.LatencyMetric > LatencyCompletion {
+		return Plan{}, fmt.Errorf("route: Request: unknown Policy %d or LatencyMetric %d", req.Policy, req.LatencyMetric)
+	}
 	if req.Policy == 0 {
 		req.Policy = p.opts.Policy
 	}
