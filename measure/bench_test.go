@@ -2,6 +2,7 @@ package measure
 
 import (
 	"math"
+	"syscall"
 	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
@@ -47,6 +48,21 @@ func (benchErr) Error() string { return "bench failure" }
 
 var errBench error = benchErr{}
 
+// cpuTime returns the process's user+system CPU time. Reported per op next to
+// ns/op, it shows the cost of an operation even when other processes share
+// the cores (ns/op is wall time and grows with the machine's load).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func reportCPU(b *testing.B, since time.Duration) {
+	b.ReportMetric(float64(cpuTime()-since)/float64(b.N), "cpu-ns/op")
+}
+
 var benchPrices = map[Key]Price{kA: {Input: 0.59, CachedInput: 0.3, Output: 0.79}}
 
 func BenchmarkRecord(b *testing.B) {
@@ -60,10 +76,12 @@ func BenchmarkRecord(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := cpuTime()
 	for i := 0; b.Loop(); i++ {
 		now = now.Add(time.Millisecond) // 1000 calls/s on one key
 		r.RecordAt(now, kA, ss[i&4095])
 	}
+	reportCPU(b, cpu)
 }
 
 func BenchmarkRecordParallel(b *testing.B) {
@@ -80,12 +98,14 @@ func BenchmarkRecordParallel(b *testing.B) {
 	var ctr atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := cpuTime()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			i := ctr.Add(1)
 			r.RecordAt(base.Add(time.Duration(i)*100*time.Microsecond), keys[i&15], ss[i&4095])
 		}
 	})
+	reportCPU(b, cpu)
 }
 
 func BenchmarkEstimate(b *testing.B) {
@@ -105,10 +125,12 @@ func BenchmarkEstimate(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	var sink float64
+	cpu := cpuTime()
 	for b.Loop() {
 		e, _ := r.Estimate(k)
 		sink += e.TPSP50
 	}
+	reportCPU(b, cpu)
 	_ = sink
 }
 

@@ -75,6 +75,35 @@ func (e *EWMA) Value() (float64, bool) {
 // Reset forgets every update, keeping HalfLife.
 func (e *EWMA) Reset() { *e = EWMA{HalfLife: e.HalfLife} }
 
+// combineEWMA returns the EWMA of the union of the updates of es, which must
+// share one half-life: each one's weighted sum and weight are aged to the
+// newest update among them and added. False when none has a value.
+func combineEWMA(es ...*EWMA) (float64, bool) {
+	var last int64
+	var any bool
+	for _, e := range es {
+		if e != nil && e.ok && (!any || e.last > last) {
+			last, any = e.last, true
+		}
+	}
+	if !any {
+		return 0, false
+	}
+	var sum, weight float64
+	for _, e := range es {
+		if e == nil || !e.ok {
+			continue
+		}
+		d := math.Exp2(-float64(last-e.last) / e.halfLife())
+		sum += e.sum * d
+		weight += e.weight * d
+	}
+	if !(weight > 0) {
+		return 0, false
+	}
+	return sum / weight, true
+}
+
 // PeakEWMA is a peak-sensitive EWMA for latencies, after the load metric of
 // Finagle's and Linkerd's peak-EWMA balancers: a value above the current
 // average replaces it at once, and lower values pull it down as an EWMA with

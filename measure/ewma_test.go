@@ -115,3 +115,25 @@ func TestPeakEWMA(t *testing.T) {
 	pv, _ := plain.Value()
 	assert.Less(t, pv, 10.0, "a plain EWMA does not jump")
 }
+
+func TestCombineEWMA(t *testing.T) {
+	// The combination of EWMAs over disjoint updates equals one EWMA over
+	// all of them.
+	var a, b, all EWMA
+	for i := range 100 {
+		at := t0.Add(time.Duration(i) * 700 * time.Millisecond)
+		v := float64(i % 7)
+		if i%3 == 0 {
+			a.Update(at, v)
+		} else {
+			b.Update(at, v)
+		}
+		all.Update(at, v)
+	}
+	got, ok := combineEWMA(&a, &b, nil)
+	require.True(t, ok)
+	want, _ := all.Value()
+	assert.InDelta(t, want, got, 1e-9)
+	_, ok = combineEWMA(nil, &EWMA{})
+	assert.False(t, ok)
+}

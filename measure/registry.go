@@ -144,10 +144,7 @@ type entry struct {
 	states      [3]*stateStats // by tps.CacheState, allocated on first use
 	gaps        Window
 	gapE        EWMA
-	ttftE       PeakEWMA
-	tpsE        EWMA
-	tpotE       EWMA
-	e2eE        EWMA
+	ttftE       PeakEWMA // the key-level TTFT EWMA; the others combine the states'
 	classes     map[string]int64
 }
 
@@ -222,10 +219,10 @@ func mod(a, b int64) int64 {
 }
 
 func (r *Registry) newEntry(k Key) *entry {
-	e := &entry{key: k, price: r.opts.Prices[k].perToken(), lastRefresh: math.MinInt64}
+	e := &entry{key: k, price: r.opts.Prices[k].perToken(), lastRefresh: math.MinInt64 / 2}
 	e.gaps.init(r.opts.Window)
 	hl := r.opts.HalfLife
-	e.gapE.HalfLife, e.ttftE.HalfLife, e.tpsE.HalfLife, e.tpotE.HalfLife, e.e2eE.HalfLife = hl, hl, hl, hl, hl
+	e.gapE.HalfLife, e.ttftE.HalfLife = hl, hl
 	return e
 }
 
@@ -366,20 +363,17 @@ func (r *Registry) RecordAt(now time.Time, k Key, s tps.Sample) {
 	if !failed {
 		if s.TPSOK && s.TPS > 0 && st.tps.Add(now, s.TPS) {
 			st.tpsE.Update(now, s.TPS)
-			e.tpsE.Update(now, s.TPS)
 		}
 		if s.TPOT > 0 {
 			v := s.TPOT.Seconds()
 			if st.tpot.Add(now, v) {
 				st.tpotE.Update(now, v)
-				e.tpotE.Update(now, v)
 			}
 		}
 		if s.E2E > 0 {
 			v := s.E2E.Seconds()
 			if st.e2e.Add(now, v) {
 				st.e2eE.Update(now, v)
-				e.e2eE.Update(now, v)
 			}
 		}
 		if s.Gaps.Count > 0 && s.Gaps.Sum > 0 {
@@ -390,9 +384,24 @@ func (r *Registry) RecordAt(now time.Time, k Key, s tps.Sample) {
 		}
 	}
 
-	if p := e.est.Load(); p == nil || !p.OK || t-e.lastRefresh >= int64(r.opts.Refresh) || t < e.lastRefresh {
+	// Refresh every Refresh of sample time; samples a little out of order
+	// (concurrent streams end in any order) do not force a refresh, a clock
+	// stepped back by more than a window does.
+	if p := e.est.Load(); p == nil || !p.OK || t-e.lastRefresh >= int64(r.opts.Refresh) ||
+		t < e.lastRefresh-int64(r.opts.Window.Length) {
 		r.refresh(e, now)
 	}
+}
+
+// combined returns the EWMA of one metric over all cache states.
+func (e *entry) combined(f func(*stateStats) *EWMA) (float64, bool) {
+	var es [3]*EWMA
+	for i, s := range e.states {
+		if s != nil {
+			es[i] = f(s)
+		}
+	}
+	return combineEWMA(es[:]...)
 }
 
 // Begin marks one call to k as in flight until end is called; end is
@@ -464,7 +473,7 @@ func (r *Registry) refresh(e *entry, now time.Time) {
 		est.TPSP50, est.TPSP95 = out[0], out[1]
 	}
 	est.TTFTEWMA, _ = e.ttftE.Value()
-	est.TPSEWMA, _ = e.tpsE.Value()
+	est.TPSEWMA, _ = e.combined(func(s *stateStats) *EWMA { return &s.tpsE })
 	if ok+fail > 0 {
 		est.ErrorRate = float64(fail) / float64(ok+fail)
 	}

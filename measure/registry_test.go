@@ -377,17 +377,18 @@ func TestPrune(t *testing.T) {
 func TestCostExact(t *testing.T) {
 	tests := []struct {
 		name                  string
+		n                     int
 		price                 Price
 		in, cached, out       int64
 		wantDollars, wantPico int64
 	}{
 		// 1e6 calls * (1134*2.5 + 100*1.25 + 567*10) / 1e6 = $8630
-		{"round", Price{Input: 2.5, CachedInput: 1.25, Output: 10}, 1234, 100, 567, 8630, 0},
+		{"round", 1_000_000, Price{Input: 2.5, CachedInput: 1.25, Output: 10}, 1234, 100, 567, 8630, 0},
 		// 1e6 * (1000*0.075 + 333*0.3)/1e6 = 75 + 99.9 = $174.9
-		{"fractional", Price{Input: 0.075, Output: 0.3}, 1000, 0, 333, 174, 900_000_000_000},
-		// cached price zero: cached billed at the input price
-		{"no_cache_discount", Price{Input: 0.15, Output: 0.6}, 1000, 999, 1, 150, 600_000_000_000},
-		{"free", Price{}, 1000, 0, 1000, 0, 0},
+		{"fractional", 1_000_000, Price{Input: 0.075, Output: 0.3}, 1000, 0, 333, 174, 900_000_000_000},
+		// cached price zero: cached billed at the input price; 1e4 * 0.15e-3 + 1e4 * 0.6e-6
+		{"no_cache_discount", 10_000, Price{Input: 0.15, Output: 0.6}, 1000, 999, 1, 1, 506_000_000_000},
+		{"free", 10_000, Price{}, 1000, 0, 1000, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -395,7 +396,7 @@ func TestCostExact(t *testing.T) {
 			s := tps.Sample{InputTokens: tt.in, CachedTokens: tt.cached, OutputTokens: tt.out, Cache: tps.CacheWarm}
 			var naive float64
 			per := (float64(tt.in-tt.cached)*tt.price.Input + float64(tt.cached)*tt.price.CachedInput + float64(tt.out)*tt.price.Output) / 1e6
-			for range 1_000_000 {
+			for range tt.n {
 				r.RecordAt(t0, kA, s)
 				naive += per
 			}

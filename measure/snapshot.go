@@ -263,9 +263,9 @@ func (r *Registry) stats(e *entry, now time.Time) Stats {
 		a.ErrorRate = float64(fail) / float64(ok+fail)
 	}
 	a.TTFT = dist(&all[0], ewmaValue(e.ttftE.Value()))
-	a.TPS = dist(&all[1], ewmaValue(e.tpsE.Value()))
-	a.TPOT = dist(&all[2], ewmaValue(e.tpotE.Value()))
-	a.E2E = dist(&all[3], ewmaValue(e.e2eE.Value()))
+	a.TPS = dist(&all[1], ewmaValue(e.combined(func(s *stateStats) *EWMA { return &s.tpsE })))
+	a.TPOT = dist(&all[2], ewmaValue(e.combined(func(s *stateStats) *EWMA { return &s.tpotE })))
+	a.E2E = dist(&all[3], ewmaValue(e.combined(func(s *stateStats) *EWMA { return &s.e2eE })))
 	return st
 }
 
