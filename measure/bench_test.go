@@ -2,10 +2,10 @@ package measure
 
 import (
 	"math"
-	"syscall"
 	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
