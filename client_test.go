@@ -26,5 +26,4 @@ func TestSmoke(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, replay.Text(20), got.Choices[0].Message.Content)
 	assert.EqualValues(t, 20, got.Usage.CompletionTokens)
-	t.Log(c.Stats())
 }

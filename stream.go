@@ -68,7 +68,8 @@ type Stream struct {
 	cancel context.CancelFunc
 
 	err       error
-	done      atomic.Bool
+	done      atomic.Bool // no more chunks: ended, failed or closed
+	ended     atomic.Bool // the upstream stream ended (cleanly or not) before Close
 	closeOnce sync.Once
 }
 
@@ -90,6 +91,7 @@ func (c *Client) newStream(ctx context.Context, params openai.ChatCompletionNewP
 	raw := c.oai.NewStreaming(context.WithValue(ctx, callStateKey{}, st), params, st.cfg.reqOpts...)
 	s := &Stream{c: c, st: st, raw: raw, cancel: cancel}
 	if st.err != nil || st.res == nil {
+		s.ended.Store(true)
 		err := st.err
 		if err == nil {
 			err = raw.Err()
@@ -114,6 +116,7 @@ func (s *Stream) Next() bool {
 	if s.done.Load() {
 		return false // closed by Close
 	}
+	s.ended.Store(true)
 	if err := s.raw.Err(); err != nil {
 		s.fail(err)
 		return false
@@ -137,11 +140,34 @@ func (s *Stream) Err() error { return s.err }
 func (s *Stream) Close() error {
 	s.closeOnce.Do(func() {
 		s.done.Store(true)
+		if !s.ended.Load() && s.st.res != nil {
+			abort(s.st.res.Body, s.cancel)
+		}
 		_ = s.raw.Close()
 		s.cancel()
 	})
 	return nil
 }
+
+// abort ends a committed stream the caller no longer reads: it cancels the
+// call's context, so that the upstream request ends at once and the attempt
+// ends as the caller's cancellation (not a provider failure), reads what the
+// executor had already released until the cancellation surfaces (bounded),
+// and closes the body.
+func abort(body io.ReadCloser, cancel context.CancelFunc) {
+	cancel()
+	var buf [4096]byte
+	for range maxAbortReads {
+		if _, err := body.Read(buf[:]); err != nil {
+			break
+		}
+	}
+	_ = body.Close()
+}
+
+// maxAbortReads bounds the reads abort makes after cancelling: released but
+// unread bytes, at most 1 MiB.
+const maxAbortReads = 256
 
 // fail ends the stream with err, preferring the executor's own error over
 // openai-go's wrapping of it.

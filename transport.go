@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/ssestream"
@@ -96,15 +98,20 @@ func (t *Transport) chat(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return errorResponse(req, http.StatusBadRequest, "invalid_request_error", "", err.Error()), nil
 	}
-	res, cl, err := t.c.do(req.Context(), body, req.Header, &cc, info.Stream)
+	// The call's own context lets an early Close end the upstream request as
+	// the caller's cancellation.
+	ctx, cancel := context.WithCancel(req.Context())
+	res, cl, err := t.c.do(ctx, body, req.Header, &cc, info.Stream)
 	if err != nil {
+		cancel()
 		return t.failure(req, err)
 	}
 	if info.Stream {
 		resp := committedResponse(req, res)
-		resp.Body = &servedBody{rc: res.Body, done: func() { t.c.served(cl, res.Deployment()) }}
+		resp.Body = &servedBody{rc: res.Body, cancel: cancel, done: func() { t.c.served(cl, res.Deployment()) }}
 		return resp, nil
 	}
+	defer cancel()
 	return t.accumulate(req, res, cl)
 }
 
@@ -223,22 +230,40 @@ func jsonResponse(req *http.Request, status int, b []byte) *http.Response {
 	}
 }
 
-// servedBody calls done once when the stream reaches a clean EOF.
+// servedBody is a routed SSE body: it calls done once when the stream
+// reaches a clean EOF, and a Close before the end aborts the call as the
+// caller's cancellation.
 type servedBody struct {
-	rc   io.ReadCloser
-	done func()
+	rc     io.ReadCloser
+	cancel context.CancelFunc
+	done   func()
+	ended  atomic.Bool
+	once   sync.Once
 }
 
 func (b *servedBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
-	if err == io.EOF && b.done != nil {
-		b.done()
-		b.done = nil
+	if err != nil {
+		b.ended.Store(true)
+		if err == io.EOF && b.done != nil {
+			b.done()
+			b.done = nil
+		}
 	}
 	return n, err
 }
 
-func (b *servedBody) Close() error { return b.rc.Close() }
+func (b *servedBody) Close() error {
+	b.once.Do(func() {
+		if b.ended.Load() {
+			_ = b.rc.Close()
+		} else {
+			abort(b.rc, b.cancel)
+		}
+		b.cancel()
+	})
+	return nil
+}
 
 // completionJSON is the wire form of an accumulated completion. openai-go's
 // response types carry decoding metadata, so the body is rebuilt from the
