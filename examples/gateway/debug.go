@@ -1,0 +1,207 @@
+package main
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"html/template"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/route"
+)
+
+// models serves GET /v1/models: the logical models, as an OpenAI model list.
+func (g *gateway) models(w http.ResponseWriter, _ *http.Request) {
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	list := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list", Data: []model{}}
+	seen := map[string]bool{}
+	for _, d := range g.eng.deps {
+		id := d.Model
+		if d.Revision != "" {
+			id += "@" + d.Revision
+		}
+		if d.IsWildcard() || seen[id] {
+			continue
+		}
+		seen[id] = true
+		list.Data = append(list.Data, model{ID: id, Object: "model", Created: g.started.Unix(), OwnedBy: "tpsroute"})
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+// healthz serves GET /healthz: 200 while serving, 503 while draining.
+func (g *gateway) healthz(w http.ResponseWriter, _ *http.Request) {
+	if g.draining.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// deploymentView is one row of the debug snapshot.
+type deploymentView struct {
+	Key          measure.Key `json:"key"`
+	Breaker      string      `json:"breaker"`                 // "closed", "half-open" or "open"
+	CoolingUntil *time.Time  `json:"cooling_until,omitempty"` // a pending Retry-After cooldown
+	NoHeadroom   bool        `json:"no_headroom"`             // RPM/TPM limiter or in-flight cap exhausted
+	RateLimited  bool        `json:"rate_limited"`            // the provider said x-ratelimit-remaining 0
+	TrafficShare float64     `json:"traffic_share"`           // share of all recorded attempts, in [0,1]
+	InFlight     int64       `json:"in_flight"`
+	Requests     int64       `json:"requests"`
+	ErrorRate    float64     `json:"error_rate"` // windowed, in [0,1]
+	TTFTP50      float64     `json:"ttft_p50_s"` // seconds; 0 when unknown
+	TTFTP95      float64     `json:"ttft_p95_s"`
+	TPSP50       float64     `json:"tps_p50"` // generation tokens/s; 0 when unknown
+	TPSP95       float64     `json:"tps_p95"`
+}
+
+// debugView is the body of GET /debug/tpsroute.
+type debugView struct {
+	Time        time.Time        `json:"time"`
+	Uptime      string           `json:"uptime"`
+	Deployments []deploymentView `json:"deployments"`
+	Route       route.Stats      `json:"route"`
+	Snapshot    measure.Snapshot `json:"snapshot"` // measure's full statistics per key
+}
+
+func breakerName(b route.BreakerState) string {
+	switch b {
+	case route.BreakerOpen:
+		return "open"
+	case route.BreakerHalfOpen:
+		return "half-open"
+	}
+	return "closed"
+}
+
+// view builds the debug snapshot: every configured concrete deployment and
+// every key measured (wildcard deployments per model requested).
+func (g *gateway) view() debugView {
+	now := time.Now()
+	snap := g.eng.reg.Snapshot()
+	keys := map[measure.Key]bool{}
+	for _, d := range g.eng.deps {
+		if !d.IsWildcard() {
+			keys[d.Key()] = true
+		}
+	}
+	for _, k := range snap.Keys() {
+		keys[k] = true
+	}
+	var total int64
+	for _, s := range snap.All() {
+		total += s.Requests
+	}
+	v := debugView{Time: now, Uptime: now.Sub(g.started).Round(time.Second).String(), Route: g.eng.picker.Stats(), Snapshot: snap,
+		Deployments: make([]deploymentView, 0, len(keys))}
+	for k := range keys {
+		st := g.eng.status(k)
+		dv := deploymentView{Key: k, Breaker: breakerName(st.Breaker), NoHeadroom: st.NoHeadroom, RateLimited: st.RateLimited}
+		if st.CoolingUntil.After(now) {
+			t := st.CoolingUntil
+			dv.CoolingUntil = &t
+		}
+		if s, ok := snap.Lookup(k); ok {
+			dv.InFlight, dv.Requests, dv.ErrorRate = s.InFlight, s.Requests, s.ErrorRate
+			dv.TTFTP50, dv.TTFTP95 = s.TTFT.P50, s.TTFT.P95
+			dv.TPSP50, dv.TPSP95 = s.TPS.P50, s.TPS.P95
+			if total > 0 {
+				dv.TrafficShare = float64(s.Requests) / float64(total)
+			}
+		}
+		v.Deployments = append(v.Deployments, dv)
+	}
+	sort.Slice(v.Deployments, func(i, j int) bool {
+		a, b := v.Deployments[i].Key, v.Deployments[j].Key
+		if a.Model != b.Model {
+			return a.Model < b.Model
+		}
+		if a.Provider != b.Provider {
+			return a.Provider < b.Provider
+		}
+		return a.Region < b.Region
+	})
+	return v
+}
+
+// debugJSON serves GET /debug/tpsroute.
+func (g *gateway) debugJSON(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, g.view())
+}
+
+// debugUI serves GET /debug/tpsroute/ui: a self-contained HTML table that
+// reloads itself every two seconds (no script, no external asset).
+func (g *gateway) debugUI(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+	_ = uiTemplate.Execute(w, g.view())
+}
+
+var uiTemplate = template.Must(template.New("ui").Funcs(template.FuncMap{
+	"ms":  func(s float64) string { return fmtNum(s*1000, "ms") },
+	"tps": func(v float64) string { return fmtNum(v, "") },
+	"pct": func(v float64) string { return fmtNum(v*100, "%") },
+}).Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="2">
+<title>tpsroute gateway</title>
+<style>
+body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}
+table{border-collapse:collapse}th,td{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:right}
+th:first-child,td:first-child{text-align:left}th{background:#f4f4f4}
+.open{color:#b00;font-weight:bold}.half-open{color:#c70}.closed{color:#070}
+small{color:#777}
+</style></head><body>
+<h1>tpsroute gateway</h1>
+<p><small>{{.Time.Format "2006-01-02 15:04:05 MST"}} · up {{.Uptime}} · {{.Route.Picks}} picks · refreshes every 2 s · JSON at <a href="/debug/tpsroute">/debug/tpsroute</a></small></p>
+<table>
+<tr><th>deployment</th><th>traffic share</th><th>TTFT p50</th><th>TTFT p95</th><th>TPS p50</th><th>TPS p95</th><th>error rate</th><th>breaker</th><th>in-flight</th><th>requests</th></tr>
+{{range .Deployments}}<tr><td>{{.Key.Provider}}/{{.Key.Region}}/{{.Key.Model}}</td><td>{{pct .TrafficShare}}</td><td>{{ms .TTFTP50}}</td><td>{{ms .TTFTP95}}</td><td>{{tps .TPSP50}}</td><td>{{tps .TPSP95}}</td><td>{{pct .ErrorRate}}</td><td class="{{.Breaker}}">{{.Breaker}}{{if .CoolingUntil}} (cooling){{end}}</td><td>{{.InFlight}}</td><td>{{.Requests}}</td></tr>
+{{end}}</table>
+</body></html>
+`))
+
+// fmtNum formats v with unit, or "–" when v is not positive.
+func fmtNum(v float64, unit string) string {
+	if !(v > 0) {
+		return "–"
+	}
+	b, _ := json.Marshal(float64(int64(v*10+0.5)) / 10)
+	return string(b) + unit
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, "gateway: encode: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// authorized reports whether r carries one of tokens as a bearer token. The
+// comparison takes the same time whatever the token.
+func authorized(r *http.Request, tokens []string) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || got == "" {
+		return false
+	}
+	match := 0
+	for _, t := range tokens {
+		match |= subtle.ConstantTimeCompare([]byte(got), []byte(t))
+	}
+	return match == 1
+}

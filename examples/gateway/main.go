@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tpsroute/tpsroute"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stderr, os.LookupEnv, nil); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// flags are the command line of the gateway.
+type flags struct {
+	config       string
+	addr         string
+	demo         bool
+	authTokenEnv string
+	maxBody      int64
+	drain        time.Duration
+	verbose      bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (flags, error) {
+	var f flags
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.config, "config", "", "JSON config file (schema: docs/CONFIG.md)")
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "listen address; loopback unless told otherwise")
+	fs.BoolVar(&f.demo, "demo", false, "serve embedded simulated providers (no network, no keys)")
+	fs.StringVar(&f.authTokenEnv, "auth-token-env", "", "name of an environment variable holding the accepted bearer tokens, comma-separated")
+	fs.Int64Var(&f.maxBody, "max-body", defaultMaxBody, "largest request body in bytes")
+	fs.DurationVar(&f.drain, "drain", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight streams may finish")
+	fs.BoolVar(&f.verbose, "v", false, "log every request")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: gateway (-config FILE | -demo) [-addr host:port] [-auth-token-env NAME] [-max-body N] [-drain D] [-v]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return f, fmt.Errorf("gateway: unexpected argument %q", fs.Arg(0))
+	case f.config == "" && !f.demo:
+		fs.Usage()
+		return f, errors.New("gateway: give -config FILE or -demo")
+	case f.config != "" && f.demo:
+		return f, errors.New("gateway: -config and -demo exclude each other")
+	case f.maxBody <= 0:
+		return f, errors.New("gateway: -max-body must be positive")
+	case f.drain < 0:
+		return f, errors.New("gateway: -drain must not be negative")
+	}
+	return f, nil
+}
+
+// run starts the gateway and serves until ctx ends, then drains. ready, if
+// not nil, receives the listening address.
+func run(ctx context.Context, args []string, stderr io.Writer, lookup func(string) (string, bool), ready chan<- string) error {
+	f, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	level := slog.LevelWarn
+	if f.verbose {
+		level = slog.LevelInfo
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	var cfg tpsroute.Config
+	var transport http.RoundTripper
+	if f.demo {
+		var closeDemo func()
+		cfg, transport, closeDemo = demoConfig()
+		defer closeDemo()
+	} else {
+		file, err := os.Open(f.config)
+		if err != nil {
+			return fmt.Errorf("gateway: %w", err)
+		}
+		cfg, err = tpsroute.ParseConfigLookup(file, lookup)
+		file.Close()
+		if err != nil {
+			return err
+		}
+	}
+	eng, err := newEngine(cfg, transport)
+	if err != nil {
+		return err
+	}
+	var tokens []string
+	if f.authTokenEnv != "" {
+		v, ok := lookup(f.authTokenEnv)
+		for _, t := range strings.Split(v, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				tokens = append(tokens, t)
+			}
+		}
+		if !ok || len(tokens) == 0 {
+			return fmt.Errorf("gateway: -auth-token-env %s: the variable is unset or holds no token", f.authTokenEnv)
+		}
+	}
+	g := newGateway(eng, options{MaxBody: f.maxBody, Tokens: tokens, Logger: logger})
+
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	if !isLoopback(ln.Addr()) && len(tokens) == 0 {
+		logger.Warn("gateway: listening beyond loopback without -auth-token-env; anyone who can reach it spends your provider credits", "addr", ln.Addr().String())
+	}
+	srv := &http.Server{
+		Handler:           g,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	fmt.Fprintf(stderr, "gateway: listening on http://%s (%d deployments)\n", ln.Addr(), len(eng.deps))
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	// Drain: refuse new connections, let in-flight streams finish up to the
+	// deadline, then cut the rest (which cancels their upstream calls).
+	g.draining.Store(true)
+	fmt.Fprintf(stderr, "gateway: shutting down; draining in-flight requests for up to %s\n", f.drain)
+	dctx, cancel := context.WithTimeout(context.Background(), f.drain)
+	defer cancel()
+	err = srv.Shutdown(dctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		fmt.Fprintln(stderr, "gateway: drain deadline passed; closing the remaining streams")
+		err = srv.Close()
+	}
+	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	return err
+}
+
+func isLoopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
+}
