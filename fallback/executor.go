@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sony/gobreaker/v2"
+
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
@@ -231,12 +233,23 @@ func (cl *call) eligible(i int) bool {
 }
 
 // remaining reports whether a candidate other than i could still be tried.
+// It is called after the attempt on i was counted. Deployments that are open
+// or cooling down do not count: abandoning a slow answer for them would leave
+// nothing.
 func (cl *call) remaining(i int) bool {
-	if cl.real+1 >= cl.maxAttempts {
+	if cl.real >= cl.maxAttempts {
 		return false
 	}
+	now := time.Now()
 	for j := range cl.plan {
-		if j != i && cl.eligible(j) {
+		if j == i || !cl.eligible(j) {
+			continue
+		}
+		st := cl.e.existing(cl.plan[j].Deployment.Key())
+		if st == nil {
+			return true
+		}
+		if _, cooling := st.cooling(now); !cooling && st.breaker.State() != gobreaker.StateOpen {
 			return true
 		}
 	}

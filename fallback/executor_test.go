@@ -209,6 +209,70 @@ func TestExecutor(t *testing.T) {
 	})
 }
 
+func TestCallOverrides(t *testing.T) {
+	a, b := dep("a", "a-m"), dep("b", "b-m")
+	tests := []struct {
+		name     string
+		call     fallback.Call
+		provider string
+		min, max time.Duration
+	}{
+		{"ttft_override_fails_over_early", fallback.Call{Stream: true, TTFTTimeout: time.Second}, "b", time.Second, 1500 * time.Millisecond},
+		{"ttft_disabled_waits", fallback.Call{Stream: true, TTFTTimeout: -1}, "a", 5 * time.Second, 6 * time.Second},
+		{"default_waits_under_15s", fallback.Call{Stream: true}, "a", 5 * time.Second, 6 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(8), replay.SlowFirstToken(5*time.Second)), "b-m": prof(8)}, fallback.Options{})
+				start := time.Now()
+				res, err := e.do(t, planOf(a, b), tt.call)
+				require.NoError(t, err)
+				assert.Equal(t, tt.provider, res.Deployment().Provider)
+				assert.Equal(t, replay.Text(8), drain(t, res.Body).text)
+				el := time.Since(start)
+				assert.GreaterOrEqual(t, el, tt.min)
+				assert.Less(t, el, tt.max)
+			})
+		})
+	}
+}
+
+func TestContinueLimits(t *testing.T) {
+	a, b := dep("a", "a-m"), dep("b", "b-m")
+	b.Capabilities.AssistantPrefill = true
+	t.Run("reasoning_stream_not_continued", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			p := prof(40)
+			p.Style = replay.ReasoningFirst
+			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(p, replay.CutAfter(30)), "b-m": prof(40)}, fallback.Options{MidStream: fallback.MidStreamContinue})
+			res, err := e.do(t, planOf(a, b), fallback.Call{Stream: true})
+			require.NoError(t, err)
+			d := drain(t, res.Body)
+			assert.ErrorIs(t, d.err, fallback.ErrMidStream)
+			assert.Empty(t, attemptsFor(e.h, "b-m"))
+		})
+	})
+	t.Run("per_call_policy_error", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(40), replay.CutAfter(20)), "b-m": prof(40)}, fallback.Options{MidStream: fallback.MidStreamContinue})
+			res, err := e.do(t, planOf(a, b), fallback.Call{Stream: true, MidStream: fallback.MidStreamError})
+			require.NoError(t, err)
+			assert.ErrorIs(t, drain(t, res.Body).err, fallback.ErrMidStream)
+			assert.Empty(t, attemptsFor(e.h, "b-m"))
+		})
+	})
+	t.Run("no_prefill_capable_deployment", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(40), replay.CutAfter(20)), "b-m": prof(40)}, fallback.Options{MidStream: fallback.MidStreamContinue})
+			res, err := e.do(t, planOf(a, dep("b", "b-m")), fallback.Call{Stream: true})
+			require.NoError(t, err)
+			assert.ErrorIs(t, drain(t, res.Body).err, fallback.ErrMidStream)
+			assert.Empty(t, attemptsFor(e.h, "b-m"))
+		})
+	})
+}
+
 func TestHedge(t *testing.T) {
 	a, b := dep("a", "a-m"), dep("b", "b-m")
 	t.Run("second_wins_first_cancelled", func(t *testing.T) {

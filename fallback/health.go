@@ -1,6 +1,8 @@
 package fallback
 
 import (
+	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,7 +28,8 @@ type keyState struct {
 
 	mu        sync.Mutex
 	coolUntil time.Time
-	limited   int // consecutive 429s without Retry-After, for the backoff exponent
+	rlUntil   time.Time // x-ratelimit-remaining-* said 0, until its reset
+	limited   int       // consecutive 429s without Retry-After, for the backoff exponent
 }
 
 func (e *Executor) state(d *route.Deployment) *keyState {
@@ -38,6 +41,13 @@ func (e *Executor) state(d *route.Deployment) *keyState {
 		return st
 	}
 	return e.newState(k, d)
+}
+
+// existing returns the state of k, or nil if k was never used.
+func (e *Executor) existing(k measure.Key) *keyState {
+	e.statesMu.RLock()
+	defer e.statesMu.RUnlock()
+	return e.states[k]
 }
 
 func (e *Executor) newState(k measure.Key, d *route.Deployment) *keyState {
@@ -114,6 +124,31 @@ func (st *keyState) cooling(now time.Time) (time.Time, bool) {
 	return u, u.After(now)
 }
 
+// noteRateLimit reads the provider's x-ratelimit-remaining-requests/tokens
+// headers; when one is 0 the deployment is reported RateLimited until the
+// matching x-ratelimit-reset-* (a Go duration such as Groq's "2m59.56s", or
+// seconds), or for one second when that is absent.
+func (st *keyState) noteRateLimit(h http.Header, now time.Time) {
+	for _, kind := range [...]string{"requests", "tokens"} {
+		if h.Get("x-ratelimit-remaining-"+kind) != "0" {
+			continue
+		}
+		d := time.Second
+		if v := h.Get("x-ratelimit-reset-" + kind); v != "" {
+			if p, err := time.ParseDuration(v); err == nil && p >= 0 {
+				d = p
+			} else if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 && f < 1e6 {
+				d = time.Duration(f * float64(time.Second))
+			}
+		}
+		st.mu.Lock()
+		if u := now.Add(d); u.After(st.rlUntil) {
+			st.rlUntil = u
+		}
+		st.mu.Unlock()
+	}
+}
+
 // headroom reports whether the limiters and the in-flight cap have room for a
 // request of n estimated tokens at now, and if not when they might.
 func (st *keyState) headroom(now time.Time, n int64) (ok bool, readyAt time.Time) {
@@ -176,10 +211,8 @@ func (st *keyState) correct(now time.Time, estimated, used int64) {
 // implements route.Health: it is safe for concurrent use and never blocks
 // beyond the breaker's short lock.
 func (e *Executor) Status(k measure.Key, now time.Time) route.Status {
-	e.statesMu.RLock()
-	st, ok := e.states[k]
-	e.statesMu.RUnlock()
-	if !ok {
+	st := e.existing(k)
+	if st == nil {
 		return route.Status{}
 	}
 	var s route.Status
@@ -190,6 +223,9 @@ func (e *Executor) Status(k measure.Key, now time.Time) route.Status {
 	if ok, _ := st.headroom(now, 1); !ok {
 		s.NoHeadroom = true
 	}
+	st.mu.Lock()
+	s.RateLimited = st.rlUntil.After(now)
+	st.mu.Unlock()
 	return s
 }
 

@@ -137,6 +137,9 @@ func (a *run) open(stream bool) bool {
 	resp, err := a.cl.e.transport.RoundTrip(req)
 	a.headersIn.Store(true)
 	a.resp = resp
+	if err == nil {
+		a.st.noteRateLimit(resp.Header, time.Now())
+	}
 	if err != nil {
 		if resp != nil && resp.Body != nil {
 			resp.Body.Close()

@@ -81,6 +81,7 @@ func TestScenarios(t *testing.T) {
 				assert.Less(t, time.Since(start), time.Second)
 				st := e.ex.Status(a.Key(), time.Now())
 				assert.True(t, st.CoolingUntil.After(time.Now()), "a cools down until its Retry-After")
+				assert.True(t, st.RateLimited, "x-ratelimit-remaining-requests: 0")
 			})
 		})
 	})

@@ -56,7 +56,6 @@ func (s *stream) Read(p []byte) (int, error) {
 		orig := s.res.cl.err()
 		if next := s.continuation(a); next != nil {
 			s.cur = next
-			s.active.Store(next)
 			s.res.set(*next.d, tps.Sample{})
 			continue
 		}
@@ -134,6 +133,7 @@ func (s *stream) continuation(prev *run) *run {
 		a := cl.newRun(i, d, st, done, body, cl.remaining(i))
 		a.keepText = true
 		a.text = append(a.text, prev.text...)
+		s.active.Store(a) // Close aborts the continuation too
 		if a.open(true) {
 			return a
 		}
