@@ -5,7 +5,7 @@ import "time"
 // Estimate is the cheap per-key summary that route reads on every pick,
 // aggregated over cache states. Times are in seconds, rates in tokens per
 // second. Quantiles and counts cover the Registry's window; the EWMAs decay
-// with its half-life. An Estimate is a value, safe to copy and share.
+// with its half-life. An Estimate is a value, safe for concurrent use once returned.
 //
 // OK is false until the window holds Options.MinSamples successful samples;
 // a not-OK estimate must not be read as "fast". Fields with no data are 0,

@@ -3,7 +3,7 @@ package measure
 // Key names one deployment for statistics: a provider, a region and the model
 // the provider serves. It is comparable and used as a map key.
 // Statistics are further split by tps.CacheState under each Key.
-// A Key is a value. In JSON its fields are "provider", "region" and "model".
+// A Key is an immutable value, safe for concurrent use. In JSON its fields are "provider", "region" and "model".
 type Key struct {
 	Provider string `json:"provider"`
 	Region   string `json:"region"`

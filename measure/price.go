@@ -5,7 +5,7 @@ import "math"
 // Price is what one Key costs, in US dollars per million tokens. A zero
 // field means free or unknown, except CachedInput: zero means cached prompt
 // tokens cost the Input price (no known cache discount).
-// A Price is a value.
+// A Price is a plain value, safe for concurrent reads.
 type Price struct {
 	Input       float64 // per million prompt tokens that were not cached
 	CachedInput float64 // per million prompt tokens served from the prefix cache
@@ -48,7 +48,7 @@ func (p tokenPrice) cost(input, cached, output int64) int64 {
 
 // Money is an exact amount of US dollars: Dollars plus Picodollars
 // (1e-12 dollars), with 0 <= Picodollars < 1e12. Sums of Money do not drift.
-// A Money is a value.
+// A Money is a plain value, safe for concurrent reads.
 type Money struct {
 	Dollars     int64 `json:"dollars"`
 	Picodollars int64 `json:"picodollars"`

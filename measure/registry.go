@@ -40,7 +40,8 @@ const (
 )
 
 // Options configures a Registry. A zero Options consists entirely of default
-// values; zero or negative fields mean their default.
+// values; zero or negative fields mean their default. NewRegistry copies it;
+// it is a plain value, safe for concurrent reads.
 type Options struct {
 	// Window configures every window (TTFT, TPS, TPOT, E2E, chunk gaps) and
 	// the windowed error rate. Zero means DefaultWindow in DefaultBuckets

@@ -16,7 +16,8 @@ import (
 // OpenTelemetry does), rates in tokens per second. Count, the quantiles and
 // Mean cover the Registry's window; EWMA is the time-decayed average (for
 // TTFT, the peak-sensitive PeakEWMA) and may outlive the window. Empty
-// fields are 0, never NaN or Inf. A Dist is a value.
+// fields are 0, never NaN or Inf. A Dist is a plain value, safe for
+// concurrent reads.
 type Dist struct {
 	Count int64   `json:"count"`
 	P50   float64 `json:"p50"`
@@ -28,7 +29,7 @@ type Dist struct {
 }
 
 // PhaseCounts counts failures by the phase the stream reached (tps.Phase).
-// A PhaseCounts is a value.
+// A PhaseCounts is a plain value, safe for concurrent reads.
 type PhaseCounts struct {
 	Connect    int64 `json:"connect"`     // tps.PhaseConnect
 	Headers    int64 `json:"headers"`     // tps.PhaseHeaders
@@ -39,7 +40,7 @@ type PhaseCounts struct {
 // CacheStats are the statistics of one key for one cache state, or for all
 // of them. Counters (Requests through CostExact) are totals since the key was
 // first seen (or last pruned); the Dists and ErrorRate cover the window.
-// A CacheStats is a value.
+// A CacheStats is a plain value, safe for concurrent reads.
 type CacheStats struct {
 	TTFT Dist `json:"ttft"` // seconds to the first output chunk
 	TPS  Dist `json:"tps"`  // generation-phase tokens/s, TPSOK samples only
@@ -65,8 +66,9 @@ type CacheStats struct {
 
 // Stats are one key's statistics: the aggregate over cache states, plus the
 // key-level chunk gaps, error classes and in-flight gauge, plus the same
-// CacheStats for each cache state. A Stats is a value; its ErrorsByClass map
-// is shared with the Snapshot and must not be modified.
+// CacheStats for each cache state. A Stats is a plain value, safe for
+// concurrent reads; its ErrorsByClass map is shared with the Snapshot and
+// must not be modified.
 type Stats struct {
 	Key Key `json:"key"`
 	CacheStats

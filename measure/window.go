@@ -32,7 +32,8 @@ const (
 )
 
 // WindowOptions configures a Window. A zero WindowOptions consists entirely
-// of default values; zero or negative fields mean their default.
+// of default values; zero or negative fields mean their default. It is a
+// plain value, safe for concurrent reads.
 type WindowOptions struct {
 	// Length is the window length; values older than Length (at sub-window
 	// granularity) no longer count. Default DefaultWindow.
