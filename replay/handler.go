@@ -209,7 +209,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.attempts = append(h.attempts, a)
 	h.mu.Unlock()
 
-	req := &request{body: body, raw: raw, attempt: n, elapsed: start.Sub(h.created), start: start, state: st}
+	req := &request{body: body, attempt: n, elapsed: start.Sub(h.created), start: start, state: st}
 	p := script.plan(req)
 	if !body.Stream {
 		p = accumulate(p)

@@ -171,3 +171,5 @@ func requireJSON(t *testing.T, s string) map[string]any {
 func jsonUnmarshal(s string, v any) error { return json.Unmarshal([]byte(s), v) }
 
 var errUnexpectedEOF = io.ErrUnexpectedEOF
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

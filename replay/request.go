@@ -109,7 +109,6 @@ func (c *chatRequest) prefixHashes() (hashes []uint64, tokens []int) {
 // request is one parsed call as the scripts see it.
 type request struct {
 	body    chatRequest
-	raw     []byte
 	attempt int           // 1-based, per model on this handler
 	elapsed time.Duration // since the handler was created
 	start   time.Time     // when the request arrived

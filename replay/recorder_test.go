@@ -1,0 +1,149 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestRecorderRedactsSecrets(t *testing.T) {
+	const secret = "sk-PLANTED-SECRET-4242"
+	srv := NewServer(map[string]Script{"m": &Profile{OutputTokens: 3}})
+	defer srv.Close()
+	dir := t.TempDir()
+	rec := NewRecorder(http.DefaultTransport, dir, RedactRecordedHeaders("X-Custom-Token"), RedactRecordedFields("user", "api_key"))
+	hc := &http.Client{Transport: rec}
+	for _, stream := range []bool{true, false} {
+		body := chatBody("m", stream, map[string]any{"user": secret, "metadata": map[string]any{"api_key": secret, "note": "keep"}})
+		b := bytes.NewReader(mustJSON(t, body))
+		req, _ := http.NewRequest(http.MethodPost, srv.URL()+"/chat/completions?key="+secret, b)
+		for _, h := range []string{"Authorization", "api-key", "X-Api-Key", "Cookie", "X-Custom-Token"} {
+			req.Header.Set(h, "Bearer "+secret)
+		}
+		resp, err := hc.Do(req)
+		require.NoError(t, err)
+		_, _ = io.ReadAll(resp.Body)
+		require.NoError(t, resp.Body.Close())
+	}
+	require.NoError(t, rec.Err())
+	files := rec.Files()
+	require.Len(t, files, 2)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 2)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+		assert.NotContains(t, string(b), secret, e.Name())
+		assert.NotContains(t, string(b), "PLANTED", e.Name())
+		assert.Contains(t, string(b), `"note": "keep"`)
+		assert.Contains(t, string(b), "REDACTED")
+		_, err = LoadCassette(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+	}
+	// The attempt log redacts too.
+	for _, a := range srv.Attempts() {
+		assert.Equal(t, "REDACTED", a.Header.Get("Authorization"))
+		assert.Equal(t, "REDACTED", a.Header.Get("Api-Key"))
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := jsonMarshal(v)
+	require.NoError(t, err)
+	return b
+}
+
+// TestRecordReplayRoundTrip records streams from a quirky fake provider and
+// checks that replaying the cassettes gives the same bytes with the same
+// timing, in fake time.
+func TestRecordReplayRoundTrip(t *testing.T) {
+	scripts := map[string]Script{}
+	for _, name := range BundledNames() {
+		c, err := Bundled(name)
+		require.NoError(t, err)
+		scripts[name] = c
+	}
+	scripts["profile"] = WithFaults(&Profile{TTFT: 300 * time.Millisecond, TPS: 50, OutputTokens: 6, Style: KeepAlives}, StallAfter(3, time.Second))
+	scripts["cut"] = WithFaults(&Profile{TTFT: 100 * time.Millisecond, TPS: 10, OutputTokens: 6}, CutAfter(3))
+	scripts["429"] = WithFaults(&Profile{}, RetryAfterMS(1500))
+	scripts["reset"] = WithFaults(&Profile{}, ResetBeforeHeaders())
+	for model := range scripts {
+		t.Run(model, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				dir := t.TempDir()
+				orig := NewHandler(scripts)
+				rec := NewRecorder(orig.Transport(), dir)
+				first := rawCall(t.Context(), &http.Client{Transport: rec}, "http://x/v1", chatBody(model, true, nil))
+				synctest.Wait()
+				require.NoError(t, rec.Err())
+				require.Len(t, rec.Files(), 1)
+				c, err := LoadCassette(rec.Files()[0])
+				require.NoError(t, err)
+
+				again := rawCall(t.Context(), memClient(NewHandler(map[string]Script{model: c})), "http://x/v1", chatBody(model, true, nil))
+				assert.Equal(t, first.status, again.status)
+				assert.Equal(t, first.body, again.body)
+				assert.Equal(t, first.err != nil, again.err != nil, "%v vs %v", first.err, again.err)
+				require.Len(t, again.events, len(first.events))
+				for i := range first.events {
+					assert.Equal(t, first.events[i].block, again.events[i].block)
+					assert.Equal(t, first.events[i].at, again.events[i].at)
+				}
+				if first.status == 429 {
+					assert.Equal(t, "1500", again.header.Get("retry-after-ms"))
+				}
+			})
+		})
+	}
+}
+
+func TestRecorderOpenAIClient(t *testing.T) {
+	srv := NewServer(map[string]Script{"m": &Profile{OutputTokens: 4, Style: ReasoningFirst}})
+	defer srv.Close()
+	dir := t.TempDir()
+	rec := NewRecorder(nil, dir)
+	c := openai.NewClient(option.WithBaseURL(srv.URL()), option.WithAPIKey("sk-x"), option.WithMaxRetries(0), option.WithHTTPClient(&http.Client{Transport: rec}))
+	s := c.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+		Model: "m", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
+	})
+	for s.Next() {
+	}
+	require.NoError(t, s.Err())
+	require.NoError(t, s.Close())
+	require.Len(t, rec.Files(), 1)
+	cas, err := LoadCassette(rec.Files()[0])
+	require.NoError(t, err)
+	assert.Equal(t, "eof", cas.Response.End)
+	assert.Equal(t, "[DONE]", *cas.Response.Events[len(cas.Response.Events)-1].Data)
+	assert.Equal(t, []string{"REDACTED"}, cas.Request.Headers["Authorization"])
+	assert.Equal(t, "0001-m", cas.Name)
+}
+
+func TestRecorderEarlyClose(t *testing.T) {
+	srv := NewServer(map[string]Script{"m": &Profile{OutputTokens: 100, TPS: 1000}})
+	defer srv.Close()
+	rec := NewRecorder(nil, t.TempDir())
+	req, _ := http.NewRequest(http.MethodPost, srv.URL()+"/chat/completions", strings.NewReader(`{"model":"m","stream":true}`))
+	resp, err := (&http.Client{Transport: rec}).Do(req)
+	require.NoError(t, err)
+	buf := make([]byte, 64)
+	_, _ = resp.Body.Read(buf)
+	require.NoError(t, resp.Body.Close())
+	c, err := LoadCassette(rec.Files()[0])
+	require.NoError(t, err)
+	assert.Equal(t, "reset", c.Response.End, "a stream closed before [DONE] must not replay as a clean end")
+}
