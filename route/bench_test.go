@@ -1,6 +1,7 @@
 package route
 
 import (
+	"fmt"
 	"testing"
 )
 
@@ -26,6 +27,20 @@ func BenchmarkPick(b *testing.B) {
 		benchPick(b, 16, Request{Model: "m", CacheKey: "session-1", SLO: SLO{MinTPS: 100}, Regions: []string{"us"}}, h)
 	})
 	b.Run("deployments=256", func(b *testing.B) { benchPick(b, 256, Request{Model: "m"}, nil) })
+	b.Run("deployments=256/models=16", func(b *testing.B) {
+		ds, src := spread(256)
+		for i := range ds {
+			ds[i].Model = fmt.Sprintf("m%d", i%16)
+			src.set(ds[i].Key(), warm(0.1+float64(i)*0.01, 1000/float64(i+1)))
+		}
+		p := newPicker(b, ds, src, Options{Seed: 1})
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := p.PickAt(Request{Model: "m3"}, t0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
 
 func BenchmarkPickParallel(b *testing.B) {

@@ -32,12 +32,19 @@ var ErrNoDeployment = errors.New("route: no deployment")
 
 // Defaults for the zero fields of Options.
 const (
-	DefaultExploration       = 0.05
-	DefaultBand              = 0.05
-	DefaultColdProbes        = 2
+	// DefaultExploration is the share of picks that explore: 5%.
+	DefaultExploration = 0.05
+	// DefaultBand is the relative score distance of near-equal candidates: 5%.
+	DefaultBand = 0.05
+	// DefaultColdProbes is the number of cold probes per deployment per ColdProbeInterval.
+	DefaultColdProbes = 2
+	// DefaultColdProbeInterval is the window cold probes are counted over.
 	DefaultColdProbeInterval = 10 * time.Second
-	DefaultAffinityTTL       = 5 * time.Minute
-	DefaultAffinityEntries   = 10000
+	// DefaultAffinityTTL is how long a cache key stays with its deployment:
+	// about as long as providers keep a prompt prefix cached.
+	DefaultAffinityTTL = 5 * time.Minute
+	// DefaultAffinityEntries is the number of cache keys remembered.
+	DefaultAffinityEntries = 10000
 )
 
 // Options configures a Picker. A zero Options consists entirely of default

@@ -32,8 +32,8 @@ const (
 	ReasonNoHeadroom = "demoted: no limiter headroom"   // RPM/TPM/in-flight budget exhausted
 	ReasonLimited    = "demoted: provider rate-limited" // x-ratelimit-remaining-* said 0
 	ReasonFailOpen   = "fail-open: breaker open"        // every candidate is open; tried last
-	ReasonOpen       = "excluded: breaker open"
-	ReasonStrictSLO  = "excluded: violates strict slo"
+	ReasonOpen       = "excluded: breaker open"         // in Plan.Excluded: open while others are not
+	ReasonStrictSLO  = "excluded: violates strict slo"  // in Plan.Excluded: SLO.Strict and a violation
 )
 
 // Candidate is one entry of a Plan with the reason for its place and the
