@@ -24,14 +24,11 @@ func (s *scanner) fail() {
 }
 
 func (s *scanner) ws() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
+	b, i := s.b, s.i
+	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
+		i++
 	}
+	s.i = i
 }
 
 // peek returns the next non-space byte without consuming it, or 0 at the end.
@@ -119,44 +116,46 @@ func (s *scanner) str() []byte {
 		s.fail()
 		return nil
 	}
-	s.i++
-	start := s.i
-	for s.i < len(s.b) {
-		c := s.b[s.i]
+	b := s.b
+	start := s.i + 1
+	i := start
+	for i < len(b) {
+		c := b[i]
+		if c != '"' && c != '\\' && c >= 0x20 {
+			i++
+			continue
+		}
 		switch {
 		case c == '"':
-			v := s.b[start:s.i]
-			s.i++
-			return v
+			s.i = i + 1
+			return b[start:i]
 		case c == '\\':
-			if s.i+1 >= len(s.b) {
+			if i+1 >= len(b) {
 				s.fail()
 				return nil
 			}
-			switch s.b[s.i+1] {
+			switch b[i+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				s.i += 2
+				i += 2
 			case 'u':
-				if s.i+6 > len(s.b) {
+				if i+6 > len(b) {
 					s.fail()
 					return nil
 				}
-				for _, h := range s.b[s.i+2 : s.i+6] {
+				for _, h := range b[i+2 : i+6] {
 					if hexVal(h) < 0 {
 						s.fail()
 						return nil
 					}
 				}
-				s.i += 6
+				i += 6
 			default:
 				s.fail()
 				return nil
 			}
-		case c < 0x20:
+		default: // control character
 			s.fail()
 			return nil
-		default:
-			s.i++
 		}
 	}
 	s.fail()
@@ -200,11 +199,12 @@ func (s *scanner) num() []byte {
 }
 
 func (s *scanner) digits() int {
-	n := 0
-	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
-		s.i++
-		n++
+	b, i := s.b, s.i
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
 	}
+	n := i - s.i
+	s.i = i
 	return n
 }
 

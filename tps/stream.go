@@ -34,7 +34,8 @@ type Stream struct {
 // stays 0 and a clean end is EndStream. An in-stream error event ends the
 // stream with openai-go's *ssestream.StreamError from Err; Sample.Err is a
 // *StreamError that unwraps to it. A decode error also ends the stream and
-// counts in Sample.Malformed. A nil stream yields an empty, ended Stream.
+// counts in Sample.Malformed. An HTTP error status (openai-go's
+// *openai.Error, before any event) is recorded with PhaseHeaders. A nil stream yields an empty, ended Stream.
 func Wrap(stream *ssestream.Stream[openai.ChatCompletionChunk], start time.Time, opts ...Option) *Stream {
 	now := time.Now()
 	s := &Stream{s: stream}
@@ -101,10 +102,15 @@ func (s *Stream) stop(now time.Time) {
 	default:
 		var syn *json.SyntaxError
 		var typ *json.UnmarshalTypeError
-		if errors.As(err, &syn) || errors.As(err, &typ) {
+		var api *openai.Error
+		phase := PhaseNone
+		switch {
+		case errors.As(err, &syn) || errors.As(err, &typ):
 			s.t.s.Malformed++
+		case errors.As(err, &api) && !s.t.firstByte:
+			phase = PhaseHeaders // an HTTP error status, before any event
 		}
-		s.t.Fail(err, PhaseNone)
+		s.t.Fail(err, phase)
 	}
 	s.t.end(now, EndStream)
 	s.ended = true

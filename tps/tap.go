@@ -183,13 +183,16 @@ func (t *tap) feed(now time.Time, b []byte) {
 	}
 }
 
+// lineEnd returns the index of the first CR or LF in b, or -1.
 func lineEnd(b []byte) int {
-	for i, c := range b {
-		if c == '\n' || c == '\r' {
-			return i
-		}
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 {
+		return bytes.IndexByte(b, '\r')
 	}
-	return -1
+	if j := bytes.IndexByte(b[:i], '\r'); j >= 0 {
+		return j
+	}
+	return i
 }
 
 func (t *tap) carry(b []byte) {
