@@ -59,8 +59,8 @@
 //
 // Each key publishes its Estimate through an atomic pointer. While samples
 // arrive it is republished at least every Options.Refresh (100 ms) of sample
-// time, and on every sample while it is not yet OK; Snapshot and Prune also
-// republish it. So a published Estimate misses at most the last 100 ms of
+// time, and on every sample while it is not yet OK; Snapshot and PruneAt
+// also republish it. So a published Estimate misses at most the last 100 ms of
 // samples, and when samples stop it keeps describing the last ones until the
 // next Record, Snapshot or Prune: Estimate.Newest gives their age. InFlight
 // is read live. An Estimate is OK once the window holds Options.MinSamples

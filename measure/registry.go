@@ -302,6 +302,14 @@ func (r *Registry) Record(k Key, s tps.Sample) {
 func (r *Registry) RecordAt(now time.Time, k Key, s tps.Sample) {
 	t := now.UnixNano()
 	r.maybePrune(now, t)
+	failed := s.Err != nil || s.ErrPhase != tps.PhaseNone
+	class := ""
+	if failed {
+		class = ClassOther
+		if s.Err != nil {
+			class = r.opts.Classify(s.Err) // outside the key's lock
+		}
+	}
 	e := r.locked(k)
 	defer e.mu.Unlock()
 
@@ -318,12 +326,7 @@ func (r *Registry) RecordAt(now time.Time, k Key, s tps.Sample) {
 	e.newest = max(e.newest, t)
 
 	st.requests++
-	failed := s.Err != nil || s.ErrPhase != tps.PhaseNone
 	if failed {
-		class := ClassOther
-		if s.Err != nil {
-			class = r.opts.Classify(s.Err)
-		}
 		if e.classes == nil {
 			e.classes = make(map[string]int64)
 		}
@@ -498,7 +501,7 @@ func (r *Registry) maybePrune(now time.Time, t int64) {
 		return
 	}
 	if next != 0 {
-		r.PruneAt(now)
+		r.prune(now, false)
 	}
 }
 
@@ -508,9 +511,11 @@ func (r *Registry) Prune() int { return r.PruneAt(time.Now()) }
 // PruneAt drops every key that has no call in flight and no Record or Begin
 // within Options.TTL before now, refreshes the Estimates of the others, and
 // returns how many keys it dropped. A dropped key's totals are lost; if it
-// is recorded again it starts afresh. Record also calls it, at most once per
-// half TTL.
-func (r *Registry) PruneAt(now time.Time) int {
+// is recorded again it starts afresh. Record also prunes (without
+// refreshing the others), at most once per half TTL.
+func (r *Registry) PruneAt(now time.Time) int { return r.prune(now, true) }
+
+func (r *Registry) prune(now time.Time, refresh bool) int {
 	t := now.UnixNano()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -521,7 +526,7 @@ func (r *Registry) PruneAt(now time.Time) int {
 		if e.inflight.Load() == 0 && t-e.lastSeen > int64(r.opts.TTL) {
 			e.dead = true
 			drop = append(drop, k)
-		} else {
+		} else if refresh {
 			r.refresh(e, now)
 		}
 		e.mu.Unlock()
