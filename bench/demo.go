@@ -1,0 +1,87 @@
+package bench
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/tpsroute/tpsroute"
+	"github.com/tpsroute/tpsroute/replay"
+	"github.com/tpsroute/tpsroute/route"
+)
+
+// DemoModel is the logical model the Demo deployments serve.
+const DemoModel = "llama-3.3-70b"
+
+// DemoProfile is one simulated deployment of Demo: its place and the
+// behaviour its replay profile gives it. It is a value.
+type DemoProfile struct {
+	Provider, Region string
+	TTFT             time.Duration // median time to first token (cold prompt cache)
+	TPS              float64       // median generation tokens/s
+}
+
+// DemoProfiles returns the four simulated deployments of Demo: two providers
+// in two regions each, with distinct TTFT and TPS. The prompt cache of every
+// one cuts the TTFT of a fully cached prompt to 30%.
+func DemoProfiles() []DemoProfile {
+	return []DemoProfile{
+		{Provider: "swiftai", Region: "us-east", TTFT: 180 * time.Millisecond, TPS: 170},
+		{Provider: "swiftai", Region: "eu-west", TTFT: 320 * time.Millisecond, TPS: 150},
+		{Provider: "steadyml", Region: "us-east", TTFT: 450 * time.Millisecond, TPS: 75},
+		{Provider: "steadyml", Region: "eu-west", TTFT: 260 * time.Millisecond, TPS: 60},
+	}
+}
+
+// Demo returns a router config of simulated providers (DemoProfiles) that
+// runs entirely in memory: every deployment is a replay.Handler reached
+// through its in-memory transport, so no socket, network or key is used.
+// Answers are outputTokens long (0 means 120); seed makes the timing jitter
+// reproducible. Demo starts no goroutines and needs no Close; created
+// inside a testing/synctest bubble, all its waiting is virtual.
+func Demo(outputTokens int, seed uint64) tpsroute.Config {
+	if outputTokens <= 0 {
+		outputTokens = 120
+	}
+	hosts := map[string]http.RoundTripper{}
+	var deps []route.Deployment
+	for i, p := range DemoProfiles() {
+		host := p.Provider + "-" + p.Region + ".demo.invalid"
+		prof := &replay.Profile{
+			TTFTDist:     replay.LogNormal{Median: p.TTFT.Seconds(), Sigma: 0.2},
+			TPSDist:      replay.LogNormal{Median: p.TPS, Sigma: 0.08},
+			Jitter:       0.1,
+			OutputTokens: outputTokens,
+			PromptCache:  replay.PromptCache{Enabled: true, TTFTFactor: 0.3},
+			Region:       p.Region,
+			Seed:         seed + uint64(i)*7919,
+		}
+		hosts[host] = replay.NewHandler(map[string]replay.Script{DemoModel: prof}).Transport()
+		deps = append(deps, route.Deployment{
+			Provider:     p.Provider,
+			Region:       p.Region,
+			Model:        DemoModel,
+			BaseURL:      "http://" + host + "/v1",
+			Price:        route.Price{Input: 0.6, CachedInput: 0.15, Output: 0.8},
+			Capabilities: route.Capabilities{IncludeUsage: true, CacheControl: true},
+		})
+	}
+	return tpsroute.Config{
+		Deployments: deps,
+		HTTPClient:  &http.Client{Transport: hostMux(hosts)},
+	}
+}
+
+// hostMux sends each request to the in-memory transport of its host.
+type hostMux map[string]http.RoundTripper
+
+func (m hostMux) RoundTrip(req *http.Request) (*http.Response, error) {
+	rt, ok := m[req.URL.Host]
+	if !ok {
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return nil, errors.New("bench: demo has no host " + req.URL.Host)
+	}
+	return rt.RoundTrip(req)
+}
