@@ -443,3 +443,24 @@ func TestConcurrent(t *testing.T) {
 	}
 	assert.Equal(t, int64(8000), total)
 }
+
+func TestHotPathAllocs(t *testing.T) {
+	r := NewRegistry(Options{Prices: map[Key]Price{kA: {Input: 1, Output: 2}}})
+	ss := samples(64, 5)
+	now := t0
+	for i := range 2000 {
+		now = now.Add(10 * time.Millisecond)
+		r.RecordAt(now, kA, ss[i%len(ss)])
+	}
+	i := 0
+	allocs := testing.AllocsPerRun(1000, func() {
+		now = now.Add(10 * time.Microsecond) // stays within one refresh interval
+		i++
+		s := ss[i%len(ss)]
+		s.Err, s.ErrPhase = nil, tps.PhaseNone
+		r.RecordAt(now, kA, s)
+	})
+	assert.Zero(t, allocs, "RecordAt")
+	allocs = testing.AllocsPerRun(1000, func() { r.Estimate(kA) })
+	assert.Zero(t, allocs, "Estimate")
+}
