@@ -36,6 +36,7 @@ type Deployment struct {
 }
 
 // Price is in US dollars per million tokens. A zero Price means free or unknown.
+// It is a value, safe for concurrent reads.
 type Price struct {
 	Input       float64 // USD per million uncached input tokens
 	CachedInput float64 // USD per million cached input tokens; 0 means the same as Input
@@ -44,14 +45,15 @@ type Price struct {
 
 // Limits are the provider's rate limits for this deployment. Zero means unlimited.
 // Route does not enforce them; the fallback package's limiters do, and report
-// exhaustion through Health.
+// exhaustion through Health. It is a value, safe for concurrent reads.
 type Limits struct {
 	RPM         int // requests per minute
 	TPM         int // tokens per minute
 	MaxInFlight int // concurrent requests
 }
 
-// Capabilities says what the deployment supports.
+// Capabilities says what the deployment supports. It is a value, safe for
+// concurrent reads.
 type Capabilities struct {
 	IncludeUsage     bool // honours stream_options.include_usage
 	AssistantPrefill bool // continues a final assistant message

@@ -6,7 +6,8 @@ import (
 	"github.com/tpsroute/tpsroute/measure"
 )
 
-// BreakerState is a deployment's circuit-breaker state as route sees it.
+// BreakerState is a deployment's circuit-breaker state as route sees it. It
+// is a value and safe for concurrent use.
 type BreakerState uint8
 
 const (
@@ -19,7 +20,7 @@ const (
 )
 
 // Status is what a Health source knows about one deployment at one moment.
-// The zero Status is healthy.
+// The zero Status is healthy. It is a value, safe for concurrent reads.
 type Status struct {
 	Breaker      BreakerState
 	CoolingUntil time.Time // a Retry-After cooldown; zero or past means none

@@ -93,7 +93,8 @@ type Options struct {
 	Seed uint64
 }
 
-// Stats counts what a Picker did since it was made. It is a value.
+// Stats counts what a Picker did since it was made. It is a snapshot value,
+// safe for concurrent reads.
 type Stats struct {
 	Picks          uint64 // Pick calls that returned a Plan
 	NoDeployment   uint64 // Pick calls that returned ErrNoDeployment

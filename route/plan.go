@@ -37,7 +37,7 @@ const (
 )
 
 // Candidate is one entry of a Plan with the reason for its place and the
-// values that decided it.
+// values that decided it. It is a value, safe for concurrent reads.
 type Candidate struct {
 	Deployment Deployment  // concrete: a wildcard deployment has Model set to the requested model
 	Key        measure.Key // Deployment.Key(), for measure and fallback

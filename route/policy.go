@@ -38,7 +38,7 @@ func (p Policy) String() string {
 
 // LatencyMetric says what the Latency policy minimises. The zero value means
 // the default: in a Request, the Picker's Options.LatencyMetric; in Options,
-// LatencyTTFT.
+// LatencyTTFT. It is a constant and safe for concurrent use.
 type LatencyMetric uint8
 
 const (
@@ -50,6 +50,7 @@ const (
 
 // Percentile selects which windowed percentile an estimate is read at.
 // The zero value means the default for the metric: P95 for TTFT, P50 for TPS.
+// It is a constant and safe for concurrent use.
 type Percentile uint8
 
 const (
@@ -86,7 +87,7 @@ type Scorer interface {
 // Expected is the Picker's view of one deployment's statistics: the windowed
 // percentile and the EWMA blended by taking the more pessimistic of the two
 // (the higher TTFT, the lower TPS), so a degradation shows within a few
-// samples. It is a value and safe to copy.
+// samples. It is a value, safe to copy and for concurrent reads.
 type Expected struct {
 	TTFT      float64 // seconds; valid only if TTFTOK
 	TPS       float64 // generation-phase tokens/s; valid only if TPSOK

@@ -2,7 +2,8 @@ package route
 
 // Request is what the caller asks of one call. The zero Request is invalid
 // (it names no model); every other zero field means "no preference" or the
-// Picker's default. A Request is a value; Pick does not retain or modify it.
+// Picker's default. A Request is a value; Pick does not retain or modify it,
+// so one Request may be passed to concurrent Picks.
 type Request struct {
 	// Model is the logical model, optionally "model@revision".
 	Model string

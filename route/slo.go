@@ -9,7 +9,7 @@ import (
 // violates one goes behind those that comply; with Strict it is dropped.
 // Zero fields mean "no limit". Cold deployments (too few samples) are judged
 // only on what is known: MaxPrice always, MaxErrorRate once samples exist.
-// An SLO is a value and safe to copy.
+// An SLO is a value, safe to copy and for concurrent reads.
 type SLO struct {
 	MaxTTFT      time.Duration // upper bound on the expected TTFT (read at Options.TTFTPercentile)
 	MinTPS       float64       // lower bound on the expected generation tokens/s (read at Options.TPSPercentile)
@@ -38,7 +38,7 @@ func (s SLO) merge(def SLO) SLO {
 }
 
 // Violation is a set of SLO constraints a deployment violates. The zero
-// Violation means it complies.
+// Violation means it complies. It is a value and safe for concurrent use.
 type Violation uint8
 
 const (
