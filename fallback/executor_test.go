@@ -125,6 +125,21 @@ func TestExecutor(t *testing.T) {
 		})
 	})
 
+	t.Run("non_streaming_stall_fails_over", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(30), replay.StallAfter(10, time.Hour)), "b-m": prof(30)}, fallback.Options{})
+			start := time.Now()
+			res, err := e.do(t, planOf(a, b), fallback.Call{})
+			require.NoError(t, err)
+			assert.Equal(t, "b", res.Deployment().Provider)
+			assert.Equal(t, replay.Text(30), drain(t, res.Body).text)
+			el := time.Since(start)
+			assert.GreaterOrEqual(t, el, fallback.DefaultStallTimeout)
+			assert.Less(t, el, fallback.DefaultStallTimeout+2*time.Second)
+			assert.ErrorIs(t, res.Attempts()[0].Err, fallback.ErrStall)
+		})
+	})
+
 	t.Run("no_fallback", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(8), replay.Status(503, "", nil)), "b-m": prof(8)}, fallback.Options{})

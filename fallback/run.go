@@ -36,12 +36,12 @@ type run struct {
 
 	canFailover bool // the TTFT deadline may abandon this run
 
-	tmu       sync.Mutex
-	timersOff bool
-	timer     *time.Timer // see onTimer
-	committed atomic.Bool
-	headersIn atomic.Bool
-	lastOut   atomic.Int64 // ns since start of the last output chunk
+	tmu        sync.Mutex
+	timersOff  bool
+	timer      *time.Timer // see onTimer
+	outputSeen atomic.Bool // the first output chunk arrived: stall, not TTFT
+	headersIn  atomic.Bool
+	lastOut    atomic.Int64 // ns since start of the last output chunk
 
 	// observer state, written by the tap during Read
 	output, finish, sawDone, usage, toolCalls, multi, reasoning, malformed bool
@@ -98,7 +98,7 @@ func (a *run) onTimer() {
 		return
 	}
 	el := time.Since(a.start)
-	if a.committed.Load() {
+	if a.outputSeen.Load() {
 		silent := el - time.Duration(a.lastOut.Load())
 		if silent >= a.cl.stallTO {
 			a.cancel(ErrStall)
@@ -160,14 +160,16 @@ func (a *run) open(stream bool) bool {
 	a.tap = tps.NewTap(resp.Body, a.start, a.onSample, tps.WithObserver(a.observe), tps.WithTokenizer(a.cl.e.opts.Tokenizer))
 	for {
 		if a.output && stream {
-			a.commitNow()
 			return true
 		}
 		err := a.fill()
 		if class, ferr := a.streamFailure(err); ferr != nil {
 			phase := tps.PhaseFirstToken
 			if a.output {
-				phase, class = tps.PhaseMidStream, ClassMidStream
+				phase = tps.PhaseMidStream
+				if class != ClassPolicy && class != ClassCanceled {
+					class = ClassMidStream
+				}
 			}
 			a.fail(phase, resp.StatusCode, class, ferr)
 			return false
@@ -177,7 +179,6 @@ func (a *run) open(stream bool) bool {
 				a.fail(tps.PhaseFirstToken, resp.StatusCode, ClassNext, ErrEmptyStream)
 				return false
 			}
-			a.commitNow()
 			if !stream {
 				a.succeed()
 			}
@@ -305,7 +306,10 @@ func (a *run) observe(now time.Time, c *tps.Chunk) {
 		return
 	}
 	if c.Output {
-		a.output = true
+		if !a.output {
+			a.output = true
+			a.startStall()
+		}
 		a.outChunks++
 		a.lastOut.Store(int64(now.Sub(a.start)))
 		if c.ToolCall {
@@ -380,15 +384,15 @@ func lastBoundary(b []byte, from int) int {
 	return -1
 }
 
-// commitNow marks the commit point: the TTFT deadline ends and the stall
-// deadline starts.
-func (a *run) commitNow() {
-	a.committed.Store(true)
+// startStall ends the TTFT deadline and starts the stall deadline, at the
+// first output chunk.
+func (a *run) startStall() {
+	a.outputSeen.Store(true)
 	a.tmu.Lock()
 	defer a.tmu.Unlock()
 	switch {
 	case a.timersOff:
-	case a.cl.stallTO <= 0 || a.eof:
+	case a.cl.stallTO <= 0:
 		if a.timer != nil {
 			a.timer.Stop()
 		}

@@ -54,6 +54,11 @@ func (s *stream) Read(p []byte) (int, error) {
 		a.fail(tps.PhaseMidStream, a.resp.StatusCode, ClassMidStream, wrap(ErrMidStream, ferr))
 		s.res.set(*a.d, a.sample)
 		orig := s.res.cl.err()
+		// A content-policy stop or an oversized context would only repeat.
+		if class == ClassPolicy || class == ClassContextLength {
+			s.err = orig
+			continue
+		}
 		if next := s.continuation(a); next != nil {
 			s.cur = next
 			s.res.set(*next.d, tps.Sample{})
