@@ -38,7 +38,8 @@ type Cassette struct {
 	scale float64 // 0 means 1
 }
 
-// CassetteRequest is the recorded request. Secrets are redacted.
+// CassetteRequest is the recorded request. Secrets are redacted. It is a
+// plain value: safe for concurrent reads, not for concurrent modification.
 type CassetteRequest struct {
 	Method  string          `json:"method"`
 	Path    string          `json:"path"`
@@ -47,7 +48,8 @@ type CassetteRequest struct {
 }
 
 // CassetteResponse is the recorded response. Status 0 with End "reset" and no
-// events is a connection reset before headers.
+// events is a connection reset before headers. It is a plain value: safe for
+// concurrent reads, not for concurrent modification.
 type CassetteResponse struct {
 	Status    int         `json:"status"`
 	Headers   http.Header `json:"headers,omitempty"`
@@ -61,7 +63,8 @@ type CassetteResponse struct {
 // Raw and RawBase64 is set. Data is written as "data: " lines (preceded by
 // "event: " when Event is set), Comment as ": " lines (a bare ":" when
 // empty), each followed by a blank line; Raw and RawBase64 are written byte
-// for byte, for framing quirks and non-SSE bodies.
+// for byte, for framing quirks and non-SSE bodies. It is a plain value: safe
+// for concurrent reads, not for concurrent modification.
 type Event struct {
 	AtMS      float64 `json:"at_ms"` // ms after the request started
 	Event     string  `json:"event,omitempty"`
@@ -73,7 +76,7 @@ type Event struct {
 
 // CassetteError is a problem with a cassette file: its name (the path, or the
 // name given to ParseCassette) and what is wrong, with the position when
-// known.
+// known. It is immutable once returned and safe for concurrent use.
 type CassetteError struct {
 	Name    string // file path or name
 	Where   string // e.g. "line 12, column 5" or "response.events[3]"; may be empty

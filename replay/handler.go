@@ -26,7 +26,8 @@ type Script interface {
 // resets the connection before sending headers.
 var ErrConnReset = errors.New("replay: connection reset by peer")
 
-// Option configures a Handler or Server.
+// Option configures a Handler or Server at construction. Options are pure
+// functions of their arguments, safe for concurrent use.
 type Option func(*Handler)
 
 // RedactHeaders adds request header names (case-insensitive) whose values the
@@ -41,7 +42,8 @@ func RedactHeaders(names ...string) Option {
 }
 
 // Attempt is one request as the handler saw it: a log entry for assertions
-// such as "the second attempt came at least 2 s after a 429".
+// such as "the second attempt came at least 2 s after a 429". Attempts
+// returns copies, safe to use concurrently with the handler.
 type Attempt struct {
 	N            int         // attempt number for this model, from 1
 	Time         time.Time   // arrival (time.Now, virtual inside synctest)
@@ -104,7 +106,9 @@ func (s *modelState) cache(c *chatRequest, block int) int {
 	return cached / block * block
 }
 
-// NewHandler returns a Handler serving scripts by model name. The map is
+// NewHandler returns a Handler serving scripts by model name. Requests for
+// other models get a 404 with an OpenAI-shaped model_not_found error and are
+// logged as attempts with outcome "404". The map is
 // copied; a nil Script value panics. The handler's clock (for Phase.After,
 // During and DownFor) starts now.
 func NewHandler(scripts map[string]Script, opts ...Option) *Handler {
@@ -153,7 +157,10 @@ func (h *Handler) shutdown() {
 	}
 }
 
-// ServeHTTP answers one request.
+// ServeHTTP answers one request. To abort a connection (resets, cuts,
+// shutdown) it hijacks it before headers or panics with http.ErrAbortHandler
+// after them, as net/http expects; under an httptest.ResponseRecorder such a
+// script panics, so use Transport or a Server for them.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	if h.closed {
@@ -188,10 +195,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	script, ok := h.scripts[body.Model]
-	if !ok {
-		writeJSON(w, http.StatusNotFound, errorBody("replay: the model `"+body.Model+"` does not exist", "invalid_request_error", "model_not_found"))
-		return
-	}
 	h.mu.Lock()
 	st := h.models[body.Model]
 	if st == nil {
@@ -207,7 +210,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Stream: body.Stream, IncludeUsage: body.includeUsage(), MaxTokens: mt,
 	}
 	h.attempts = append(h.attempts, a)
+	if !ok {
+		a.Status, a.Outcome, a.End = http.StatusNotFound, "404", time.Now()
+	}
 	h.mu.Unlock()
+	if !ok {
+		writeJSON(w, http.StatusNotFound, errorBody("replay: the model `"+body.Model+"` does not exist", "invalid_request_error", "model_not_found"))
+		return
+	}
 
 	req := &request{body: body, attempt: n, elapsed: start.Sub(h.created), start: start, state: st}
 	p := script.plan(req)
@@ -374,6 +384,9 @@ func (h *Handler) play(w http.ResponseWriter, r *http.Request, p *plan, a *Attem
 	}
 	w.WriteHeader(p.status)
 	status = p.status
+	h.mu.Lock()
+	a.Status = status
+	h.mu.Unlock()
 	if outcome == "" {
 		outcome = "ok"
 		if p.status != http.StatusOK {

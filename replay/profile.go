@@ -11,7 +11,8 @@ import (
 )
 
 // Style is the provider dialect a synthetic Profile streams in. The zero
-// Style is OpenAI. Each style follows a shape in shared/STREAM_QUIRKS.md.
+// Style is OpenAI. Each style follows a shape in shared/STREAM_QUIRKS.md. It
+// is a value, safe for concurrent use.
 type Style uint8
 
 const (
@@ -102,6 +103,7 @@ func (d Uniform) Draw(r *rand.Rand) float64 {
 // time.Now from NewHandler, so synctest virtual time works) and the request's
 // attempt number for its model is at least FromAttempt. When several phases
 // apply, the last one in the slice wins; zero fields keep the Profile's value.
+// It is a plain value, safe for concurrent reads.
 type Phase struct {
 	After       time.Duration
 	FromAttempt int
@@ -115,7 +117,8 @@ type Phase struct {
 // PromptCache configures a Profile's simulated prefix cache. The cache is kept
 // per model on each Handler: every message prefix of a request is remembered,
 // and the next request's longest remembered prefix is "cached". The zero value
-// disables it.
+// disables it. It is a plain value, safe for concurrent reads; the cache state
+// lives in the Handler, guarded there.
 type PromptCache struct {
 	// Enabled turns the cache on.
 	Enabled bool

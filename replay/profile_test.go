@@ -258,6 +258,11 @@ func TestHandlerErrors(t *testing.T) {
 			assert.True(t, strings.HasPrefix(e.Error.Message, "replay: "))
 		})
 	}
+	a := h.Attempts()
+	require.Len(t, a, 1, "only chat requests for a model are attempts")
+	assert.Equal(t, "x", a[0].Model)
+	assert.Equal(t, "404", a[0].Outcome)
+	assert.Equal(t, 404, a[0].Status)
 }
 
 func TestServerCloseEndsStreams(t *testing.T) {

@@ -14,7 +14,8 @@ import (
 	"time"
 )
 
-// RecorderOption configures a Recorder.
+// RecorderOption configures a Recorder at construction. Options are pure
+// functions of their arguments, safe for concurrent use.
 type RecorderOption func(*Recorder)
 
 // RedactRecordedHeaders adds header names (case-insensitive) whose values are
@@ -313,9 +314,10 @@ func (b *recBody) split(at time.Duration) {
 				}
 			}
 		} else if kind == eventRaw && len(b.rec.fields) > 0 {
+			// A quirky frame holding a redacted field loses its framing:
+			// the secret must go, byte-exactness comes second.
 			if ev := parseSSE([]byte(block)); ev.hasData {
-				if _, changed, ok := b.rec.redactJSON([]byte(ev.data)); ok && changed {
-					out, _, _ := b.rec.redactJSON([]byte(ev.data))
+				if out, changed, ok := b.rec.redactJSON([]byte(ev.data)); ok && changed {
 					kind, name, data = eventData, ev.name, string(out)
 				}
 			}
@@ -356,10 +358,24 @@ func (b *recBody) Close() error {
 	err := b.rc.Close()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	// Closed before the end of body: a stream that sent [DONE], or a JSON
+	// body that is complete, ended cleanly; anything else was cut short.
 	end := "reset"
-	if b.done || !b.sse {
+	if b.done || (!b.sse && b.completeJSON()) {
 		end = "eof"
 	}
 	b.finish(time.Since(b.start), end)
 	return err
+}
+
+// completeJSON reports whether the raw events recorded so far form one
+// complete JSON value.
+func (b *recBody) completeJSON() bool {
+	var all []byte
+	for _, e := range b.c.Response.Events {
+		if e.Raw != nil {
+			all = append(all, *e.Raw...)
+		}
+	}
+	return json.Valid(bytes.TrimSpace(all))
 }
