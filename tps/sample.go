@@ -175,3 +175,48 @@ type ServerTiming struct {
 	PredictedPerSecond float64
 	CacheN             int64
 }
+
+// String returns "none", "usage", "tokenizer" or "chunks".
+func (t TokenSource) String() string {
+	switch t {
+	case TokenSourceNone:
+		return "none"
+	case TokenSourceUsage:
+		return "usage"
+	case TokenSourceTokenizer:
+		return "tokenizer"
+	case TokenSourceChunks:
+		return "chunks"
+	}
+	return "TokenSource(" + strconv.Itoa(int(t)) + ")"
+}
+
+// String returns "unknown", "cold" or "warm".
+func (c CacheState) String() string {
+	switch c {
+	case CacheUnknown:
+		return "unknown"
+	case CacheCold:
+		return "cold"
+	case CacheWarm:
+		return "warm"
+	}
+	return "CacheState(" + strconv.Itoa(int(c)) + ")"
+}
+
+// String returns "none", "connect", "headers", "first-token" or "mid-stream".
+func (p Phase) String() string {
+	switch p {
+	case PhaseNone:
+		return "none"
+	case PhaseConnect:
+		return "connect"
+	case PhaseHeaders:
+		return "headers"
+	case PhaseFirstToken:
+		return "first-token"
+	case PhaseMidStream:
+		return "mid-stream"
+	}
+	return "Phase(" + strconv.Itoa(int(p)) + ")"
+}

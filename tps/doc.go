@@ -1,0 +1,50 @@
+// Package tps measures one streamed chat completion: time to first token,
+// generation-phase tokens per second, time per output token, token counts,
+// cache state and how the stream ended. It is the measurement every other
+// tpsroute package builds on, and it follows the conventions of vLLM, AIPerf
+// and Artificial Analysis (docs/METRICS.md has the exact definitions).
+//
+// # Two doors, one measurement
+//
+// Wrap times an openai-go stream (*ssestream.Stream[openai.ChatCompletionChunk])
+// and keeps its Next/Current/Err/Close shape. NewTap times a raw
+// Server-Sent Events body (an io.ReadCloser) for HTTP transports and
+// gateways; its bytes pass through unchanged. Both decode every chunk with
+// ParseChunk and feed a Timer, so they measure identically. Each ends with a
+// Sample.
+//
+// # Timer
+//
+// Timer is the core. It is fed exact times (Headers, Comment, Event, Fail,
+// Finish), so every metric can be tested, and replayed, on exact values.
+// Recording an output chunk takes a few tens of nanoseconds and does not
+// allocate.
+//
+// # What counts as output
+//
+// A chunk carries output when any choice has non-empty delta.content,
+// reasoning_content, reasoning or refusal, or a tool-call fragment. Role-only
+// chunks, empty or null content, annotation chunks without a delta, usage-only
+// chunks and SSE comments do not count, and do not start TTFT.
+//
+// # Tokens
+//
+// OutputTokens is the last usage.completion_tokens seen (never summed), else a
+// Tokenizer's count (WithTokenizer), else the number of output deltas.
+// SetIncludeUsage asks the server for usage. Sample.TokenSource says which
+// was used.
+//
+// # Errors and endings
+//
+// A payload with a top-level "error", an "event: error" frame, or a
+// non-standard "error:" field becomes a *StreamError with the phase the
+// stream had reached. A read error is an error, never a success. A clean end
+// without a finish_reason is flagged as Sample.Truncated. Nothing in this
+// package panics on any input.
+//
+// # Observers
+//
+// WithObserver and WithCommentObserver call a function synchronously for every
+// data event or comment, after the Timer saw it. The fallback package uses
+// them for its commit point, stall deadlines and in-stream error detection.
+package tps
