@@ -257,3 +257,33 @@ func TestWindowEncoding(t *testing.T) {
 		}
 	})
 }
+
+func FuzzWindowUnmarshal(f *testing.F) {
+	r := rand.New(rand.NewPCG(5, 6))
+	var w Window
+	fill(&w, r, t0, 300, 4*time.Minute)
+	w.Add(t0.Add(time.Minute), 0)
+	b, _ := w.MarshalBinary()
+	f.Add(b)
+	var empty Window
+	b, _ = empty.MarshalBinary()
+	f.Add(b)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var w Window
+		if err := w.UnmarshalBinary(data); err != nil {
+			require.ErrorIs(t, err, ErrEncoding)
+			return
+		}
+		// Whatever decodes must answer queries and round-trip.
+		for _, now := range []time.Time{t0, t0.Add(time.Hour)} {
+			n := w.Count(now)
+			if _, ok := w.Quantile(now, 0.99); ok != (n > 0) {
+				t.Fatalf("quantile ok=%v with count %d", ok, n)
+			}
+		}
+		again, err := w.MarshalBinary()
+		require.NoError(t, err)
+		var w2 Window
+		require.NoError(t, w2.UnmarshalBinary(again))
+	})
+}
