@@ -1,17 +1,21 @@
 module github.com/tpsroute/tpsroute
 
-go 1.25.0
+go 1.26.0
 
 require (
-	github.com/DataDog/sketches-go v1.4.8 // indirect
+	github.com/DataDog/sketches-go v1.4.8
+	github.com/openai/openai-go/v3 v3.99.0
+	github.com/sony/gobreaker/v2 v2.4.0
+	github.com/stretchr/testify v1.12.1
+	github.com/tidwall/gjson v1.20.0
+	github.com/tidwall/sjson v1.2.5
+	go.uber.org/goleak v1.3.0
+	golang.org/x/time v0.16.0
+)
+
+require (
 	github.com/coder/websocket v1.8.15 // indirect
-	github.com/openai/openai-go/v3 v3.99.0 // indirect
-	github.com/sony/gobreaker/v2 v2.4.0 // indirect
-	github.com/stretchr/testify v1.12.1 // indirect
-	github.com/tidwall/gjson v1.20.0 // indirect
 	github.com/tidwall/match v1.1.1 // indirect
 	github.com/tidwall/pretty v1.2.1 // indirect
-	github.com/tidwall/sjson v1.2.5 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
-	golang.org/x/time v0.16.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
 )
