@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(benchServerEnv) == "1" {
+		serveBench()
+		return
+	}
 	goleak.VerifyTestMain(m)
 }
 
