@@ -58,7 +58,7 @@ func demoConfig() (tpsroute.Config, http.RoundTripper, func()) {
 			{Provider: "vllm", Region: "eu-west", Model: "*", BaseURL: "http://vllm.demo/v1",
 				Headers: map[string]string{"X-Route-Region": "eu-west"}, Capabilities: all},
 			{Provider: "openai", Region: "eu", Model: "gpt-4.1-mini", BaseURL: "http://openai.demo/v1",
-				Price: route.Price{Input: 0.40, CachedInput: 0.10, Output: 1.60},
+				Price:        route.Price{Input: 0.40, CachedInput: 0.10, Output: 1.60},
 				Capabilities: route.Capabilities{IncludeUsage: true, CacheControl: true}},
 		},
 		SLO: route.SLO{MaxErrorRate: 0.3},

@@ -28,6 +28,7 @@ type engine struct {
 	exec   *fallback.Executor
 	picker *route.Picker
 	deps   []route.Deployment
+	known  map[string]bool // "provider:NAME" and "region:NAME" of every deployment
 	redact *strings.Replacer // replaces every upstream API key with [REDACTED]
 	logger *slog.Logger
 }
@@ -84,6 +85,11 @@ func newEngine(cfg tpsroute.Config, transport http.RoundTripper) (*engine, error
 	}
 	e.picker = p
 	e.deps = p.Deployments()
+	e.known = make(map[string]bool)
+	for _, d := range e.deps {
+		e.known["provider:"+d.Provider] = true
+		e.known["region:"+d.Region] = true
+	}
 	return e, nil
 }
 

@@ -216,6 +216,21 @@ func (g *gateway) chat(w http.ResponseWriter, r *http.Request) {
 // plan asks the Picker and applies the directives it does not know.
 func (g *gateway) plan(d *directives) (route.Plan, *apiError) {
 	req := d.req
+	for _, c := range []struct {
+		param, kind string
+		names       []string
+	}{
+		{"X-Route-Region", "region", req.Regions},
+		{"provider.order", "provider", req.Providers},
+		{"provider.only", "provider", req.Only},
+		{"X-Route-Provider", "provider", []string{d.pinProvider}},
+	} {
+		for _, n := range c.names {
+			if n != "" && !g.eng.known[c.kind+":"+n] {
+				return route.Plan{}, badRequest(c.param, "no deployment has the %s %q", c.kind, n)
+			}
+		}
+	}
 	pinOnly := d.pinned && req.NoFallbacks
 	if pinOnly {
 		req.NoFallbacks = false // the pin decides the first; trimmed in shape
