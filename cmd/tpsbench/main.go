@@ -1,0 +1,414 @@
+// Command tpsbench measures OpenAI-compatible providers under your own
+// traffic: TTFT, generation tokens/s, TPOT and end-to-end latency at
+// p50/p90/p95/p99, cold and warm prompt caches, closed- and open-loop load,
+// goodput under an SLO, with terminal, JSON, CSV and HTML reports.
+//
+// Usage:
+//
+//	tpsbench run     [flags]   one configuration (compare mode unless -routed)
+//	tpsbench compare [flags]   every deployment pinned in turn, same load
+//	tpsbench sweep   [flags]   several -concurrency levels or -rate values
+//	tpsbench report  FILE      re-render a report.json (table, CSV, HTML)
+//
+// Exit codes: 0 success; 1 the run failed (no request succeeded, a file
+// could not be written); 2 bad usage or config; 3 an -slo was given and a
+// configuration missed it; 130 interrupted (partial results written).
+//
+// See docs/BENCH.md for every flag and the report schema.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tpsroute/tpsroute"
+	"github.com/tpsroute/tpsroute/bench"
+)
+
+// Exit codes.
+const (
+	exitOK          = 0
+	exitFailed      = 1
+	exitUsage       = 2
+	exitSLOMissed   = 3
+	exitInterrupted = 130
+)
+
+const usageText = `tpsbench measures LLM providers under your own traffic.
+
+Usage:
+  tpsbench run     [flags]   one configuration (compare mode unless -routed)
+  tpsbench compare [flags]   every deployment pinned in turn, identical load
+  tpsbench sweep   [flags]   several -concurrency levels or -rate values
+  tpsbench report  FILE      re-render a report.json as table, CSV and HTML
+
+Examples:
+  # Offline demo: two providers in two regions, cold vs warm prompt cache.
+  tpsbench compare --demo -cache both -concurrency 4 -o out/
+
+  # Your providers (keys come from the env vars the config names).
+  export GROQ_API_KEY=... TOGETHER_API_KEY=...
+  tpsbench compare -config tpsroute.json -model llama-3.3-70b -prompts prompts.jsonl \
+      -n 50 -warmup 5 -slo ttft=300ms,tps=30 -o out/
+
+  # Open-loop Poisson sweep through the router.
+  tpsbench sweep -config tpsroute.json -routed -rate 1,2,4,8 -poisson -n 100 -o sweep/
+
+  # Re-render a saved report.
+  tpsbench report out/report.json -o out/
+
+Exit codes: 0 ok; 1 run failed or no request succeeded; 2 bad usage or config;
+3 -slo given and a configuration missed it; 130 interrupted (partial results written).
+
+Flags:
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// options are the parsed flags.
+type options struct {
+	config, prompts, model, outDir, cache, sloText, targets string
+	concurrency, rate, inputTokens                          string
+	n, warmup, systemTokens, maxTokens, demoTokens          int
+	poisson, routed, force, demo, quiet                     bool
+	seed                                                    uint64
+	timeout                                                 time.Duration
+}
+
+func newFlags(stderr io.Writer) (*flag.FlagSet, *options) {
+	o := &options{}
+	fs := flag.NewFlagSet("tpsbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usageText)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.config, "config", "", "router config `file` (docs/CONFIG.md schema)")
+	fs.StringVar(&o.prompts, "prompts", "", "JSONL `file` of prompts ({\"messages\":[...]} or {\"prompt\":\"...\"}, optional max_tokens)")
+	fs.StringVar(&o.model, "model", "", "logical model to request (default: the first deployment's)")
+	fs.StringVar(&o.targets, "targets", "", "comma-separated provider or provider/region to compare (default: all)")
+	fs.StringVar(&o.concurrency, "concurrency", "1", "closed-loop concurrency `levels`, comma-separated")
+	fs.StringVar(&o.rate, "rate", "", "open-loop `rates` in requests/s, comma-separated (selects open loop)")
+	fs.BoolVar(&o.poisson, "poisson", false, "Poisson arrivals for -rate (default: evenly spaced)")
+	fs.IntVar(&o.n, "n", bench.DefaultRequests, "measured requests per configuration and target (at least 20 without -force)")
+	fs.IntVar(&o.warmup, "warmup", 2, "warmup requests per configuration and target, excluded")
+	fs.BoolVar(&o.force, "force", false, "allow -n below 20")
+	fs.StringVar(&o.cache, "cache", "cold", "prompt cache: cold, warm or both")
+	fs.StringVar(&o.sloText, "slo", "", "goodput SLO, e.g. ttft=300ms,tps=30[,e2e=5s][,p=95]")
+	fs.StringVar(&o.outDir, "o", "", "output `dir` for report.json, results.csv and report.html")
+	fs.StringVar(&o.inputTokens, "input-tokens", "", "synthetic prompt `lengths` in tokens, comma-separated (default 256)")
+	fs.IntVar(&o.systemTokens, "system-tokens", 0, "synthetic system prompt length in tokens")
+	fs.IntVar(&o.maxTokens, "max-tokens", 0, "output cap in tokens (0: provider default)")
+	fs.BoolVar(&o.routed, "routed", false, "send through the router instead of pinning each deployment")
+	fs.BoolVar(&o.demo, "demo", false, "use embedded simulated providers: no network, no keys")
+	fs.IntVar(&o.demoTokens, "demo-tokens", 120, "answer length of the demo providers")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed for synthetic prompts and Poisson arrivals")
+	fs.DurationVar(&o.timeout, "timeout", bench.DefaultTimeout, "per-request timeout")
+	fs.BoolVar(&o.quiet, "q", false, "no progress line")
+	return fs, o
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fs, _ := newFlags(stderr)
+		fs.Usage()
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	cmd, rest := args[0], args[1:]
+	fs, o := newFlags(stderr)
+	if cmd == "report" {
+		// "report FILE [flags]" or "report [flags] FILE".
+		var file string
+		if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+			file, rest = rest[0], rest[1:]
+		}
+		if err := fs.Parse(rest); err != nil {
+			return flagExit(err)
+		}
+		if file == "" && fs.NArg() == 1 {
+			file = fs.Arg(0)
+		}
+		if file == "" {
+			fmt.Fprintln(stderr, "tpsbench: report needs a FILE")
+			return exitUsage
+		}
+		return report(file, o, stdout, stderr)
+	}
+	switch cmd {
+	case "run", "compare", "sweep":
+	default:
+		fmt.Fprintf(stderr, "tpsbench: unknown command %q (want run, compare, sweep or report; -h for help)\n", cmd)
+		return exitUsage
+	}
+	if err := fs.Parse(rest); err != nil {
+		return flagExit(err)
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "tpsbench: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	cfg, err := buildConfig(cmd, o)
+	if err != nil {
+		fmt.Fprintln(stderr, "tpsbench:", err)
+		return exitUsage
+	}
+	if !o.quiet {
+		cfg.Progress = progressPrinter(stderr)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := bench.Run(ctx, cfg)
+	if rep == nil {
+		fmt.Fprintln(stderr, "tpsbench:", err)
+		if errors.Is(err, bench.ErrTooFewRequests) {
+			return exitUsage
+		}
+		return exitFailed
+	}
+	code := finish(rep, o, stdout, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "tpsbench: interrupted; partial results written")
+		return exitInterrupted
+	}
+	return code
+}
+
+func flagExit(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	return exitUsage
+}
+
+// buildConfig turns the flags into a bench.Config.
+func buildConfig(cmd string, o *options) (bench.Config, error) {
+	var cfg bench.Config
+	switch {
+	case o.demo && o.config != "":
+		return cfg, errors.New("-demo and -config are exclusive")
+	case o.demo:
+		cfg.Router = bench.Demo(o.demoTokens, o.seed)
+	case o.config == "":
+		return cfg, errors.New("-config FILE or --demo is required")
+	default:
+		f, err := os.Open(o.config)
+		if err != nil {
+			return cfg, err
+		}
+		defer f.Close()
+		rc, err := tpsroute.ParseConfig(f) // reads each api_key_env from the environment
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Router = rc
+	}
+	if o.routed {
+		cfg.Mode = bench.Routed
+	}
+	if cmd == "compare" && o.routed {
+		return cfg, errors.New("compare pins each deployment; -routed belongs to run or sweep")
+	}
+	if o.targets != "" {
+		cfg.Targets = splitList(o.targets)
+	}
+	cfg.Workload.Model = o.model
+	if o.prompts != "" {
+		f, err := os.Open(o.prompts)
+		if err != nil {
+			return cfg, err
+		}
+		ps, err := bench.LoadPrompts(f)
+		f.Close()
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Workload.Prompts = ps
+	}
+	var err error
+	if cfg.Workload.InputTokens, err = parseInts(o.inputTokens, "-input-tokens"); err != nil {
+		return cfg, err
+	}
+	cfg.Workload.SystemTokens, cfg.Workload.MaxTokens, cfg.Workload.Seed = o.systemTokens, o.maxTokens, o.seed
+	if o.rate != "" {
+		for _, s := range splitList(o.rate) {
+			v, err := strconv.ParseFloat(s, 64)
+			if err != nil || !(v > 0) {
+				return cfg, fmt.Errorf("-rate %q: want positive numbers", o.rate)
+			}
+			cfg.Rates = append(cfg.Rates, v)
+		}
+	} else if cfg.Concurrency, err = parseInts(o.concurrency, "-concurrency"); err != nil {
+		return cfg, err
+	}
+	levels := max(len(cfg.Rates), len(cfg.Concurrency))
+	if cmd == "sweep" && levels < 2 {
+		return cfg, errors.New("sweep needs at least two -concurrency levels or -rate values")
+	}
+	if cmd != "sweep" && levels > 1 {
+		return cfg, errors.New("several levels: use the sweep command")
+	}
+	cfg.Poisson = o.poisson
+	cfg.Requests, cfg.Warmup, cfg.Force, cfg.Seed, cfg.Timeout = o.n, o.warmup, o.force, o.seed, o.timeout
+	if cfg.Cache, err = bench.ParseCacheModes(o.cache); err != nil {
+		return cfg, err
+	}
+	if cfg.SLO, err = bench.ParseSLO(o.sloText); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for p := range strings.SplitSeq(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func parseInts(s, name string) ([]int, error) {
+	var out []int
+	for _, p := range splitList(s) {
+		v, err := strconv.Atoi(p)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("%s %q: want positive integers", name, s)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// isTerminal reports whether w is a character device (a TTY).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// progressPrinter writes the live progress line: rewritten in place on a
+// TTY, one plain line per update otherwise (no ANSI codes).
+func progressPrinter(w io.Writer) func(bench.Progress) {
+	tty := isTerminal(w)
+	last := time.Time{}
+	return func(p bench.Progress) {
+		line := fmt.Sprintf("[%d/%d] %s  TTFT p50 %s  TPS p50 %.1f  errors %d  elapsed %s  ETA %s",
+			p.Done, p.Total, p.Label, fmtMS(p.TTFTP50), p.TPSP50, p.Errors,
+			p.Elapsed.Round(time.Second), p.ETA.Round(time.Second))
+		switch {
+		case tty && p.Finished:
+			fmt.Fprintf(w, "\r\033[K%s\n", line)
+		case tty:
+			fmt.Fprintf(w, "\r\033[K%s", line)
+		case p.Finished || time.Since(last) >= 5*time.Second:
+			// Not a TTY: a plain line at most every 5 s, so logs stay short.
+			fmt.Fprintln(w, line)
+			last = time.Now()
+		}
+	}
+}
+
+func fmtMS(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	if v < 1000 {
+		return strconv.FormatFloat(v, 'f', 0, 64) + "ms"
+	}
+	return strconv.FormatFloat(v/1000, 'f', 2, 64) + "s"
+}
+
+// finish prints the table, writes the files and returns the exit code.
+func finish(rep *bench.Report, o *options, stdout, stderr io.Writer) int {
+	if err := rep.WriteTable(stdout); err != nil {
+		fmt.Fprintln(stderr, "tpsbench:", err)
+		return exitFailed
+	}
+	if o.outDir != "" {
+		if err := writeFiles(rep, o.outDir); err != nil {
+			fmt.Fprintln(stderr, "tpsbench:", err)
+			return exitFailed
+		}
+		fmt.Fprintf(stderr, "wrote %s, %s and %s\n",
+			filepath.Join(o.outDir, "report.json"), filepath.Join(o.outDir, "results.csv"), filepath.Join(o.outDir, "report.html"))
+	}
+	ok := 0
+	for _, s := range rep.Summaries {
+		ok += s.OK
+	}
+	if ok == 0 {
+		fmt.Fprintln(stderr, "tpsbench: no request succeeded")
+		return exitFailed
+	}
+	if !rep.SLO.IsZero() && !rep.SLOMet() {
+		return exitSLOMissed
+	}
+	return exitOK
+}
+
+func writeFiles(rep *bench.Report, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for name, write := range map[string]func(io.Writer) error{
+		"report.json": rep.WriteJSON,
+		"results.csv": rep.WriteCSV,
+		"report.html": rep.WriteHTML,
+	} {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		err = write(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("writing %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// report re-renders a saved report.
+func report(file string, o *options, stdout, stderr io.Writer) int {
+	f, err := os.Open(file)
+	if err != nil {
+		fmt.Fprintln(stderr, "tpsbench:", err)
+		return exitUsage
+	}
+	defer f.Close()
+	rep, err := bench.ReadReport(f)
+	if err != nil {
+		fmt.Fprintln(stderr, "tpsbench:", err)
+		return exitUsage
+	}
+	if o.sloText != "" {
+		if rep.SLO, err = bench.ParseSLO(o.sloText); err != nil {
+			fmt.Fprintln(stderr, "tpsbench:", err)
+			return exitUsage
+		}
+		rep.Summarize()
+	}
+	return finish(rep, o, stdout, stderr)
+}
