@@ -10,7 +10,6 @@ import (
 	"math"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -254,7 +253,9 @@ func (c *Cassette) plan(*request) *plan {
 			ev.kind, ev.data = eventComment, *e.Comment
 		case e.Raw != nil:
 			ev.kind, ev.data = eventRaw, *e.Raw
-			ev.output = strings.Contains(ev.data, "data:") && outputChunk(strings.Join(sseData(ev.data), ""))
+			for _, d := range sseData(ev.data) {
+				ev.output = ev.output || outputChunk(d)
+			}
 		default:
 			b, _ := base64.StdEncoding.DecodeString(*e.RawBase64)
 			ev.kind, ev.data = eventRaw, string(b)

@@ -227,3 +227,30 @@ func TestCassetteStatusPlayback(t *testing.T) {
 		assert.Contains(t, r.body, "slow down")
 	}
 }
+
+func TestCassetteOutputDetection(t *testing.T) {
+	// SlowFirstToken needs to know which events carry output, raw ones too.
+	tests := []struct {
+		name  string
+		first int // index of the first output event
+	}{
+		{"tgi-framing", 0},
+		{"openai-usage", 1},
+		{"deepseek-reasoner", 4},
+		{"azure-content-filter", 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Bundled(tt.name)
+			require.NoError(t, err)
+			p := c.plan(nil)
+			for i, e := range p.events {
+				if e.output {
+					assert.Equal(t, tt.first, i)
+					return
+				}
+			}
+			t.Fatal("no output event")
+		})
+	}
+}
