@@ -321,16 +321,21 @@ func (w *Window) MarshalBinary() ([]byte, error) {
 		enc.EncodeUvarint64(&b, s.n)
 		enc.EncodeFloat64LE(&b, s.sum)
 		sk = sk[:0]
-		if s.zero > 0 {
-			enc.EncodeFlag(&sk, enc.FlagZeroCountVarFloat)
-			enc.EncodeVarfloat64(&sk, float64(s.zero))
-		}
-		w.m.encode(&sk)
-		s.pos.Encode(&sk, enc.FlagTypePositiveStore)
+		w.encodeSketch(s, &sk)
 		enc.EncodeUvarint64(&b, uint64(len(sk)))
 		b = append(b, sk...)
 	}
 	return b, nil
+}
+
+// encodeSketch appends s's sketch in the sketches-go DDSketch binary format.
+func (w *Window) encodeSketch(s *subWindow, b *[]byte) {
+	if s.zero > 0 {
+		enc.EncodeFlag(b, enc.FlagZeroCountVarFloat)
+		enc.EncodeVarfloat64(b, float64(s.zero))
+	}
+	w.m.encode(b)
+	s.pos.Encode(b, enc.FlagTypePositiveStore)
 }
 
 // UnmarshalBinary replaces w with a window decoded from data produced by
