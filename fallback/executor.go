@@ -109,9 +109,10 @@ type call struct {
 	noFallback                 bool
 	hedge                      bool
 
-	mu       sync.Mutex // attempts: appended by Read during a continuation
-	attempts []Attempt
-	cause    error // why nothing was tried, when nothing was
+	mu          sync.Mutex // attempts: appended by Read during a continuation
+	attempts    []Attempt
+	attemptsBuf [2]Attempt
+	cause       error // why nothing was tried, when nothing was
 
 	slots       []slot
 	slotBuf     [4]slot
@@ -157,6 +158,7 @@ func (e *Executor) Do(ctx context.Context, plan route.Plan, c Call) (*Result, er
 		noFallback: c.NoFallback,
 		hedge:      !c.NoHedge && e.opts.Hedge.enabled(),
 	}
+	cl.attempts = cl.attemptsBuf[:0]
 	if n <= len(cl.slotBuf) {
 		cl.slots = cl.slotBuf[:n]
 	} else {

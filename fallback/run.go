@@ -157,7 +157,11 @@ func (a *run) open(stream bool) bool {
 		a.httpError(req, resp)
 		return false
 	}
-	a.tap = tps.NewTap(resp.Body, a.start, a.onSample, tps.WithObserver(a.observe), tps.WithTokenizer(a.cl.e.opts.Tokenizer))
+	if tk := a.cl.e.opts.Tokenizer; tk != nil {
+		a.tap = tps.NewTap(resp.Body, a.start, a.onSample, tps.WithObserver(a.observe), tps.WithTokenizer(tk))
+	} else {
+		a.tap = tps.NewTap(resp.Body, a.start, a.onSample, tps.WithObserver(a.observe))
+	}
 	for {
 		if a.output && stream {
 			return true
