@@ -28,7 +28,7 @@ type engine struct {
 	exec   *fallback.Executor
 	picker *route.Picker
 	deps   []route.Deployment
-	known  map[string]bool // "provider:NAME" and "region:NAME" of every deployment
+	known  map[string]bool   // "provider:NAME" and "region:NAME" of every deployment
 	redact *strings.Replacer // replaces every upstream API key with [REDACTED]
 	logger *slog.Logger
 }
