@@ -25,14 +25,21 @@ import (
 // env is one scenario's world: a replay handler serving wire models "a-m",
 // "b-m", "c-m" and an Executor over its in-memory transport.
 type env struct {
-	h  *replay.Handler
-	ex *fallback.Executor
+	h     *replay.Handler
+	ex    *fallback.Executor
+	start time.Time
+}
+
+// within asserts that the scenario took less than d of (virtual) time.
+func (e env) within(t *testing.T, d time.Duration) {
+	t.Helper()
+	assert.Less(t, time.Since(e.start), d, "bounded time")
 }
 
 func newEnv(scripts map[string]replay.Script, opts fallback.Options) env {
 	h := replay.NewHandler(scripts)
 	opts.Transport = h.Transport()
-	return env{h: h, ex: fallback.New(opts)}
+	return env{h: h, ex: fallback.New(opts), start: time.Now()}
 }
 
 func (e env) do(t *testing.T, p route.Plan, c fallback.Call) (*fallback.Result, error) {
@@ -117,6 +124,7 @@ func TestScenarios(t *testing.T) {
 				assert.Equal(t, "b", res.Deployment().Provider)
 				assert.Equal(t, replay.Text(16), drain(t, res.Body).text)
 				assert.Len(t, attemptsFor(e.h, "a-m"), 1)
+				e.within(t, time.Second)
 			})
 		})
 	})
@@ -147,6 +155,7 @@ func TestScenarios(t *testing.T) {
 				require.NoError(t, err)
 				assert.Equal(t, "b", res.Deployment().Provider)
 				assert.Equal(t, replay.Text(16), drain(t, res.Body).text)
+				e.within(t, time.Second)
 				assert.Len(t, attemptsFor(e.h, "a-m"), 1)
 			})
 		})
@@ -172,6 +181,7 @@ func TestScenarios(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, replay.Text(16), drain(t, res.Body).text)
 			assert.Len(t, attemptsFor(e.h, "a-m"), 2)
+			e.within(t, time.Second)
 		})
 	})
 
@@ -245,6 +255,7 @@ func TestScenarios(t *testing.T) {
 				assert.True(t, strings.HasPrefix(replay.Text(60), d.text))
 				assert.Less(t, len(d.text), len(replay.Text(60)))
 				assert.Empty(t, attemptsFor(e.h, "b-m"), "no continuation by default")
+				e.within(t, time.Second)
 			})
 		})
 		t.Run("non_streaming_restarts_on_next", func(t *testing.T) {
@@ -257,6 +268,7 @@ func TestScenarios(t *testing.T) {
 				require.NoError(t, d.err)
 				assert.Equal(t, replay.Text(60), d.text)
 				assert.True(t, d.done)
+				e.within(t, 2*time.Second)
 			})
 		})
 		t.Run("continue_stitches_full_text", func(t *testing.T) {
@@ -273,6 +285,7 @@ func TestScenarios(t *testing.T) {
 				bat := attemptsFor(e.h, "b-m")
 				require.Len(t, bat, 1)
 				assert.Equal(t, "assistant", bat[0].LastRole)
+				e.within(t, 2*time.Second)
 			})
 		})
 	})
@@ -319,6 +332,7 @@ func TestScenarios(t *testing.T) {
 			d = drain(t, res.Body)
 			require.NoError(t, d.err)
 			assert.Equal(t, replay.Text(30), d.text)
+			e.within(t, 3*time.Second)
 		})
 	})
 
@@ -356,6 +370,7 @@ func TestScenarios(t *testing.T) {
 				assert.Equal(t, replay.Text(16), drain(t, res.Body).text)
 				assert.Len(t, attemptsFor(e.h, "a-m"), 1)
 				assert.Empty(t, attemptsFor(e.h, "b-m"), "no larger window, not tried")
+				e.within(t, time.Second)
 			})
 		})
 		t.Run("clean_error", func(t *testing.T) {
@@ -375,6 +390,7 @@ func TestScenarios(t *testing.T) {
 				assert.Len(t, attemptsFor(e.h, "a-m"), 1)
 				assert.Empty(t, attemptsFor(e.h, "b-m"))
 				assert.Equal(t, route.BreakerClosed, e.ex.Status(small.Key(), time.Now()).Breaker)
+				e.within(t, time.Second)
 			})
 		})
 	})
@@ -390,6 +406,7 @@ func TestScenarios(t *testing.T) {
 			assert.Equal(t, "content_policy_violation", api.Code)
 			assert.Len(t, attemptsFor(e.h, "a-m"), 1)
 			assert.Empty(t, attemptsFor(e.h, "b-m"))
+			e.within(t, time.Second)
 		})
 	})
 
@@ -414,6 +431,7 @@ func TestScenarios(t *testing.T) {
 			assert.Equal(t, a.Key(), last.Key)
 			assert.Len(t, attemptsFor(e.h, "b-m"), 1)
 			assert.Equal(t, "a", res.Deployment().Provider)
+			e.within(t, time.Second)
 		})
 	})
 
@@ -443,6 +461,7 @@ func TestScenarios(t *testing.T) {
 				time.Sleep(time.Until(at))
 				res, err := e.do(t, planOf(a, b), fallback.Call{Stream: true})
 				require.NoError(t, err, "call %d", i)
+				assert.Less(t, time.Since(at), time.Second, "call %d answered promptly", i)
 				d := drain(t, res.Body)
 				require.NoError(t, d.err)
 				require.Equal(t, replay.Text(16), d.text)
@@ -505,10 +524,13 @@ func TestScenarios(t *testing.T) {
 			require.Len(t, atts, 2)
 			assert.Equal(t, fallback.ClassMidStream, atts[0].Class)
 			assert.EqualValues(t, 24, atts[1].Tokens)
+			e.within(t, 2*time.Second)
 		})
 	})
 
 	t.Run("17_credential_isolation", func(t *testing.T) {
+		start := time.Now()
+		defer func() { assert.Less(t, time.Since(start), 10*time.Second, "bounded (wall) time on loopback") }()
 		sa := replay.NewServer(map[string]replay.Script{"a-m": replay.WithFaults(prof(8), replay.Status(503, "", nil))})
 		defer sa.Close()
 		sb := replay.NewServer(map[string]replay.Script{"b-m": prof(8)})
