@@ -246,7 +246,8 @@ func MalformedAt(k int) Fault {
 // sends {"error":{"message","type"}} and ends without [DONE]; VLLM sends
 // {"error":{...,"code":400}} followed by [DONE]; ProcessingComments
 // (OpenRouter) sends a top-level error plus choices with finish_reason
-// "error" and no [DONE]. Other styles use the OpenAI shape.
+// "error" and no [DONE]; UsageTwice (Groq) sends an "event: error" frame with
+// an error body and no [DONE]. Other styles use the OpenAI shape.
 func ErrorEventAt(k int, style Style) Fault {
 	return Fault{name: "error-event-at(" + strconv.Itoa(k) + "," + style.String() + ")", apply: func(p *plan, _ *request) {
 		if p.body != nil {
@@ -273,6 +274,8 @@ func ErrorEventAt(k int, style Style) Fault {
 			p.events = append(p.events,
 				event{at: at, kind: eventData, data: `{"error":{"object":"error","message":"replay: internal server error during generation","type":"BadRequestError","param":null,"code":400}}`},
 				event{at: at, kind: eventData, data: "[DONE]"})
+		case UsageTwice:
+			p.events = append(p.events, event{at: at, kind: eventData, name: "error", data: `{"error":{"message":"replay: service unavailable","type":"internal_server_error"}}`})
 		case ProcessingComments:
 			p.events = append(p.events, event{at: at, kind: eventData, data: `{"id":"gen-replay","object":"chat.completion.chunk","created":0,"model":"replay","error":{"code":502,"message":"replay: upstream provider error"},"choices":[{"index":0,"delta":{"content":""},"finish_reason":"error","native_finish_reason":"error"}]}`})
 		default:

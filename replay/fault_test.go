@@ -129,6 +129,11 @@ func TestFaultsRaw(t *testing.T) {
 			require.Len(t, d, 2)
 			assert.Contains(t, d[1], `"finish_reason":"error"`)
 		}},
+		{"error event groq", ErrorEventAt(2, UsageTwice), func(t *testing.T, r rawResult, a Attempt) {
+			last := r.events[len(r.events)-1]
+			assert.Equal(t, "error", last.ev.name)
+			assert.True(t, strings.HasPrefix(last.block, "event: error\ndata: {\"error\""), last.block)
+		}},
 		{"no done", NoDone(), func(t *testing.T, r rawResult, a Attempt) {
 			require.NoError(t, r.err)
 			d := r.data()
@@ -297,6 +302,8 @@ func TestFaultsOpenAIClient(t *testing.T) {
 		{"cut", CutAfter(2), 0, true, Text(1)},
 		{"error event", ErrorEventAt(3, OpenAI), 0, true, Text(1)},
 		{"error event vllm", ErrorEventAt(3, VLLM), 0, true, Text(1)},
+		{"error event groq", ErrorEventAt(3, UsageTwice), 0, true, Text(1)},
+		{"error event openrouter", ErrorEventAt(3, ProcessingComments), 0, true, Text(1)},
 		{"malformed", MalformedAt(2), 0, true, ""},
 		{"no done", NoDone(), 0, false, Text(4)},
 		{"slow first token", SlowFirstToken(10 * time.Millisecond), 0, false, Text(4)},
