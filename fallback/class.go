@@ -13,7 +13,7 @@ import (
 
 // Class is what the executor made of one failed attempt: whether it retried the
 // same deployment, moved on, or stopped. The package documentation has the full
-// table of faults and classes.
+// table of faults and classes. It is a plain value, safe for concurrent use.
 type Class uint8
 
 const (

@@ -29,10 +29,11 @@ const (
 	DefaultStallTimeout = 20 * time.Second
 	// DefaultAttemptsPerDeployment is how often one deployment is tried in one call.
 	DefaultAttemptsPerDeployment = 2
-	// DefaultBackoffBase and DefaultBackoffMax bound the full-jitter backoff
-	// between attempts on one deployment: a uniform draw in [0, min(max, base·2^n)).
+	// DefaultBackoffBase is the base of the full-jitter backoff between
+	// attempts on one deployment: a uniform draw in [0, min(max, base·2^n)).
 	DefaultBackoffBase = 250 * time.Millisecond
-	DefaultBackoffMax  = 5 * time.Second
+	// DefaultBackoffMax caps the full-jitter backoff.
+	DefaultBackoffMax = 5 * time.Second
 	// DefaultMaxWait is the longest the executor waits for a cooling or
 	// rate-limited deployment when nothing else is available.
 	DefaultMaxWait = 10 * time.Second
@@ -44,6 +45,7 @@ const (
 )
 
 // MidStreamPolicy says what happens when a stream fails after the commit point.
+// It is a plain value, safe for concurrent use.
 type MidStreamPolicy uint8
 
 const (
@@ -65,7 +67,7 @@ const (
 )
 
 // BreakerSettings configures the circuit breaker kept per measure.Key. A zero
-// field means its default.
+// field means its default. It is a value read once by New; safe to share.
 type BreakerSettings struct {
 	// ConsecutiveFailures trips the breaker after this many failures in a row.
 	// Default 5.
@@ -117,7 +119,8 @@ func (b BreakerSettings) withDefaults() BreakerSettings {
 
 // HedgeOptions configures hedging: when no output arrives within a delay, the
 // next deployment is started in parallel; the first to produce output wins and
-// the other is cancelled. The zero value disables hedging.
+// the other is cancelled. The zero value disables hedging. It is a value read
+// once by New; DelayFunc must be safe for concurrent use.
 type HedgeOptions struct {
 	// Delay is a fixed hedge delay. Zero means use DelayFunc; if both are
 	// unset, hedging is off.
@@ -136,16 +139,20 @@ func (h HedgeOptions) enabled() bool { return h.Delay > 0 || h.DelayFunc != nil 
 
 // BuildFunc builds the HTTP request for one attempt from one deployment and the
 // request body (already carrying "stream": true). It must use nothing but d
-// for the URL, credentials and headers.
+// for the URL, credentials and headers. It is called from concurrent calls and
+// must be safe for concurrent use.
 type BuildFunc func(ctx context.Context, d route.Deployment, body []byte) (*http.Request, error)
 
 // PrefillFunc turns a request body into a continuation request: the same
-// request with text as a final assistant message to be continued.
+// request with text as a final assistant message to be continued. It must be
+// safe for concurrent use and must not modify body.
 type PrefillFunc func(body []byte, text string) ([]byte, error)
 
 // Options configures an Executor. The zero Options consists entirely of
 // default values: http.DefaultTransport, the Default* deadlines, breakers and
-// backoff, no hedging, MidStreamError, silent.
+// backoff, no hedging, MidStreamError, silent. Options is a value that New
+// copies; the hooks it holds are called from concurrent calls and must be
+// safe for concurrent use.
 type Options struct {
 	// Transport sends every attempt. Nil means http.DefaultTransport.
 	Transport http.RoundTripper
@@ -210,7 +217,8 @@ type Options struct {
 }
 
 // Call is one chat-completion call. Zero override fields inherit the
-// Executor's Options.
+// Executor's Options. A Call is a value; Do neither keeps nor modifies it, so
+// one Call may be passed to concurrent Do calls.
 type Call struct {
 	// Body is the caller's JSON chat-completion request (logical model). It
 	// is always sent with "stream": true; the executor does not modify it.

@@ -153,6 +153,9 @@ func (a *run) open(stream bool) bool {
 		a.fail(phase, 0, class, cause)
 		return false
 	}
+	if resp.Body == nil {
+		resp.Body = http.NoBody
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		a.httpError(req, resp)
 		return false
