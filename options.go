@@ -1,9 +1,13 @@
 package tpsroute
 
 import (
+	"errors"
+
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/route"
+	"github.com/tpsroute/tpsroute/tps"
 )
 
 // CallOption changes how one call is routed. Options apply in order; a later
@@ -21,6 +25,7 @@ type callConfig struct {
 	maxPrice    float64
 	hedge       bool
 	reqOpts     []option.RequestOption
+	report      *Report
 }
 
 func buildCallConfig(opts []CallOption) callConfig {
@@ -132,4 +137,47 @@ func WithRequestOptions(opts ...option.RequestOption) CallOption {
 // pinned one with WithPin): no failover to another deployment.
 func WithoutFallback() CallOption {
 	return func(c *callConfig) { c.req.NoFallbacks = true }
+}
+
+// Report is the outcome of one call, filled by WithReport when the call ends.
+// A Report is written once, by the call's goroutine; read it after the call
+// returned (New), after the Stream ended or was closed (NewStreaming), or
+// after the response body reached EOF or was closed (Transport).
+type Report struct {
+	// Deployment answered the call (after a mid-stream continuation, the one
+	// that continued), with its APIKey cleared. Zero if none answered.
+	Deployment route.Deployment
+	// Sample is the answering attempt's timing and usage.
+	Sample tps.Sample
+	// Attempts lists every attempt of the call, in order, skipped deployments
+	// included.
+	Attempts []fallback.Attempt
+	// Err is the call's error, nil on success or an early Close.
+	Err error
+}
+
+// WithReport fills r when the call ends: the deployment that answered, its
+// tps.Sample and every attempt. It is how a caller of New, which returns only
+// the completion, or of the Transport learns what happened. A nil r is ignored.
+func WithReport(r *Report) CallOption {
+	return func(c *callConfig) { c.report = r }
+}
+
+// fillReport writes the outcome of a call into r, if r is not nil.
+func fillReport(r *Report, res *fallback.Result, err error) {
+	if r == nil {
+		return
+	}
+	*r = Report{Err: err}
+	if res != nil {
+		r.Deployment = res.Deployment()
+		r.Deployment.APIKey = ""
+		r.Sample = res.Sample()
+		r.Attempts = res.Attempts()
+		return
+	}
+	var fe *fallback.Error
+	if errors.As(err, &fe) {
+		r.Attempts = append([]fallback.Attempt(nil), fe.Attempts...)
+	}
 }

@@ -145,6 +145,7 @@ func (s *Stream) Close() error {
 		}
 		_ = s.raw.Close()
 		s.cancel()
+		fillReport(s.st.cfg.report, s.st.res, s.err)
 	})
 	return nil
 }

@@ -104,15 +104,23 @@ func (t *Transport) chat(req *http.Request) (*http.Response, error) {
 	res, cl, err := t.c.do(ctx, body, req.Header, &cc, info.Stream)
 	if err != nil {
 		cancel()
+		fillReport(cc.report, nil, err)
 		return t.failure(req, err)
 	}
 	if info.Stream {
 		resp := committedResponse(req, res)
-		resp.Body = &servedBody{rc: res.Body, cancel: cancel, done: func() { t.c.served(cl, res.Deployment()) }}
+		resp.Body = &servedBody{rc: res.Body, cancel: cancel, end: func(complete bool, err error) {
+			if complete {
+				t.c.served(cl, res.Deployment())
+			}
+			fillReport(cc.report, res, err)
+		}}
 		return resp, nil
 	}
 	defer cancel()
-	return t.accumulate(req, res, cl)
+	resp, err := t.accumulate(req, res, cl)
+	fillReport(cc.report, res, err)
+	return resp, err
 }
 
 // accumulate reads a non-streaming call's whole stream (already buffered by
@@ -230,24 +238,26 @@ func jsonResponse(req *http.Request, status int, b []byte) *http.Response {
 	}
 }
 
-// servedBody is a routed SSE body: it calls done once when the stream
-// reaches a clean EOF, and a Close before the end aborts the call as the
-// caller's cancellation.
+// servedBody is a routed SSE body: it calls end once: complete at a clean
+// EOF, with the error of a failed read, or neither at a Close before the end,
+// which aborts the call as the caller's cancellation.
 type servedBody struct {
-	rc     io.ReadCloser
-	cancel context.CancelFunc
-	done   func()
-	ended  atomic.Bool
-	once   sync.Once
+	rc      io.ReadCloser
+	cancel  context.CancelFunc
+	end     func(complete bool, err error)
+	ended   atomic.Bool
+	endOnce sync.Once
+	once    sync.Once
 }
 
 func (b *servedBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	if err != nil {
 		b.ended.Store(true)
-		if err == io.EOF && b.done != nil {
-			b.done()
-			b.done = nil
+		if err == io.EOF {
+			b.endOnce.Do(func() { b.end(true, nil) })
+		} else {
+			b.endOnce.Do(func() { b.end(false, err) })
 		}
 	}
 	return n, err
@@ -261,6 +271,7 @@ func (b *servedBody) Close() error {
 			abort(b.rc, b.cancel)
 		}
 		b.cancel()
+		b.endOnce.Do(func() { b.end(false, nil) })
 	})
 	return nil
 }
@@ -300,14 +311,13 @@ func completionJSON(c *openai.ChatCompletion) any {
 		} `json:"completion_tokens_details"`
 	}
 	out := struct {
-		ID                string   `json:"id"`
-		Object            string   `json:"object"`
-		Created           int64    `json:"created"`
-		Model             string   `json:"model"`
-		SystemFingerprint string   `json:"system_fingerprint,omitempty"`
-		Choices           []choice `json:"choices"`
-		Usage             *usage   `json:"usage,omitempty"`
-	}{ID: c.ID, Object: "chat.completion", Created: c.Created, Model: c.Model, SystemFingerprint: c.SystemFingerprint, Choices: []choice{}}
+		ID      string   `json:"id"`
+		Object  string   `json:"object"`
+		Created int64    `json:"created"`
+		Model   string   `json:"model"`
+		Choices []choice `json:"choices"`
+		Usage   *usage   `json:"usage,omitempty"`
+	}{ID: c.ID, Object: "chat.completion", Created: c.Created, Model: c.Model, Choices: []choice{}}
 	for _, ch := range c.Choices {
 		m := message{Role: "assistant"}
 		if ch.Message.Content != "" || len(ch.Message.ToolCalls) == 0 {

@@ -1,0 +1,155 @@
+package tpsroute_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net/http"
+	"strings"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/tpsroute/tpsroute"
+	"github.com/tpsroute/tpsroute/replay"
+	"github.com/tpsroute/tpsroute/route"
+)
+
+// Stream a routed completion: the Client picks a deployment, sends it that
+// deployment's own model id, and times the stream.
+func ExampleChatCompletionService_NewStreaming() {
+	groq := replay.NewServer(map[string]replay.Script{"llama-3.3-70b-versatile": &replay.Profile{TPS: 500, OutputTokens: 5}})
+	defer groq.Close()
+
+	client, err := tpsroute.New(tpsroute.Config{Deployments: []route.Deployment{{
+		Provider: "groq", Region: "us", Model: "llama-3.3-70b", ProviderModel: "llama-3.3-70b-versatile",
+		BaseURL: groq.URL(), Capabilities: route.Capabilities{IncludeUsage: true},
+	}}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	stream := client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+		Model:    "llama-3.3-70b",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Count to five.")},
+	})
+	defer stream.Close()
+	var text strings.Builder
+	for stream.Next() {
+		for _, c := range stream.Current().Choices {
+			text.WriteString(c.Delta.Content)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(strings.TrimSpace(text.String()))
+	d, s := stream.Deployment(), stream.Sample()
+	fmt.Printf("answered by %s/%s with %d output tokens (TPS measured: %v)\n", d.Provider, d.Region, s.OutputTokens, s.TPSOK)
+	// Output:
+	// w0 w1 w2 w3 w4
+	// answered by groq/us with 5 output tokens (TPS measured: true)
+}
+
+// New returns the whole completion. It streams underneath, so a provider
+// that fails, even mid-answer, is replaced invisibly by the next one.
+func ExampleChatCompletionService_New() {
+	down := replay.NewServer(map[string]replay.Script{"m": replay.WithFaults(&replay.Profile{}, replay.Status(503, "", nil))})
+	defer down.Close()
+	up := replay.NewServer(map[string]replay.Script{"m": &replay.Profile{OutputTokens: 3}})
+	defer up.Close()
+
+	client, err := tpsroute.New(tpsroute.Config{Deployments: []route.Deployment{
+		{Provider: "primary", Model: "m", BaseURL: down.URL()},
+		{Provider: "backup", Model: "m", BaseURL: up.URL()},
+	}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	var report tpsroute.Report
+	completion, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model:    "m",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hi")},
+	}, tpsroute.WithPin("primary", ""), tpsroute.WithReport(&report))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(strings.TrimSpace(completion.Choices[0].Message.Content))
+	fmt.Println("answered by", report.Deployment.Provider)
+	for _, a := range report.Attempts {
+		fmt.Println("attempt:", a.Key.Provider, a.Class, a.Status)
+	}
+	// Output:
+	// w0 w1 w2
+	// answered by backup
+	// attempt: primary next 503
+	// attempt: backup ok 200
+}
+
+// Transport gives routing, failover and measurement to any code that takes
+// an *http.Client; here openai-go itself. The caller's base URL and key are
+// replaced per deployment.
+func ExampleClient_Transport() {
+	eu := replay.NewServer(map[string]replay.Script{"m": &replay.Profile{OutputTokens: 4}})
+	defer eu.Close()
+	client, err := tpsroute.New(tpsroute.Config{Deployments: []route.Deployment{
+		{Provider: "vllm", Region: "eu-west", Model: "m", BaseURL: eu.URL()},
+	}})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	oai := openai.NewClient(
+		option.WithBaseURL("http://router.invalid/v1"),
+		option.WithAPIKey("unused"),
+		option.WithHTTPClient(&http.Client{Transport: client.Transport()}),
+	)
+	completion, err := oai.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model:    "m",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hi")},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(strings.TrimSpace(completion.Choices[0].Message.Content))
+	for k, st := range client.Stats().All() {
+		fmt.Println(k, "requests:", st.Requests)
+	}
+	// Output:
+	// w0 w1 w2 w3
+	// vllm/eu-west/m requests: 1
+}
+
+// ParseConfig reads the JSON schema of docs/CONFIG.md. Keys come from the
+// environment variables the file names; here from a map.
+func ExampleParseConfigLookup() {
+	const file = `{
+	  "deployments": [{
+	    "provider": "groq", "region": "us", "model": "llama-3.3-70b",
+	    "provider_model": "llama-3.3-70b-versatile",
+	    "base_url": "https://api.groq.com/openai/v1",
+	    "api_key_env": "GROQ_API_KEY",
+	    "price": {"input": 0.59, "output": 0.79}
+	  }],
+	  "policy": "cost",
+	  "fallback": {"ttft": "10s", "mid_stream": "error"}
+	}`
+	env := map[string]string{"GROQ_API_KEY": "gsk-example"}
+	cfg, err := tpsroute.ParseConfigLookup(strings.NewReader(file), func(k string) (string, bool) {
+		v, ok := env[k]
+		return v, ok
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	d := cfg.Deployments[0]
+	fmt.Println(d.Key(), "sends", d.WireModel(), "with a key:", d.APIKey != "")
+	fmt.Println("policy:", cfg.Policy, "ttft deadline:", cfg.Fallback.TTFTTimeout)
+
+	_, err = tpsroute.ParseConfigLookup(strings.NewReader(`{"deployments": [{"provider": "x",
+	  "api_key": "sk-live-123"}]}`), nil)
+	fmt.Println(err)
+	// Output:
+	// groq/us/llama-3.3-70b sends llama-3.3-70b-versatile with a key: true
+	// policy: cost ttft deadline: 10s
+	// tpsroute: config line 2: deployments[0].api_key: literal API keys are refused in config files; put the key in an environment variable and name it with "api_key_env"
+}
