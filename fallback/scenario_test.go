@@ -93,6 +93,34 @@ func TestScenarios(t *testing.T) {
 		})
 	})
 
+	t.Run("01b_retry_after_forms", func(t *testing.T) {
+		tests := []struct {
+			name     string
+			fault    replay.Fault
+			min, max time.Duration
+		}{
+			{"retry_after_ms_preferred", replay.RetryAfterMS(1200), 1200 * time.Millisecond, 2 * time.Second},
+			{"http_date", replay.RetryAfterDate(3 * time.Second), 3 * time.Second, 4 * time.Second},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(8), tt.fault.OnAttempts(1))}, fallback.Options{})
+					res, err := e.do(t, planOf(a), fallback.Call{Stream: true})
+					require.NoError(t, err)
+					assert.Equal(t, replay.Text(8), drain(t, res.Body).text)
+					at := attemptsFor(e.h, "a-m")
+					require.Len(t, at, 2)
+					gap := at[1].Time.Sub(at[0].Time)
+					assert.GreaterOrEqual(t, gap, tt.min)
+					assert.Less(t, gap, tt.max)
+					atts := res.Attempts()
+					assert.Equal(t, gap, atts[len(atts)-1].Waited+atts[0].Duration)
+				})
+			})
+		}
+	})
+
 	t.Run("02_429_persistent_no_retry_after", func(t *testing.T) {
 		t.Run("alone_clean_error", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {

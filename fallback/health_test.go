@@ -1,0 +1,105 @@
+package fallback
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/route"
+)
+
+func TestBreaker(t *testing.T) {
+	d := route.Deployment{Provider: "p", Model: "m"}
+	outcome := func(c Class) error {
+		if c == ClassNone {
+			return nil
+		}
+		return &classified{c}
+	}
+	tests := []struct {
+		name     string
+		outcomes []Class
+		want     route.BreakerState
+	}{
+		{"consecutive_failures_trip", []Class{ClassRetry, ClassNext, ClassMidStream, ClassRetry, ClassNext}, route.BreakerOpen},
+		{"four_failures_do_not", []Class{ClassRetry, ClassNext, ClassMidStream, ClassRetry}, route.BreakerClosed},
+		{"ratio_trips", []Class{ClassNone, ClassRetry, ClassNone, ClassRetry, ClassNone, ClassRetry, ClassNone, ClassRetry, ClassNone, ClassRetry}, route.BreakerOpen},
+		{"ratio_needs_min_requests", []Class{ClassNone, ClassRetry, ClassNone, ClassRetry, ClassNone, ClassRetry, ClassNone, ClassRetry}, route.BreakerClosed},
+		{"caller_and_request_faults_excluded", []Class{ClassCanceled, ClassInvalid, ClassPolicy, ClassContextLength, ClassRateLimited, ClassSkipped, ClassCanceled, ClassInvalid, ClassPolicy, ClassContextLength, ClassRateLimited, ClassSkipped}, route.BreakerClosed},
+		{"success_resets_consecutive", []Class{ClassRetry, ClassRetry, ClassRetry, ClassRetry, ClassNone, ClassRetry, ClassRetry, ClassRetry, ClassRetry}, route.BreakerClosed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var changes []route.BreakerState
+			e := New(Options{OnStateChange: func(_ measure.Key, _, to route.BreakerState) { changes = append(changes, to) }})
+			st := e.state(&d)
+			for _, c := range tt.outcomes {
+				done, err := st.breaker.Allow()
+				require.NoError(t, err)
+				done(outcome(c))
+			}
+			assert.Equal(t, tt.want, e.Status(d.Key(), time.Now()).Breaker)
+			if tt.want == route.BreakerOpen {
+				assert.Equal(t, []route.BreakerState{route.BreakerOpen}, changes)
+			}
+		})
+	}
+	t.Run("auth_trips_at_once", func(t *testing.T) {
+		e := New(Options{})
+		st := e.state(&d)
+		done, err := st.breaker.Allow()
+		require.NoError(t, err)
+		st.forceTrip.Store(true)
+		done(&classified{ClassAuth})
+		st.forceTrip.Store(false)
+		assert.Equal(t, route.BreakerOpen, e.Status(d.Key(), time.Now()).Breaker)
+	})
+	t.Run("unknown_key_is_healthy", func(t *testing.T) {
+		assert.Equal(t, route.Status{}, New(Options{}).Status(measure.Key{Provider: "x"}, time.Now()))
+	})
+}
+
+func TestCooldownExtendsNeverShortens(t *testing.T) {
+	e := New(Options{})
+	st := e.state(&route.Deployment{Provider: "p"})
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	st.coolDown(now.Add(10 * time.Second))
+	st.coolDown(now.Add(2 * time.Second))
+	u, ok := st.cooling(now)
+	assert.True(t, ok)
+	assert.Equal(t, now.Add(10*time.Second), u)
+	st.coolDown(now.Add(30 * time.Second))
+	u, _ = st.cooling(now)
+	assert.Equal(t, now.Add(30*time.Second), u)
+	_, ok = st.cooling(now.Add(31 * time.Second))
+	assert.False(t, ok)
+}
+
+func TestNoteRateLimit(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name   string
+		header http.Header
+		until  time.Duration
+	}{
+		{"groq_duration", http.Header{"X-Ratelimit-Remaining-Requests": {"0"}, "X-Ratelimit-Reset-Requests": {"2m59.56s"}}, 2*time.Minute + 59560*time.Millisecond},
+		{"seconds", http.Header{"X-Ratelimit-Remaining-Tokens": {"0"}, "X-Ratelimit-Reset-Tokens": {"7"}}, 7 * time.Second},
+		{"no_reset", http.Header{"X-Ratelimit-Remaining-Requests": {"0"}}, time.Second},
+		{"remaining", http.Header{"X-Ratelimit-Remaining-Requests": {"12"}}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := New(Options{}).state(&route.Deployment{Provider: "p"})
+			st.noteRateLimit(tt.header, now)
+			if tt.until == 0 {
+				assert.True(t, st.rlUntil.IsZero())
+				return
+			}
+			assert.Equal(t, now.Add(tt.until), st.rlUntil)
+		})
+	}
+}
