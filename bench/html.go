@@ -45,7 +45,8 @@ const (
 	axisColor, gridColor, labelColor = "#333", "#e5e5e5", "#222"
 )
 
-// niceTicks returns about n round tick values covering [lo, hi].
+// niceTicks returns about n+1 round, evenly spaced tick values, the first
+// at or below lo and the last at or above hi.
 func niceTicks(lo, hi float64, n int) []float64 {
 	if !(hi > lo) {
 		hi = lo + 1
@@ -59,11 +60,11 @@ func niceTicks(lo, hi float64, n int) []float64 {
 			break
 		}
 	}
-	var out []float64
-	for v := math.Floor(lo/step) * step; v <= hi+step*1e-9; v += step {
-		if v >= lo-step*1e-9 {
-			out = append(out, v)
-		}
+	// Cover [lo, hi] with whole steps, so the axis ends on round numbers.
+	first, last := math.Floor(lo/step+1e-9), math.Ceil(hi/step-1e-9)
+	out := make([]float64, 0, int(last-first)+1)
+	for i := first; i <= last; i++ {
+		out = append(out, i*step)
 	}
 	return out
 }

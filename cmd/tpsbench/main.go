@@ -113,7 +113,7 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *options) {
 	fs.IntVar(&o.maxTokens, "max-tokens", 0, "output cap in tokens (0: provider default)")
 	fs.BoolVar(&o.routed, "routed", false, "send through the router instead of pinning each deployment")
 	fs.BoolVar(&o.demo, "demo", false, "use embedded simulated providers: no network, no keys")
-	fs.IntVar(&o.demoTokens, "demo-tokens", 120, "answer length of the demo providers")
+	fs.IntVar(&o.demoTokens, "demo-tokens", 60, "answer length of the demo providers")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed for synthetic prompts and Poisson arrivals")
 	fs.DurationVar(&o.timeout, "timeout", bench.DefaultTimeout, "per-request timeout")
 	fs.BoolVar(&o.quiet, "q", false, "no progress line")
