@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -137,6 +138,27 @@ func TestExecutor(t *testing.T) {
 			assert.GreaterOrEqual(t, el, fallback.DefaultStallTimeout)
 			assert.Less(t, el, fallback.DefaultStallTimeout+2*time.Second)
 			assert.ErrorIs(t, res.Attempts()[0].Err, fallback.ErrStall)
+		})
+	})
+
+	t.Run("open_breaker_skips", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(4), replay.Status(503, "", nil)), "b-m": prof(4)}, fallback.Options{})
+			for range 5 {
+				res, err := e.do(t, planOf(a, b), fallback.Call{Stream: true})
+				require.NoError(t, err)
+				drain(t, res.Body)
+			}
+			require.Equal(t, route.BreakerOpen, e.ex.Status(a.Key(), time.Now()).Breaker)
+			res, err := e.do(t, planOf(a, b), fallback.Call{Stream: true})
+			require.NoError(t, err)
+			drain(t, res.Body)
+			assert.ErrorIs(t, res.Attempts()[0].Err, fallback.ErrOpen)
+			assert.Len(t, attemptsFor(e.h, "a-m"), 5)
+			_, err = e.do(t, planOf(a), fallback.Call{Stream: true})
+			assert.ErrorIs(t, err, fallback.ErrOpen)
+			assert.ErrorIs(t, err, fallback.ErrNoDeployment)
+			assert.Len(t, attemptsFor(e.h, "a-m"), 5)
 		})
 	})
 
@@ -343,4 +365,32 @@ func TestHedge(t *testing.T) {
 			assert.Len(t, attemptsFor(e.h, "b-m"), 1)
 		})
 	})
+}
+
+// TestLoopbackCancel runs over a real 127.0.0.1 server and http.Transport:
+// a caller that cancels mid-stream gets an error at once, and no goroutine
+// outlives the call (goleak in TestMain).
+func TestLoopbackCancel(t *testing.T) {
+	srv := replay.NewServer(map[string]replay.Script{"a-m": replay.WithFaults(prof(60), replay.StallAfter(10, time.Hour))})
+	defer srv.Close()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	d := dep("a", "a-m")
+	d.BaseURL = srv.URL()
+	ex := fallback.New(fallback.Options{Transport: tr})
+	ctx, cancel := context.WithCancel(context.Background())
+	res, err := ex.Do(ctx, planOf(d), fallback.Call{Body: []byte(reqBody), Stream: true})
+	require.NoError(t, err)
+	buf := make([]byte, 64)
+	_, err = res.Body.Read(buf)
+	require.NoError(t, err)
+	cancel()
+	_, err = io.Copy(io.Discard, res.Body)
+	assert.ErrorIs(t, err, context.Canceled)
+	var fe *fallback.Error
+	require.ErrorAs(t, err, &fe)
+	last, _ := fe.Last()
+	assert.Equal(t, fallback.ClassCanceled, last.Class)
+	require.NoError(t, res.Body.Close())
+	assert.Equal(t, route.BreakerClosed, ex.Status(d.Key(), time.Now()).Breaker)
 }
