@@ -42,8 +42,9 @@ type Client struct {
 	nextRefresh  atomic.Int64 // unix ns of the next registry refresh
 	hedgeDefault bool         // Config.Fallback.Hedge was configured: every call may hedge
 
-	oai openai.ChatCompletionService // serialises params and decodes chunks over rt
-	rt  internalTransport
+	oai     openai.ChatCompletionService // serialises params and decodes chunks over rt
+	oaiOpts []option.RequestOption       // appended to every call's options: routing owns these
+	rt      internalTransport
 }
 
 // ChatService is the chat namespace of a Client, as in openai-go.
@@ -112,12 +113,13 @@ func New(cfg Config) (*Client, error) {
 	c.picker = p
 
 	c.rt = internalTransport{c: c}
-	c.oai = openai.NewChatCompletionService(
+	c.oaiOpts = []option.RequestOption{
 		option.WithBaseURL(internalBaseURL),
 		option.WithHTTPClient(&http.Client{Transport: &c.rt}),
 		option.WithMaxRetries(0),
 		option.WithAPIKey("tpsroute-internal"), // replaced per deployment; never sent
-	)
+	}
+	c.oai = openai.NewChatCompletionService(c.oaiOpts...)
 	c.Chat.Completions.c = c
 	return c, nil
 }

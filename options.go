@@ -126,9 +126,11 @@ func WithHedge() CallOption {
 // WithRequestOptions applies openai-go request options to this call, for
 // extra headers or body fields (option.WithHeader, option.WithJSONSet). They
 // apply to every attempt, before the deployment's URL, key, headers and model
-// id, which always win. Options that change the base URL, the HTTP client or
-// retries have no effect on routing. Only Client.Chat.Completions uses them;
-// the Transport ignores them.
+// id, which always win; credential headers (Authorization, Api-Key,
+// X-Api-Key, OpenAI-Organization, OpenAI-Project) are never forwarded.
+// Options that set the base URL, the HTTP client or retries are overridden:
+// routing and fallback own them. Only Client.Chat.Completions uses them; the
+// Transport ignores them.
 func WithRequestOptions(opts ...option.RequestOption) CallOption {
 	return func(c *callConfig) { c.reqOpts = append(c.reqOpts, opts...) }
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/tpsroute/tpsroute/fallback"
@@ -88,7 +89,13 @@ type callStateKey struct{}
 func (c *Client) newStream(ctx context.Context, params openai.ChatCompletionNewParams, opts []CallOption, stream bool) *Stream {
 	ctx, cancel := context.WithCancel(ctx)
 	st := &callState{cfg: buildCallConfig(opts), stream: stream}
-	raw := c.oai.NewStreaming(context.WithValue(ctx, callStateKey{}, st), params, st.cfg.reqOpts...)
+	reqOpts := c.oaiOpts
+	if len(st.cfg.reqOpts) > 0 {
+		// The caller's options first; the routing options win over any base
+		// URL, HTTP client or retry count among them.
+		reqOpts = append(append([]option.RequestOption(nil), st.cfg.reqOpts...), c.oaiOpts...)
+	}
+	raw := c.oai.NewStreaming(context.WithValue(ctx, callStateKey{}, st), params, reqOpts...)
 	s := &Stream{c: c, st: st, raw: raw, cancel: cancel}
 	if st.err != nil || st.res == nil {
 		s.ended.Store(true)

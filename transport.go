@@ -46,11 +46,10 @@ import (
 // cancellation is returned as the context's error. Call options can be given
 // per request with ContextWithOptions. The RoundTripper is safe for
 // concurrent use.
-func (c *Client) Transport() http.RoundTripper { return &Transport{c: c} }
+func (c *Client) Transport() http.RoundTripper { return &transport{c: c} }
 
-// Transport is the http.RoundTripper returned by Client.Transport. It is
-// safe for concurrent use.
-type Transport struct {
+// transport is the http.RoundTripper returned by Client.Transport.
+type transport struct {
 	c *Client
 }
 
@@ -68,8 +67,7 @@ func ContextWithOptions(ctx context.Context, opts ...CallOption) context.Context
 	return context.WithValue(ctx, optionsKey{}, all)
 }
 
-// RoundTrip routes one request; see Client.Transport.
-func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	path := strings.TrimSuffix(req.URL.Path, "/")
 	switch {
 	case req.Method == http.MethodPost && strings.HasSuffix(path, "/chat/completions"):
@@ -87,7 +85,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		"tpsroute: the Transport routes only POST .../chat/completions and GET .../models, not "+req.Method+" "+req.URL.Path), nil
 }
 
-func (t *Transport) chat(req *http.Request) (*http.Response, error) {
+func (t *transport) chat(req *http.Request) (*http.Response, error) {
 	body, err := readAll(req)
 	if err != nil {
 		return errorResponse(req, http.StatusBadRequest, "invalid_request_error", "", err.Error()), nil
@@ -125,7 +123,7 @@ func (t *Transport) chat(req *http.Request) (*http.Response, error) {
 
 // accumulate reads a non-streaming call's whole stream (already buffered by
 // the executor) and answers with a chat.completion body.
-func (t *Transport) accumulate(req *http.Request, res *fallback.Result, cl *call) (*http.Response, error) {
+func (t *transport) accumulate(req *http.Request, res *fallback.Result, cl *call) (*http.Response, error) {
 	s := ssestream.NewStream[openai.ChatCompletionChunk](ssestream.NewDecoder(committedResponse(req, res)), nil)
 	defer s.Close()
 	var acc openai.ChatCompletionAccumulator
@@ -158,7 +156,7 @@ func (t *Transport) accumulate(req *http.Request, res *fallback.Result, cl *call
 
 // failure turns a routing or failover error into an HTTP answer. A caller's
 // cancellation stays a Go error: nobody is left to read a response.
-func (t *Transport) failure(req *http.Request, err error) (*http.Response, error) {
+func (t *transport) failure(req *http.Request, err error) (*http.Response, error) {
 	if ctxErr := req.Context().Err(); ctxErr != nil {
 		return nil, err
 	}
@@ -186,7 +184,7 @@ func (t *Transport) failure(req *http.Request, err error) (*http.Response, error
 }
 
 // models lists the configured logical models (wildcards excluded).
-func (t *Transport) models(req *http.Request) *http.Response {
+func (t *transport) models(req *http.Request) *http.Response {
 	type model struct {
 		ID      string `json:"id"`
 		Object  string `json:"object"`
