@@ -65,7 +65,7 @@ func newEngine(cfg tpsroute.Config, transport http.RoundTripper) (*engine, error
 		base = cfg.HTTPClient.Transport
 	}
 	if base == nil {
-		base = http.DefaultTransport
+		base = upstreamTransport()
 	}
 	fo := cfg.Fallback
 	fo.Transport = &inFlightTransport{next: base, reg: e.reg}
@@ -166,3 +166,16 @@ func (b *endOnClose) Close() error {
 
 // status is the breaker, cooldown and limiter state of k now.
 func (e *engine) status(k measure.Key) route.Status { return e.exec.Status(k, time.Now()) }
+
+// upstreamTransport is the gateway's transport to providers when the config
+// sets none: http.DefaultTransport's dialer, proxy and TLS settings, with room
+// for many concurrent streams per provider and larger read buffers, so a
+// burst of events is read in one system call.
+func upstreamTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 1024
+	t.MaxIdleConnsPerHost = 256
+	t.ReadBufferSize = 64 << 10
+	t.WriteBufferSize = 16 << 10
+	return t
+}

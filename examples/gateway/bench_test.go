@@ -1,0 +1,158 @@
+//go:build unix
+
+package main
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tpsroute/tpsroute/replay"
+)
+
+// benchChunks is the number of output chunks of every benchmark stream.
+const benchChunks = 200
+
+// benchEnv is a replay provider on loopback with no delays, and the gateway
+// in front of it on loopback.
+type benchEnv struct {
+	up      *replay.Server
+	gw      *httptest.Server
+	client  *http.Client
+	direct  string // the provider's chat-completions URL
+	gateway string // the gateway's
+	bodyUp  string // request body for the provider (its model name)
+	bodyGw  string // request body for the gateway (the logical model)
+}
+
+func newBenchEnv(b *testing.B) *benchEnv {
+	b.Helper()
+	up := replay.NewServer(map[string]replay.Script{"m-wire": &replay.Profile{OutputTokens: benchChunks}})
+	d := dep("p", "us", "m")
+	d.ProviderModel = "m-wire"
+	d.BaseURL = up.URL()
+	cfg := testConfig(d)
+	up2 := upstreamTransport()
+	eng, err := newEngine(cfg, up2)
+	if err != nil {
+		b.Fatal(err)
+	}
+	gw := httptest.NewServer(newGateway(eng, options{}))
+	e := &benchEnv{
+		up: up, gw: gw,
+		client:  &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128, DisableCompression: true}},
+		direct:  up.URL() + "/chat/completions",
+		gateway: gw.URL + "/v1/chat/completions",
+		bodyUp:  `{"model":"m-wire","stream":true,"stream_options":{"include_usage":true},` + hi + `}`,
+		bodyGw:  `{"model":"m","stream":true,` + hi + `}`,
+	}
+	b.Cleanup(func() {
+		gw.Close()
+		up.Close()
+		up2.CloseIdleConnections()
+		e.client.CloseIdleConnections()
+	})
+	return e
+}
+
+// one streams one answer to its end and returns how long it took.
+func (e *benchEnv) one(b *testing.B, url, body string) time.Duration {
+	start := time.Now()
+	resp, err := e.client.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 || !bytes.HasSuffix(raw, []byte("data: [DONE]\n\n")) {
+		b.Fatalf("status %d, err %v, body ends %q", resp.StatusCode, err, raw[max(0, len(raw)-40):])
+	}
+	return time.Since(start)
+}
+
+func p50(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
+// BenchmarkAddedLatencyC1 streams 200-chunk answers one at a time, directly
+// and through the gateway in alternation, and reports the p50 of each and
+// their difference: the latency the gateway adds to a whole stream.
+func BenchmarkAddedLatencyC1(b *testing.B) {
+	e := newBenchEnv(b)
+	for range 20 { // warm connections and statistics
+		e.one(b, e.direct, e.bodyUp)
+		e.one(b, e.gateway, e.bodyGw)
+	}
+	direct := make([]time.Duration, 0, b.N)
+	gw := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		direct = append(direct, e.one(b, e.direct, e.bodyUp))
+		gw = append(gw, e.one(b, e.gateway, e.bodyGw))
+	}
+	b.StopTimer()
+	pd, pg := p50(direct), p50(gw)
+	b.ReportMetric(float64(pd.Microseconds()), "direct-p50-µs")
+	b.ReportMetric(float64(pg.Microseconds()), "gateway-p50-µs")
+	b.ReportMetric(float64((pg - pd).Microseconds()), "added-p50-µs")
+}
+
+// cpuTime is the process's user+system CPU time so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// load runs n streams on c workers against url and returns the wall time
+// and the process CPU time they took.
+func (e *benchEnv) load(b *testing.B, url, body string, n, c int) (wall, cpu time.Duration) {
+	var wg sync.WaitGroup
+	work := make(chan struct{}, n)
+	for range n {
+		work <- struct{}{}
+	}
+	close(work)
+	c0, start := cpuTime(b), time.Now()
+	for range c {
+		wg.Go(func() {
+			for range work {
+				e.one(b, url, body)
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start), cpuTime(b) - c0
+}
+
+// BenchmarkThroughputC32 runs b.N streams of 200 chunks on 32 concurrent
+// clients, directly and through the gateway, and reports the streams per
+// second of each, their ratio, and the gateway's CPU per proxied chunk: the
+// process CPU of the gateway run minus that of the direct run (which holds
+// the same provider and client work), divided by the chunks relayed.
+func BenchmarkThroughputC32(b *testing.B) {
+	e := newBenchEnv(b)
+	const c = 32
+	e.load(b, e.direct, e.bodyUp, 2*c, c) // warm connections
+	e.load(b, e.gateway, e.bodyGw, 2*c, c)
+	n := max(b.N, c)
+	b.ResetTimer()
+	wd, cd := e.load(b, e.direct, e.bodyUp, n, c)
+	wg, cg := e.load(b, e.gateway, e.bodyGw, n, c)
+	b.StopTimer()
+	rd, rg := float64(n)/wd.Seconds(), float64(n)/wg.Seconds()
+	b.ReportMetric(rd, "direct-streams/s")
+	b.ReportMetric(rg, "gateway-streams/s")
+	b.ReportMetric(rg/rd, "gateway/direct")
+	b.ReportMetric(float64((cg-cd).Nanoseconds())/float64(n*benchChunks), "gw-cpu-ns/chunk")
+}
