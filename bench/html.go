@@ -225,7 +225,7 @@ body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1180px}
 h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
 .meta{color:#555;font-size:13px;margin-bottom:12px}
 table{border-collapse:collapse;font-size:12px;font-variant-numeric:tabular-nums}
-th,td{padding:3px 7px;border-bottom:1px solid #eee;text-align:right} th{background:#f6f6f6} td.l,th.l{text-align:left}
+th,td{padding:3px 7px;border-bottom:1px solid #eee;text-align:right;white-space:nowrap} th{background:#f6f6f6} td.l,th.l{text-align:left}
 .miss{color:#b00020;font-weight:600} .charts{display:flex;flex-wrap:wrap;gap:12px}
 .partial{background:#fff3cd;padding:6px 10px;border:1px solid #e0c060}
 .note{font-size:12px;color:#555}

@@ -18,10 +18,20 @@ import (
 // knownConfig returns a router config of in-memory replay providers with the
 // given profiles, one deployment per profile, all serving model "m".
 func knownConfig(profiles map[string]*replay.Profile) tpsroute.Config {
+	scripts := map[string]replay.Script{}
+	for k, p := range profiles {
+		scripts[k] = p
+	}
+	return knownConfigScripts(scripts)
+}
+
+// knownConfigScripts is knownConfig for any replay scripts; providers are
+// named "a" to "d" and ordered by name.
+func knownConfigScripts(scripts map[string]replay.Script) tpsroute.Config {
 	hosts := hostMux{}
 	var deps []route.Deployment
 	for _, name := range []string{"a", "b", "c", "d"} {
-		p, ok := profiles[name]
+		p, ok := scripts[name]
 		if !ok {
 			continue
 		}
