@@ -77,7 +77,8 @@ type Chunk struct {
 	groqHas  bool
 }
 
-// Usage is a usage block. Zero fields were absent or zero.
+// Usage is a usage block. Zero fields were absent or zero. A Usage is a
+// value and safe to copy.
 type Usage struct {
 	PromptTokens     int64 // usage.prompt_tokens
 	CompletionTokens int64 // usage.completion_tokens, includes reasoning tokens
@@ -101,8 +102,15 @@ type Usage struct {
 // ErrMalformed, for data that is not one well-formed JSON object; c then holds
 // whatever was read before the error. Done, Malformed and Event are cleared.
 func ParseChunk(data []byte, c *Chunk) error {
+	return parseChunk(data, c, false)
+}
+
+// parseChunk is ParseChunk; trusted skips string validation for data that a
+// JSON decoder has already validated (openai-go's RawJSON), which halves the
+// cost and yields the same Chunk for valid JSON.
+func parseChunk(data []byte, c *Chunk, trusted bool) error {
 	c.reset()
-	s := scanner{b: data}
+	s := scanner{b: data, trusted: trusted}
 	if !s.open('{') {
 		return ErrMalformed
 	}

@@ -134,6 +134,7 @@ func FuzzParseChunk(f *testing.F) {
 	for _, s := range []string{
 		`{"choices":[{"delta":{"content":"a\u00e9"}}],"usage":{"completion_tokens":1}}`,
 		`{"error":{"code":400}}`, `{"x_groq":{"usage":{"queue_time":1e-3}}}`, `{"a":[1,-2.5e+3,true,false,null,"s"]}`,
+		`{"choices":[{"delta":{"content":"a\\\"b\\\\","reasoning":"\\"}}],"model":"\\\\"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -149,5 +150,12 @@ func FuzzParseChunk(f *testing.F) {
 			t.Fatalf("rejected valid JSON object %q", data)
 		}
 		_ = c.AppendText(nil)
+		if err == nil {
+			// Stream's trusted parser must read valid JSON identically.
+			var tc tps.Chunk
+			if terr := tps.ParseChunkTrusted(data, &tc); terr != nil || !tps.SameChunk(c, tc) {
+				t.Fatalf("trusted parse differs on %q: %v\n%+v\n%+v", data, terr, c, tc)
+			}
+		}
 	})
 }

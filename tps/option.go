@@ -14,7 +14,8 @@ type Tokenizer interface {
 
 // Option configures a Timer, a Tap or a Stream. The zero set of options
 // means: no tokenizer, no observers, headers time taken when the Tap or
-// Stream is created.
+// Stream is created. An Option is immutable and may be reused across streams
+// and goroutines; later options override earlier ones.
 type Option func(*options)
 
 type options struct {

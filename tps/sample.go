@@ -167,6 +167,7 @@ func (g GapStats) Mean() (time.Duration, bool) {
 
 // ServerTiming holds timing a server reported about itself, when it did
 // (llama.cpp "timings", Groq "x_groq.usage"). Zero fields were not reported.
+// A ServerTiming is a value and safe to copy.
 type ServerTiming struct {
 	Queue              time.Duration
 	Prompt             time.Duration

@@ -1,6 +1,8 @@
 package tps
 
 import (
+	"bytes"
+	"encoding/binary"
 	"math"
 	"unicode/utf8"
 )
@@ -13,9 +15,10 @@ const maxDepth = 256
 // It never writes to b. After the first syntax error bad is set and every
 // method becomes a no-op, so callers check bad once at the end.
 type scanner struct {
-	b   []byte
-	i   int
-	bad bool
+	b       []byte
+	i       int
+	bad     bool
+	trusted bool // b is known-valid JSON: find string ends without validating
 }
 
 func (s *scanner) fail() {
@@ -33,6 +36,9 @@ func (s *scanner) ws() {
 
 // peek returns the next non-space byte without consuming it, or 0 at the end.
 func (s *scanner) peek() byte {
+	if s.i < len(s.b) && s.b[s.i] > ' ' { // compact JSON: no space to skip
+		return s.b[s.i]
+	}
 	s.ws()
 	if s.i >= len(s.b) {
 		return 0
@@ -119,17 +125,27 @@ func (s *scanner) str() []byte {
 	b := s.b
 	start := s.i + 1
 	i := start
-	for i < len(b) {
-		c := b[i]
-		if c != '"' && c != '\\' && c >= 0x20 {
-			i++
-			continue
+	if s.trusted {
+		return s.trustedStr(start)
+	}
+	for {
+		// Skip 8 plain bytes at a time; stop at the word holding a quote,
+		// a backslash or a control character.
+		for i+8 <= len(b) && !special(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
 		}
-		switch {
-		case c == '"':
+		for i < len(b) && b[i] != '"' && b[i] != '\\' && b[i] >= 0x20 {
+			i++
+		}
+		if i >= len(b) {
+			s.fail()
+			return nil
+		}
+		switch b[i] {
+		case '"':
 			s.i = i + 1
 			return b[start:i]
-		case c == '\\':
+		case '\\':
 			if i+1 >= len(b) {
 				s.fail()
 				return nil
@@ -158,8 +174,43 @@ func (s *scanner) str() []byte {
 			return nil
 		}
 	}
-	s.fail()
-	return nil
+}
+
+// trustedStr finds the closing quote of a string known to be valid: the
+// first quote preceded by an even number of backslashes.
+func (s *scanner) trustedStr(start int) []byte {
+	b := s.b
+	i := start
+	for {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			s.fail()
+			return nil
+		}
+		i += j
+		k := i - 1
+		for k >= start && b[k] == '\\' {
+			k--
+		}
+		if (i-1-k)%2 == 0 {
+			s.i = i + 1
+			return b[start:i]
+		}
+		i++
+	}
+}
+
+// special reports whether any byte of the little-endian word x is a quote,
+// a backslash or below 0x20, with the exact SWAR "has zero byte" and "has
+// byte less than" tests.
+func special(x uint64) bool {
+	const (
+		ones  = 0x0101010101010101
+		highs = 0x8080808080808080
+	)
+	q := x ^ (ones * '"')
+	bs := x ^ (ones * '\\')
+	return ((q-ones)&^q|(bs-ones)&^bs|(x-ones*0x20)&^x)&highs != 0
 }
 
 // num reads a number per the JSON grammar and returns its raw bytes.
