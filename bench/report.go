@@ -117,7 +117,7 @@ func (rep *Report) WriteCSV(w io.Writer) error {
 		"config", "cache_mode", "loop", "level", "target", "index",
 		"provider", "region", "model",
 		"scheduled_ms", "sent_ms", "lag_ms", "ttft_ms", "ttft_sched_ms", "tps", "tps_ok",
-		"tpot_ms", "e2e_ms", "e2e_sched_ms", "output_tokens", "input_tokens", "cached_tokens",
+		"tpot_ms", "e2e_ms", "e2e_sched_ms", "total_ms", "output_tokens", "input_tokens", "cached_tokens",
 		"cache", "token_source", "chunks", "finish_reason", "attempts", "error_class", "error_phase", "error",
 	})
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
@@ -130,7 +130,7 @@ func (rep *Report) WriteCSV(w io.Writer) error {
 			strconv.Itoa(r.Config), ci.Cache, ci.Loop, strconv.FormatFloat(ci.Level(), 'g', -1, 64), r.Target, strconv.Itoa(r.Index),
 			r.Deployment.Provider, r.Deployment.Region, r.Deployment.Model,
 			f(r.ScheduledMS), f(r.SentMS), f(r.LagMS), f(r.TTFTMS), f(r.TTFTSchedMS), f(r.TPS), strconv.FormatBool(r.TPSOK),
-			f(r.TPOTMS), f(r.E2EMS), f(r.E2ESchedMS),
+			f(r.TPOTMS), f(r.E2EMS), f(r.E2ESchedMS), f(r.TotalMS),
 			strconv.FormatInt(r.OutputTokens, 10), strconv.FormatInt(r.InputTokens, 10), strconv.FormatInt(r.CachedTokens, 10),
 			r.Cache, r.TokenSource, strconv.FormatInt(r.Chunks, 10), r.FinishReason, strconv.Itoa(r.Attempts),
 			r.ErrorClass, r.ErrorPhase, r.Error,

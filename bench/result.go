@@ -38,6 +38,8 @@ type Result struct {
 	TTFTMS float64 `json:"ttft_ms"`
 	TPOTMS float64 `json:"tpot_ms"`
 	E2EMS  float64 `json:"e2e_ms"`
+	// TotalMS is from the send to the end of the stream (EOF, error or close).
+	TotalMS float64 `json:"total_ms"`
 	// TTFTSchedMS and E2ESchedMS are measured from the scheduled time, so
 	// queueing in the harness or the router is never hidden (no coordinated
 	// omission). Zero when the event did not happen.
@@ -136,6 +138,9 @@ func (r *Result) fill(s tps.Sample, sent time.Time) {
 		if s.E2E > 0 {
 			r.E2EMS = ms(s.Start.Add(s.E2E).Sub(sent))
 		}
+	}
+	if !s.Start.IsZero() && s.Total > 0 {
+		r.TotalMS = ms(s.Start.Add(s.Total).Sub(sent))
 	}
 	r.TPS, r.TPSOK = s.TPS, s.TPSOK
 	r.OutputTokens, r.InputTokens, r.CachedTokens = s.OutputTokens, s.InputTokens, s.CachedTokens
@@ -417,11 +422,7 @@ func Summarize(results []Result, slo SLO) Summary {
 		s.Requests++
 		lag = append(lag, r.LagMS)
 		first = min(first, r.ScheduledMS)
-		end := r.SentMS + ms(r.Sample.Total)
-		if r.E2EMS > 0 {
-			end = max(end, r.SentMS+r.E2EMS)
-		}
-		last = max(last, end, r.SentMS)
+		last = max(last, r.SentMS+max(r.TotalMS, r.E2EMS))
 		if !r.OK() {
 			s.Errors[r.ErrorClass]++
 			continue
