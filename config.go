@@ -20,7 +20,8 @@ import (
 
 // Config configures a Client. The zero value of every field except
 // Deployments is a documented default, so a Config with only Deployments set
-// is complete. New copies what it needs; the Config may be reused.
+// is complete. A Config is a plain value: New copies what it needs, so the
+// Config may be reused or changed afterwards, but not while New reads it.
 type Config struct {
 	// Deployments are the providers, regions and models to route across.
 	// At least one is required; each must pass route.Deployment.Validate and
