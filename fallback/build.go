@@ -60,8 +60,6 @@ func streamBody(body []byte) ([]byte, error) {
 	return sjson.SetBytes(body, "stream", true)
 }
 
-var sensitiveHeaders = [...]string{"Authorization", "Api-Key", "X-Api-Key", "Proxy-Authorization", "Cookie"}
-
 // redacted returns a copy of req without credentials, for errors that may be
 // logged or dumped.
 func redacted(req *http.Request) *http.Request {
@@ -69,7 +67,7 @@ func redacted(req *http.Request) *http.Request {
 		return nil
 	}
 	r := req.Clone(context.Background())
-	for _, h := range sensitiveHeaders {
+	for _, h := range [...]string{"Authorization", "Api-Key", "X-Api-Key", "Proxy-Authorization", "Cookie"} {
 		if r.Header.Get(h) != "" {
 			r.Header.Set(h, "REDACTED")
 		}

@@ -57,12 +57,11 @@ const (
 	ClassSkipped
 )
 
-var classNames = [...]string{"ok", "retry", "next", "rate-limited", "auth", "unavailable", "invalid", "policy", "context-length", "canceled", "mid-stream", "skipped"}
-
 // String returns a short lower-case name such as "rate-limited".
 func (c Class) String() string {
-	if int(c) < len(classNames) {
-		return classNames[c]
+	names := [...]string{"ok", "retry", "next", "rate-limited", "auth", "unavailable", "invalid", "policy", "context-length", "canceled", "mid-stream", "skipped"}
+	if int(c) < len(names) {
+		return names[c]
 	}
 	return "class(" + strconv.Itoa(int(c)) + ")"
 }

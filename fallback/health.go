@@ -128,13 +128,18 @@ func (st *keyState) cooling(now time.Time) (time.Time, bool) {
 // headers; when one is 0 the deployment is reported RateLimited until the
 // matching x-ratelimit-reset-* (a Go duration such as Groq's "2m59.56s", or
 // seconds), or for one second when that is absent.
-func (st *keyState) noteRateLimit(h http.Header, now time.Time) {
-	for _, kind := range [...]string{"requests", "tokens"} {
-		if h.Get("x-ratelimit-remaining-"+kind) != "0" {
+func (st *keyState) noteRateLimit(h http.Header, now func() time.Time) {
+	// Canonical header names, so that lookups do not allocate.
+	pairs := [...][2]string{
+		{"X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"},
+		{"X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"},
+	}
+	for _, k := range pairs {
+		if v := h[k[0]]; len(v) == 0 || v[0] != "0" {
 			continue
 		}
 		d := time.Second
-		if v := h.Get("x-ratelimit-reset-" + kind); v != "" {
+		if v := h.Get(k[1]); v != "" {
 			if p, err := time.ParseDuration(v); err == nil && p >= 0 {
 				d = p
 			} else if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 && f < 1e6 {
@@ -142,7 +147,7 @@ func (st *keyState) noteRateLimit(h http.Header, now time.Time) {
 			}
 		}
 		st.mu.Lock()
-		if u := now.Add(d); u.After(st.rlUntil) {
+		if u := now().Add(d); u.After(st.rlUntil) {
 			st.rlUntil = u
 		}
 		st.mu.Unlock()

@@ -94,7 +94,7 @@ func TestNoteRateLimit(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			st := New(Options{}).state(&route.Deployment{Provider: "p"})
-			st.noteRateLimit(tt.header, now)
+			st.noteRateLimit(tt.header, func() time.Time { return now })
 			if tt.until == 0 {
 				assert.True(t, st.rlUntil.IsZero())
 				return

@@ -138,7 +138,7 @@ func (a *run) open(stream bool) bool {
 	a.headersIn.Store(true)
 	a.resp = resp
 	if err == nil {
-		a.st.noteRateLimit(resp.Header, time.Now())
+		a.st.noteRateLimit(resp.Header, time.Now)
 	}
 	if err != nil {
 		if resp != nil && resp.Body != nil {
