@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -211,4 +212,41 @@ func TestFlags(t *testing.T) {
 			assert.Contains(t, err.Error(), tt.want)
 		})
 	}
+}
+
+// TestRunWithConfigFile runs the command on a config file of the shared
+// schema, with a key from the environment, against a provider on loopback.
+func TestRunWithConfigFile(t *testing.T) {
+	up := replay.NewServer(map[string]replay.Script{"wire-m": prof(5)})
+	defer up.Close()
+	cfg := `{
+  "deployments": [
+    {"provider": "local", "region": "lo", "model": "m", "provider_model": "wire-m",
+     "base_url": "` + up.URL() + `", "api_key_env": "LOCAL_KEY",
+     "capabilities": {"include_usage": true}}
+  ],
+  "fallback": {"mid_stream": "error"}
+}`
+	path := t.TempDir() + "/gateway.json"
+	require.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
+	env := map[string]string{"LOCAL_KEY": "sk-local-secret", "GW_TOKENS": "t1"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"-config", path, "-addr", "127.0.0.1:0", "-auth-token-env", "GW_TOKENS"}, io.Discard, lookup, ready)
+	}()
+	addr := <-ready
+	s := stream(t, "http://"+addr, req("m", true, ""), "Authorization", "Bearer t1")
+	require.Equal(t, 200, s.status, s.rawBody)
+	assert.Equal(t, "local/lo/m", s.header.Get("X-Tpsroute-Deployment"))
+	assert.Equal(t, replay.Text(5), s.text)
+	at := up.Attempts()
+	require.Len(t, at, 1)
+	assert.Equal(t, "wire-m", at[0].Model)
+	assert.NotEmpty(t, at[0].Header.Get("Authorization"), "the key from LOCAL_KEY was sent (the log redacts it)")
+	assert.NotContains(t, s.rawBody, "sk-local-secret")
+	cancel()
+	require.NoError(t, <-done)
 }

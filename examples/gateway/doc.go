@@ -1,0 +1,67 @@
+// Command gateway is an OpenAI-compatible HTTP gateway built on tpsroute: any
+// language's OpenAI client points its base URL at it and gets measured
+// routing, failover before the first token, honest mid-stream errors and a
+// live view of every deployment.
+//
+// # Running
+//
+//	go run ./examples/gateway -config gateway.json      # the shared schema of docs/CONFIG.md
+//	go run ./examples/gateway -demo                      # simulated providers, no network, no keys
+//
+// Flags: -addr host:port (default 127.0.0.1:8080, loopback), -auth-token-env
+// NAME (accepted bearer tokens, comma-separated, in that variable), -max-body
+// bytes (default 4 MiB), -drain duration (default 30s), -v (log each request).
+// SIGINT or SIGTERM stops accepting connections, lets in-flight streams finish
+// until -drain has passed, then cuts the rest, which cancels their upstream
+// calls; /healthz answers 503 while draining.
+//
+// # Endpoints
+//
+//   - POST /v1/chat/completions, streaming or not. Fields the gateway does not
+//     know pass through byte for byte; "models" and "provider" are read and
+//     removed.
+//   - GET /v1/models: the logical models.
+//   - GET /healthz: no authentication.
+//   - GET /debug/tpsroute: a JSON snapshot (per deployment: breaker, traffic
+//     share, in-flight, error rate, TTFT and TPS percentiles; the Picker's
+//     counters; measure's full Snapshot).
+//   - GET /debug/tpsroute/ui: the same as an HTML table that reloads itself
+//     every 2 s, without script or external asset.
+//
+// # Routing directives
+//
+// In the body, following OpenRouter's conventions: "models" (ordered model
+// fallbacks; the first is the model when "model" is absent) and "provider":
+// order, allow_fallbacks, only, ignore, sort (price, throughput, latency),
+// max_price (USD per million tokens: a number for output, or {prompt,
+// completion}; a hard cap), preferred_min_throughput (tokens/s) and
+// preferred_max_latency (seconds to first token), which demote the
+// deployments that miss them. Headers: X-Route-Region (a region, or a
+// comma-separated list) and X-Route-Provider ("provider" or
+// "provider/region": tried first). prompt_cache_key and cache_control are
+// sent only to deployments that declare the cache_control capability, and
+// prompt_cache_key also keeps a conversation on the deployment that served
+// it. Unknown provider fields, unknown providers and regions, and malformed
+// values are 400 errors naming the field.
+//
+// Every answer names the deployment that served it in X-Tpsroute-Deployment
+// ("provider/region/model") and the upstream attempts in X-Tpsroute-Attempts.
+//
+// # Failures
+//
+// Before the first output chunk a failure fails over invisibly. After it, the
+// client receives data: {"error":{...,"code":"stream_interrupted"}} and no
+// [DONE], unless fallback.mid_stream is "continue", in which case the stream
+// continues on a deployment with assistant_prefill. A call that nothing
+// answered gets an OpenAI-shaped error with the last attempt's HTTP status,
+// or 503 when no deployment gave one. Upstream API keys are never forwarded
+// to another deployment, and never appear in answers or logs.
+//
+// # Composition
+//
+// The gateway composes measure.Registry, route.Picker and fallback.Executor
+// from the tpsroute.Config that tpsroute.ParseConfig reads, as tpsroute.New
+// does, because it relays the committed attempt's SSE bytes untouched and
+// needs the fallback.Result (deployment and attempts) that the root Client
+// keeps inside.
+package main
