@@ -208,7 +208,7 @@ func (s *sim) metric(c *route.Candidate) string {
 			return fmt.Sprintf("ttft %.2fs", c.Expected.TTFT)
 		}
 	case route.Cost:
-		return fmt.Sprintf("$%.5f/call", c.Cost)
+		return fmt.Sprintf("$%.2f per 1k calls", 1000*c.Cost)
 	default:
 		if c.Expected.TPSOK {
 			return fmt.Sprintf("%.0f tok/s", c.Expected.TPS)
