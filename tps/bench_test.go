@@ -22,20 +22,13 @@ const benchChunk = `{"id":"chatcmpl-AbCdEfGh","object":"chat.completion.chunk","
 
 func BenchmarkParseChunk(b *testing.B) {
 	data := []byte(benchChunk)
-	for _, bb := range []struct {
-		name  string
-		parse func([]byte, *tps.Chunk) error
-	}{{"strict", tps.ParseChunk}, {"trusted", tps.ParseChunkTrusted}} {
-		b.Run(bb.name, func(b *testing.B) {
-			var c tps.Chunk
-			b.SetBytes(int64(len(data)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := bb.parse(data, &c); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+	var c tps.Chunk
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := tps.ParseChunk(data, &c); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 

@@ -102,15 +102,8 @@ type Usage struct {
 // ErrMalformed, for data that is not one well-formed JSON object; c then holds
 // whatever was read before the error. Done, Malformed and Event are cleared.
 func ParseChunk(data []byte, c *Chunk) error {
-	return parseChunk(data, c, false)
-}
-
-// parseChunk is ParseChunk; trusted skips string validation for data that a
-// JSON decoder has already validated (openai-go's RawJSON), which halves the
-// cost and yields the same Chunk for valid JSON.
-func parseChunk(data []byte, c *Chunk, trusted bool) error {
 	c.reset()
-	s := scanner{b: data, trusted: trusted}
+	s := scanner{b: data}
 	if !s.open('{') {
 		return ErrMalformed
 	}

@@ -150,12 +150,5 @@ func FuzzParseChunk(f *testing.F) {
 			t.Fatalf("rejected valid JSON object %q", data)
 		}
 		_ = c.AppendText(nil)
-		if err == nil {
-			// Stream's trusted parser must read valid JSON identically.
-			var tc tps.Chunk
-			if terr := tps.ParseChunkTrusted(data, &tc); terr != nil || !tps.SameChunk(c, tc) {
-				t.Fatalf("trusted parse differs on %q: %v\n%+v\n%+v", data, terr, c, tc)
-			}
-		}
 	})
 }

@@ -1,7 +1,6 @@
 package tps
 
 import (
-	"bytes"
 	"encoding/binary"
 	"math"
 	"unicode/utf8"
@@ -15,10 +14,9 @@ const maxDepth = 256
 // It never writes to b. After the first syntax error bad is set and every
 // method becomes a no-op, so callers check bad once at the end.
 type scanner struct {
-	b       []byte
-	i       int
-	bad     bool
-	trusted bool // b is known-valid JSON: find string ends without validating
+	b   []byte
+	i   int
+	bad bool
 }
 
 func (s *scanner) fail() {
@@ -125,9 +123,6 @@ func (s *scanner) str() []byte {
 	b := s.b
 	start := s.i + 1
 	i := start
-	if s.trusted {
-		return s.trustedStr(start)
-	}
 	for {
 		// Skip 8 plain bytes at a time; stop at the word holding a quote,
 		// a backslash or a control character.
@@ -173,30 +168,6 @@ func (s *scanner) str() []byte {
 			s.fail()
 			return nil
 		}
-	}
-}
-
-// trustedStr finds the closing quote of a string known to be valid: the
-// first quote preceded by an even number of backslashes.
-func (s *scanner) trustedStr(start int) []byte {
-	b := s.b
-	i := start
-	for {
-		j := bytes.IndexByte(b[i:], '"')
-		if j < 0 {
-			s.fail()
-			return nil
-		}
-		i += j
-		k := i - 1
-		for k >= start && b[k] == '\\' {
-			k--
-		}
-		if (i-1-k)%2 == 0 {
-			s.i = i + 1
-			return b[start:i]
-		}
-		i++
 	}
 }
 

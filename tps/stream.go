@@ -60,7 +60,7 @@ func (s *Stream) Next() bool {
 	}
 	now := time.Now()
 	s.raw = append(s.raw[:0], s.s.Current().RawJSON()...)
-	if parseChunk(s.raw, &s.c, true) != nil {
+	if ParseChunk(s.raw, &s.c) != nil {
 		s.c.reset()
 		s.c.Malformed = true
 	}
