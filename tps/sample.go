@@ -102,29 +102,29 @@ type Sample struct {
 	E2E       time.Duration // last output chunk - Start
 	Total     time.Duration // end of stream (EOF, [DONE], error or Close) - Start
 
-	TPS    float64       // generation-phase tokens/s, excludes TTFT; valid only if TPSOK
-	TPSOK  bool          // at least two output chunks and a positive generation time
+	TPS    float64       // (OutputTokens - FirstChunkTokens) / (Last - TTFT) in tokens/s; 0 unless TPSOK
+	TPSOK  bool          // two or more output chunks, Last > TTFT and tokens after the first chunk
 	TPOT   time.Duration // (Last - TTFT) / (OutputTokens - 1); zero when undefined
 	E2ETPS float64       // OutputTokens / E2E, includes TTFT
 
-	OutputTokens     int64
-	TokenSource      TokenSource
-	FirstChunkTokens int64 // tokens carried by the first output chunk
-	InputTokens      int64
-	CachedTokens     int64
-	ReasoningTokens  int64
-	Cache            CacheState
+	OutputTokens     int64       // last usage.completion_tokens, else Tokenizer count, else output deltas
+	TokenSource      TokenSource // where OutputTokens came from
+	FirstChunkTokens int64       // first output chunk: Tokenizer count, else 1 per delta (vLLM/AIPerf)
+	InputTokens      int64       // usage.prompt_tokens
+	CachedTokens     int64       // prompt_tokens_details.cached_tokens or prompt_cache_hit_tokens
+	ReasoningTokens  int64       // completion_tokens_details.reasoning_tokens
+	Cache            CacheState  // warm, cold or unknown, from the cached-token field
 
-	Chunks       int64 // every data event decoded, output-bearing or not
-	OutputChunks int64 // chunks that carried output
-	Comments     int64 // SSE comments (keep-alives, processing notices)
-	Malformed    int64 // data events that could not be decoded
-	Gaps         GapStats
+	Chunks       int64    // every data event decoded, output-bearing or not
+	OutputChunks int64    // chunks that carried output
+	Comments     int64    // SSE comments (keep-alives, processing notices)
+	Malformed    int64    // data events that could not be decoded
+	Gaps         GapStats // gaps between consecutive output chunks
 
-	FinishReason      string
-	Model             string
-	SystemFingerprint string
-	Server            ServerTiming
+	FinishReason      string       // last non-null choices[].finish_reason
+	Model             string       // last non-empty "model"
+	SystemFingerprint string       // last non-empty "system_fingerprint"
+	Server            ServerTiming // server-reported timings, last non-zero value of each
 
 	// NonStandard counts SSE lines with a field name other than data,
 	// event, id and retry (STREAM_QUIRKS Q3). An "error:" field is also
