@@ -19,7 +19,8 @@ func palette(i int) string {
 
 // series is one target's line on a chart.
 type series struct {
-	name   string
+	id     string // the target, as in Report.Targets
+	name   string // the legend
 	color  string
 	points [][2]float64
 	step   bool // draw as a step function (CDF)
@@ -81,6 +82,9 @@ func (c *chart) svg() string {
 	xlo, xhi, ylo, yhi := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
 	for _, s := range c.series {
 		for _, p := range s.points {
+			if math.IsNaN(p[0]) {
+				continue
+			}
 			xlo, xhi = min(xlo, p[0]), max(xhi, p[0])
 			ylo, yhi = min(ylo, p[1]), max(yhi, p[1])
 		}
@@ -133,20 +137,28 @@ func (c *chart) svg() string {
 	b.WriteString(`</g>`)
 	// Series.
 	for _, s := range c.series {
-		fmt.Fprintf(&b, `<g class="series" data-target="%s">`, html.EscapeString(s.name))
+		fmt.Fprintf(&b, `<g class="series" data-target="%s">`, html.EscapeString(s.id))
 		pts := s.points
 		if len(pts) > maxPointsPerSeries {
 			stride := (len(pts) + maxPointsPerSeries - 1) / maxPointsPerSeries
 			var thin [][2]float64
-			for i := 0; i < len(pts); i += stride {
-				thin = append(thin, pts[i])
+			for i := range pts {
+				if i%stride == 0 || math.IsNaN(pts[i][0]) {
+					thin = append(thin, pts[i])
+				}
 			}
 			pts = append(thin, pts[len(pts)-1])
 		}
 		var d strings.Builder
-		for i, p := range pts {
+		penUp := true
+		for _, p := range pts {
+			if math.IsNaN(p[0]) {
+				penUp = true // a gap: the next point starts a new subpath
+				continue
+			}
 			switch {
-			case i == 0:
+			case penUp:
+				penUp = false
 				fmt.Fprintf(&d, "M%.1f %.1f", px(p[0]), py(p[1]))
 			case s.step:
 				fmt.Fprintf(&d, "H%.1fV%.1f", px(p[0]), py(p[1]))
@@ -159,6 +171,9 @@ func (c *chart) svg() string {
 		}
 		if s.dots {
 			for _, p := range pts {
+				if math.IsNaN(p[0]) {
+					continue
+				}
 				fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>`, px(p[0]), py(p[1]), s.color)
 			}
 		}
@@ -221,11 +236,11 @@ const pageTmpl = `<!DOCTYPE html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{{.Title}}</title>
 <style>
-body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1180px}
+body{font-family:system-ui,sans-serif;margin:20px;color:#222}
 h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
 .meta{color:#555;font-size:13px;margin-bottom:12px}
-table{border-collapse:collapse;font-size:12px;font-variant-numeric:tabular-nums}
-th,td{padding:3px 7px;border-bottom:1px solid #eee;text-align:right;white-space:nowrap} th{background:#f6f6f6} td.l,th.l{text-align:left}
+table{border-collapse:collapse;font-size:11px;font-variant-numeric:tabular-nums}
+th,td{padding:2px 5px;border-bottom:1px solid #eee;text-align:right;white-space:nowrap} th{background:#f6f6f6} td.l,th.l{text-align:left}
 .miss{color:#b00020;font-weight:600} .charts{display:flex;flex-wrap:wrap;gap:12px}
 .partial{background:#fff3cd;padding:6px 10px;border:1px solid #e0c060}
 .note{font-size:12px;color:#555}
@@ -283,7 +298,7 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 		}
 		slices.Sort(errs)
 		page.Rows = append(page.Rows, htmlRow{
-			Config: rep.Configs[s.Config].Label(), Target: s.Target, N: s.Requests, Err: s.Requests - s.OK,
+			Config: rep.Configs[s.Config].Label(), Target: rep.short(s.Target), N: s.Requests, Err: s.Requests - s.OK,
 			TTFT: s.TTFT, TPS: s.TPS, TPOT: s.TPOT, E2E: s.E2E,
 			Cached:     fmt.Sprintf("%.0f%% (%d tok)", 100*s.CachedShare, s.CachedTokens),
 			Throughput: strconv.FormatFloat(s.Throughput, 'f', 0, 64),
@@ -300,6 +315,12 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 		page.Sections = append(page.Sections, hs)
 	}
 	return t.Execute(w, page)
+}
+
+// short returns target without the report's model, for display: every
+// target of a report serves the same model, named in the page's header.
+func (rep *Report) short(target string) string {
+	return strings.TrimSuffix(target, "/"+rep.Model)
 }
 
 type chartSection struct {
@@ -335,10 +356,10 @@ func (rep *Report) charts(color map[string]string) []chartSection {
 				}
 			}
 			if len(tv) > 0 {
-				ttft.series = append(ttft.series, series{name: t, color: color[t], points: cdf(tv), step: true})
+				ttft.series = append(ttft.series, series{id: t, name: rep.short(t), color: color[t], points: cdf(tv), step: true})
 			}
 			if len(sv) > 0 {
-				tpsC.series = append(tpsC.series, series{name: t, color: color[t], points: cdf(sv), step: true})
+				tpsC.series = append(tpsC.series, series{id: t, name: rep.short(t), color: color[t], points: cdf(sv), step: true})
 			}
 		}
 		if len(ttft.series)+len(tpsC.series) > 0 {
@@ -382,26 +403,34 @@ func (rep *Report) charts(color map[string]string) []chartSection {
 				}
 			}
 			if len(ps) > 0 {
-				tpsS.series = append(tpsS.series, series{name: t, color: color[t], points: ps, dots: true})
+				tpsS.series = append(tpsS.series, series{id: t, name: rep.short(t), color: color[t], points: ps, dots: true})
 			}
 			if len(pt) > 0 {
-				ttftS.series = append(ttftS.series, series{name: t, color: color[t], points: pt, dots: true})
+				ttftS.series = append(ttftS.series, series{id: t, name: rep.short(t), color: color[t], points: pt, dots: true})
 			}
 		}
 		out = append(out, chartSection{title: "Sweep: " + cache + " cache", charts: []chart{tpsS, ttftS}})
 	}
 	// TTFT over the run, per target.
+	// Each configuration is its own stretch of line: no line joins two of them.
 	over := chart{id: "ttft-time", title: "TTFT over the run", xLabel: "time since start (s)", yLabel: "TTFT (ms)", yMin0: true}
 	for _, t := range rep.Targets {
 		var pts [][2]float64
-		for _, r := range rep.Results {
-			if r.Target == t && r.OK() && r.TTFTMS > 0 {
-				pts = append(pts, [2]float64{r.SentMS / 1000, r.TTFTMS})
+		for _, ci := range rep.Configs {
+			var part [][2]float64
+			for _, r := range byCell[cellKey{ci.Index, t}] {
+				if r.OK() && r.TTFTMS > 0 {
+					part = append(part, [2]float64{r.SentMS / 1000, r.TTFTMS})
+				}
 			}
+			slices.SortFunc(part, func(a, b [2]float64) int { return cmpFloat(a[0], b[0]) })
+			if len(part) > 0 && len(pts) > 0 {
+				pts = append(pts, [2]float64{math.NaN(), math.NaN()})
+			}
+			pts = append(pts, part...)
 		}
-		slices.SortFunc(pts, func(a, b [2]float64) int { return cmpFloat(a[0], b[0]) })
 		if len(pts) > 0 {
-			over.series = append(over.series, series{name: t, color: color[t], points: pts, dots: true})
+			over.series = append(over.series, series{id: t, name: rep.short(t), color: color[t], points: pts, dots: true})
 		}
 	}
 	if len(over.series) > 0 {
