@@ -342,7 +342,11 @@ func (cl *call) wait(d time.Duration) bool {
 		return false
 	}
 	if d == 0 {
-		return cl.ctx.Err() == nil
+		if cl.ctx.Err() != nil {
+			cl.cause = context.Cause(cl.ctx)
+			return false
+		}
+		return true
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -351,6 +355,7 @@ func (cl *call) wait(d time.Duration) bool {
 		cl.waited += d
 		return true
 	case <-cl.ctx.Done():
+		cl.cause = context.Cause(cl.ctx)
 		return false
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/openai/openai-go/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -162,6 +163,20 @@ func TestExecutor(t *testing.T) {
 		})
 	})
 
+	t.Run("cancelled_while_waiting_for_retry_after", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(4), replay.RateLimited("5"))}, fallback.Options{})
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(time.Second, cancel)
+			start := time.Now()
+			_, err := e.ex.Do(ctx, planOf(a), fallback.Call{Body: []byte(reqBody), Stream: true})
+			assert.ErrorIs(t, err, context.Canceled)
+			var api *openai.Error
+			assert.ErrorAs(t, err, &api, "the 429 is still there")
+			assert.Equal(t, time.Second, time.Since(start))
+		})
+	})
+
 	t.Run("no_fallback", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(8), replay.Status(503, "", nil)), "b-m": prof(8)}, fallback.Options{})
@@ -287,6 +302,15 @@ func TestContinueLimits(t *testing.T) {
 			require.NoError(t, err)
 			d := drain(t, res.Body)
 			assert.ErrorIs(t, d.err, fallback.ErrMidStream)
+			assert.Empty(t, attemptsFor(e.h, "b-m"))
+		})
+	})
+	t.Run("n_greater_than_one_not_continued", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(40), replay.CutAfter(20)), "b-m": prof(40)}, fallback.Options{MidStream: fallback.MidStreamContinue})
+			res, err := e.do(t, planOf(a, b), fallback.Call{Stream: true, Body: []byte(`{"model":"m","n":2,"messages":[{"role":"user","content":"hi"}]}`)})
+			require.NoError(t, err)
+			assert.ErrorIs(t, drain(t, res.Body).err, fallback.ErrMidStream)
 			assert.Empty(t, attemptsFor(e.h, "b-m"))
 		})
 	})

@@ -68,9 +68,9 @@ func (cl *call) newRun(i int, d *route.Deployment, st *keyState, done func(error
 	a.keepText = cl.stream && cl.mid == MidStreamContinue
 	a.start = time.Now()
 	a.canFailover = canFailover
-	if d := a.nextDeadline(0); d > 0 {
+	if next := a.nextDeadline(0); next > 0 {
 		a.tmu.Lock()
-		a.timer = time.AfterFunc(d, a.onTimer)
+		a.timer = time.AfterFunc(next, a.onTimer)
 		a.tmu.Unlock()
 	}
 	return a

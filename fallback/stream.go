@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/tpsroute/tpsroute/tps"
 )
 
@@ -109,6 +111,9 @@ func (s *stream) Close() error {
 func (s *stream) continuation(prev *run) *run {
 	cl := prev.cl
 	if cl.mid != MidStreamContinue || !cl.stream || prev.toolCalls || prev.multi || prev.reasoning || len(prev.text) == 0 {
+		return nil
+	}
+	if gjson.GetBytes(cl.body, "n").Int() > 1 { // choices interleave one per chunk (Q21)
 		return nil
 	}
 	body, err := cl.e.opts.Prefill(cl.body, string(prev.text))
