@@ -59,7 +59,7 @@
 //
 // Each key publishes its Estimate through an atomic pointer. While samples
 // arrive it is republished at least every Options.Refresh (100 ms) of sample
-// time, and on every sample while it is not yet OK; Snapshot and PruneAt
+// time, and on every success while it is not yet OK; Snapshot and PruneAt
 // also republish it. So a published Estimate misses at most the last 100 ms of
 // samples, and when samples stop it keeps describing the last ones until the
 // next Record, Snapshot or Prune: Estimate.Newest gives their age. InFlight

@@ -388,10 +388,12 @@ func (r *Registry) RecordAt(now time.Time, k Key, s tps.Sample) {
 		}
 	}
 
-	// Refresh every Refresh of sample time; samples a little out of order
-	// (concurrent streams end in any order) do not force a refresh, a clock
-	// stepped back by more than a window does.
-	if p := e.est.Load(); p == nil || !p.OK || t-e.lastRefresh >= int64(r.opts.Refresh) ||
+	// Refresh every Refresh of sample time, and on each success while not OK
+	// (there are fewer than MinSamples of those per window, and one of them
+	// makes the key OK). Samples a little out of order (concurrent streams
+	// end in any order) do not force a refresh; a clock stepped back by more
+	// than a window does.
+	if p := e.est.Load(); p == nil || (!p.OK && !failed) || t-e.lastRefresh >= int64(r.opts.Refresh) ||
 		t < e.lastRefresh-int64(r.opts.Window.Length) {
 		r.refresh(e, now)
 	}
