@@ -1,0 +1,61 @@
+package fallback
+
+import (
+	"io"
+	"net/http"
+	"sync"
+
+	"github.com/tpsroute/tpsroute/route"
+	"github.com/tpsroute/tpsroute/tps"
+)
+
+// Result is the committed attempt of a call. Its methods are safe for
+// concurrent use with reading Body.
+type Result struct {
+	// Body is the SSE stream from the start: the bytes read before the commit
+	// point, then the rest, whole events only. A failure after the commit
+	// point surfaces from Read as a *Error with phase PhaseMidStream; it is
+	// never a clean io.EOF. With MidStreamContinue a continuation is spliced
+	// in. Close cancels the upstream request at once and is idempotent.
+	Body io.ReadCloser
+	// Header is the committed attempt's response header.
+	Header http.Header
+	// StatusCode is the committed attempt's status, 200 in practice.
+	StatusCode int
+
+	cl     *call
+	mu     sync.Mutex
+	dep    route.Deployment
+	sample tps.Sample
+}
+
+// Deployment returns the deployment that answered; after a continuation, the
+// one that continued.
+func (r *Result) Deployment() route.Deployment {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.dep
+}
+
+// Attempts returns every attempt of the call so far, skipped deployments and
+// continuations included, in order.
+func (r *Result) Attempts() []Attempt {
+	r.cl.mu.Lock()
+	defer r.cl.mu.Unlock()
+	return append([]Attempt(nil), r.cl.attempts...)
+}
+
+// Sample returns the tps.Sample of the committed attempt (the last one after a
+// continuation). It is complete once Body returned an error or io.EOF, or was
+// closed.
+func (r *Result) Sample() tps.Sample {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sample
+}
+
+func (r *Result) set(d route.Deployment, s tps.Sample) {
+	r.mu.Lock()
+	r.dep, r.sample = d, s
+	r.mu.Unlock()
+}
