@@ -1,10 +1,14 @@
 package fallback_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -17,6 +21,7 @@ import (
 	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
+	"github.com/tpsroute/tpsroute/tps"
 )
 
 func TestExecutor(t *testing.T) {
@@ -366,6 +371,33 @@ func TestHedge(t *testing.T) {
 			require.Len(t, attemptsFor(e.h, "b-m"), 1)
 		})
 	})
+	t.Run("delay_func_per_deployment", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(8), replay.SlowFirstToken(5*time.Second)), "b-m": prof(8)},
+				fallback.Options{Hedge: fallback.HedgeOptions{Budget: 1, DelayFunc: func(d route.Deployment) (time.Duration, bool) {
+					return 300 * time.Millisecond, d.Provider == "a"
+				}}})
+			start := time.Now()
+			res, err := e.do(t, planOf(a, b), fallback.Call{Stream: true})
+			require.NoError(t, err)
+			assert.Equal(t, "b", res.Deployment().Provider)
+			drain(t, res.Body)
+			at := attemptsFor(e.h, "b-m")
+			require.Len(t, at, 1)
+			assert.Equal(t, 300*time.Millisecond, at[0].Time.Sub(start))
+		})
+	})
+	t.Run("no_hedge_per_call", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(8), replay.SlowFirstToken(5*time.Second)), "b-m": prof(8)},
+				fallback.Options{Hedge: fallback.HedgeOptions{Delay: time.Second, Budget: 1}})
+			res, err := e.do(t, planOf(a, b), fallback.Call{Stream: true, NoHedge: true})
+			require.NoError(t, err)
+			assert.Equal(t, "a", res.Deployment().Provider)
+			drain(t, res.Body)
+			assert.Empty(t, attemptsFor(e.h, "b-m"))
+		})
+	})
 	t.Run("budget_caps_hedges", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(8), replay.SlowFirstToken(2*time.Second)), "b-m": prof(8)},
@@ -417,4 +449,27 @@ func TestLoopbackCancel(t *testing.T) {
 	assert.Equal(t, fallback.ClassCanceled, last.Class)
 	require.NoError(t, res.Body.Close())
 	assert.Equal(t, route.BreakerClosed, ex.Status(d.Key(), time.Now()).Breaker)
+}
+
+func TestHooks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logs bytes.Buffer
+		var attempts []fallback.Attempt
+		var observed []string
+		e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(8), replay.Status(502, "", nil)), "b-m": prof(8)}, fallback.Options{
+			Logger:    slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+			OnAttempt: func(a fallback.Attempt) { attempts = append(attempts, a) },
+			Observe: func(d route.Deployment, s tps.Sample) {
+				observed = append(observed, d.Provider+":"+fmt.Sprint(s.Err != nil))
+			},
+		})
+		res, err := e.do(t, planOf(dep("a", "a-m"), dep("b", "b-m")), fallback.Call{Stream: true})
+		require.NoError(t, err)
+		drain(t, res.Body)
+		require.Len(t, attempts, 3)
+		assert.Equal(t, []fallback.Class{fallback.ClassRetry, fallback.ClassRetry, fallback.ClassNone}, []fallback.Class{attempts[0].Class, attempts[1].Class, attempts[2].Class})
+		assert.Equal(t, []string{"a:true", "a:true", "b:false"}, observed)
+		assert.Equal(t, 2, strings.Count(logs.String(), "attempt failed"))
+		assert.NotContains(t, logs.String(), "secret")
+	})
 }
