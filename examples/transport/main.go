@@ -1,0 +1,126 @@
+// Command transport shows tpsroute under code you already have: an ordinary
+// openai-go client, given the router's http.RoundTripper, gets routing,
+// failover and measurement without any other change.
+//
+// The same works for any library that accepts an *http.Client: go-openai,
+// langchaingo (see examples/langchaingo) or plain net/http.
+//
+//	go run ./examples/transport
+//
+// It runs offline against two simulated providers and exits with status 1 if
+// a call fails.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/tpsroute/tpsroute"
+	"github.com/tpsroute/tpsroute/replay"
+	"github.com/tpsroute/tpsroute/route"
+)
+
+func main() {
+	log.SetFlags(0)
+	if err := run(context.Background()); err != nil {
+		log.Fatal("transport example: ", err)
+	}
+}
+
+func run(ctx context.Context) error {
+	// Two simulated providers. "primary" answers its first call with a 503;
+	// "backup" always answers.
+	primary := replay.NewServer(map[string]replay.Script{
+		"gpt-4.1-mini": replay.WithFaults(&replay.Profile{TTFT: 100 * time.Millisecond, TPS: 300, OutputTokens: 12},
+			replay.Status(503, "", nil).OnAttempts(1)),
+	})
+	defer primary.Close()
+	backup := replay.NewServer(map[string]replay.Script{
+		"gpt-4.1-mini-2025-04-14": &replay.Profile{TTFT: 200 * time.Millisecond, TPS: 100, OutputTokens: 12},
+	})
+	defer backup.Close()
+
+	router, err := tpsroute.New(tpsroute.Config{Deployments: []route.Deployment{
+		{Provider: "primary", Region: "us", Model: "gpt-4.1-mini", BaseURL: primary.URL(), APIKey: "primary-key",
+			Capabilities: route.Capabilities{IncludeUsage: true}},
+		{Provider: "backup", Region: "eu", Model: "gpt-4.1-mini", ProviderModel: "gpt-4.1-mini-2025-04-14",
+			BaseURL: backup.URL(), APIKey: "backup-key", Capabilities: route.Capabilities{IncludeUsage: true}},
+	}})
+	if err != nil {
+		return err
+	}
+
+	// The only change to existing openai-go code: the HTTP client. The base
+	// URL and API key given here are never used; each attempt gets its
+	// deployment's own URL, key and model id. openai-go's retries are turned
+	// off because the router already failed over.
+	oc := openai.NewClient(
+		option.WithHTTPClient(&http.Client{Transport: router.Transport()}),
+		option.WithBaseURL("http://tpsroute.local/v1"),
+		option.WithAPIKey("unused"),
+		option.WithMaxRetries(0),
+	)
+	params := openai.ChatCompletionNewParams{
+		Model:    "gpt-4.1-mini",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Count to twelve.")},
+	}
+
+	// A streaming call, unchanged openai-go code. The primary's 503 never
+	// reaches this code: the router moved to the backup before the first
+	// token. Per-call options travel in the request's context; WithReport
+	// says who answered and what was tried.
+	var report tpsroute.Report
+	stream := oc.Chat.Completions.NewStreaming(tpsroute.ContextWithOptions(ctx, tpsroute.WithReport(&report)), params)
+	var text strings.Builder
+	for stream.Next() {
+		for _, c := range stream.Current().Choices {
+			text.WriteString(c.Delta.Content)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return err
+	}
+	stream.Close()
+	fmt.Println("streamed:    ", strings.TrimSpace(text.String()))
+	for _, a := range report.Attempts {
+		fmt.Println("              attempt:", a)
+	}
+
+	// A non-streaming call, kept in one region.
+	report = tpsroute.Report{}
+	rctx := tpsroute.ContextWithOptions(ctx, tpsroute.WithReport(&report), tpsroute.WithRegion("eu"))
+	completion, err := oc.Chat.Completions.New(rctx, params)
+	if err != nil {
+		return err
+	}
+	fmt.Println("non-streamed:", strings.TrimSpace(completion.Choices[0].Message.Content))
+	fmt.Printf("              answered by %s/%s (model %s), TTFT %v\n", report.Deployment.Provider, report.Deployment.Region,
+		completion.Model, report.Sample.TTFT.Round(10*time.Millisecond))
+
+	// The router serves the model list too: the logical models configured.
+	models, err := oc.Models.List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range models.Data {
+		fmt.Println("model:       ", m.ID)
+	}
+
+	// Everything that went through the transport was measured.
+	fmt.Println("measured:")
+	for k, s := range router.Stats().All() {
+		fmt.Printf("  %-24s %d calls, %d errors", k, s.Requests, s.Errors)
+		if s.TTFT.Count > 0 {
+			fmt.Printf(", TTFT p50 %.2fs", s.TTFT.P50)
+		}
+		fmt.Println()
+	}
+	return nil
+}
