@@ -1,13 +1,17 @@
-//go:build unix
+//go:build linux
 
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -155,4 +159,72 @@ func BenchmarkThroughputC32(b *testing.B) {
 	b.ReportMetric(rg, "gateway-streams/s")
 	b.ReportMetric(rg/rd, "gateway/direct")
 	b.ReportMetric(float64((cg-cd).Nanoseconds())/float64(n*benchChunks), "gw-cpu-ns/chunk")
+}
+
+// BenchmarkGatewayCPUPerChunk runs the gateway as a separate process (this
+// test binary, re-executed) in front of a replay provider on loopback, streams
+// b.N answers of 200 chunks through it on 32 concurrent clients, and reports
+// the gateway process's CPU time (user+system, from /proc) per relayed chunk.
+// Unlike the difference in BenchmarkThroughputC32, nothing but the gateway is
+// counted.
+func BenchmarkGatewayCPUPerChunk(b *testing.B) {
+	up := replay.NewServer(map[string]replay.Script{"m-wire": &replay.Profile{OutputTokens: benchChunks}})
+	defer up.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childUpstreamEnv+"="+up.URL())
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		stdin.Close()
+		_ = cmd.Wait()
+	}()
+	addr, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := &benchEnv{
+		client:  &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128, DisableCompression: true}},
+		gateway: "http://" + strings.TrimSpace(addr) + "/v1/chat/completions",
+		bodyGw:  `{"model":"m","stream":true,` + hi + `}`,
+	}
+	defer e.client.CloseIdleConnections()
+	const c = 32
+	e.load(b, e.gateway, e.bodyGw, 4*c, c) // warm connections and statistics
+	n := max(b.N, c)
+	b.ResetTimer()
+	c0 := procCPU(b, cmd.Process.Pid)
+	wall, _ := e.load(b, e.gateway, e.bodyGw, n, c)
+	cpu := procCPU(b, cmd.Process.Pid) - c0
+	b.StopTimer()
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(n*benchChunks), "gw-cpu-ns/chunk")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(n), "gw-cpu-µs/stream")
+	b.ReportMetric(float64(n)/wall.Seconds(), "streams/s")
+}
+
+// procCPU reads the user+system CPU time of process pid from /proc (clock
+// ticks of 10 ms).
+func procCPU(b *testing.B, pid int) time.Duration {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Fields after the command name, which is in parentheses: utime is the
+	// 12th and stime the 13th of them (fields 14 and 15 of the line).
+	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		b.Fatalf("parse /proc/%d/stat: %v %v", pid, err1, err2)
+	}
+	return time.Duration(ut+st) * 10 * time.Millisecond
 }

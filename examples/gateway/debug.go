@@ -152,7 +152,12 @@ func (g *gateway) debugUI(w http.ResponseWriter, _ *http.Request) {
 var uiTemplate = template.Must(template.New("ui").Funcs(template.FuncMap{
 	"ms":  func(s float64) string { return fmtNum(s*1000, "ms") },
 	"tps": func(v float64) string { return fmtNum(v, "") },
-	"pct": func(v float64) string { return fmtNum(v*100, "%") },
+	"pct": func(v float64) string {
+		if v == 0 {
+			return "0%"
+		}
+		return fmtNum(v*100, "%")
+	},
 }).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="2">
 <title>tpsroute gateway</title>

@@ -3,9 +3,13 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +25,42 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if up := os.Getenv(childUpstreamEnv); up != "" {
+		benchChild(up)
+		return
+	}
 	goleak.VerifyTestMain(m)
+}
+
+// childUpstreamEnv, when set to a provider URL, makes the test binary a
+// gateway process in front of it, for the CPU benchmark: it prints its
+// address and serves until its stdin closes.
+const childUpstreamEnv = "GATEWAY_BENCH_UPSTREAM"
+
+func benchChild(upstream string) {
+	d := dep("p", "us", "m")
+	d.ProviderModel, d.BaseURL = "m-wire", upstream
+	eng, err := newEngine(testConfig(d), nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	srv := &http.Server{Handler: newGateway(eng, options{})}
+	go func() { _ = srv.Serve(ln) }()
+	if path := os.Getenv("GATEWAY_BENCH_CPUPROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil {
+			_ = pprof.StartCPUProfile(f)
+			defer pprof.StopCPUProfile()
+		}
+	}
+	fmt.Println(ln.Addr().String())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	_ = srv.Close()
 }
 
 // dep is a deployment of logical model model by provider in region, served
