@@ -146,8 +146,9 @@ func TestErrorStatuses(t *testing.T) {
 		stream bool
 		status int
 		code   string
+		retry  string // Retry-After passed on
 	}{
-		{name: "429", faults: []replay.Fault{replay.RateLimited("30")}, stream: true, status: 429},
+		{name: "429", faults: []replay.Fault{replay.RateLimited("30")}, stream: true, status: 429, retry: "30"},
 		{name: "503", faults: []replay.Fault{replay.Status(503, "", nil)}, stream: true, status: 503},
 		{name: "500", faults: []replay.Fault{replay.Status(500, "", nil)}, stream: false, status: 500},
 		{name: "401_key_not_echoed", faults: []replay.Fault{replay.Status(401, leaky, nil)}, stream: true, status: 401},
@@ -166,6 +167,7 @@ func TestErrorStatuses(t *testing.T) {
 			if tt.code != "" {
 				assert.Equal(t, tt.code, er.Get("code").Str)
 			}
+			assert.Equal(t, tt.retry, s.header.Get("Retry-After"))
 			assert.NotContains(t, s.rawBody, "sk-a-secret-key")
 			assert.Empty(t, s.header.Get("X-Tpsroute-Deployment"))
 		})

@@ -95,6 +95,9 @@ type apiError struct {
 	Code    string
 	Param   string
 	Message string
+	// RetryAfter, when set, is sent as the Retry-After header: the
+	// provider's own, passed on with its 429 or 503.
+	RetryAfter string
 }
 
 // errorBody is the wire form of an apiError, also used inside SSE error
@@ -121,6 +124,9 @@ func errorBody(e *apiError, redact interface{ Replace(string) string }) []byte {
 
 func writeError(w http.ResponseWriter, e *apiError, redact interface{ Replace(string) string }) {
 	body := errorBody(e, redact)
+	if e.RetryAfter != "" {
+		w.Header().Set("Retry-After", e.RetryAfter)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(e.Status)
@@ -148,6 +154,9 @@ func failure(err error) *apiError {
 			e.Type = oe.Type
 		}
 		e.Code, e.Param = oe.Code, oe.Param
+		if oe.Response != nil && (e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable) {
+			e.RetryAfter = oe.Response.Header.Get("Retry-After")
+		}
 	}
 	return e
 }
