@@ -149,3 +149,10 @@ func TestConfigValidate(t *testing.T) {
 		assert.Contains(t, err.Error(), "BaseURL")
 	})
 }
+
+func TestParseConfigReadsTheNamedVariable(t *testing.T) {
+	t.Setenv("TPSROUTE_TEST_KEY", "k-from-env")
+	cfg, err := ParseConfig(strings.NewReader(`{"deployments":[{"provider":"a","model":"m","base_url":"http://x/v1","api_key_env":"TPSROUTE_TEST_KEY"}]}`))
+	require.NoError(t, err)
+	assert.Equal(t, "k-from-env", cfg.Deployments[0].APIKey)
+}

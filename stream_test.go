@@ -170,3 +170,27 @@ func TestConcurrentStreams(t *testing.T) {
 	}
 	assert.EqualValues(t, n, total)
 }
+
+func TestMidStreamContinue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newMemFleet()
+		prefill := route.Capabilities{IncludeUsage: true, AssistantPrefill: true}
+		a := dep("a", "", "m", f.add("a", map[string]replay.Script{"m-a": replay.WithFaults(&replay.Profile{TPS: 100, OutputTokens: 60}, replay.CutAfter(20))}))
+		a.ProviderModel, a.Capabilities = "m-a", prefill
+		b := dep("b", "", "m", f.add("b", map[string]replay.Script{"m-b": &replay.Profile{TPS: 100, OutputTokens: 60}}))
+		b.ProviderModel, b.Capabilities = "m-b", prefill
+		c := mustNew(t, Config{
+			HTTPClient:  &http.Client{Transport: f},
+			Deployments: []route.Deployment{a, b},
+			Fallback:    fallback.Options{MidStream: fallback.MidStreamContinue},
+		})
+		s, text, err := streamOnce(t, c, "m", WithPin("a", ""))
+		require.NoError(t, err)
+		assert.Equal(t, replay.Text(60), text, "one continuous answer")
+		assert.Equal(t, "b", s.Deployment().Provider, "b continued")
+		reqs := f.providers["b"].requests()
+		require.Len(t, reqs, 1)
+		assert.Contains(t, reqs[0].Body, `"model":"m-b"`, "the continuation carries b's model id")
+		assert.NotContains(t, everything(reqs[0]), "key-a", "and b's key only")
+	})
+}
