@@ -68,7 +68,8 @@ type Chunk struct {
 	// Set by Tap; ParseChunk reports it as ErrMalformed instead.
 	Malformed bool
 	// Event is the SSE event type ("error", or a non-standard field name
-	// such as "error" in old llama.cpp); nil for plain data events. Set by Tap.
+	// such as "error" in old llama.cpp); nil for plain data events. Set by
+	// Tap, and by Stream for the error event that ends an openai-go stream.
 	Event []byte
 
 	buf      []byte // scratch for Content when several fields are joined
