@@ -1,0 +1,25 @@
+module github.com/tpsroute/tpsroute/examples/langchaingo
+
+go 1.26.0
+
+require (
+	github.com/tmc/langchaingo v0.1.14
+	github.com/tpsroute/tpsroute v0.0.0
+)
+
+require (
+	github.com/DataDog/sketches-go v1.4.8 // indirect
+	github.com/coder/websocket v1.8.15 // indirect
+	github.com/dlclark/regexp2 v1.10.0 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/openai/openai-go/v3 v3.99.0 // indirect
+	github.com/pkoukk/tiktoken-go v0.1.6 // indirect
+	github.com/sony/gobreaker/v2 v2.4.0 // indirect
+	github.com/tidwall/gjson v1.20.0 // indirect
+	github.com/tidwall/match v1.1.1 // indirect
+	github.com/tidwall/pretty v1.2.1 // indirect
+	github.com/tidwall/sjson v1.2.5 // indirect
+	golang.org/x/time v0.16.0 // indirect
+)
+
+replace github.com/tpsroute/tpsroute => ../..
