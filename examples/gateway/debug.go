@@ -146,19 +146,21 @@ func (g *gateway) debugUI(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
-	_ = uiTemplate.Execute(w, g.view())
+	_ = g.ui.Execute(w, g.view())
 }
 
-var uiTemplate = template.Must(template.New("ui").Funcs(template.FuncMap{
-	"ms":  func(s float64) string { return fmtNum(s*1000, "ms") },
-	"tps": func(v float64) string { return fmtNum(v, "") },
-	"pct": func(v float64) string {
-		if v == 0 {
-			return "0%"
-		}
-		return fmtNum(v*100, "%")
-	},
-}).Parse(`<!doctype html>
+// newUITemplate parses the debug page's template.
+func newUITemplate() *template.Template {
+	return template.Must(template.New("ui").Funcs(template.FuncMap{
+		"ms":  func(s float64) string { return fmtNum(s*1000, "ms") },
+		"tps": func(v float64) string { return fmtNum(v, "") },
+		"pct": func(v float64) string {
+			if v == 0 {
+				return "0%"
+			}
+			return fmtNum(v*100, "%")
+		},
+	}).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="2">
 <title>tpsroute gateway</title>
 <style>
@@ -176,6 +178,7 @@ small{color:#777}
 {{end}}</table>
 </body></html>
 `))
+}
 
 // fmtNum formats v with unit, or "–" when v is not positive.
 func fmtNum(v float64, unit string) string {

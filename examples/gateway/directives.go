@@ -31,10 +31,17 @@ type directives struct {
 	maxPrompt, maxCompletion float64 // provider.max_price, USD per million tokens; 0 means no cap
 }
 
-// providerFields are the keys the "provider" object may hold.
-var providerFields = []string{
-	"order", "allow_fallbacks", "only", "ignore", "sort",
-	"max_price", "preferred_min_throughput", "preferred_max_latency",
+// providerFieldList names the keys the "provider" object may hold.
+const providerFieldList = "order, allow_fallbacks, only, ignore, sort, max_price, preferred_min_throughput, preferred_max_latency"
+
+// isProviderField reports whether k is one of providerFieldList.
+func isProviderField(k string) bool {
+	switch k {
+	case "order", "allow_fallbacks", "only", "ignore", "sort",
+		"max_price", "preferred_min_throughput", "preferred_max_latency":
+		return true
+	}
+	return false
 }
 
 // badRequest is a 400 answer naming the offending field.
@@ -148,12 +155,10 @@ func (d *directives) parseProvider(p gjson.Result) *apiError {
 	}
 	var bad *apiError
 	p.ForEach(func(k, _ gjson.Result) bool {
-		for _, f := range providerFields {
-			if k.Str == f {
-				return true
-			}
+		if isProviderField(k.Str) {
+			return true
 		}
-		bad = badRequest("provider."+k.Str, "unknown routing field; the gateway supports %s", strings.Join(providerFields, ", "))
+		bad = badRequest("provider."+k.Str, "unknown routing field; the gateway supports %s", providerFieldList)
 		return false
 	})
 	if bad != nil {
@@ -386,7 +391,8 @@ func build(ctx context.Context, d route.Deployment, body []byte) (*http.Request,
 	return fallback.DefaultBuild(context.WithValue(ctx, attemptKey{}, d.Key()), d, body)
 }
 
-var cacheControlKey = []byte(`"cache_control"`)
+// cacheControlKey is the JSON key of a cache hint, searched for before parsing.
+const cacheControlKey = `"cache_control"`
 
 // stripCacheHints removes prompt_cache_key and every cache_control field on
 // messages, message content parts and tools. It copies body only when it
@@ -398,7 +404,7 @@ func stripCacheHints(body []byte) ([]byte, error) {
 			return nil, fmt.Errorf("gateway: strip prompt_cache_key: %w", err)
 		}
 	}
-	if !bytes.Contains(body, cacheControlKey) {
+	if !bytes.Contains(body, []byte(cacheControlKey)) {
 		return body, nil
 	}
 	var paths []string

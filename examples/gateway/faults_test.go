@@ -33,7 +33,7 @@ func pair(t *testing.T, mid fallback.MidStreamPolicy, faults ...replay.Fault) *e
 }
 
 // orderAB names a then b as the providers' order.
-var orderAB = `"provider":{"order":["a","b"]}`
+const orderAB = `"provider":{"order":["a","b"]}`
 
 // TestPreCommitFaultsInvisible: every fault before the first output chunk
 // fails over, and the client sees one clean stream from b.

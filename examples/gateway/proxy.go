@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html/template"
 	"io"
 	"log/slog"
 	"net/http"
@@ -47,7 +48,8 @@ type gateway struct {
 	mux      *http.ServeMux
 	draining atomic.Bool
 	started  time.Time
-	bufs     sync.Pool // *[]byte of copyBufSize, for stream copies
+	bufs     sync.Pool          // *[]byte of copyBufSize, for stream copies
+	ui       *template.Template // the debug page
 }
 
 // copyBufSize is the read size of a stream copy: many events at once when
@@ -61,6 +63,7 @@ func newGateway(eng *engine, opts options) *gateway {
 	}
 	g := &gateway{eng: eng, opts: opts, logger: opts.Logger, started: time.Now()}
 	g.bufs.New = func() any { b := make([]byte, copyBufSize); return &b }
+	g.ui = newUITemplate()
 	if g.logger == nil {
 		g.logger = slog.New(slog.DiscardHandler)
 	}
