@@ -38,7 +38,8 @@ func buildOptions(opts []Option) options {
 // WithTokenizer counts output tokens with t: the first output chunk's tokens
 // always, and all output tokens when the stream carries no usage. A nil t
 // means no tokenizer. With a tokenizer the Timer keeps the stream's output
-// text until Finish.
+// text (content, reasoning, refusal) until Finish. Tool-call arguments are
+// not counted; when the count is 0 the output-delta count is used instead.
 func WithTokenizer(t Tokenizer) Option {
 	return func(o *options) { o.tokenizer = t }
 }

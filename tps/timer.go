@@ -254,22 +254,28 @@ func (t *Timer) end(now time.Time, end End) Sample {
 	}
 	n := s.OutputChunks
 	tok := t.opts.tokenizer
+	// A tokenizer sees only text; tool-call fragments have none, so a zero
+	// count falls back to deltas.
+	var tokAll int64
+	if tok != nil && n > 0 && !(t.hasUsage && t.usage.CompletionReported && t.usage.CompletionTokens > 0) {
+		tokAll = int64(tok.Count(string(t.text)))
+	}
 	switch {
 	case t.hasUsage && t.usage.CompletionReported && (t.usage.CompletionTokens > 0 || n == 0):
 		s.OutputTokens, s.TokenSource = t.usage.CompletionTokens, TokenSourceUsage
-	case n > 0 && tok != nil:
-		s.OutputTokens, s.TokenSource = int64(max(tok.Count(string(t.text)), 0)), TokenSourceTokenizer
+	case tokAll > 0:
+		s.OutputTokens, s.TokenSource = tokAll, TokenSourceTokenizer
 	case n > 0:
 		s.OutputTokens, s.TokenSource = t.outputDeltas, TokenSourceChunks
 	}
 	if n > 0 {
 		s.TTFT, s.Last, s.E2E = t.first, t.last, t.last
 		s.Gaps.Sum = t.last - t.first
-		switch {
-		case tok != nil:
-			s.FirstChunkTokens = int64(max(tok.Count(string(t.text[:t.firstLen])), 0))
-		default:
-			s.FirstChunkTokens = t.firstDeltas
+		s.FirstChunkTokens = t.firstDeltas
+		if tok != nil && t.firstLen > 0 {
+			if k := int64(tok.Count(string(t.text[:t.firstLen]))); k > 0 {
+				s.FirstChunkTokens = k
+			}
 		}
 		s.FirstChunkTokens = min(s.FirstChunkTokens, s.OutputTokens)
 		span := t.last - t.first

@@ -153,6 +153,23 @@ func TestTimer(t *testing.T) {
 			assert.Equal(t, int64(2), s.FirstChunkTokens)
 		}},
 	}
+	tests = append(tests, struct {
+		name string
+		opts []tps.Option
+		run  func(t *testing.T, tm *tps.Timer) tps.Sample
+		want func(t *testing.T, s tps.Sample)
+	}{"tokenizer with tool-call-only output falls back to deltas", []tps.Option{tps.WithTokenizer(words{})}, func(t *testing.T, tm *tps.Timer) tps.Sample {
+		tool := `{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}`
+		feed(t, tm, start, 100*ms, tool)
+		feed(t, tm, start, 300*ms, tool)
+		feed(t, tm, start, 500*ms, tool)
+		return tm.Finish(start.Add(time.Second))
+	}, func(t *testing.T, s tps.Sample) {
+		assert.Equal(t, tps.TokenSourceChunks, s.TokenSource)
+		assert.Equal(t, int64(3), s.OutputTokens)
+		assert.Equal(t, int64(1), s.FirstChunkTokens)
+		assert.InDelta(t, 5.0, s.TPS, 1e-9)
+	}})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.want(t, tt.run(t, tps.NewTimer(start, tt.opts...)))
