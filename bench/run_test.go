@@ -87,3 +87,35 @@ func TestRunAccuracy(t *testing.T) {
 		})
 	}
 }
+
+func TestRunProgress(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var got []Progress
+		cfg := Config{
+			Router:           knownConfig(map[string]*replay.Profile{"a": {TTFT: 200 * time.Millisecond, TPS: 50, OutputTokens: 20}, "b": {TTFT: 100 * time.Millisecond, TPS: 100, OutputTokens: 20}}),
+			Requests:         20,
+			ProgressInterval: time.Second,
+			Progress:         func(p Progress) { got = append(got, p) },
+		}
+		_, err := Run(context.Background(), cfg)
+		require.NoError(t, err)
+		require.Greater(t, len(got), 5)
+		last := got[len(got)-1]
+		assert.True(t, last.Finished)
+		assert.Equal(t, 40, last.Done)
+		assert.Equal(t, 40, last.Total)
+		assert.Zero(t, last.ETA)
+		assert.Contains(t, last.Label, "cold c=1 b/r1/m")
+		for i := 1; i < len(got); i++ {
+			assert.GreaterOrEqual(t, got[i].Done, got[i-1].Done)
+			if i < len(got)-1 {
+				assert.Equal(t, time.Second, got[i].Elapsed-got[i-1].Elapsed, "one call per interval")
+			}
+		}
+		mid := got[3]
+		assert.Contains(t, mid.Label, "a/r1/m")
+		assert.InDelta(t, 200, mid.TTFTP50, 1, "running p50 of the current target")
+		assert.InDelta(t, 50, mid.TPSP50, 1)
+		assert.Positive(t, mid.ETA)
+	})
+}
