@@ -37,12 +37,10 @@ func (s *sim) legend() string {
 	fmt.Fprintf(&b, "%s\n\n", s.paint(bold, fmt.Sprintf(
 		"tpsroute quickstart: %d simulated providers of %s, policy %s, %d calls in flight for %s",
 		len(s.sims), model, s.cfg.Policy, s.cfg.Concurrency, s.cfg.Duration)))
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "deployment\tttft\ttok/s\t$/M out\t\tbehaviour\t")
+	fmt.Fprintf(&b, "%-18s %6s %6s %8s  %s\n", "deployment", "ttft", "tok/s", "$/M out", "behaviour")
 	for _, p := range s.sims {
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t\t%s\t\n", p.Label(), secs(p.TTFT), p.TPS, p.Price.Output, p.Reliability)
+		fmt.Fprintf(&b, "%-18s %6s %6.0f %8.2f  %s\n", p.Label(), p.TTFT, p.TPS, p.Price.Output, p.Reliability)
 	}
-	tw.Flush()
 	b.WriteString("\nscript:\n")
 	for _, e := range s.tl.events() {
 		fmt.Fprintf(&b, "  at %5s  %s\n", secs(e.At), e.What)
@@ -196,6 +194,15 @@ func (s *sim) why(p phaseResult) string {
 	}
 	if len(p.openSeen) > 0 {
 		out += "; breaker open: " + strings.Join(slices.Sorted(maps.Keys(p.openSeen)), ", ")
+	}
+	var half []string
+	for _, c := range p.lastPlan.Deployments {
+		if c.Reason == route.ReasonHalfOpen {
+			half = append(half, label(c.Key))
+		}
+	}
+	if len(half) > 0 {
+		out += "; half-open, tried last: " + strings.Join(half, ", ")
 	}
 	return out
 }
