@@ -14,7 +14,8 @@ import (
 const DemoModel = "llama-3.3-70b"
 
 // DemoProfile is one simulated deployment of Demo: its place and the
-// behaviour its replay profile gives it. It is a value.
+// behaviour its replay profile gives it. It is a plain value, safe for
+// concurrent reads.
 type DemoProfile struct {
 	Provider, Region string
 	TTFT             time.Duration // median time to first token (cold prompt cache)

@@ -20,7 +20,7 @@ import (
 
 // Result is one measured request. Times are milliseconds from the start of
 // the run (Report.Started), so a Result survives a JSON round trip exactly.
-// A Result is a value, safe to copy.
+// A Result is a plain value, safe for concurrent reads.
 type Result struct {
 	Config int    `json:"config"` // index into Report.Configs
 	Target string `json:"target"` // deployment "provider/region/model", or "routed"
@@ -224,7 +224,8 @@ func classify(err error, status int, code string, phase tps.Phase) string {
 // Dist summarises one metric over the successful requests of a Summary:
 // exact order statistics of the sorted values (nearest rank), no sketch.
 // Durations are in milliseconds, TPS in tokens/s. N is 0 when no request
-// had the metric; the other fields are then 0. Dist is a value.
+// had the metric; the other fields are then 0. Dist is a plain value, safe
+// for concurrent reads.
 type Dist struct {
 	N    int     `json:"n"`
 	Mean float64 `json:"mean"`
@@ -269,7 +270,8 @@ func NewDist(values []float64) Dist {
 
 // SLO is a service-level objective for goodput: a request is good when it
 // succeeded and meets every target set. The zero SLO has no target, and
-// every successful request is good. SLO is a value.
+// every successful request is good. SLO is a plain value, safe for
+// concurrent use.
 type SLO struct {
 	// TTFT is the largest acceptable time to first token, measured from the
 	// scheduled send time. Zero means no TTFT target.
@@ -368,7 +370,8 @@ func ParseSLO(text string) (SLO, error) {
 }
 
 // Summary is the outcome of one configuration for one target: percentiles,
-// errors by class, tokens, throughput and goodput. Summary is a value.
+// errors by class, tokens, throughput and goodput. Summary is a value; its
+// Errors map must not be modified while others read it.
 type Summary struct {
 	Config int    `json:"config"`
 	Target string `json:"target"`

@@ -13,10 +13,11 @@ import (
 	"time"
 
 	"github.com/tpsroute/tpsroute"
+	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/route"
 )
 
-// Mode says what a run measures.
+// Mode says what a run measures. It is a constant, safe for concurrent use.
 type Mode uint8
 
 const (
@@ -51,13 +52,14 @@ var ErrTooFewRequests = errors.New("bench: fewer than 20 requests per configurat
 
 // Config describes a benchmark: what to send, how hard, to whom, and what
 // counts as good. The zero value of every field except Router is a documented
-// default. A Config is a value; Run does not modify it.
+// default. Run does not modify a Config; a Config is safe for concurrent
+// reads, and its Progress function is called from one goroutine at a time.
 type Config struct {
 	// Router holds the deployments and the router's settings, as parsed by
 	// tpsroute.ParseConfig. Run builds a fresh Client from it for every
 	// configuration and target, so breakers and statistics never carry over.
-	// In Compare mode each attempt is limited to one try (no retries, no
-	// failover). A nil Router.HTTPClient means a transport tuned for many
+	// In Compare mode each call is limited to one attempt (no retry, no
+	// failover, no hedge). A nil Router.HTTPClient means a transport tuned for many
 	// concurrent streams to the same hosts.
 	Router tpsroute.Config
 	// Mode is Compare (the default) or Routed.
@@ -109,7 +111,8 @@ type Config struct {
 	ProgressInterval time.Duration
 }
 
-// Progress is a live view of a run, for a progress line. It is a value.
+// Progress is a live view of a run, for a progress line. It is a plain value,
+// safe for concurrent reads.
 type Progress struct {
 	Label    string        // the configuration and target running, e.g. "cold c=4 groq/us-east-1/llama"
 	Done     int           // measured requests finished, over the whole run
@@ -123,7 +126,7 @@ type Progress struct {
 }
 
 // ConfigInfo describes one configuration of a run: a cache mode and a load
-// level. It is a value.
+// level. It is a plain value, safe for concurrent reads.
 type ConfigInfo struct {
 	Index       int     `json:"index"`
 	Cache       string  `json:"cache"`                 // "cold" or "warm"
@@ -199,11 +202,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		tr.MaxIdleConns = 0
 		tr.MaxIdleConnsPerHost = 1024
 		rc.HTTPClient = &http.Client{Transport: tr}
+		defer tr.CloseIdleConnections() // no keep-alive goroutine outlives Run
 	}
 	rc.HTTPClient = &http.Client{Transport: &probe{next: rc.HTTPClient.Transport}}
 	if cfg.Mode == Compare {
+		// One attempt on the pinned deployment: no retry and no hedge may
+		// blur what the deployment itself did.
 		rc.Fallback.AttemptsPerDeployment = 1
 		rc.Fallback.MaxAttempts = 1
+		rc.Fallback.Hedge = fallback.HedgeOptions{}
 	}
 
 	start := time.Now()

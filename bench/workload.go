@@ -11,22 +11,24 @@ import (
 	"strings"
 )
 
-// Message is one chat message of a Prompt. It is a value, safe to copy.
+// Message is one chat message of a Prompt. It is a plain value, safe for
+// concurrent reads.
 type Message struct {
 	Role    string `json:"role"`    // "system", "user" or "assistant"
 	Content string `json:"content"` // plain text
 }
 
 // Prompt is one request of a workload: its messages and, optionally, an
-// output cap. It is a value; a Prompt must not be modified once handed to Run.
+// output cap. A Prompt must not be modified once handed to Run; it is then
+// safe for concurrent reads.
 type Prompt struct {
 	Messages []Message `json:"messages"`
 	// MaxTokens caps the answer, in tokens; 0 means the Workload's MaxTokens.
 	MaxTokens int `json:"max_tokens,omitempty"`
 }
 
-// PromptError is a bad line of a JSONL prompt file. It is a value and safe to
-// share.
+// PromptError is a bad line of a JSONL prompt file. It is immutable and safe
+// for concurrent use.
 type PromptError struct {
 	Line int    // 1-based line number
 	Msg  string // what is wrong
@@ -93,7 +95,8 @@ func LoadPrompts(r io.Reader) ([]Prompt, error) {
 	return out, nil
 }
 
-// CacheMode says how a run treats the providers' prompt (prefix) caches.
+// CacheMode says how a run treats the providers' prompt (prefix) caches. It is
+// a constant, safe for concurrent use.
 type CacheMode uint8
 
 const (
