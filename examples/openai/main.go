@@ -18,6 +18,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"strings"
@@ -35,12 +36,13 @@ func main() {
 	modelName := flag.String("model", "llama-3.3-70b", "the logical model to ask for")
 	flag.Parse()
 	log.SetFlags(0)
-	if err := run(context.Background(), *configPath, *modelName); err != nil {
+	if err := run(context.Background(), os.Stdout, *configPath, *modelName); err != nil {
 		log.Fatal("openai example: ", err)
 	}
 }
 
-func run(ctx context.Context, configPath, model string) error {
+// run makes the calls and writes what happened to w.
+func run(ctx context.Context, w io.Writer, configPath, model string) error {
 	cfg, stop, err := config(configPath)
 	if err != nil {
 		return err
@@ -60,11 +62,11 @@ func run(ctx context.Context, configPath, model string) error {
 	// 1. Stream, exactly as with openai-go. NewStreaming returns once the
 	// first token has arrived; a provider that failed before that was
 	// replaced invisibly.
-	fmt.Println("== streaming")
+	fmt.Fprintln(w, "== streaming")
 	stream := client.Chat.Completions.NewStreaming(ctx, ask("Say hello in ten words."))
 	for stream.Next() {
 		for _, c := range stream.Current().Choices {
-			fmt.Print(c.Delta.Content)
+			fmt.Fprint(w, c.Delta.Content)
 		}
 	}
 	stream.Close()
@@ -72,14 +74,14 @@ func run(ctx context.Context, configPath, model string) error {
 		return err
 	}
 	// What openai-go cannot tell you: who answered and how fast.
-	fmt.Printf("\n%s\n", describe(stream.Deployment(), stream.Sample().TTFT, stream.Sample().TPS, stream.Sample().OutputTokens))
+	fmt.Fprintf(w, "\n%s\n", describe(stream.Deployment(), stream.Sample().TTFT, stream.Sample().TPS, stream.Sample().OutputTokens))
 	for _, a := range stream.Attempts() {
-		fmt.Println("  attempt:", a) // a failed attempt here was invisible to the caller
+		fmt.Fprintln(w, "  attempt:", a) // a failed attempt here was invisible to the caller
 	}
 
 	// 2. Many calls at once. The first ones probe every deployment; then the
 	// router sends traffic to the one with the best measured speed.
-	fmt.Println("\n== 24 calls, 6 at a time")
+	fmt.Fprintln(w, "\n== 24 calls, 6 at a time")
 	sem := make(chan struct{}, 6)
 	type outcome struct {
 		who string
@@ -107,23 +109,23 @@ func run(ctx context.Context, configPath, model string) error {
 	if failed != nil {
 		return failed
 	}
-	fmt.Println("answered by, in order:", strings.Join(order, " "))
-	printStats(client)
+	fmt.Fprintln(w, "answered by, in order:", strings.Join(order, " "))
+	printStats(w, client)
 
 	// 3. The whole answer at once, as openai-go's New. WithReport says what
 	// happened underneath; WithRegion keeps the call in one region (data
 	// residency), failing over only inside it.
-	fmt.Println("\n== non-streaming, eu-west only")
+	fmt.Fprintln(w, "\n== non-streaming, eu-west only")
 	var report tpsroute.Report
 	completion, err := client.Chat.Completions.New(ctx, ask("One sentence on Europe."),
 		tpsroute.WithRegion(region(cfg, "eu-west")), tpsroute.WithReport(&report))
 	if err != nil {
 		return err
 	}
-	fmt.Println(strings.TrimSpace(completion.Choices[0].Message.Content))
-	fmt.Println(describe(report.Deployment, report.Sample.TTFT, report.Sample.TPS, report.Sample.OutputTokens))
+	fmt.Fprintln(w, strings.TrimSpace(completion.Choices[0].Message.Content))
+	fmt.Fprintln(w, describe(report.Deployment, report.Sample.TTFT, report.Sample.TPS, report.Sample.OutputTokens))
 	for _, a := range report.Attempts {
-		fmt.Println("  attempt:", a)
+		fmt.Fprintln(w, "  attempt:", a)
 	}
 	return nil
 }
@@ -195,9 +197,9 @@ func describe(d route.Deployment, ttft time.Duration, tps float64, tokens int64)
 }
 
 // printStats prints what the router has measured of each deployment.
-func printStats(c *tpsroute.Client) {
-	fmt.Printf("%-32s %6s %10s %10s %8s %7s\n", "deployment", "calls", "ttft p50", "ttft p95", "tok/s", "errors")
+func printStats(w io.Writer, c *tpsroute.Client) {
+	fmt.Fprintf(w, "%-32s %6s %10s %10s %8s %7s\n", "deployment", "calls", "ttft p50", "ttft p95", "tok/s", "errors")
 	for k, s := range c.Stats().All() {
-		fmt.Printf("%-32s %6d %9.2fs %9.2fs %8.0f %7d\n", k, s.Requests, s.TTFT.P50, s.TTFT.P95, s.TPS.P50, s.Errors)
+		fmt.Fprintf(w, "%-32s %6d %9.2fs %9.2fs %8.0f %7d\n", k, s.Requests, s.TTFT.P50, s.TTFT.P95, s.TPS.P50, s.Errors)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net/http"
 	"os"
@@ -38,12 +39,14 @@ func main() {
 	dir := flag.String("dir", "", "directory for the cassette; empty means a temporary directory removed at the end")
 	flag.Parse()
 	log.SetFlags(0)
-	if err := run(context.Background(), *dir); err != nil {
+	if err := run(context.Background(), os.Stdout, *dir, os.Getenv); err != nil {
 		log.Fatal("record example: ", err)
 	}
 }
 
-func run(ctx context.Context, dir string) error {
+// run records one call into dir, replays it and writes both to w. getenv
+// reads OPENAI_BASE_URL, OPENAI_API_KEY and OPENAI_MODEL.
+func run(ctx context.Context, w io.Writer, dir string, getenv func(string) string) error {
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "tpsroute-record-")
 		if err != nil {
@@ -53,7 +56,7 @@ func run(ctx context.Context, dir string) error {
 		dir = tmp
 	}
 
-	baseURL, apiKey, model := os.Getenv("OPENAI_BASE_URL"), os.Getenv("OPENAI_API_KEY"), os.Getenv("OPENAI_MODEL")
+	baseURL, apiKey, model := getenv("OPENAI_BASE_URL"), getenv("OPENAI_API_KEY"), getenv("OPENAI_MODEL")
 	if model == "" {
 		model = "gpt-4.1-mini"
 	}
@@ -65,9 +68,9 @@ func run(ctx context.Context, dir string) error {
 		})
 		defer demo.Close()
 		baseURL, apiKey = demo.URL(), "sk-demo-never-recorded"
-		fmt.Println("recording a simulated provider (set OPENAI_API_KEY and OPENAI_BASE_URL to record a real one)")
+		fmt.Fprintln(w, "recording a simulated provider (set OPENAI_API_KEY and OPENAI_BASE_URL to record a real one)")
 	} else {
-		fmt.Println("recording", baseURL)
+		fmt.Fprintln(w, "recording", baseURL)
 	}
 
 	// 1. Record: the Recorder is an http.RoundTripper between the client and
@@ -84,14 +87,14 @@ func run(ctx context.Context, dir string) error {
 	if len(files) != 1 {
 		return fmt.Errorf("recorded %d cassettes, want 1", len(files))
 	}
-	show("recorded", recorded)
+	show(w, "recorded", recorded)
 
 	// 2. Look at what was written: events with their times, no secrets.
 	cas, err := replay.LoadCassette(files[0])
 	if err != nil {
 		return err
 	}
-	fmt.Printf("cassette:  %s: %d events, headers at %.0f ms, Authorization %q\n",
+	fmt.Fprintf(w, "cassette:  %s: %d events, headers at %.0f ms, Authorization %q\n",
 		files[0], len(cas.Response.Events), cas.Response.HeadersMS, cas.Request.Headers.Get("Authorization"))
 
 	// 3. Replay: a fake provider serves the cassette for that model, with the
@@ -102,13 +105,13 @@ func run(ctx context.Context, dir string) error {
 	if err != nil {
 		return fmt.Errorf("replaying: %w", err)
 	}
-	show("replayed", replayed)
+	show(w, "replayed", replayed)
 
 	if replayed.text != recorded.text || replayed.sample.Chunks != recorded.sample.Chunks ||
 		replayed.sample.OutputTokens != recorded.sample.OutputTokens {
 		return errors.New("the replayed answer differs from the recorded one")
 	}
-	fmt.Printf("same answer, chunks and usage; TTFT differs by %v\n",
+	fmt.Fprintf(w, "same answer, chunks and usage; TTFT differs by %v\n",
 		(replayed.sample.TTFT - recorded.sample.TTFT).Abs().Round(time.Millisecond))
 	return nil
 }
@@ -145,7 +148,7 @@ func call(ctx context.Context, rt http.RoundTripper, baseURL, apiKey, model stri
 	return answer{text.String(), stream.Sample()}, stream.Err()
 }
 
-func show(what string, a answer) {
+func show(w io.Writer, what string, a answer) {
 	s := a.sample
 	tpsText := "n/a"
 	if s.TPSOK {
@@ -155,6 +158,6 @@ func show(what string, a answer) {
 	if len(text) > 60 {
 		text = text[:57] + "..."
 	}
-	fmt.Printf("%-9s  TTFT %4d ms, %s, %d output tokens (%s), %d chunks: %q\n",
+	fmt.Fprintf(w, "%-9s  TTFT %4d ms, %s, %d output tokens (%s), %d chunks: %q\n",
 		what+":", s.TTFT.Milliseconds(), tpsText, s.OutputTokens, s.TokenSource, s.Chunks, text)
 }

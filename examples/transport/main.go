@@ -14,8 +14,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -29,12 +31,13 @@ import (
 
 func main() {
 	log.SetFlags(0)
-	if err := run(context.Background()); err != nil {
+	if err := run(context.Background(), os.Stdout); err != nil {
 		log.Fatal("transport example: ", err)
 	}
 }
 
-func run(ctx context.Context) error {
+// run makes the calls and writes what happened to w.
+func run(ctx context.Context, w io.Writer) error {
 	// Two simulated providers. "primary" answers its first call with a 503;
 	// "backup" always answers.
 	primary := replay.NewServer(map[string]replay.Script{
@@ -88,9 +91,9 @@ func run(ctx context.Context) error {
 		return err
 	}
 	stream.Close()
-	fmt.Println("streamed:    ", strings.TrimSpace(text.String()))
+	fmt.Fprintln(w, "streamed:    ", strings.TrimSpace(text.String()))
 	for _, a := range report.Attempts {
-		fmt.Println("              attempt:", a)
+		fmt.Fprintln(w, "              attempt:", a)
 	}
 
 	// A non-streaming call, kept in one region.
@@ -100,8 +103,8 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Println("non-streamed:", strings.TrimSpace(completion.Choices[0].Message.Content))
-	fmt.Printf("              answered by %s/%s (model %s), TTFT %v\n", report.Deployment.Provider, report.Deployment.Region,
+	fmt.Fprintln(w, "non-streamed:", strings.TrimSpace(completion.Choices[0].Message.Content))
+	fmt.Fprintf(w, "              answered by %s/%s (model %s), TTFT %v\n", report.Deployment.Provider, report.Deployment.Region,
 		completion.Model, report.Sample.TTFT.Round(10*time.Millisecond))
 
 	// The router serves the model list too: the logical models configured.
@@ -110,17 +113,17 @@ func run(ctx context.Context) error {
 		return err
 	}
 	for _, m := range models.Data {
-		fmt.Println("model:       ", m.ID)
+		fmt.Fprintln(w, "model:       ", m.ID)
 	}
 
 	// Everything that went through the transport was measured.
-	fmt.Println("measured:")
+	fmt.Fprintln(w, "measured:")
 	for k, s := range router.Stats().All() {
-		fmt.Printf("  %-24s %d calls, %d errors", k, s.Requests, s.Errors)
+		fmt.Fprintf(w, "  %-24s %d calls, %d errors", k, s.Requests, s.Errors)
 		if s.TTFT.Count > 0 {
-			fmt.Printf(", TTFT p50 %.2fs", s.TTFT.P50)
+			fmt.Fprintf(w, ", TTFT p50 %.2fs", s.TTFT.P50)
 		}
-		fmt.Println()
+		fmt.Fprintln(w)
 	}
 	return nil
 }
