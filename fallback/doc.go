@@ -130,5 +130,7 @@
 // An Executor is safe for concurrent use and holds no goroutine between
 // calls. Timers are stopped when an attempt ends; a hedged call's goroutines
 // have ended when Do returns; Result.Body.Close cancels the upstream request
-// at once.
+// at once, and the attempt ends as ClassCanceled with ErrClosed, which
+// matches context.Canceled: an early Close is the caller's cancellation,
+// never a provider failure.
 package fallback

@@ -1,7 +1,9 @@
 package fallback
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -54,6 +56,13 @@ var (
 	// calls, n>1, no prefill-capable deployment) or failed; the caller still
 	// gets the original mid-stream error.
 	ErrContinuation = errors.New("fallback: continuation not possible")
+	// ErrClosed means the caller closed Result.Body before the stream ended.
+	// The attempt's class is ClassCanceled and, because it wraps
+	// context.Canceled, errors.Is(err, context.Canceled) holds: code that
+	// tells the caller's cancellations from provider failures (statistics,
+	// error rates) counts an early Close as the caller's. It is not a breaker
+	// failure.
+	ErrClosed = fmt.Errorf("fallback: body closed by caller: %w", context.Canceled)
 )
 
 // Attempt is the record of one try on one deployment, or of a deployment that

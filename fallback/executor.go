@@ -2,7 +2,6 @@ package fallback
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -428,5 +427,3 @@ func (cl *call) commit(a *run) *Result {
 	r.dep, r.sample = *a.d, a.sample
 	return r
 }
-
-var errClosed = errors.New("fallback: body closed by caller")

@@ -473,3 +473,44 @@ func TestHooks(t *testing.T) {
 		assert.NotContains(t, logs.String(), "secret")
 	})
 }
+
+// TestEarlyCloseIsCancellation: a caller that closes a committed stream
+// early ends the upstream request; the attempt is ClassCanceled, its error
+// (seen by Observe and returned by later Reads) is ErrClosed and matches
+// context.Canceled, so statistics count it as the caller's, and the breaker
+// does not count it as a failure.
+func TestEarlyCloseIsCancellation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := dep("a", "a-m")
+		var observed []error
+		e := newEnv(map[string]replay.Script{"a-m": &replay.Profile{TPS: 10, OutputTokens: 100}}, fallback.Options{
+			Observe:               func(_ route.Deployment, s tps.Sample) { observed = append(observed, s.Err) },
+			Breaker:               fallback.BreakerSettings{ConsecutiveFailures: 1},
+			AttemptsPerDeployment: 1,
+		})
+		res, err := e.do(t, planOf(a), fallback.Call{Stream: true})
+		require.NoError(t, err)
+		buf := make([]byte, 64)
+		_, err = res.Body.Read(buf)
+		require.NoError(t, err)
+		require.NoError(t, res.Body.Close())
+		require.NoError(t, res.Body.Close(), "idempotent")
+		_, err = res.Body.Read(buf)
+		assert.ErrorIs(t, err, fallback.ErrClosed)
+		assert.ErrorIs(t, err, context.Canceled)
+
+		require.Len(t, observed, 1)
+		assert.ErrorIs(t, observed[0], fallback.ErrClosed)
+		assert.ErrorIs(t, observed[0], context.Canceled)
+		assert.ErrorIs(t, res.Sample().Err, context.Canceled)
+		atts := res.Attempts()
+		require.Len(t, atts, 1)
+		assert.Equal(t, fallback.ClassCanceled, atts[0].Class)
+		assert.ErrorIs(t, atts[0].Err, context.Canceled)
+		assert.Equal(t, route.BreakerClosed, e.ex.Status(a.Key(), time.Now()).Breaker, "not a provider failure")
+		synctest.Wait()
+		up := attemptsFor(e.h, "a-m")
+		require.Len(t, up, 1)
+		assert.False(t, up[0].End.IsZero(), "the upstream request ended")
+	})
+}

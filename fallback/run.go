@@ -245,7 +245,7 @@ func (a *run) cause(err error, def Class) (Class, error) {
 			return ClassNext, c
 		case ErrStall:
 			return ClassMidStream, c
-		case ErrHedgeLost, errClosed:
+		case ErrHedgeLost, ErrClosed:
 			return ClassCanceled, c
 		}
 	}
@@ -455,7 +455,7 @@ func (a *run) finalize(err error) {
 	}
 	a.tmu.Unlock()
 	if err != nil {
-		a.cancel(errClosed)
+		a.cancel(ErrClosed)
 	}
 	if a.tap != nil {
 		a.tap.Close()

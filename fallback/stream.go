@@ -81,7 +81,7 @@ func (s *stream) end() {
 // idempotent and may be called concurrently with Read.
 func (s *stream) Close() error {
 	if a := s.active.Load(); a != nil {
-		a.cancel(errClosed) // unblocks a Read in progress
+		a.cancel(ErrClosed) // unblocks a Read in progress
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -94,13 +94,13 @@ func (s *stream) Close() error {
 		if a.eof || (a.finish && a.off >= a.rel) {
 			s.end()
 		} else {
-			a.fail(tps.PhaseMidStream, a.resp.StatusCode, ClassCanceled, errClosed)
+			a.fail(tps.PhaseMidStream, a.resp.StatusCode, ClassCanceled, ErrClosed)
 			s.res.set(*a.d, a.sample)
 		}
 	}
 	a.releaseBuf()
 	if s.err == nil {
-		s.err = errClosed
+		s.err = ErrClosed
 	}
 	return nil
 }
