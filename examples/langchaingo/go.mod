@@ -3,8 +3,10 @@ module github.com/tpsroute/tpsroute/examples/langchaingo
 go 1.26.0
 
 require (
+	github.com/stretchr/testify v1.12.1
 	github.com/tmc/langchaingo v0.1.14
 	github.com/tpsroute/tpsroute v0.0.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (
@@ -19,6 +21,7 @@ require (
 	github.com/tidwall/match v1.1.1 // indirect
 	github.com/tidwall/pretty v1.2.1 // indirect
 	github.com/tidwall/sjson v1.2.5 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/time v0.16.0 // indirect
 )
 

@@ -14,8 +14,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -29,12 +31,13 @@ import (
 
 func main() {
 	log.SetFlags(0)
-	if err := run(context.Background()); err != nil {
+	if err := run(context.Background(), os.Stdout); err != nil {
 		log.Fatal("langchaingo example: ", err)
 	}
 }
 
-func run(ctx context.Context) error {
+// run makes the calls and writes what happened to w.
+func run(ctx context.Context, w io.Writer) error {
 	// Two simulated providers of one model: "fast" resets the connection on
 	// its first call, "steady" always answers.
 	fast := replay.NewServer(map[string]replay.Script{
@@ -88,11 +91,11 @@ func run(ctx context.Context) error {
 	if streamed.String() != answer {
 		return fmt.Errorf("streamed %q but the answer is %q", streamed.String(), answer)
 	}
-	fmt.Println("answer:", strings.TrimSpace(answer))
-	fmt.Printf("answered by %s/%s, TTFT %v, %.0f tokens/s\n", report.Deployment.Provider, report.Deployment.Region,
+	fmt.Fprintln(w, "answer:", strings.TrimSpace(answer))
+	fmt.Fprintf(w, "answered by %s/%s, TTFT %v, %.0f tokens/s\n", report.Deployment.Provider, report.Deployment.Region,
 		report.Sample.TTFT.Round(10*time.Millisecond), report.Sample.TPS)
 	for _, a := range report.Attempts {
-		fmt.Println("  attempt:", a)
+		fmt.Fprintln(w, "  attempt:", a)
 	}
 
 	// A plain call: the router now prefers what it measured.
@@ -100,9 +103,9 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Println("answer:", strings.TrimSpace(answer))
+	fmt.Fprintln(w, "answer:", strings.TrimSpace(answer))
 	for k, s := range router.Stats().All() {
-		fmt.Printf("measured %-30s %d calls, %d errors\n", k, s.Requests, s.Errors)
+		fmt.Fprintf(w, "measured %-30s %d calls, %d errors\n", k, s.Requests, s.Errors)
 	}
 	return nil
 }
