@@ -3,6 +3,7 @@ package tpsroute
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/tidwall/gjson"
@@ -21,28 +22,53 @@ type requestInfo struct {
 	MaxTokens int64  // max_completion_tokens or max_tokens; 0 if absent
 }
 
-// readRequest reads the fields routing needs from body without decoding it.
+// readRequest reads the fields routing needs from body without decoding it,
+// and checks their types: a *RequestError names the first bad field.
 func readRequest(body []byte) (requestInfo, error) {
 	if !gjson.ValidBytes(body) {
-		return requestInfo{}, fmt.Errorf("tpsroute: request body is not valid JSON")
+		return requestInfo{}, &RequestError{Reason: "request body is not valid JSON"}
 	}
-	r := gjson.GetManyBytes(body, "model", "stream", "prompt_cache_key", "max_completion_tokens", "max_tokens")
-	if r[0].Type != gjson.String || r[0].Str == "" {
-		return requestInfo{}, fmt.Errorf("tpsroute: request body has no \"model\" string")
+	root := gjson.ParseBytes(body)
+	if !root.IsObject() {
+		return requestInfo{}, &RequestError{Reason: "request body must be a JSON object"}
 	}
-	name, rev := route.ParseModel(r[0].Str)
-	max := r[3].Int()
-	if max <= 0 {
-		max = r[4].Int()
+	r := root.Get
+	model := r("model")
+	if model.Type != gjson.String || model.Str == "" {
+		return requestInfo{}, &RequestError{Param: "model", Reason: "required: a model name string"}
 	}
-	return requestInfo{
-		RawModel:  r[0].Str,
-		Model:     name,
-		Revision:  rev,
-		Stream:    r[1].Bool(),
-		CacheKey:  r[2].Str,
-		MaxTokens: max,
-	}, nil
+	if m := r("messages"); !m.IsArray() {
+		return requestInfo{}, &RequestError{Param: "messages", Reason: "required: an array of messages"}
+	}
+	info := requestInfo{RawModel: model.Str}
+	info.Model, info.Revision = route.ParseModel(model.Str)
+	switch s := r("stream"); s.Type {
+	case gjson.True:
+		info.Stream = true
+	case gjson.False, gjson.Null:
+	default:
+		return requestInfo{}, &RequestError{Param: "stream", Reason: "must be a boolean"}
+	}
+	switch k := r("prompt_cache_key"); k.Type {
+	case gjson.Null:
+	case gjson.String:
+		info.CacheKey = k.Str
+	default:
+		return requestInfo{}, &RequestError{Param: "prompt_cache_key", Reason: "must be a string"}
+	}
+	for _, name := range []string{"max_completion_tokens", "max_tokens"} {
+		v := r(name)
+		if v.Type == gjson.Null {
+			continue
+		}
+		if v.Type != gjson.Number || v.Num < 1 || v.Num != math.Trunc(v.Num) {
+			return requestInfo{}, &RequestError{Param: name, Reason: "must be a positive integer"}
+		}
+		if info.MaxTokens == 0 {
+			info.MaxTokens = int64(v.Num)
+		}
+	}
+	return info, nil
 }
 
 // rewriteBody returns the body to send to deployment d: its model id, the

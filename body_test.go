@@ -1,6 +1,7 @@
 package tpsroute
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -11,27 +12,38 @@ import (
 )
 
 func TestReadRequest(t *testing.T) {
+	const msgs = `"messages":[]`
 	tests := []struct {
-		name    string
-		body    string
-		want    requestInfo
-		wantErr string
+		name      string
+		body      string
+		want      requestInfo
+		wantParam string // the field a *RequestError names; "" for the body itself
+		wantErr   string
 	}{
-		{"stream", `{"model":"m@r1","stream":true,"prompt_cache_key":"k"}`, requestInfo{RawModel: "m@r1", Model: "m", Revision: "r1", Stream: true, CacheKey: "k"}, ""},
-		{"no stream", `{"model":"m","messages":[]}`, requestInfo{RawModel: "m", Model: "m"}, ""},
-		{"max tokens", `{"model":"m","max_tokens":50}`, requestInfo{RawModel: "m", Model: "m", MaxTokens: 50}, ""},
-		{"max completion tokens wins", `{"model":"m","max_tokens":50,"max_completion_tokens":70}`, requestInfo{RawModel: "m", Model: "m", MaxTokens: 70}, ""},
-		{"no model", `{"messages":[]}`, requestInfo{}, "no \"model\""},
-		{"model not string", `{"model":3}`, requestInfo{}, "no \"model\""},
-		{"invalid", `{"model":`, requestInfo{}, "not valid JSON"},
+		{name: "stream", body: `{"model":"m@r1","stream":true,"prompt_cache_key":"k",` + msgs + `}`, want: requestInfo{RawModel: "m@r1", Model: "m", Revision: "r1", Stream: true, CacheKey: "k"}},
+		{name: "no stream", body: `{"model":"m",` + msgs + `}`, want: requestInfo{RawModel: "m", Model: "m"}},
+		{name: "max tokens", body: `{"model":"m","max_tokens":50,` + msgs + `}`, want: requestInfo{RawModel: "m", Model: "m", MaxTokens: 50}},
+		{name: "max completion tokens wins", body: `{"model":"m","max_tokens":50,"max_completion_tokens":70,` + msgs + `}`, want: requestInfo{RawModel: "m", Model: "m", MaxTokens: 70}},
+		{name: "nulls are absent", body: `{"model":"m","stream":null,"prompt_cache_key":null,"max_tokens":null,` + msgs + `}`, want: requestInfo{RawModel: "m", Model: "m"}},
+		{name: "no model", body: `{` + msgs + `}`, wantParam: "model", wantErr: "model: required"},
+		{name: "model not string", body: `{"model":3,` + msgs + `}`, wantParam: "model", wantErr: "model: required"},
+		{name: "no messages", body: `{"model":"m"}`, wantParam: "messages", wantErr: "messages: required"},
+		{name: "stream not bool", body: `{"model":"m","stream":"yes",` + msgs + `}`, wantParam: "stream", wantErr: "boolean"},
+		{name: "cache key not string", body: `{"model":"m","prompt_cache_key":1,` + msgs + `}`, wantParam: "prompt_cache_key", wantErr: "string"},
+		{name: "max tokens negative", body: `{"model":"m","max_tokens":-1,` + msgs + `}`, wantParam: "max_tokens", wantErr: "positive integer"},
+		{name: "max tokens fraction", body: `{"model":"m","max_completion_tokens":1.5,` + msgs + `}`, wantParam: "max_completion_tokens", wantErr: "positive integer"},
+		{name: "not an object", body: `[1]`, wantErr: "JSON object"},
+		{name: "invalid", body: `{"model":`, wantErr: "not valid JSON"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := readRequest([]byte(tt.body))
 			if tt.wantErr != "" {
-				require.Error(t, err)
+				var re *RequestError
+				require.ErrorAs(t, err, &re)
+				assert.Equal(t, tt.wantParam, re.Param)
 				assert.Contains(t, err.Error(), tt.wantErr)
-				assert.Contains(t, err.Error(), "tpsroute: ")
+				assert.True(t, strings.HasPrefix(err.Error(), "tpsroute: "))
 				return
 			}
 			require.NoError(t, err)

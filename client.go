@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"io"
 	"log/slog"
@@ -41,6 +42,10 @@ type Client struct {
 	onDecision   func(route.Request, route.Plan)
 	nextRefresh  atomic.Int64 // unix ns of the next registry refresh
 	hedgeDefault bool         // Config.Fallback.Hedge was configured: every call may hedge
+
+	deps   []route.Deployment // as configured, for serves
+	known  map[string]bool    // "provider:NAME" and "region:NAME" of every deployment
+	redact *strings.Replacer  // every configured API key -> [REDACTED]
 
 	oai     openai.ChatCompletionService // serialises params and decodes chunks over rt
 	oaiOpts []option.RequestOption       // appended to every call's options: routing owns these
@@ -111,6 +116,17 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c.picker = p
+	c.deps = p.Deployments()
+	c.known = make(map[string]bool)
+	var keys []string
+	for _, d := range cfg.Deployments {
+		c.known["provider:"+d.Provider] = true
+		c.known["region:"+d.Region] = true
+		if len(d.APIKey) >= 4 {
+			keys = append(keys, d.APIKey, "[REDACTED]")
+		}
+	}
+	c.redact = strings.NewReplacer(keys...)
 
 	c.rt = internalTransport{c: c}
 	c.oaiOpts = []option.RequestOption{
@@ -203,6 +219,9 @@ func (c *Client) do(ctx context.Context, body []byte, hdr http.Header, cc *callC
 	if info.MaxTokens > 0 {
 		req.ExpectedOutputTokens = info.MaxTokens
 	}
+	if err := c.checkNames(cc); err != nil {
+		return nil, cl, err
+	}
 	pinned := cc.pinned && cc.req.NoFallbacks
 	if pinned {
 		req.NoFallbacks = false // the pin decides the first; trimmed below
@@ -210,8 +229,15 @@ func (c *Client) do(ctx context.Context, body []byte, hdr http.Header, cc *callC
 	now := time.Now()
 	c.refresh(now)
 	plan, err := c.picker.PickAt(req, now)
-	if err != nil {
-		return nil, cl, err
+	if err != nil && !(cc.pinned && len(plan.Excluded) > 0) {
+		// A pinned deployment left out (open breaker, off-SLO) is still the
+		// caller's explicit choice: pin below honours it.
+		return nil, cl, c.modelError(req, err)
+	}
+	if cc.maxInput > 0 || cc.maxOutput > 0 {
+		if plan, err = priceCap(plan, cc.maxInput, cc.maxOutput); err != nil {
+			return nil, cl, err
+		}
 	}
 	if cc.pinned {
 		if plan, err = pin(plan, cc.pinProvider, cc.pinRegion, cc.req.NoFallbacks); err != nil {
@@ -236,6 +262,55 @@ func (c *Client) do(ctx context.Context, body []byte, hdr http.Header, cc *callC
 		return nil, cl, err
 	}
 	return res, cl, nil
+}
+
+// checkNames returns a *RequestError when a routing option names a provider
+// or region that no deployment has: a typo would otherwise look like an
+// outage. WithIgnore may name anything.
+func (c *Client) checkNames(cc *callConfig) error {
+	for _, ck := range []struct {
+		param, kind string
+		names       []string
+	}{
+		{"region", "region", cc.req.Regions},
+		{"providers", "provider", cc.req.Providers},
+		{"only", "provider", cc.req.Only},
+	} {
+		for _, n := range ck.names {
+			if !c.known[ck.kind+":"+n] {
+				return &RequestError{Param: ck.param, Reason: "no deployment has the " + ck.kind + " " + strconv.Quote(n)}
+			}
+		}
+	}
+	return nil
+}
+
+// modelError returns a *ModelError when a model of req is served by no
+// deployment, else err.
+func (c *Client) modelError(req route.Request, err error) error {
+	for i, m := range append([]string{req.Model}, req.Models...) {
+		if !c.serves(m) {
+			param := "model"
+			if i > 0 {
+				param = "models"
+			}
+			return &ModelError{Param: param, Model: m}
+		}
+	}
+	return err
+}
+
+// serves reports whether some deployment serves the logical model (a
+// "model@revision" is matched on both).
+func (c *Client) serves(model string) bool {
+	name, rev := route.ParseModel(model)
+	for i := range c.deps {
+		d := &c.deps[i]
+		if (d.IsWildcard() && rev == "") || (d.Model == name && (rev == "" || d.Revision == rev)) {
+			return true
+		}
+	}
+	return false
 }
 
 // refresh republishes every key's Estimate at most once per refreshInterval,
@@ -298,6 +373,25 @@ func pin(plan route.Plan, provider, region string, only bool) (route.Plan, error
 		}
 	}
 	plan.Deployments = out
+	return plan, nil
+}
+
+// priceCap drops the candidates of plan priced above maxInput or maxOutput
+// (USD per million tokens; 0 means no cap on that price).
+func priceCap(plan route.Plan, maxInput, maxOutput float64) (route.Plan, error) {
+	keep := make([]route.Candidate, 0, len(plan.Deployments))
+	for _, cd := range plan.Deployments {
+		p := cd.Deployment.Price
+		if (maxOutput > 0 && p.Output > maxOutput) || (maxInput > 0 && p.Input > maxInput) {
+			continue
+		}
+		keep = append(keep, cd)
+	}
+	if len(keep) == 0 {
+		return plan, fmt.Errorf("tpsroute: no deployment is within the price cap (input %g, output %g USD per million tokens): %w",
+			maxInput, maxOutput, route.ErrNoDeployment)
+	}
+	plan.Deployments = keep
 	return plan, nil
 }
 

@@ -68,7 +68,9 @@
 // Per-call routing: WithPin (a provider and region first, failover still
 // allowed), WithoutFallback, WithRegion (a restriction, e.g. data
 // residency), WithProviders (an order), WithOnly, WithIgnore, WithPolicy,
-// WithSLO, WithMaxPrice, WithModels (models to fall back through),
+// WithSLO (demotes deployments expected to miss a TTFT or TPS target),
+// WithMaxPrice (demotes), WithPriceCap (drops), WithModels (models to fall
+// back through),
 // WithCacheKey, WithHedge, WithRequestOptions (openai-go options) and
 // WithReport.
 //
@@ -81,6 +83,17 @@
 // the deployment that served that key recently, so the provider's prefix
 // cache is hit. The statistics keep warm and cold calls apart.
 //
+// # Raw bodies and HTTP errors
+//
+// Client.Do takes a serialised chat-completions body and returns a Response:
+// the committed SSE bytes (or the accumulated chat.completion JSON without
+// "stream"), the deployment that answered, the attempts and the tps.Sample.
+// It is the entry point of code that relays answers, such as
+// examples/gateway. Client.HTTPError maps any error of a call to its HTTP
+// answer in one place: 400 naming the field for a bad request (*RequestError,
+// *PinError), 404 for an unknown model (*ModelError), the last attempt's
+// status, or 503 when no deployment was usable.
+//
 // # Transport
 //
 // Client.Transport is the same flow as an http.RoundTripper, for frameworks
@@ -88,7 +101,7 @@
 // POST .../chat/completions is routed, GET .../models lists the logical
 // models, anything else is refused with 404. Non-streaming requests stream
 // underneath and are answered with a chat.completion body. Failures are
-// answered with an OpenAI-shaped error and "x-should-retry: false". Per-call
+// answered as Client.HTTPError says, with "x-should-retry: false". Per-call
 // options travel in the request context (ContextWithOptions).
 //
 // # Configuration

@@ -3,6 +3,7 @@ package tpsroute_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"log"
 	"net/http"
 	"strings"
@@ -152,4 +153,46 @@ func ExampleParseConfigLookup() {
 	// groq/us/llama-3.3-70b sends llama-3.3-70b-versatile with a key: true
 	// policy: cost ttft deadline: 10s
 	// tpsroute: config line 2: deployments[0].api_key: literal API keys are refused in config files; put the key in an environment variable and name it with "api_key_env"
+}
+
+// Do takes a raw chat-completions body and returns the committed SSE bytes
+// with the deployment that answered and the attempts: what a gateway relays.
+// A failure is turned into its HTTP answer by Client.HTTPError.
+func ExampleClient_Do() {
+	down := replay.NewServer(map[string]replay.Script{"m": replay.WithFaults(&replay.Profile{}, replay.Status(503, "", nil))})
+	defer down.Close()
+	up := replay.NewServer(map[string]replay.Script{"m": &replay.Profile{OutputTokens: 3}})
+	defer up.Close()
+	client, err := tpsroute.New(tpsroute.Config{Deployments: []route.Deployment{
+		{Provider: "down", Region: "us", Model: "m", BaseURL: down.URL()},
+		{Provider: "up", Region: "eu", Model: "m", BaseURL: up.URL()},
+	}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	body := []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}],"x_vendor_field":1}`)
+	resp, err := client.Do(context.Background(), body, tpsroute.WithProviders("down", "up"))
+	if err != nil {
+		log.Fatal(client.HTTPError(err).Status)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(resp.Header.Get("Content-Type"), strings.HasSuffix(string(raw), "data: [DONE]\n\n"))
+	fmt.Println("answered by", resp.Deployment().Key())
+	for _, a := range resp.Attempts() {
+		fmt.Println("attempt:", a.Key, a.Status)
+	}
+
+	_, err = client.Do(context.Background(), []byte(`{"model":"gpt-9","messages":[]}`))
+	he := client.HTTPError(err)
+	fmt.Println(he.Status, he.Code, he.Param)
+	// Output:
+	// text/event-stream true
+	// answered by up/eu/m
+	// attempt: down/us/m 503
+	// attempt: up/eu/m 200
+	// 404 model_not_found model
 }

@@ -23,6 +23,8 @@ type callConfig struct {
 	pinRegion   string
 	pinned      bool
 	maxPrice    float64
+	maxInput    float64 // WithPriceCap
+	maxOutput   float64
 	hedge       bool
 	reqOpts     []option.RequestOption
 	report      *Report
@@ -83,7 +85,10 @@ func WithPolicy(p route.Policy) CallOption {
 }
 
 // WithSLO adds constraints for this call. Its zero fields are taken from
-// Config.SLO; Strict applies if either sets it.
+// Config.SLO; Strict applies if either sets it. Without Strict a deployment
+// that misses them is demoted, not dropped: route.SLO{MinTPS: 100} prefers
+// deployments expected to generate at least 100 tokens/s, route.SLO{MaxTTFT:
+// 800 * time.Millisecond} those expected to answer within 800 ms.
 func WithSLO(slo route.SLO) CallOption {
 	return func(c *callConfig) { c.req.SLO = slo }
 }
@@ -94,6 +99,16 @@ func WithSLO(slo route.SLO) CallOption {
 // means no limit from this option.
 func WithMaxPrice(usdPerMillion float64) CallOption {
 	return func(c *callConfig) { c.maxPrice = usdPerMillion }
+}
+
+// WithPriceCap drops, for this call, every deployment whose configured
+// Price.Input is above input or whose Price.Output is above output, both in
+// US dollars per million tokens: a hard cap, unlike WithMaxPrice, which only
+// demotes. Zero or negative means no cap on that price; a deployment without
+// a configured price is kept. When nothing is left the call fails with an
+// error wrapping route.ErrNoDeployment.
+func WithPriceCap(input, output float64) CallOption {
+	return func(c *callConfig) { c.maxInput, c.maxOutput = input, output }
 }
 
 // WithModels adds logical models to fall back through, in order, after the

@@ -147,35 +147,14 @@ func (s *Stream) Err() error { return s.err }
 func (s *Stream) Close() error {
 	s.closeOnce.Do(func() {
 		s.done.Store(true)
-		if !s.ended.Load() && s.st.res != nil {
-			abort(s.st.res.Body, s.cancel)
-		}
+		// Closing the body before the end cancels the upstream request at
+		// once; fallback records it as the caller's cancellation (ErrClosed).
 		_ = s.raw.Close()
 		s.cancel()
 		fillReport(s.st.cfg.report, s.st.res, s.err)
 	})
 	return nil
 }
-
-// abort ends a committed stream the caller no longer reads: it cancels the
-// call's context, so that the upstream request ends at once and the attempt
-// ends as the caller's cancellation (not a provider failure), reads what the
-// executor had already released until the cancellation surfaces (bounded),
-// and closes the body.
-func abort(body io.ReadCloser, cancel context.CancelFunc) {
-	cancel()
-	var buf [4096]byte
-	for range maxAbortReads {
-		if _, err := body.Read(buf[:]); err != nil {
-			break
-		}
-	}
-	_ = body.Close()
-}
-
-// maxAbortReads bounds the reads abort makes after cancelling: released but
-// unread bytes, at most 1 MiB.
-const maxAbortReads = 256
 
 // fail ends the stream with err, preferring the executor's own error over
 // openai-go's wrapping of it.
@@ -281,12 +260,12 @@ func committedResponse(req *http.Request, res *fallback.Result) *http.Response {
 // readAll reads and closes a request body.
 func readAll(req *http.Request) ([]byte, error) {
 	if req.Body == nil || req.Body == http.NoBody {
-		return nil, errors.New("tpsroute: request has no body")
+		return nil, &RequestError{Reason: "request has no body"}
 	}
 	defer req.Body.Close()
 	b, err := io.ReadAll(req.Body)
 	if err != nil {
-		return nil, fmt.Errorf("tpsroute: read request body: %w", err)
+		return nil, &RequestError{Reason: "read request body: " + err.Error()}
 	}
 	return b, nil
 }

@@ -1,0 +1,207 @@
+package tpsroute
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/openai/openai-go/v3"
+
+	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/route"
+)
+
+// RequestError means the request itself is bad: a body that is not a JSON
+// object, a field of the wrong type, or a routing option that names a
+// provider or region no deployment has. It is answered with 400. It is a
+// value and safe to share.
+type RequestError struct {
+	// Param names the bad field: a body field ("model", "messages",
+	// "stream", "max_tokens", ...), or the call option ("region" for
+	// WithRegion, "providers" for WithProviders, "only" for WithOnly). Empty
+	// when the body as a whole is bad.
+	Param string
+	// Reason says what is wrong with it, without the "tpsroute: " prefix.
+	Reason string
+}
+
+// Error returns "tpsroute: PARAM: REASON", or "tpsroute: REASON" without a Param.
+func (e *RequestError) Error() string {
+	if e.Param == "" {
+		return "tpsroute: " + e.Reason
+	}
+	return "tpsroute: " + e.Param + ": " + e.Reason
+}
+
+// ModelError means a requested model is served by no deployment (and no
+// wildcard deployment exists). It matches route.ErrNoDeployment with
+// errors.Is and is answered with 404 model_not_found. It is a value and safe
+// to share.
+type ModelError struct {
+	// Param is "model" for the request's model and "models" for a fallback
+	// model of WithModels.
+	Param string
+	// Model is the unknown model, as requested ("name" or "name@revision").
+	Model string
+}
+
+// Error returns `tpsroute: PARAM: the model "MODEL" is not served by any deployment`.
+func (e *ModelError) Error() string {
+	return "tpsroute: " + e.Param + ": the model " + strconv.Quote(e.Model) + " is not served by any deployment"
+}
+
+// Is reports whether target is route.ErrNoDeployment.
+func (e *ModelError) Is(target error) bool { return target == route.ErrNoDeployment }
+
+// StatusClientClosedRequest is the status HTTPError gives a call that the
+// caller cancelled (nginx's 499): nobody is left to read it, but logs and
+// metrics can tell it from a failure.
+const StatusClientClosedRequest = 499
+
+// HTTPError is the HTTP answer to a failed call, in OpenAI's error shape
+// ({"error":{"message","type","param","code"}}), as Client.HTTPError makes
+// it. It is a value and safe to share once made.
+type HTTPError struct {
+	// Status is the HTTP status code.
+	Status int
+	// Type is the OpenAI error type: "invalid_request_error",
+	// "service_unavailable", the provider's own type, ...
+	Type string
+	// Code is the OpenAI error code, or "" (sent as null).
+	Code string
+	// Param names the request field at fault, or "" (sent as null).
+	Param string
+	// Message says what happened, with every upstream API key redacted.
+	Message string
+	// RetryAfter is the provider's Retry-After, passed on with a final 429 or
+	// 503; "" for none.
+	RetryAfter string
+}
+
+// Error returns Message.
+func (e *HTTPError) Error() string { return e.Message }
+
+// JSON returns the OpenAI-shaped body: {"error":{"message":...,"type":...,
+// "param":...,"code":...}}, with null for an empty Param or Code.
+func (e *HTTPError) JSON() []byte {
+	var b struct {
+		Error struct {
+			Message string  `json:"message"`
+			Type    string  `json:"type"`
+			Param   *string `json:"param"`
+			Code    *string `json:"code"`
+		} `json:"error"`
+	}
+	b.Error.Message, b.Error.Type = e.Message, e.Type
+	if e.Param != "" {
+		b.Error.Param = &e.Param
+	}
+	if e.Code != "" {
+		b.Error.Code = &e.Code
+	}
+	out, _ := json.Marshal(b) // strings only: cannot fail
+	return out
+}
+
+// Header returns the answer's headers: the JSON content type and length,
+// Retry-After when set, and "X-Should-Retry: false", because failover has
+// already happened.
+func (e *HTTPError) Header(body []byte) http.Header {
+	h := http.Header{
+		"Content-Type":   {"application/json"},
+		"Content-Length": {strconv.Itoa(len(body))},
+		"X-Should-Retry": {"false"},
+	}
+	if e.RetryAfter != "" {
+		h.Set("Retry-After", e.RetryAfter)
+	}
+	return h
+}
+
+// Write answers with e on w: Header, Status and JSON.
+func (e *HTTPError) Write(w http.ResponseWriter) {
+	body := e.JSON()
+	h := w.Header()
+	for k, v := range e.Header(body) {
+		h[k] = v
+	}
+	w.WriteHeader(e.Status)
+	_, _ = w.Write(body)
+}
+
+// response is e as an *http.Response to req, for the Transport.
+func (e *HTTPError) response(req *http.Request) *http.Response {
+	body := e.JSON()
+	return bytesResponse(req, e.Status, e.Header(body), body)
+}
+
+// HTTPError returns the HTTP answer to err, an error of Do, New,
+// NewStreaming or the Transport. The mapping, the one both Client.Transport
+// and examples/gateway use:
+//
+//   - *RequestError: 400 invalid_request_error, Param set.
+//   - *PinError (WithPin matches nothing): 400, Param "pin".
+//   - *ModelError (an unknown model): 404 model_not_found, Param "model" or "models".
+//   - the caller's cancellation (context.Canceled): StatusClientClosedRequest.
+//   - *fallback.Error: the status of the last attempt that got one, with the
+//     provider's error type, code and param, and its Retry-After for a 429 or
+//     503; 503 service_unavailable "no_deployment_available" when no attempt
+//     got a status (all skipped, unreachable or timed out).
+//   - route.ErrNoDeployment otherwise (the routing options left nothing): 503
+//     "no_deployment_available".
+//   - anything else: 500 server_error.
+//
+// Every configured API key is replaced by "[REDACTED]" in the message, so a
+// provider that echoes the key does not leak it. A nil err returns nil.
+func (c *Client) HTTPError(err error) *HTTPError {
+	if err == nil {
+		return nil
+	}
+	e := &HTTPError{Message: c.redact.Replace(err.Error())}
+	var (
+		re *RequestError
+		pe *PinError
+		me *ModelError
+		fe *fallback.Error
+	)
+	switch {
+	case errors.As(err, &re):
+		e.Status, e.Type, e.Param = http.StatusBadRequest, "invalid_request_error", re.Param
+	case errors.As(err, &pe):
+		e.Status, e.Type, e.Param = http.StatusBadRequest, "invalid_request_error", "pin"
+	case errors.As(err, &me):
+		e.Status, e.Type, e.Code, e.Param = http.StatusNotFound, "invalid_request_error", "model_not_found", me.Param
+	case errors.Is(err, context.Canceled):
+		e.Status, e.Type, e.Code = StatusClientClosedRequest, "canceled", "client_closed_request"
+	case errors.As(err, &fe) && lastStatus(fe) != 0:
+		e.Status, e.Type = lastStatus(fe), "upstream_error"
+		var oe *openai.Error
+		if errors.As(err, &oe) && oe.StatusCode == e.Status {
+			if oe.Type != "" {
+				e.Type = oe.Type
+			}
+			e.Code, e.Param = oe.Code, oe.Param
+			if oe.Response != nil && (e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable) {
+				e.RetryAfter = oe.Response.Header.Get("Retry-After")
+			}
+		}
+	case fe != nil, errors.Is(err, route.ErrNoDeployment):
+		e.Status, e.Type, e.Code = http.StatusServiceUnavailable, "service_unavailable", "no_deployment_available"
+	default:
+		e.Status, e.Type = http.StatusInternalServerError, "server_error"
+	}
+	return e
+}
+
+// lastStatus is the HTTP status (400 and up) of the last attempt of fe that
+// got one, or 0.
+func lastStatus(fe *fallback.Error) int {
+	for i := len(fe.Attempts) - 1; i >= 0; i-- {
+		if s := fe.Attempts[i].Status; s >= 400 {
+			return s
+		}
+	}
+	return 0
+}

@@ -1,0 +1,181 @@
+package tpsroute
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/route"
+	"github.com/tpsroute/tpsroute/tps"
+)
+
+// Do sends one chat completion given as its serialised OpenAI request body
+// and returns the answer as bytes, for code that relays it (a gateway, a
+// proxy) rather than reading it as openai-go types. body is an OpenAI
+// chat-completions request: "model" is the logical model (optionally
+// "model@revision") and "messages" is required; every other field passes
+// through to the provider byte for byte, except that each attempt gets the
+// chosen deployment's model id, "stream": true, include_usage where the
+// deployment declares it, and cache hints (prompt_cache_key, cache_control)
+// only where it declares cache_control. No caller header is forwarded. The
+// routing is that of NewStreaming, with the same CallOptions (WithRequestOptions
+// excepted: Do ignores it).
+//
+// With "stream": true the Response's Body is the committed attempt's SSE
+// stream, from its first byte: failover happened before the first output
+// chunk, and a failure after it surfaces from Read as a *fallback.Error,
+// never as a clean io.EOF. Otherwise the call streams underneath, fails over
+// invisibly until the end, and Body is the accumulated chat.completion JSON.
+//
+// Do returns once the commit point is reached (the whole answer without
+// "stream"), or with an error: a *RequestError for a bad body or an unknown
+// provider or region in the options, a *ModelError for an unknown model, a
+// *PinError, an error wrapping route.ErrNoDeployment when the options leave
+// no deployment, or a *fallback.Error listing every attempt. Client.HTTPError
+// turns any of them into the HTTP answer. The caller must read Body to
+// io.EOF or Close it; Close before the end cancels the upstream request at
+// once and counts as the caller's cancellation. Cancelling ctx does the same.
+// body is not modified and may be reused once Do returned.
+func (c *Client) Do(ctx context.Context, body []byte, opts ...CallOption) (*Response, error) {
+	cc := buildCallConfig(opts)
+	return c.send(ctx, body, nil, &cc)
+}
+
+// Response is the answer of Client.Do: a committed attempt's body with what
+// routing made of the call. Its methods are safe for concurrent use with
+// reading Body; Body itself is for one goroutine, except Close.
+type Response struct {
+	// StatusCode is the committed attempt's HTTP status: 200.
+	StatusCode int
+	// Header is the committed attempt's response header (the provider's
+	// request id and rate-limit headers, for example), with Content-Type
+	// "text/event-stream" for a stream and "application/json" otherwise.
+	Header http.Header
+	// Body is the SSE stream, or the chat.completion JSON without "stream".
+	// Close is idempotent.
+	Body io.ReadCloser
+	// Stream reports whether the request asked for a stream, that is
+	// whether Body is SSE.
+	Stream bool
+
+	res *fallback.Result
+}
+
+// Deployment returns the deployment that answered (after a mid-stream
+// continuation, the one that continued), with its APIKey cleared. For a
+// wildcard deployment, Model is the model requested.
+func (r *Response) Deployment() route.Deployment {
+	d := r.res.Deployment()
+	d.APIKey = "" // never hand a credential back
+	return d
+}
+
+// Attempts returns every attempt of the call so far, in order: failed ones
+// and deployments skipped for an open breaker or a cooldown. The answering
+// attempt of a stream is recorded when the stream ends.
+func (r *Response) Attempts() []fallback.Attempt { return r.res.Attempts() }
+
+// Sample returns the answering attempt's timing and usage. It is complete
+// once Body returned io.EOF or an error, or was closed.
+func (r *Response) Sample() tps.Sample { return r.res.Sample() }
+
+// send runs one call given as a serialised body: the path of Do and of the
+// Transport. hdr, when not nil, is forwarded without credentials.
+func (c *Client) send(ctx context.Context, body []byte, hdr http.Header, cc *callConfig) (*Response, error) {
+	info, err := readRequest(body)
+	if err != nil {
+		fillReport(cc.report, nil, err)
+		return nil, err
+	}
+	// The call's own context lets an early Close end the upstream request.
+	ctx, cancel := context.WithCancel(ctx)
+	res, cl, err := c.do(ctx, body, hdr, cc, info.Stream)
+	if err != nil {
+		cancel()
+		fillReport(cc.report, nil, err)
+		return nil, err
+	}
+	r := &Response{StatusCode: http.StatusOK, Header: res.Header.Clone(), Stream: info.Stream, res: res}
+	if r.Header == nil {
+		r.Header = make(http.Header)
+	}
+	r.Header.Del("Content-Length")
+	if info.Stream {
+		r.Header.Set("Content-Type", "text/event-stream")
+		r.Body = &servedBody{rc: res.Body, cancel: cancel, end: func(complete bool, err error) {
+			if complete {
+				c.served(cl, res.Deployment())
+			}
+			fillReport(cc.report, res, err)
+		}}
+		return r, nil
+	}
+	defer cancel()
+	raw, err := io.ReadAll(res.Body) // buffered whole by the executor
+	_ = res.Body.Close()
+	if err != nil {
+		fillReport(cc.report, res, err)
+		return nil, err
+	}
+	var acc accumulator
+	forEachData(raw, acc.add)
+	out, err := json.Marshal(acc.completion())
+	if err != nil {
+		fillReport(cc.report, res, err)
+		return nil, err
+	}
+	c.served(cl, res.Deployment())
+	fillReport(cc.report, res, nil)
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Content-Length", strconv.Itoa(len(out)))
+	r.Body = io.NopCloser(bytes.NewReader(out))
+	return r, nil
+}
+
+// servedBody is a routed SSE body: it calls end once: complete at a clean
+// EOF, with the error of a failed read, or neither at a Close before the end,
+// which the executor records as the caller's cancellation.
+type servedBody struct {
+	rc      io.ReadCloser
+	cancel  context.CancelFunc
+	end     func(complete bool, err error)
+	endOnce sync.Once
+	closed  atomic.Bool
+}
+
+func (b *servedBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err != nil {
+		if err == io.EOF {
+			b.endOnce.Do(func() { b.end(true, nil) })
+		} else if !b.closed.Load() {
+			b.endOnce.Do(func() { b.end(false, err) })
+		}
+	}
+	return n, err
+}
+
+func (b *servedBody) Close() error {
+	if b.closed.Swap(true) {
+		return nil
+	}
+	_ = b.rc.Close()
+	b.cancel()
+	b.endOnce.Do(func() { b.end(false, nil) })
+	return nil
+}
+
+// bytesResponse is a complete answer to req.
+func bytesResponse(req *http.Request, status int, h http.Header, body []byte) *http.Response {
+	return &http.Response{
+		Status: strconv.Itoa(status) + " " + http.StatusText(status), StatusCode: status,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body)), Request: req,
+	}
+}
