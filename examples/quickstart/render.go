@@ -170,17 +170,18 @@ func (s *sim) summary(r *result, elapsed time.Duration) string {
 	return b.String()
 }
 
-// why explains the router's choice at the end of phase p from its own last
-// policy decision there: the deployment it put first and the reason, the
-// policy's metric against the best alternative, and the breakers seen open.
+// why explains the router's choice at the end of phase p (phaseResult.Choice):
+// the deployment it put first and the reason, the policy's metric against the
+// best alternative, and the breakers seen open or half-open.
 func (s *sim) why(p phaseResult) string {
-	if len(p.lastPlan.Deployments) == 0 {
+	plan := p.Choice()
+	if len(plan.Deployments) == 0 {
 		return ""
 	}
-	first := &p.lastPlan.Deployments[0]
+	first := &plan.Deployments[0]
 	var alt *route.Candidate
-	for i := range p.lastPlan.Deployments[1:] {
-		c := &p.lastPlan.Deployments[1+i]
+	for i := range plan.Deployments[1:] {
+		c := &plan.Deployments[1+i]
 		if !c.Demoted && c.Expected.OK && (alt == nil || s.better(c, alt)) {
 			alt = c
 		}
@@ -196,7 +197,7 @@ func (s *sim) why(p phaseResult) string {
 		out += "; breaker open: " + strings.Join(slices.Sorted(maps.Keys(p.openSeen)), ", ")
 	}
 	var half []string
-	for _, c := range p.lastPlan.Deployments {
+	for _, c := range plan.Deployments {
 		if c.Reason == route.ReasonHalfOpen {
 			half = append(half, label(c.Key))
 		}

@@ -47,11 +47,34 @@ type result struct {
 // phaseResult is where the calls started in one phase were answered.
 type phaseResult struct {
 	phase
-	Calls     int
-	ByLabel   map[string]int // answered calls by deployment label
-	lastPlan  route.Plan     // the last decision in the phase that ordered by the policy (best score or band)
-	openSeen  map[string]bool
-	reasonTop map[string]map[string]int // label -> first-place reason -> count
+	Calls      int
+	ByLabel    map[string]int // answered calls by deployment label
+	openSeen   map[string]bool
+	lastPlan   route.Plan            // the last decision in the phase
+	policyPlan route.Plan            // the last decision made by the policy (best score or band)
+	latePicks  map[string]int        // policy decisions in the phase's second half, by first deployment
+	latePlan   map[string]route.Plan // the last of those decisions, by first deployment
+}
+
+// Choice returns the router's settled choice at the end of the phase: of the
+// decisions made by the policy (not by a cold probe, exploration or
+// affinity) in the phase's second half, the most frequent first deployment,
+// with its latest plan. Without such decisions it is the last policy
+// decision of the phase, or else its last plan.
+func (p phaseResult) Choice() route.Plan {
+	best, n := "", 0
+	for l, c := range p.latePicks {
+		if c > n || (c == n && l < best) {
+			best, n = l, c
+		}
+	}
+	switch {
+	case best != "":
+		return p.latePlan[best]
+	case len(p.policyPlan.Deployments) > 0:
+		return p.policyPlan
+	}
+	return p.lastPlan
 }
 
 // Top returns the deployment that answered most calls in the phase and its share.
@@ -232,7 +255,7 @@ func newSim(cfg config, tl timeline, sims []simProvider) *sim {
 	}
 	for _, ph := range tl.phases() {
 		s.res.Phases = append(s.res.Phases, phaseResult{phase: ph, ByLabel: map[string]int{},
-			openSeen: map[string]bool{}, reasonTop: map[string]map[string]int{}})
+			openSeen: map[string]bool{}, latePicks: map[string]int{}, latePlan: map[string]route.Plan{}})
 	}
 	s.res.Labels = s.labels
 	return s
@@ -315,23 +338,24 @@ func (s *sim) call(ctx context.Context, worker, n int) {
 	}
 }
 
-// decided is Config.OnDecision: it keeps the phase's latest plan and why each
-// deployment was put first.
+// decided is Config.OnDecision: it keeps the phase's latest plans, to explain
+// the router's choice in the summary.
 func (s *sim) decided(_ route.Request, plan route.Plan) {
-	ph := s.tl.phaseAt(time.Since(s.start))
+	at := time.Since(s.start)
+	ph := s.tl.phaseAt(at)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := &s.res.Phases[ph]
-	if len(plan.Deployments) > 0 {
-		c := plan.Deployments[0]
-		if c.Reason == route.ReasonBest || c.Reason == route.ReasonBand || len(p.lastPlan.Deployments) == 0 {
-			p.lastPlan = plan
+	if len(plan.Deployments) == 0 {
+		return
+	}
+	p.lastPlan = plan
+	if c := plan.Deployments[0]; c.Reason == route.ReasonBest || c.Reason == route.ReasonBand {
+		p.policyPlan = plan
+		if 2*(at-p.From) >= p.To-p.From {
+			p.latePicks[label(c.Key)]++
+			p.latePlan[label(c.Key)] = plan
 		}
-		l := label(c.Key)
-		if p.reasonTop[l] == nil {
-			p.reasonTop[l] = map[string]int{}
-		}
-		p.reasonTop[l][c.Reason]++
 	}
 	for _, c := range plan.Excluded {
 		if c.Reason == route.ReasonOpen {
