@@ -44,11 +44,11 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	d.BaseURL = up.URL()
 	cfg := testConfig(d)
 	up2 := upstreamTransport()
-	eng, err := newEngine(cfg, up2)
+	c, err := newClient(cfg, up2)
 	if err != nil {
 		b.Fatal(err)
 	}
-	gw := httptest.NewServer(newGateway(eng, options{}))
+	gw := httptest.NewServer(newGateway(c, options{}))
 	e := &benchEnv{
 		up: up, gw: gw,
 		client:  &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128, DisableCompression: true}},

@@ -26,7 +26,7 @@ func (g *gateway) models(w http.ResponseWriter, _ *http.Request) {
 		Data   []model `json:"data"`
 	}{Object: "list", Data: []model{}}
 	seen := map[string]bool{}
-	for _, d := range g.eng.deps {
+	for _, d := range g.deps {
 		id := d.Model
 		if d.Revision != "" {
 			id += "@" + d.Revision
@@ -89,9 +89,9 @@ func breakerName(b route.BreakerState) string {
 // every key measured (wildcard deployments per model requested).
 func (g *gateway) view() debugView {
 	now := time.Now()
-	snap := g.eng.reg.Snapshot()
+	snap := g.c.Stats()
 	keys := map[measure.Key]bool{}
-	for _, d := range g.eng.deps {
+	for _, d := range g.deps {
 		if !d.IsWildcard() {
 			keys[d.Key()] = true
 		}
@@ -103,10 +103,10 @@ func (g *gateway) view() debugView {
 	for _, s := range snap.All() {
 		total += s.Requests
 	}
-	v := debugView{Time: now, Uptime: now.Sub(g.started).Round(time.Second).String(), Route: g.eng.picker.Stats(), Snapshot: snap,
+	v := debugView{Time: now, Uptime: now.Sub(g.started).Round(time.Second).String(), Route: g.c.RouteStats(), Snapshot: snap,
 		Deployments: make([]deploymentView, 0, len(keys))}
 	for k := range keys {
-		st := g.eng.status(k)
+		st := g.c.Status(k)
 		dv := deploymentView{Key: k, Breaker: breakerName(st.Breaker), NoHeadroom: st.NoHeadroom, RateLimited: st.RateLimited}
 		if st.CoolingUntil.After(now) {
 			t := st.CoolingUntil

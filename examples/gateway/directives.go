@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"math"
 	"net/http"
@@ -13,22 +11,60 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
-	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute"
 	"github.com/tpsroute/tpsroute/route"
 )
 
-// directives is what the gateway reads from one chat-completion request: the
-// routing request for the Picker, the constraints it applies to the plan
-// itself, and the body to forward, with the gateway-only fields removed.
+// directives is what the gateway reads from one chat-completion request:
+// the routing directives, as the route.Request fields they set and the
+// tpsroute.CallOptions they become, and the body to forward, with the
+// gateway-only fields removed. The body's own fields ("stream", "messages",
+// max_tokens, ...) are checked by tpsroute.Client.Do.
 type directives struct {
-	req    route.Request // Model, Models, Providers, Only, Ignore, Regions, Policy, SLO, CacheKey, NoFallbacks
-	stream bool          // the caller asked for an SSE stream
-	body   []byte        // forwarded body: "models" and "provider" removed, "model" set
+	req  route.Request // Model, Models, Providers, Only, Ignore, Regions, Policy, SLO, NoFallbacks
+	body []byte        // forwarded body: "models" and "provider" removed, "model" set
 
 	pinProvider, pinRegion string // X-Route-Provider: "provider" or "provider/region"
 	pinned                 bool
 
 	maxPrompt, maxCompletion float64 // provider.max_price, USD per million tokens; 0 means no cap
+}
+
+// options returns the call options of d.
+func (d *directives) options() []tpsroute.CallOption {
+	r := &d.req
+	opts := make([]tpsroute.CallOption, 0, 10)
+	if len(r.Models) > 0 {
+		opts = append(opts, tpsroute.WithModels(r.Models...))
+	}
+	if len(r.Providers) > 0 {
+		opts = append(opts, tpsroute.WithProviders(r.Providers...))
+	}
+	if len(r.Only) > 0 {
+		opts = append(opts, tpsroute.WithOnly(r.Only...))
+	}
+	if len(r.Ignore) > 0 {
+		opts = append(opts, tpsroute.WithIgnore(r.Ignore...))
+	}
+	if len(r.Regions) > 0 {
+		opts = append(opts, tpsroute.WithRegion(r.Regions...))
+	}
+	if r.Policy != 0 {
+		opts = append(opts, tpsroute.WithPolicy(r.Policy))
+	}
+	if r.SLO != (route.SLO{}) {
+		opts = append(opts, tpsroute.WithSLO(r.SLO)) // preferred_*: demote, not drop
+	}
+	if d.maxPrompt > 0 || d.maxCompletion > 0 {
+		opts = append(opts, tpsroute.WithPriceCap(d.maxPrompt, d.maxCompletion))
+	}
+	if d.pinned {
+		opts = append(opts, tpsroute.WithPin(d.pinProvider, d.pinRegion))
+	}
+	if r.NoFallbacks {
+		opts = append(opts, tpsroute.WithoutFallback())
+	}
+	return opts
 }
 
 // providerFieldList names the keys the "provider" object may hold.
@@ -45,21 +81,21 @@ func isProviderField(k string) bool {
 }
 
 // badRequest is a 400 answer naming the offending field.
-func badRequest(param, format string, args ...any) *apiError {
-	return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: param,
+func badRequest(param, format string, args ...any) *tpsroute.HTTPError {
+	return &tpsroute.HTTPError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: param,
 		Message: "gateway: " + param + ": " + fmt.Sprintf(format, args...)}
 }
 
 // parseDirectives reads body and the routing headers of h. It never modifies
 // body; the forwarded copy is in directives.body.
-func parseDirectives(body []byte, h http.Header) (*directives, *apiError) {
+func parseDirectives(body []byte, h http.Header) (*directives, *tpsroute.HTTPError) {
 	if !gjson.ValidBytes(body) {
-		return nil, &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error",
+		return nil, &tpsroute.HTTPError{Status: http.StatusBadRequest, Type: "invalid_request_error",
 			Message: "gateway: request body is not valid JSON"}
 	}
 	root := gjson.ParseBytes(body)
 	if !root.IsObject() {
-		return nil, &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error",
+		return nil, &tpsroute.HTTPError{Status: http.StatusBadRequest, Type: "invalid_request_error",
 			Message: "gateway: request body must be a JSON object"}
 	}
 	d := &directives{}
@@ -91,35 +127,6 @@ func parseDirectives(body []byte, h http.Header) (*directives, *apiError) {
 	if d.req.Model == "" {
 		return nil, badRequest("model", "required: a model name, or a non-empty \"models\" array")
 	}
-	switch s := f("stream"); s.Type {
-	case gjson.True:
-		d.stream = true
-	case gjson.False, gjson.Null:
-	default:
-		return nil, badRequest("stream", "must be a boolean")
-	}
-	if m := f("messages"); !m.IsArray() || len(m.Array()) == 0 {
-		return nil, badRequest("messages", "required: a non-empty array")
-	}
-	switch k := f("prompt_cache_key"); k.Type {
-	case gjson.Null:
-	case gjson.String:
-		d.req.CacheKey = k.Str
-	default:
-		return nil, badRequest("prompt_cache_key", "must be a string")
-	}
-	for _, name := range []string{"max_completion_tokens", "max_tokens"} {
-		if v := f(name); v.Exists() && v.Type != gjson.Null {
-			if v.Type != gjson.Number || v.Num < 1 || v.Num != math.Trunc(v.Num) {
-				return nil, badRequest(name, "must be a positive integer")
-			}
-			if d.req.ExpectedOutputTokens == 0 {
-				d.req.ExpectedOutputTokens = int64(v.Num)
-			}
-		}
-	}
-	d.req.ExpectedInputTokens = int64(len(body)/4) + 1
-
 	if p := f("provider"); p.Exists() && p.Type != gjson.Null {
 		if err := d.parseProvider(p); err != nil {
 			return nil, err
@@ -135,7 +142,7 @@ func parseDirectives(body []byte, h http.Header) (*directives, *apiError) {
 	for _, k := range []string{"models", "provider"} {
 		if root.Get(k).Exists() {
 			if out, err = sjson.DeleteBytes(out, k); err != nil {
-				return nil, &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: k, Message: "gateway: " + k + ": " + err.Error()}
+				return nil, &tpsroute.HTTPError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: k, Message: "gateway: " + k + ": " + err.Error()}
 			}
 		}
 	}
@@ -149,11 +156,11 @@ func parseDirectives(body []byte, h http.Header) (*directives, *apiError) {
 }
 
 // parseProvider reads the "provider" object (OpenRouter's conventions).
-func (d *directives) parseProvider(p gjson.Result) *apiError {
+func (d *directives) parseProvider(p gjson.Result) *tpsroute.HTTPError {
 	if !p.IsObject() {
 		return badRequest("provider", "must be an object")
 	}
-	var bad *apiError
+	var bad *tpsroute.HTTPError
 	p.ForEach(func(k, _ gjson.Result) bool {
 		if isProviderField(k.Str) {
 			return true
@@ -164,7 +171,7 @@ func (d *directives) parseProvider(p gjson.Result) *apiError {
 	if bad != nil {
 		return bad
 	}
-	var err *apiError
+	var err *tpsroute.HTTPError
 	if v := p.Get("order"); v.Exists() {
 		if d.req.Providers, err = stringList("provider.order", v); err != nil {
 			return err
@@ -216,7 +223,7 @@ func (d *directives) parseProvider(p gjson.Result) *apiError {
 			}
 			d.maxCompletion = v.Num
 		case v.IsObject():
-			var bad *apiError
+			var bad *tpsroute.HTTPError
 			v.ForEach(func(k, x gjson.Result) bool {
 				if x.Type != gjson.Number || !(x.Num >= 0) || math.IsInf(x.Num, 0) {
 					bad = badRequest("provider.max_price."+k.Str, "must be a non-negative number (USD per million tokens)")
@@ -239,7 +246,6 @@ func (d *directives) parseProvider(p gjson.Result) *apiError {
 		default:
 			return badRequest("provider.max_price", "must be a number (USD per million output tokens) or an object {prompt, completion}")
 		}
-		d.req.SLO.MaxPrice = d.maxCompletion
 	}
 	if v := p.Get("preferred_min_throughput"); v.Exists() {
 		if v.Type != gjson.Number || !(v.Num > 0) || math.IsInf(v.Num, 0) {
@@ -258,7 +264,7 @@ func (d *directives) parseProvider(p gjson.Result) *apiError {
 
 // parseHeaders reads X-Route-Region (a comma-separated list of regions) and
 // X-Route-Provider ("provider" or "provider/region", a pin).
-func (d *directives) parseHeaders(h http.Header) *apiError {
+func (d *directives) parseHeaders(h http.Header) *tpsroute.HTTPError {
 	if v := strings.TrimSpace(h.Get("X-Route-Region")); v != "" {
 		for _, r := range strings.Split(v, ",") {
 			if r = strings.TrimSpace(r); r == "" {
@@ -278,12 +284,12 @@ func (d *directives) parseHeaders(h http.Header) *apiError {
 }
 
 // stringList reads a JSON array of non-empty strings.
-func stringList(name string, v gjson.Result) ([]string, *apiError) {
+func stringList(name string, v gjson.Result) ([]string, *tpsroute.HTTPError) {
 	if !v.IsArray() {
 		return nil, badRequest(name, "must be an array of strings")
 	}
 	var out []string
-	var bad *apiError
+	var bad *tpsroute.HTTPError
 	v.ForEach(func(i, x gjson.Result) bool {
 		if x.Type != gjson.String || x.Str == "" {
 			bad = badRequest(name+"["+strconv.FormatInt(i.Int(), 10)+"]", "must be a non-empty string")
@@ -310,126 +316,4 @@ func intersect(a, b []string) []string {
 		}
 	}
 	return out
-}
-
-// shape applies what the Picker does not know to plan: the X-Route-Provider
-// pin (moved first; alone with allow_fallbacks false) and provider.max_price
-// (a hard cap, as in the ecosystem's convention). It reports an apiError when
-// nothing is left.
-func (d *directives) shape(plan route.Plan, noFallbacks bool) (route.Plan, *apiError) {
-	if d.maxPrompt > 0 || d.maxCompletion > 0 {
-		keep := plan.Deployments[:0:0]
-		for _, c := range plan.Deployments {
-			p := c.Deployment.Price
-			if (d.maxCompletion > 0 && p.Output > d.maxCompletion) || (d.maxPrompt > 0 && p.Input > d.maxPrompt) {
-				continue
-			}
-			keep = append(keep, c)
-		}
-		if len(keep) == 0 {
-			return plan, &apiError{Status: http.StatusServiceUnavailable, Type: "service_unavailable", Param: "provider.max_price",
-				Message: fmt.Sprintf("gateway: provider.max_price: no deployment of %q is within the price cap", d.req.Model)}
-		}
-		plan.Deployments = keep
-	}
-	if d.pinned {
-		match := func(c *route.Candidate) bool {
-			return c.Deployment.Provider == d.pinProvider && (d.pinRegion == "" || c.Deployment.Region == d.pinRegion)
-		}
-		var out []route.Candidate
-		for i := range plan.Deployments {
-			if match(&plan.Deployments[i]) {
-				out = append(out, plan.Deployments[i])
-			}
-		}
-		if len(out) == 0 {
-			// A pinned deployment left out for an open breaker is still the
-			// caller's explicit choice.
-			for i := range plan.Excluded {
-				if match(&plan.Excluded[i]) {
-					out = append(out, plan.Excluded[i])
-				}
-			}
-		}
-		if len(out) == 0 {
-			return plan, &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "X-Route-Provider",
-				Message: fmt.Sprintf("gateway: X-Route-Provider: no deployment of %q serves the request within its other directives", d.pinProvider+suffix(d.pinRegion))}
-		}
-		if noFallbacks {
-			out = out[:1]
-		} else {
-			for i := range plan.Deployments {
-				if !match(&plan.Deployments[i]) {
-					out = append(out, plan.Deployments[i])
-				}
-			}
-		}
-		plan.Deployments = out
-	}
-	return plan, nil
-}
-
-func suffix(region string) string {
-	if region == "" {
-		return ""
-	}
-	return "/" + region
-}
-
-// build makes one attempt's request for deployment d: fallback.DefaultBuild
-// (d's URL, key, headers and model id, include_usage where declared), with
-// the cache hints removed for a deployment that does not declare
-// cache_control, and the attempt's key in the context for the in-flight gauge.
-// No header of the caller is forwarded.
-func build(ctx context.Context, d route.Deployment, body []byte) (*http.Request, error) {
-	if !d.Capabilities.CacheControl {
-		var err error
-		if body, err = stripCacheHints(body); err != nil {
-			return nil, err
-		}
-	}
-	return fallback.DefaultBuild(context.WithValue(ctx, attemptKey{}, d.Key()), d, body)
-}
-
-// cacheControlKey is the JSON key of a cache hint, searched for before parsing.
-const cacheControlKey = `"cache_control"`
-
-// stripCacheHints removes prompt_cache_key and every cache_control field on
-// messages, message content parts and tools. It copies body only when it
-// holds a hint.
-func stripCacheHints(body []byte) ([]byte, error) {
-	var err error
-	if gjson.GetBytes(body, "prompt_cache_key").Exists() {
-		if body, err = sjson.DeleteBytes(body, "prompt_cache_key"); err != nil {
-			return nil, fmt.Errorf("gateway: strip prompt_cache_key: %w", err)
-		}
-	}
-	if !bytes.Contains(body, []byte(cacheControlKey)) {
-		return body, nil
-	}
-	var paths []string
-	for _, list := range []string{"messages", "tools"} {
-		gjson.GetBytes(body, list).ForEach(func(i, item gjson.Result) bool {
-			base := list + "." + strconv.FormatInt(i.Int(), 10)
-			if item.Get("cache_control").Exists() {
-				paths = append(paths, base+".cache_control")
-			}
-			if content := item.Get("content"); content.IsArray() {
-				content.ForEach(func(j, part gjson.Result) bool {
-					if part.Get("cache_control").Exists() {
-						paths = append(paths, base+".content."+strconv.FormatInt(j.Int(), 10)+".cache_control")
-					}
-					return true
-				})
-			}
-			return true
-		})
-	}
-	// Delete from the last path back, so earlier indexes stay valid.
-	for i := len(paths) - 1; i >= 0; i-- {
-		if body, err = sjson.DeleteBytes(body, paths[i]); err != nil {
-			return nil, fmt.Errorf("gateway: strip %s: %w", paths[i], err)
-		}
-	}
-	return body, nil
 }

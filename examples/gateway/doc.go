@@ -59,9 +59,13 @@
 //
 // # Composition
 //
-// The gateway composes measure.Registry, route.Picker and fallback.Executor
-// from the tpsroute.Config that tpsroute.ParseConfig reads, as tpsroute.New
-// does, because it relays the committed attempt's SSE bytes untouched and
-// needs the fallback.Result (deployment and attempts) that the root Client
-// keeps inside.
+// The gateway sits on tpsroute.Client, built with tpsroute.New from the
+// tpsroute.Config that tpsroute.ParseConfig reads. Each request's directives
+// become tpsroute CallOptions (WithModels, WithProviders, WithOnly,
+// WithIgnore, WithPolicy, WithSLO for preferred_*, WithPriceCap for
+// max_price, WithRegion, WithPin, WithoutFallback), and Client.Do returns the
+// committed attempt's SSE bytes, relayed untouched, with the deployment that
+// answered and the attempts. Client.HTTPError maps failures to statuses, the
+// same mapping as Client.Transport; the debug endpoints read Client.Stats,
+// Client.RouteStats and Client.Status.
 package main

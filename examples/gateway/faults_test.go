@@ -184,7 +184,7 @@ func TestErrorStatuses(t *testing.T) {
 		second := stream(t, base, req("m", true, ""))
 		require.Equal(t, 503, second.status, second.rawBody)
 		assert.Len(t, e.cap.all(), 1, "the open breaker kept the second call away from a")
-		assert.Equal(t, route.BreakerOpen, e.eng.status(a.Key()).Breaker)
+		assert.Equal(t, route.BreakerOpen, e.c.Status(a.Key()).Breaker)
 	})
 }
 

@@ -40,7 +40,7 @@ const childUpstreamEnv = "GATEWAY_BENCH_UPSTREAM"
 func benchChild(upstream string) {
 	d := dep("p", "us", "m")
 	d.ProviderModel, d.BaseURL = "m-wire", upstream
-	eng, err := newEngine(testConfig(d), nil)
+	c, err := newClient(testConfig(d), nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -50,7 +50,7 @@ func benchChild(upstream string) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	srv := &http.Server{Handler: newGateway(eng, options{})}
+	srv := &http.Server{Handler: newGateway(c, options{})}
 	go func() { _ = srv.Serve(ln) }()
 	if path := os.Getenv("GATEWAY_BENCH_CPUPROFILE"); path != "" {
 		if f, err := os.Create(path); err == nil {
@@ -96,16 +96,16 @@ type env struct {
 	h   *replay.Handler
 	cap *capture
 	g   *gateway
-	eng *engine
+	c   *tpsroute.Client
 }
 
 func newEnv(t testing.TB, scripts map[string]replay.Script, cfg tpsroute.Config, opts options) *env {
 	t.Helper()
 	h := replay.NewHandler(scripts)
 	c := &capture{next: h.Transport()}
-	eng, err := newEngine(cfg, c)
+	client, err := newClient(cfg, c)
 	require.NoError(t, err)
-	return &env{h: h, cap: c, g: newGateway(eng, opts), eng: eng}
+	return &env{h: h, cap: c, g: newGateway(client, opts), c: client}
 }
 
 // serve starts the gateway on loopback for an end-to-end test.

@@ -102,7 +102,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, lookup func(strin
 			return err
 		}
 	}
-	eng, err := newEngine(cfg, transport)
+	client, err := newClient(cfg, transport)
 	if err != nil {
 		return err
 	}
@@ -118,7 +118,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, lookup func(strin
 			return fmt.Errorf("gateway: -auth-token-env %s: the variable is unset or holds no token", f.authTokenEnv)
 		}
 	}
-	g := newGateway(eng, options{MaxBody: f.maxBody, Tokens: tokens, Logger: logger})
+	g := newGateway(client, options{MaxBody: f.maxBody, Tokens: tokens, Logger: logger})
 
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
@@ -134,7 +134,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, lookup func(strin
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	fmt.Fprintf(stderr, "gateway: listening on http://%s (%d deployments)\n", ln.Addr(), len(eng.deps))
+	fmt.Fprintf(stderr, "gateway: listening on http://%s (%d deployments)\n", ln.Addr(), len(g.deps))
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}
@@ -160,6 +160,42 @@ func run(ctx context.Context, args []string, stderr io.Writer, lookup func(strin
 		err = serr
 	}
 	return err
+}
+
+// newClient returns the tpsroute.Client of the gateway for cfg. transport,
+// when not nil, replaces cfg.HTTPClient's transport (the demo and tests use
+// in-memory providers); without either, upstreamTransport is used.
+func newClient(cfg tpsroute.Config, transport http.RoundTripper) (*tpsroute.Client, error) {
+	if len(cfg.Deployments) == 0 {
+		return nil, errors.New("gateway: the config has no deployments")
+	}
+	if transport == nil && cfg.HTTPClient != nil {
+		transport = cfg.HTTPClient.Transport
+	}
+	if transport == nil {
+		transport = upstreamTransport()
+	}
+	hc := &http.Client{Transport: transport}
+	if cfg.HTTPClient != nil {
+		c := *cfg.HTTPClient
+		c.Transport = transport
+		hc = &c
+	}
+	cfg.HTTPClient = hc
+	return tpsroute.New(cfg)
+}
+
+// upstreamTransport is the gateway's transport to providers when the config
+// sets none: http.DefaultTransport's dialer, proxy and TLS settings, with room
+// for many concurrent streams per provider and larger read buffers, so a
+// burst of events is read in one system call.
+func upstreamTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 1024
+	t.MaxIdleConnsPerHost = 256
+	t.ReadBufferSize = 64 << 10
+	t.WriteBufferSize = 16 << 10
+	return t
 }
 
 func isLoopback(a net.Addr) bool {

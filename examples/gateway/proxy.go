@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -14,8 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/openai/openai-go/v3"
-
+	"github.com/tpsroute/tpsroute"
 	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/route"
 )
@@ -39,10 +37,11 @@ const defaultMaxBody = 4 << 20
 // bodyReadTimeout bounds reading a request body, against slow senders.
 const bodyReadTimeout = 30 * time.Second
 
-// gateway is the OpenAI-compatible HTTP front of an engine. It is safe for
-// concurrent use.
+// gateway is the OpenAI-compatible HTTP front of a tpsroute.Client. It is
+// safe for concurrent use.
 type gateway struct {
-	eng      *engine
+	c        *tpsroute.Client
+	deps     []route.Deployment // as configured
 	opts     options
 	logger   *slog.Logger
 	mux      *http.ServeMux
@@ -56,12 +55,12 @@ type gateway struct {
 // the provider is ahead of the client.
 const copyBufSize = 32 << 10
 
-// newGateway returns the gateway's handler over eng.
-func newGateway(eng *engine, opts options) *gateway {
+// newGateway returns the gateway's handler over c.
+func newGateway(c *tpsroute.Client, opts options) *gateway {
 	if opts.MaxBody <= 0 {
 		opts.MaxBody = defaultMaxBody
 	}
-	g := &gateway{eng: eng, opts: opts, logger: opts.Logger, started: time.Now()}
+	g := &gateway{c: c, deps: c.Deployments(), opts: opts, logger: opts.Logger, started: time.Now()}
 	g.bufs.New = func() any { b := make([]byte, copyBufSize); return &b }
 	g.ui = newUITemplate()
 	if g.logger == nil {
@@ -74,8 +73,8 @@ func newGateway(eng *engine, opts options) *gateway {
 	g.mux.HandleFunc("GET /debug/tpsroute", g.debugJSON)
 	g.mux.HandleFunc("GET /debug/tpsroute/ui", g.debugUI)
 	g.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
-			Message: "gateway: unknown endpoint " + r.Method + " " + r.URL.Path}, eng.redact)
+		(&tpsroute.HTTPError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
+			Message: "gateway: unknown endpoint " + r.Method + " " + r.URL.Path}).Write(w)
 	})
 	return g
 }
@@ -84,84 +83,44 @@ func newGateway(eng *engine, opts options) *gateway {
 func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(g.opts.Tokens) > 0 && r.URL.Path != "/healthz" && !authorized(r, g.opts.Tokens) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="tpsroute-gateway"`)
-		writeError(w, &apiError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
-			Message: "gateway: missing or invalid bearer token"}, g.eng.redact)
+		(&tpsroute.HTTPError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
+			Message: "gateway: missing or invalid bearer token"}).Write(w)
 		return
 	}
 	g.mux.ServeHTTP(w, r)
 }
 
-// apiError is an OpenAI-shaped error answer.
-type apiError struct {
-	Status  int
-	Type    string
-	Code    string
-	Param   string
-	Message string
-	// RetryAfter, when set, is sent as the Retry-After header: the
-	// provider's own, passed on with its 429 or 503.
-	RetryAfter string
+// httpError is the answer to a failed call: tpsroute.Client.HTTPError (the
+// mapping the library's Transport uses too), with the call option a
+// *tpsroute.RequestError or *tpsroute.PinError names translated back into
+// the gateway's directive.
+func (g *gateway) httpError(err error) *tpsroute.HTTPError {
+	he := g.c.HTTPError(err)
+	var re *tpsroute.RequestError
+	var pe *tpsroute.PinError
+	switch {
+	case errors.As(err, &re) && re.Param != "":
+		he.Param = directiveOf(re.Param)
+		he.Message = "gateway: " + he.Param + ": " + re.Reason
+	case errors.As(err, &pe):
+		he.Param = "X-Route-Provider"
+		he.Message = "gateway: X-Route-Provider: " + he.Message
+	}
+	return he
 }
 
-// errorBody is the wire form of an apiError, also used inside SSE error
-// events.
-func errorBody(e *apiError, redact interface{ Replace(string) string }) []byte {
-	var b struct {
-		Error struct {
-			Message string  `json:"message"`
-			Type    string  `json:"type"`
-			Param   *string `json:"param"`
-			Code    *string `json:"code"`
-		} `json:"error"`
+// directiveOf names the directive that sets the tpsroute call option param
+// of a *tpsroute.RequestError; body fields keep their own names.
+func directiveOf(param string) string {
+	switch param {
+	case "region":
+		return "X-Route-Region"
+	case "providers":
+		return "provider.order"
+	case "only":
+		return "provider.only"
 	}
-	b.Error.Message, b.Error.Type = redact.Replace(e.Message), e.Type
-	if e.Param != "" {
-		b.Error.Param = &e.Param
-	}
-	if e.Code != "" {
-		b.Error.Code = &e.Code
-	}
-	out, _ := json.Marshal(b)
-	return out
-}
-
-func writeError(w http.ResponseWriter, e *apiError, redact interface{ Replace(string) string }) {
-	body := errorBody(e, redact)
-	if e.RetryAfter != "" {
-		w.Header().Set("Retry-After", e.RetryAfter)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(e.Status)
-	_, _ = w.Write(body)
-}
-
-// failure maps a failed call to its answer: the last attempt's HTTP status
-// with the provider's error type and code, or 503 when no deployment gave
-// one (all skipped, unreachable or timed out).
-func failure(err error) *apiError {
-	e := &apiError{Status: http.StatusServiceUnavailable, Type: "service_unavailable", Code: "no_deployment_available",
-		Message: "gateway: " + err.Error()}
-	var fe *fallback.Error
-	if errors.As(err, &fe) {
-		for i := len(fe.Attempts) - 1; i >= 0; i-- {
-			if s := fe.Attempts[i].Status; s >= 400 {
-				e.Status, e.Type, e.Code = s, "upstream_error", ""
-				break
-			}
-		}
-	}
-	var oe *openai.Error
-	if errors.As(err, &oe) && e.Status == oe.StatusCode {
-		if oe.Type != "" {
-			e.Type = oe.Type
-		}
-		e.Code, e.Param = oe.Code, oe.Param
-		if oe.Response != nil && (e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable) {
-			e.RetryAfter = oe.Response.Header.Get("Retry-After")
-		}
-	}
-	return e
+	return param
 }
 
 // chat serves POST /v1/chat/completions.
@@ -174,97 +133,43 @@ func (g *gateway) chat(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			g.fail(w, r, start, &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
+			g.fail(w, r, start, &tpsroute.HTTPError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
 				Message: fmt.Sprintf("gateway: request body is larger than %d bytes", mbe.Limit)})
 			return
 		}
-		g.fail(w, r, start, &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: "gateway: read request body: " + err.Error()})
+		g.fail(w, r, start, &tpsroute.HTTPError{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: "gateway: read request body: " + err.Error()})
 		return
 	}
-	d, aerr := parseDirectives(body, r.Header)
-	if aerr != nil {
-		g.fail(w, r, start, aerr)
+	d, herr := parseDirectives(body, r.Header)
+	if herr != nil {
+		g.fail(w, r, start, herr)
 		return
 	}
-	plan, aerr := g.plan(d)
-	if aerr != nil {
-		g.fail(w, r, start, aerr)
-		return
-	}
-	res, err := g.eng.exec.Do(r.Context(), plan, fallback.Call{
-		Body:                 d.body,
-		Stream:               d.stream,
-		Build:                build,
-		NoFallback:           d.req.NoFallbacks,
-		EstimatedInputTokens: d.req.ExpectedInputTokens,
-	})
+	resp, err := g.c.Do(r.Context(), d.body, d.options()...)
 	if err != nil {
 		if r.Context().Err() != nil {
-			g.log(r, start, 499, nil, err) // the client is gone; nobody reads an answer
+			g.log(r, start, tpsroute.StatusClientClosedRequest, nil, err) // the client is gone; nobody reads an answer
 			return
 		}
-		g.fail(w, r, start, failure(err))
+		g.fail(w, r, start, g.httpError(err))
 		return
 	}
-	defer res.Body.Close()
+	defer resp.Body.Close()
 	h := w.Header()
-	dep := res.Deployment()
-	h.Set("X-Tpsroute-Deployment", dep.Key().String())
-	h.Set("X-Tpsroute-Attempts", strconv.Itoa(attempts(res.Attempts())))
-	if id := res.Header.Get("X-Request-Id"); id != "" {
+	h.Set("X-Tpsroute-Deployment", resp.Deployment().Key().String())
+	h.Set("X-Tpsroute-Attempts", strconv.Itoa(attempts(resp.Attempts())))
+	if id := resp.Header.Get("X-Request-Id"); id != "" {
 		h.Set("X-Upstream-Request-Id", id)
 	}
-	if d.stream {
-		err = g.stream(w, r, rc, res)
+	if resp.Stream {
+		err = g.stream(w, r, rc, resp)
 	} else {
-		err = g.complete(w, res)
+		h.Set("Content-Type", "application/json")
+		h.Set("Content-Length", resp.Header.Get("Content-Length"))
+		w.WriteHeader(http.StatusOK)
+		_, err = io.Copy(w, resp.Body)
 	}
-	if err == nil && d.req.CacheKey != "" {
-		g.eng.picker.Served(d.req.CacheKey, res.Deployment().Key(), time.Now())
-	}
-	g.log(r, start, http.StatusOK, res, err)
-}
-
-// plan asks the Picker and applies the directives it does not know.
-func (g *gateway) plan(d *directives) (route.Plan, *apiError) {
-	req := d.req
-	for _, c := range []struct {
-		param, kind string
-		names       []string
-	}{
-		{"X-Route-Region", "region", req.Regions},
-		{"provider.order", "provider", req.Providers},
-		{"provider.only", "provider", req.Only},
-		{"X-Route-Provider", "provider", []string{d.pinProvider}},
-	} {
-		for _, n := range c.names {
-			if n != "" && !g.eng.known[c.kind+":"+n] {
-				return route.Plan{}, badRequest(c.param, "no deployment has the %s %q", c.kind, n)
-			}
-		}
-	}
-	pinOnly := d.pinned && req.NoFallbacks
-	if pinOnly {
-		req.NoFallbacks = false // the pin decides the first; trimmed in shape
-	}
-	plan, err := g.eng.picker.Pick(req)
-	if err != nil {
-		for _, m := range append([]string{req.Model}, req.Models...) {
-			if !g.eng.serves(m) {
-				param := "model"
-				if m != req.Model {
-					param = "models"
-				}
-				return plan, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "model_not_found", Param: param,
-					Message: fmt.Sprintf("gateway: %s: the model %q is not served by this gateway (see GET /v1/models)", param, m)}
-			}
-		}
-		if !(d.pinned && len(plan.Excluded) > 0) {
-			return plan, &apiError{Status: http.StatusServiceUnavailable, Type: "service_unavailable", Code: "no_deployment_available",
-				Message: "gateway: no deployment satisfies the request's routing directives: " + err.Error()}
-		}
-	}
-	return d.shape(plan, pinOnly || (d.pinned && d.req.NoFallbacks))
+	g.log(r, start, http.StatusOK, resp, err)
 }
 
 // attempts counts the attempts that reached a provider, skipped deployments
@@ -291,7 +196,7 @@ const doneEvent = "data: [DONE]\n\n"
 // at once (the executor releases whole events only), so nothing is buffered.
 // A failure after the first bytes ends the stream with an SSE error event and
 // no [DONE]; a clean end that lacked [DONE] gets one.
-func (g *gateway) stream(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, res *fallback.Result) error {
+func (g *gateway) stream(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, res *tpsroute.Response) error {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -332,14 +237,15 @@ func (g *gateway) stream(w http.ResponseWriter, r *http.Request, rc *http.Respon
 			if r.Context().Err() != nil {
 				return err // the client is gone
 			}
-			e := &apiError{Type: "upstream_error", Code: "stream_interrupted",
-				Message: "gateway: the stream failed after it started; the output above is incomplete: " + err.Error()}
+			e := g.c.HTTPError(err)
+			e.Type, e.Code, e.Param = "upstream_error", "stream_interrupted", ""
+			e.Message = "gateway: the stream failed after it started; the output above is incomplete: " + e.Message
 			var ev bytes.Buffer
 			if tn > 0 && tail[tn-1] != '\n' {
 				ev.WriteString("\n\n")
 			}
 			ev.WriteString("data: ")
-			ev.Write(errorBody(e, g.eng.redact))
+			ev.Write(e.JSON())
 			ev.WriteString("\n\n")
 			_, _ = w.Write(ev.Bytes())
 			_ = rc.Flush()
@@ -349,13 +255,13 @@ func (g *gateway) stream(w http.ResponseWriter, r *http.Request, rc *http.Respon
 }
 
 // fail writes e and logs it.
-func (g *gateway) fail(w http.ResponseWriter, r *http.Request, start time.Time, e *apiError) {
-	writeError(w, e, g.eng.redact)
-	g.log(r, start, e.Status, nil, errors.New(e.Message))
+func (g *gateway) fail(w http.ResponseWriter, r *http.Request, start time.Time, e *tpsroute.HTTPError) {
+	e.Write(w)
+	g.log(r, start, e.Status, nil, e)
 }
 
 // log records one request without secrets.
-func (g *gateway) log(r *http.Request, start time.Time, status int, res *fallback.Result, err error) {
+func (g *gateway) log(r *http.Request, start time.Time, status int, res *tpsroute.Response, err error) {
 	if !g.logger.Enabled(r.Context(), slog.LevelInfo) {
 		return
 	}
@@ -371,7 +277,7 @@ func (g *gateway) log(r *http.Request, start time.Time, status int, res *fallbac
 		}
 	}
 	if err != nil {
-		attrs = append(attrs, slog.String("error", g.eng.redact.Replace(err.Error())))
+		attrs = append(attrs, slog.String("error", g.c.HTTPError(err).Message)) // keys redacted
 	}
 	g.logger.LogAttrs(r.Context(), slog.LevelInfo, "gateway: request", attrs...)
 }
