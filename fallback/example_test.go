@@ -37,8 +37,8 @@ func Example() {
 	})
 	ex := fallback.New(fallback.Options{Transport: h.Transport()})
 	plan := route.Plan{Deployments: []route.Candidate{
-		{Deployment: route.Deployment{Provider: "primary", Model: "m", ProviderModel: "primary-model", BaseURL: "http://primary.invalid/v1", APIKey: "sk-1"}},
-		{Deployment: route.Deployment{Provider: "secondary", Model: "m", ProviderModel: "secondary-model", BaseURL: "http://secondary.invalid/v1", APIKey: "sk-2"}},
+		{Deployment: &route.Deployment{Provider: "primary", Model: "m", ProviderModel: "primary-model", BaseURL: "http://primary.invalid/v1", APIKey: "sk-1"}},
+		{Deployment: &route.Deployment{Provider: "secondary", Model: "m", ProviderModel: "secondary-model", BaseURL: "http://secondary.invalid/v1", APIKey: "sk-2"}},
 	}}
 	res, err := ex.Do(context.Background(), plan, fallback.Call{
 		Body:   []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`),
@@ -69,7 +69,7 @@ func ExampleError_midStream() {
 	})
 	ex := fallback.New(fallback.Options{Transport: h.Transport()})
 	plan := route.Plan{Deployments: []route.Candidate{
-		{Deployment: route.Deployment{Provider: "p", Model: "model", BaseURL: "http://p.invalid/v1"}},
+		{Deployment: &route.Deployment{Provider: "p", Model: "model", BaseURL: "http://p.invalid/v1"}},
 	}}
 	res, err := ex.Do(context.Background(), plan, fallback.Call{Body: []byte(`{"model":"model","messages":[]}`), Stream: true})
 	if err != nil {
@@ -96,7 +96,7 @@ func ExampleExecutor_Status() {
 	})
 	ex := fallback.New(fallback.Options{Transport: h.Transport()})
 	d := route.Deployment{Provider: "p", Model: "model", BaseURL: "http://p.invalid/v1", APIKey: "sk-wrong"}
-	_, err := ex.Do(context.Background(), route.Plan{Deployments: []route.Candidate{{Deployment: d}}},
+	_, err := ex.Do(context.Background(), route.Plan{Deployments: []route.Candidate{{Deployment: &d}}},
 		fallback.Call{Body: []byte(`{"model":"model","messages":[]}`)})
 	var api *openai.Error
 	if errors.As(err, &api) {

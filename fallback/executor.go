@@ -267,7 +267,7 @@ func (cl *call) run() (*Result, error) {
 			if cl.real >= cl.maxAttempts {
 				return nil, cl.err()
 			}
-			d := &cl.plan[i].Deployment
+			d := cl.plan[i].Deployment
 			st := e.state(d)
 			now := time.Now()
 			if u, ok := st.cooling(now); ok {
@@ -310,7 +310,7 @@ func (cl *call) readyAt(t time.Time) time.Time {
 		if !cl.eligible(i) {
 			continue
 		}
-		st := cl.e.state(&cl.plan[i].Deployment)
+		st := cl.e.state(cl.plan[i].Deployment)
 		r := now
 		if u, ok := st.cooling(now); ok {
 			r = u

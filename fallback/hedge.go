@@ -45,7 +45,7 @@ func (cl *call) hedgeCandidate(first int) *run {
 		if j == first || !cl.eligible(j) {
 			continue
 		}
-		d := &cl.plan[j].Deployment
+		d := cl.plan[j].Deployment
 		st := cl.e.state(d)
 		if _, ok := st.cooling(now); ok {
 			continue

@@ -35,7 +35,7 @@ func dep(provider, wire string) route.Deployment {
 func planOf(ds ...route.Deployment) route.Plan {
 	var p route.Plan
 	for _, d := range ds {
-		p.Deployments = append(p.Deployments, route.Candidate{Deployment: d})
+		p.Deployments = append(p.Deployments, route.Candidate{Deployment: &d})
 	}
 	return p
 }

@@ -121,7 +121,7 @@ func (s *stream) continuation(prev *run) *run {
 		return nil
 	}
 	for i := range cl.plan {
-		d := &cl.plan[i].Deployment
+		d := cl.plan[i].Deployment
 		if i == prev.i || !d.Capabilities.AssistantPrefill || !cl.eligible(i) || cl.real >= cl.maxAttempts {
 			continue
 		}

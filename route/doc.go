@@ -18,7 +18,9 @@
 // reason for its place and the values that decided it, and the deployments
 // left out. Plan.Explain renders it on one line for logs. Pick never blocks: it
 // reads each candidate's statistics from a Source (*measure.Registry) and its
-// state from a Health (the fallback package's executor), and allocates once.
+// state from a Health (the fallback package's executor), and allocates once
+// (twice when a wildcard deployment serves the call): each Candidate points to
+// the Picker's read-only copy of its Deployment instead of copying it.
 // PickAt is the same at a given time.
 //
 // The order is decided in this sequence:
@@ -32,7 +34,8 @@
 //     SLO.Strict.
 //  4. Request.Providers: the listed providers first, in that order.
 //  5. Warm before cold: a deployment without enough samples is never scored
-//     as fast.
+//     as fast. Under Cost the score needs no samples, so cold deployments are
+//     still ordered by expected cost among themselves.
 //  6. Score: the Policy (Throughput, Latency, Cost) or a custom Scorer.
 //
 // The first place of the leading tier may then be changed, in this priority:
@@ -41,7 +44,11 @@
 // interval, so a new or recovered deployment gets its first samples), the
 // exploration share (Options.Exploration, default 5%), or a draw weighted by
 // Deployment.Weight among candidates within Options.Band of the best score,
-// so that many callers do not herd onto one deployment.
+// so that many callers do not herd onto one deployment. When every candidate
+// of the leading tier is cold and its probes are spent, nothing ranks them, so
+// the first place is drawn by weight among all of them; under Cost they are
+// ranked by price, so the cheapest leads, with exploration and the band
+// applying as for warm deployments.
 //
 // # Estimates
 //

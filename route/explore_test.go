@@ -303,3 +303,127 @@ func TestConcurrentPick(t *testing.T) {
 		t.Error("no affinity hits under concurrency")
 	}
 }
+
+// TestCostCold checks that under Cost, where the expected cost is known
+// without samples, cold deployments are ordered by cost and the first place
+// goes to the cheapest once the cold-probe budgets are spent, rather than to
+// a blind weighted draw; probes, exploration and the band still apply, and
+// the other policies still spread over cold deployments.
+func TestCostCold(t *testing.T) {
+	priced := func(provider string, in, out, w float64) Deployment {
+		d := dep(provider, "us", "m")
+		d.Price, d.Weight = Price{Input: in, Output: out}, w
+		return d
+	}
+	// Cheapest first: c ($0.35), a ($1.25), b ($2.50) per 1000 in + 250 out
+	// tokens; b carries a heavy weight that a blind draw would follow.
+	cold := []Deployment{priced("a", 1, 1, 1), priced("b", 2, 2, 50), priced("c", 0.1, 1, 1)}
+	near := []Deployment{priced("a", 1, 1, 1), priced("b", 1.01, 1, 3), priced("c", 5, 5, 1)}
+	tests := []struct {
+		name      string
+		ds        []Deployment
+		opts      Options
+		req       Request
+		picks     int
+		wantOrder []string           // order of the last pick
+		wantFirst map[string]float64 // share of first places over picks, ± 0.03
+		wantWhy   string             // Reason of the first place in the last pick
+	}{
+		{
+			name: "probes off: cheapest first, by cost", ds: cold,
+			opts: Options{Policy: Cost, ColdProbes: -1, Exploration: -1, Band: -1, Seed: 1},
+			req:  Request{Model: "m"}, picks: 200,
+			wantOrder: []string{"c/us/m", "a/us/m", "b/us/m"},
+			wantFirst: map[string]float64{"c": 1}, wantWhy: ReasonBest,
+		},
+		{
+			name: "default exploration keeps 5% off the cheapest", ds: cold,
+			opts: Options{Policy: Cost, ColdProbes: -1, Seed: 2},
+			req:  Request{Model: "m"}, picks: 4000,
+			wantFirst: map[string]float64{"c": 0.95, "a": 0.025, "b": 0.025},
+		},
+		{
+			name: "band draws by weight among near-equal costs", ds: near,
+			opts: Options{Policy: Cost, ColdProbes: -1, Exploration: -1, Seed: 3},
+			req:  Request{Model: "m"}, picks: 4000,
+			wantFirst: map[string]float64{"a": 0.25, "b": 0.75, "c": 0},
+		},
+		{
+			name: "request policy override", ds: cold,
+			opts: Options{ColdProbes: -1, Exploration: -1, Band: -1, Seed: 1},
+			req:  Request{Model: "m", Policy: Cost}, picks: 50,
+			wantOrder: []string{"c/us/m", "a/us/m", "b/us/m"},
+			wantFirst: map[string]float64{"c": 1}, wantWhy: ReasonBest,
+		},
+		{
+			name: "throughput still spreads by weight", ds: cold,
+			opts: Options{ColdProbes: -1, Exploration: -1, Band: -1, Seed: 4},
+			req:  Request{Model: "m"}, picks: 4000,
+			wantFirst: map[string]float64{"a": 1.0 / 52, "b": 50.0 / 52, "c": 1.0 / 52},
+			wantWhy:   ReasonColdProbe,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPicker(t, tt.ds, nil, tt.opts)
+			counts := map[string]int{}
+			var plan Plan
+			for range tt.picks {
+				plan = mustPick(t, p, tt.req, t0)
+				counts[plan.Deployments[0].Key.Provider]++
+				for _, c := range plan.Deployments {
+					if math.IsNaN(c.Score) || c.Expected.OK {
+						t.Fatalf("%s: score %v, Expected.OK %v on a cold deployment", c.Key, c.Score, c.Expected.OK)
+					}
+				}
+			}
+			if tt.wantOrder != nil {
+				equal(t, order(plan), tt.wantOrder, "order")
+			}
+			if tt.wantWhy != "" {
+				equal(t, plan.Deployments[0].Reason, tt.wantWhy, "first reason")
+			}
+			for prov, want := range tt.wantFirst {
+				if got := float64(counts[prov]) / float64(tt.picks); math.Abs(got-want) > 0.03 {
+					t.Errorf("first-place share of %s = %.3f, want %.3f ± 0.03", prov, got, want)
+				}
+			}
+		})
+	}
+
+	t.Run("probes spend their budget cheapest first, then the cheapest leads", func(t *testing.T) {
+		p := newPicker(t, cold, nil, Options{Policy: Cost, ColdProbes: 2, Exploration: -1, Band: -1, Seed: 1})
+		var firsts, why []string
+		for range 8 {
+			plan := mustPick(t, p, Request{Model: "m"}, t0)
+			firsts = append(firsts, plan.Deployments[0].Key.Provider)
+			why = append(why, plan.Deployments[0].Reason)
+		}
+		equal(t, firsts, []string{"c", "c", "a", "a", "b", "b", "c", "c"}, "first places")
+		equal(t, why[5:], []string{ReasonColdProbe, ReasonBest, ReasonBest}, "reasons once budgets are spent")
+		equal(t, p.Stats().ColdProbes, uint64(6), "ColdProbes")
+	})
+
+	t.Run("warm before cold; cold ones by cost behind them", func(t *testing.T) {
+		ds := append([]Deployment{priced("w", 9, 9, 1)}, cold...)
+		src := newSource()
+		src.set(ds[0].Key(), warm(5, 1)) // slow and dear, but measured
+		p := newPicker(t, ds, src, Options{Policy: Cost, ColdProbes: -1, Exploration: -1, Band: -1, Seed: 1})
+		plan := mustPick(t, p, Request{Model: "m"}, t0)
+		equal(t, order(plan), []string{"w/us/m", "c/us/m", "a/us/m", "b/us/m"}, "order")
+		equal(t, reasons(plan), []string{ReasonBest, ReasonCold, ReasonCold, ReasonCold}, "reasons")
+	})
+
+	t.Run("cold is never 0 ms under a latency SLO", func(t *testing.T) {
+		ds := append([]Deployment{priced("w", 9, 9, 1)}, cold...)
+		src := newSource()
+		src.set(ds[0].Key(), warm(0.2, 100))
+		p := newPicker(t, ds, src, Options{Policy: Latency, ColdProbes: -1, Exploration: -1, Band: -1, Seed: 1,
+			SLO: SLO{MaxTTFT: time.Second}})
+		plan := mustPick(t, p, Request{Model: "m"}, t0)
+		equal(t, plan.Deployments[0].Key.Provider, "w", "measured deployment first")
+		for _, c := range plan.Deployments[1:] {
+			equal(t, c.Reason, ReasonCold, c.Key.String()+" reason")
+		}
+	})
+}

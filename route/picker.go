@@ -1,7 +1,6 @@
 package route
 
 import (
-	"cmp"
 	crand "crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -111,6 +110,7 @@ type Stats struct {
 type Picker struct {
 	ds       []Deployment
 	keys     []measure.Key // precomputed; a wildcard's Model is "*"
+	meta     []meta        // precomputed per deployment, parallel to ds
 	byModel  map[string][]int32
 	wild     []int32
 	provs    map[string]struct{}
@@ -138,6 +138,13 @@ const (
 	cBandPicks
 )
 
+// meta is what Pick reads of a deployment on every call, precomputed so the
+// hot loops neither compare strings nor touch the whole Deployment.
+type meta struct {
+	wild   bool
+	weight float64 // weight(Deployment.Weight)
+}
+
 type coldState struct {
 	window atomic.Int64 // start of the current window, unix nanoseconds
 	n      atomic.Int64 // probes given in the current window
@@ -160,6 +167,7 @@ func NewPicker(ds []Deployment, src Source, opts Options) (*Picker, error) {
 	p := &Picker{
 		ds:      slices.Clone(ds),
 		keys:    make([]measure.Key, len(ds)),
+		meta:    make([]meta, len(ds)),
 		byModel: make(map[string][]int32),
 		provs:   make(map[string]struct{}),
 		regions: make(map[string]struct{}),
@@ -193,6 +201,7 @@ func NewPicker(ds []Deployment, src Source, opts Options) (*Picker, error) {
 			k.Model = Wildcard // replaced by the requested model per pick
 		}
 		p.keys[i] = k
+		p.meta[i] = meta{wild: d.IsWildcard(), weight: weight(d.Weight)}
 		if d.IsWildcard() {
 			p.wild = append(p.wild, int32(i))
 		} else {
@@ -325,13 +334,27 @@ const (
 
 type model struct {
 	name, rev, keyModel string
+	idxs                []int32 // p.byModel[name], looked up once
+}
+
+// rank is an item's sort key, kept apart from the item so the sort moves
+// small values and compares without indirection.
+type rank struct {
+	tier  uint64 // item.sort
+	score float64
+	tie   float64
+	idx   int32 // into p.ds: the final tie-break
+	item  int32 // into scratch.items
 }
 
 type scratch struct {
 	req    Request
 	items  []item
+	ranks  []rank
 	order  []int32
 	models []model
+	nWild  int  // candidates from wildcard deployments
+	costly bool // the built-in Cost policy orders: a cold score is known
 }
 
 // PickAt orders the deployments that can serve r as seen at now. It reads
@@ -354,7 +377,8 @@ func (p *Picker) PickAt(r Request, now time.Time) (Plan, error) {
 func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 	s.req = *r
 	req := &s.req
-	s.items, s.order, s.models = s.items[:0], s.order[:0], s.models[:0]
+	s.items, s.ranks, s.order, s.models = s.items[:0], s.ranks[:0], s.order[:0], s.models[:0]
+	s.nWild = 0
 	if req.Policy > Cost || req.LatencyMetric > LatencyCompletion {
 		return Plan{}, fmt.Errorf("route: Request: unknown Policy %d or LatencyMetric %d", req.Policy, req.LatencyMetric)
 	}
@@ -382,6 +406,9 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 		}
 	}
 	slo := req.SLO.merge(p.opts.SLO)
+	// Cost needs no samples: prices are known up front, so cold deployments
+	// are ordered by expected cost too (see chooseFirst).
+	s.costly = scorer == nil && req.Policy == Cost
 
 	if err := p.checkPins(req); err != nil {
 		return Plan{Policy: policyName}, err
@@ -391,26 +418,9 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 	}
 
 	// Candidates, in model order.
-	for mi, m := range s.models {
-		add := func(idx int32) {
-			d := &p.ds[idx]
-			if d.Revision != m.rev {
-				return
-			}
-			if (len(req.Only) > 0 && !contains(req.Only, d.Provider)) || contains(req.Ignore, d.Provider) ||
-				(len(req.Regions) > 0 && !contains(req.Regions, d.Region)) {
-				return
-			}
-			s.items = append(s.items, item{})
-			it := &s.items[len(s.items)-1]
-			it.idx, it.model = idx, int32(mi)
-		}
-		for _, idx := range p.byModel[m.name] {
-			add(idx)
-		}
-		for _, idx := range p.wild {
-			add(idx)
-		}
+	for mi := range s.models {
+		p.collect(s, req, s.models[mi].idxs, mi)
+		p.collect(s, req, p.wild, mi)
 	}
 	if len(s.items) == 0 {
 		return Plan{Policy: policyName}, p.noDeployment(req, s.models)
@@ -422,10 +432,11 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 	for i := range s.items {
 		it := &s.items[i]
 		d := &p.ds[it.idx]
-		if d.Model == Wildcard {
+		if p.meta[it.idx].wild {
 			wd = *d
 			wd.Model = s.models[it.model].name
 			d = &wd
+			s.nWild++
 		}
 		k := p.keyOf(s, it)
 		if p.src != nil {
@@ -486,28 +497,20 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 			it.excl = exclOpen
 		}
 		if it.excl == exclNone {
-			s.order = append(s.order, int32(i))
+			s.ranks = append(s.ranks, rank{tier: it.sort, score: it.score, tie: it.tie, idx: it.idx, item: int32(i)})
 		}
 	}
-	if len(s.order) == 0 {
+	if len(s.ranks) == 0 {
 		plan := p.materialize(s, policyName)
 		return plan, fmt.Errorf("%w: all %d deployments of %s are excluded (%s)",
 			ErrNoDeployment, len(s.items), modelList(s.models), plan.Excluded[0].Reason)
 	}
-	items := s.items
-	slices.SortFunc(s.order, func(a, b int32) int {
-		x, y := &items[a], &items[b]
-		if c := cmp.Compare(x.sort, y.sort); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(y.score, x.score); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(y.tie, x.tie); c != 0 {
-			return c
-		}
-		return cmp.Compare(x.idx, y.idx)
-	})
+	// Scores and ties are never NaN (clamped), so plain comparisons order
+	// them totally.
+	slices.SortFunc(s.ranks, compareRanks)
+	for i := range s.ranks {
+		s.order = append(s.order, s.ranks[i].item)
+	}
 
 	first := p.chooseFirst(s, req, now)
 	if req.NoFallbacks {
@@ -518,6 +521,44 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 		plan.Deployments[0].Reason = first
 	}
 	return plan, nil
+}
+
+// collect appends the deployments idxs of model s.models[mi] that the
+// request's revision and Only, Ignore and Regions pins keep.
+func (p *Picker) collect(s *scratch, req *Request, idxs []int32, mi int) {
+	rev := s.models[mi].rev
+	for _, idx := range idxs {
+		d := &p.ds[idx]
+		if d.Revision != rev ||
+			(len(req.Only) > 0 && !contains(req.Only, d.Provider)) || contains(req.Ignore, d.Provider) ||
+			(len(req.Regions) > 0 && !contains(req.Regions, d.Region)) {
+			continue
+		}
+		s.items = append(s.items, item{idx: idx, model: int32(mi)})
+	}
+}
+
+// compareRanks orders by tier, then higher score, then higher tie-break,
+// then configuration order.
+func compareRanks(x, y rank) int {
+	switch {
+	case x.tier != y.tier:
+		if x.tier < y.tier {
+			return -1
+		}
+		return 1
+	case x.score != y.score:
+		if x.score > y.score {
+			return -1
+		}
+		return 1
+	case x.tie != y.tie:
+		if x.tie > y.tie {
+			return -1
+		}
+		return 1
+	}
+	return int(x.idx - y.idx)
 }
 
 // chooseFirst moves one candidate of the leading tier to the front by cache
@@ -578,10 +619,13 @@ func (p *Picker) chooseFirst(s *scratch, req *Request, now time.Time) string {
 			}
 		}
 	}
-	if items[order[0]].cold {
-		// Only cold candidates (probe budgets spent): spread the first place
-		// over all of them by weight, rather than herd onto one.
-		p.draw(s, head, u, func(*item) bool { return true })
+	if items[order[0]].cold && !s.costly {
+		// Only cold candidates (probe budgets spent) and nothing known to
+		// rank them by: spread the first place over all of them by weight,
+		// rather than herd onto one. Under Cost the expected cost is known
+		// without samples, so they go on to the cheapest (exploration and the
+		// band still apply), not to a blind draw.
+		p.draw(s, head, u, drawFilter{all: true})
 		return ReasonColdProbe
 	}
 	if u < p.opts.Exploration && head > 1 {
@@ -595,7 +639,7 @@ func (p *Picker) chooseFirst(s *scratch, req *Request, now time.Time) string {
 		lo := best.score - p.opts.Band*math.Abs(best.score)
 		tlo := best.tie - p.opts.Band*math.Abs(best.tie)
 		v := float64(rng.Uint64()>>11) * 0x1p-53
-		if i := p.draw(s, head, v, func(it *item) bool { return !it.cold && it.score >= lo && it.tie >= tlo }); i >= 0 {
+		if i := p.draw(s, head, v, drawFilter{lo: lo, tlo: tlo, cold: s.costly}); i >= 0 {
 			if i > 0 {
 				p.counters[cBandPicks].Add(1)
 			}
@@ -605,25 +649,37 @@ func (p *Picker) chooseFirst(s *scratch, req *Request, now time.Time) string {
 	return ReasonBest
 }
 
+// drawFilter says which candidates a draw is among: all of them, or those
+// scoring at least lo with a tie-break at least tlo, cold ones only if cold.
+type drawFilter struct {
+	all     bool
+	cold    bool
+	lo, tlo float64
+}
+
+func (f drawFilter) in(it *item) bool {
+	return f.all || ((!it.cold || f.cold) && it.score >= f.lo && it.tie >= f.tlo)
+}
+
 // draw moves to the front a candidate drawn by Deployment.Weight from the
-// leading run of order[:head] that satisfies in, using v in [0,1). It returns
+// leading run of order[:head] that f admits, using v in [0,1). It returns
 // the drawn position, or -1 when fewer than two candidates qualify.
-func (p *Picker) draw(s *scratch, head int, v float64, in func(*item) bool) int {
+func (p *Picker) draw(s *scratch, head int, v float64, f drawFilter) int {
 	items, order := s.items, s.order
 	n, total := 0, 0.0
 	for _, o := range order[:head] {
-		if !in(&items[o]) {
+		if !f.in(&items[o]) {
 			break
 		}
 		n++
-		total += weight(p.ds[items[o].idx].Weight)
+		total += p.meta[items[o].idx].weight
 	}
 	if n < 2 {
 		return -1
 	}
 	x := v * total
 	for i, o := range order[:n] {
-		x -= weight(p.ds[items[o].idx].Weight)
+		x -= p.meta[items[o].idx].weight
 		if x < 0 || i == n-1 {
 			moveFront(order, i)
 			return i
@@ -668,7 +724,8 @@ func splitmix(x uint64) uint64 {
 }
 
 // materialize builds the Plan from s.order (included, in order) and the
-// excluded items, in one allocation.
+// excluded items, in one allocation; a second one holds the concrete copies
+// of wildcard deployments, if any.
 func (p *Picker) materialize(s *scratch, policyName string) Plan {
 	nExcl := 0
 	for i := range s.items {
@@ -677,13 +734,17 @@ func (p *Picker) materialize(s *scratch, policyName string) Plan {
 		}
 	}
 	out := make([]Candidate, len(s.order)+nExcl)
+	var wild []Deployment
+	if s.nWild > 0 {
+		wild = make([]Deployment, 0, s.nWild)
+	}
 	for i, o := range s.order {
-		p.candidate(&out[i], s, &s.items[o])
+		p.candidate(&out[i], s, &s.items[o], &wild)
 	}
 	j := len(s.order)
 	for i := range s.items {
 		if it := &s.items[i]; it.excl != exclNone {
-			p.candidate(&out[j], s, it)
+			p.candidate(&out[j], s, it, &wild)
 			out[j].Reason = ReasonStrictSLO
 			if it.excl == exclOpen {
 				out[j].Reason = ReasonOpen
@@ -698,11 +759,17 @@ func (p *Picker) materialize(s *scratch, policyName string) Plan {
 	return plan
 }
 
-func (p *Picker) candidate(c *Candidate, s *scratch, it *item) {
-	c.Deployment = p.ds[it.idx]
-	if c.Deployment.Model == Wildcard {
-		c.Deployment.Model = s.models[it.model].name
+// candidate fills c from it. c.Deployment points into p.ds, or for a
+// wildcard deployment into a concrete copy appended to *wild (whose capacity
+// covers every wildcard candidate, so earlier pointers stay valid).
+func (p *Picker) candidate(c *Candidate, s *scratch, it *item, wild *[]Deployment) {
+	d := &p.ds[it.idx]
+	if p.meta[it.idx].wild {
+		*wild = append(*wild, *d)
+		d = &(*wild)[len(*wild)-1]
+		d.Model = s.models[it.model].name
 	}
+	c.Deployment = d
 	c.Key = p.keyOf(s, it)
 	c.Score = it.score
 	c.Violations = it.viol
@@ -732,9 +799,10 @@ func (p *Picker) candidate(c *Candidate, s *scratch, it *item) {
 // keyOf returns the measure.Key of it: the precomputed key, or for a wildcard
 // deployment the key for the requested model.
 func (p *Picker) keyOf(s *scratch, it *item) measure.Key {
-	k := p.keys[it.idx]
-	if k.Model == Wildcard {
+	if p.meta[it.idx].wild {
+		k := p.keys[it.idx]
 		k.Model = s.models[it.model].keyModel
+		return k
 	}
-	return k
+	return p.keys[it.idx]
 }

@@ -41,7 +41,8 @@ func (p *Picker) resolveModels(s *scratch) error {
 		if name == "" {
 			return fmt.Errorf("%w: empty model name in %q", ErrNoDeployment, spec)
 		}
-		if _, ok := p.byModel[name]; !ok && len(p.wild) == 0 {
+		idxs, ok := p.byModel[name]
+		if !ok && len(p.wild) == 0 {
 			return fmt.Errorf("%w: unknown model %q; models: %s", ErrNoDeployment, name, p.modelNames())
 		}
 		for _, m := range s.models {
@@ -49,7 +50,7 @@ func (p *Picker) resolveModels(s *scratch) error {
 				return nil
 			}
 		}
-		s.models = append(s.models, model{name: name, rev: rev, keyModel: keyModel})
+		s.models = append(s.models, model{name: name, rev: rev, keyModel: keyModel, idxs: idxs})
 		return nil
 	}
 	if r.Model != "" {

@@ -38,8 +38,14 @@ const (
 
 // Candidate is one entry of a Plan with the reason for its place and the
 // values that decided it. It is a value, safe for concurrent reads.
+//
+// Deployment points into the Picker's immutable copy of the configured
+// deployments (for a wildcard deployment, into a concrete copy made for this
+// Plan), so a Plan costs one small allocation however large the deployments
+// are. It is never nil in a Plan returned by Pick, and it must not be
+// modified; copy the value (*c.Deployment) to change it.
 type Candidate struct {
-	Deployment Deployment  // concrete: a wildcard deployment has Model set to the requested model
+	Deployment *Deployment // concrete: a wildcard deployment has Model set to the requested model; read-only
 	Key        measure.Key // Deployment.Key(), for measure and fallback
 	Score      float64     // higher is better; never NaN
 	Reason     string      // one of the Reason constants

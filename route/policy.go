@@ -20,6 +20,8 @@ const (
 	Latency
 	// Cost minimises the expected cost in USD of this request, among the
 	// deployments that meet the SLO. Equal costs are ordered by throughput.
+	// Prices are known without samples, so cold deployments are ordered by
+	// cost too (still behind warm ones of their tier, and never as fast).
 	Cost
 )
 
@@ -109,7 +111,7 @@ func blend(e *measure.Estimate, ok bool, ttftAt, tpsAt Percentile) Expected {
 	x := Expected{Samples: max(e.Samples, 0)}
 	if r := e.ErrorRate; r > 0 && r <= 1 {
 		x.ErrorRate = r
-	} else if r > 1 && !math.IsInf(r, 0) {
+	} else if r > 1 && r <= math.MaxFloat64 {
 		x.ErrorRate = 1
 	}
 	ttftP := e.TTFTP95
@@ -120,21 +122,33 @@ func blend(e *measure.Estimate, ok bool, ttftAt, tpsAt Percentile) Expected {
 	if tpsAt == P95 {
 		tpsP = e.TPSP95
 	}
-	for _, v := range [2]float64{ttftP, e.TTFTEWMA} {
-		if valid(v) && (!x.TTFTOK || v > x.TTFT) {
-			x.TTFT, x.TTFTOK = v, true
-		}
-	}
-	for _, v := range [2]float64{tpsP, e.TPSEWMA} {
-		if valid(v) && (!x.TPSOK || v < x.TPS) {
-			x.TPS, x.TPSOK = v, true
-		}
-	}
+	// Straight-line on purpose: Pick blends once per candidate.
+	x.TTFT, x.TTFTOK = pessimistic(ttftP, e.TTFTEWMA, true)
+	x.TPS, x.TPSOK = pessimistic(tpsP, e.TPSEWMA, false)
 	x.OK = ok && e.OK && (x.TTFTOK || x.TPSOK)
 	return x
 }
 
-func valid(v float64) bool { return v > 0 && !math.IsInf(v, 1) }
+// pessimistic returns the higher (for TTFT) or lower (for TPS) of the valid
+// values among a and b, and whether either was valid.
+func pessimistic(a, b float64, higher bool) (float64, bool) {
+	va, vb := valid(a), valid(b)
+	switch {
+	case va && vb:
+		if (b > a) == higher {
+			return b, true
+		}
+		return a, true
+	case va:
+		return a, true
+	case vb:
+		return b, true
+	}
+	return 0, false
+}
+
+// valid reports whether v is finite and positive (NaN compares false).
+func valid(v float64) bool { return v > 0 && v <= math.MaxFloat64 }
 
 // Score implements Scorer for the built-in policies:
 //   - Throughput: Expected.TPS, or 0 when unknown;
