@@ -42,7 +42,9 @@ func main() {
 	flag.DurationVar(&cfg.Duration, "duration", 25*time.Second, "how long to send traffic; the scripted events scale with it")
 	flag.IntVar(&cfg.Concurrency, "concurrency", 12, "calls in flight at all times")
 	flag.Parse()
-	cfg.Color = colorOK(os.Stdout)
+	cfg.Live = isTerminal(os.Stdout)
+	_, noColor := os.LookupEnv("NO_COLOR")
+	cfg.Color = cfg.Live && !noColor
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -66,12 +68,10 @@ func parsePolicy(s string) (route.Policy, error) {
 	return 0, fmt.Errorf("unknown policy %q: want throughput, latency or cost", s)
 }
 
-// colorOK reports whether f is a terminal and NO_COLOR is unset: colours only
-// for people, never in logs, pipes or CI.
-func colorOK(f *os.File) bool {
-	if _, ok := os.LookupEnv("NO_COLOR"); ok {
-		return false
-	}
+// isTerminal reports whether f is a terminal (a character device). Colours
+// and the in-place redraw are for people; logs, pipes and CI get plain,
+// appended text.
+func isTerminal(f *os.File) bool {
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

@@ -17,6 +17,9 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// tableHeader starts each live table.
+var tableHeader = regexp.MustCompile(`t=\d+\.\ds +\d+ calls started`)
+
 // summaryLine is the machine-checkable last line CI greps for.
 var summaryLine = regexp.MustCompile(`(?m)^calls: (\d+)  answered: (\d+)  lost: 0  failed over: (\d+)  retried: (\d+)  continued: (\d+)$`)
 
@@ -78,17 +81,31 @@ func TestRunPolicies(t *testing.T) {
 	}
 }
 
-// TestRunPlainOutput checks that the output has no ANSI escape codes unless
-// colours are asked for.
-func TestRunPlainOutput(t *testing.T) {
-	for _, color := range []bool{false, true} {
-		t.Run(map[bool]string{false: "plain", true: "color"}[color], func(t *testing.T) {
+// TestRunOutputModes checks that plain output (not a terminal) has no ANSI
+// escape codes and keeps every table, and that the live view redraws in place.
+func TestRunOutputModes(t *testing.T) {
+	tests := []struct {
+		name        string
+		color, live bool
+		escapes     bool
+	}{
+		{"plain", false, false, false},
+		{"live without colour", false, true, true},
+		{"live with colour", true, true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var out bytes.Buffer
-				_, err := run(context.Background(), config{Policy: route.Cost, Duration: 3 * time.Second, Concurrency: 2, InMemory: true, Color: color}, &out)
+				_, err := run(context.Background(), config{Policy: route.Cost, Duration: 3 * time.Second, Concurrency: 2,
+					InMemory: true, Color: tt.color, Live: tt.live}, &out)
 				require.NoError(t, err)
-				assert.Equal(t, color, bytes.Contains(out.Bytes(), []byte("\x1b[")))
-				assert.Contains(t, out.String(), "t=1.0s")
+				assert.Equal(t, tt.escapes, bytes.Contains(out.Bytes(), []byte("\x1b[")))
+				assert.Equal(t, tt.live, bytes.Contains(out.Bytes(), []byte("\x1b[J")), "redraw")
+				assert.Equal(t, tt.color, bytes.Contains(out.Bytes(), []byte(green)), "colour")
+				// One table per tick: 3 s of traffic, then the calls in flight end.
+				assert.GreaterOrEqual(t, len(tableHeader.FindAll(out.Bytes(), -1)), 3)
+				assert.Contains(t, out.String(), "eu-west outage: fireworks and deepinfra answer 503")
 			})
 		})
 	}

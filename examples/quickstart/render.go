@@ -51,8 +51,9 @@ func (s *sim) legend() string {
 
 // table renders one live table: each deployment's share of the calls
 // committed since the last table, its measured TTFT and TPS, its errors and
-// its breaker state, followed by the events of the last tick.
-func (s *sim) table(elapsed time.Duration) string {
+// its breaker state. It also returns the lines for the events (scripted, and
+// breaker changes) since the last table.
+func (s *sim) table(elapsed time.Duration) (string, []string) {
 	s.mu.Lock()
 	by, n := s.tickBy, s.tickN
 	s.tickBy, s.tickN = map[string]int{}, 0
@@ -72,8 +73,9 @@ func (s *sim) table(elapsed time.Duration) string {
 	now := time.Now()
 	var b strings.Builder
 	b.WriteString(s.paint(bold, fmt.Sprintf("t=%-5s %d calls started in the last %s", secs(elapsed), n, s.cfg.Tick)) + "\n")
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "deployment\tshare\tttft p50\tttft p95\ttps p50\terrors\tbreaker\t")
+	// Fixed widths, padded before colouring, so escape codes do not shift columns.
+	const row = "%-18s %6s %9s %9s %8s %7s %10s\n"
+	fmt.Fprintf(&b, row, "deployment", "share", "ttft p50", "ttft p95", "tps p50", "errors", "breaker")
 	for _, l := range s.labels {
 		k := s.keys[l]
 		share := "-"
@@ -91,29 +93,29 @@ func (s *sim) table(elapsed time.Duration) string {
 			errs = fmt.Sprint(st.Errors)
 		}
 		state := s.client.Status(k)
-		breaker := breakerName(state.Breaker)
+		breaker := fmt.Sprintf("%10s", breakerName(state.Breaker))
 		switch {
 		case state.Breaker == route.BreakerOpen:
 			breaker = s.paint(red, breaker)
 		case state.Breaker == route.BreakerHalfOpen:
 			breaker = s.paint(yellow, breaker)
 		case state.CoolingUntil.After(now):
-			breaker = s.paint(yellow, "cooling")
+			breaker = s.paint(yellow, fmt.Sprintf("%10s", "cooling"))
 		}
+		share = fmt.Sprintf("%6s", share)
 		if n > 0 && by[l]*2 > n {
 			share = s.paint(green, share)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", l, share, ttft50, ttft95, tps50, errs, breaker)
+		fmt.Fprintf(&b, row, l, share, ttft50, ttft95, tps50, errs, breaker)
 	}
-	tw.Flush()
+	var lines []string
 	for _, e := range events {
-		b.WriteString(s.paint(yellow, fmt.Sprintf("  >> %s: %s", secs(e.At), e.What)) + "\n")
+		lines = append(lines, s.paint(yellow, fmt.Sprintf("  >> %5s  %s", secs(e.At), e.What)))
 	}
 	for _, l := range notes {
-		b.WriteString(s.paint(dim, "  >> "+l) + "\n")
+		lines = append(lines, s.paint(dim, "  >> "+l))
 	}
-	b.WriteString("\n")
-	return b.String()
+	return b.String(), lines
 }
 
 // summary renders where the traffic went in each phase and why, and the

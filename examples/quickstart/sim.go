@@ -27,6 +27,9 @@ type config struct {
 	Concurrency int           // calls in flight at all times
 	Tick        time.Duration // how often the live table is printed; 0 means 1 s
 	Color       bool          // ANSI colours in the output
+	// Live redraws the table in place, with every event so far below it,
+	// instead of appending a table per tick: for a terminal.
+	Live bool
 	// InMemory serves the simulated providers through in-memory transports
 	// instead of 127.0.0.1 sockets, so a test can run the whole simulation
 	// in a testing/synctest bubble, in virtual time.
@@ -168,10 +171,23 @@ func run(ctx context.Context, cfg config, w io.Writer) (*result, error) {
 	// 4. Every tick, print the table; at the end, the summary.
 	tick := time.NewTicker(cfg.Tick)
 	defer tick.Stop()
+	var log []string // every event so far, for the live view
+	drawn := 0       // lines of the last live view, to redraw over
 	for loop := true; loop; {
 		select {
 		case <-tick.C:
-			fmt.Fprint(w, s.table(time.Since(start)))
+			table, events := s.table(time.Since(start))
+			if !cfg.Live {
+				fmt.Fprint(w, table+lines(events)+"\n")
+				continue
+			}
+			log = append(log, events...)
+			view := table + lines(log[max(0, len(log)-12):]) + "\n"
+			if drawn > 0 {
+				fmt.Fprintf(w, "\x1b[%dA\x1b[J", drawn) // cursor up, clear to the end
+			}
+			fmt.Fprint(w, view)
+			drawn = strings.Count(view, "\n")
 		case <-done:
 			loop = false
 		}
@@ -179,6 +195,14 @@ func run(ctx context.Context, cfg config, w io.Writer) (*result, error) {
 	res := s.result()
 	fmt.Fprint(w, s.summary(res, time.Since(start)))
 	return res, nil
+}
+
+// lines joins ls, each followed by a newline.
+func lines(ls []string) string {
+	if len(ls) == 0 {
+		return ""
+	}
+	return strings.Join(ls, "\n") + "\n"
 }
 
 // startProviders serves each simulated provider and returns the HTTP client
@@ -367,7 +391,7 @@ func (s *sim) decided(_ route.Request, plan route.Plan) {
 // breakerChanged is fallback's OnStateChange hook. It runs under the
 // breaker's lock, so it only appends a line for the next table.
 func (s *sim) breakerChanged(k measure.Key, from, to route.BreakerState) {
-	line := fmt.Sprintf("breaker %s: %s -> %s", label(k), breakerName(from), breakerName(to))
+	line := fmt.Sprintf("%5s  breaker %s: %s -> %s", secs(time.Since(s.start)), label(k), breakerName(from), breakerName(to))
 	s.mu.Lock()
 	s.breakers = append(s.breakers, line)
 	s.mu.Unlock()
