@@ -441,7 +441,7 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 		k := p.keyOf(s, it)
 		if p.src != nil {
 			est, ok := p.src.Estimate(k)
-			it.exp = blend(&est, ok, p.opts.TTFTPercentile, p.opts.TPSPercentile)
+			blend(&it.exp, &est, ok, p.opts.TTFTPercentile, p.opts.TPSPercentile)
 		}
 		it.cold = !it.exp.OK
 		if p.opts.Health != nil {
@@ -507,7 +507,7 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 	}
 	// Scores and ties are never NaN (clamped), so plain comparisons order
 	// them totally.
-	slices.SortFunc(s.ranks, compareRanks)
+	sortRanks(s.ranks)
 	for i := range s.ranks {
 		s.order = append(s.order, s.ranks[i].item)
 	}
@@ -527,6 +527,15 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 // request's revision and Only, Ignore and Regions pins keep.
 func (p *Picker) collect(s *scratch, req *Request, idxs []int32, mi int) {
 	rev := s.models[mi].rev
+	if rev == "" && len(req.Only) == 0 && len(req.Ignore) == 0 && len(req.Regions) == 0 {
+		// No pins: keep every unversioned deployment.
+		for _, idx := range idxs {
+			if p.ds[idx].Revision == "" {
+				s.items = append(s.items, item{idx: idx, model: int32(mi)})
+			}
+		}
+		return
+	}
 	for _, idx := range idxs {
 		d := &p.ds[idx]
 		if d.Revision != rev ||
@@ -535,6 +544,20 @@ func (p *Picker) collect(s *scratch, req *Request, idxs []int32, mi int) {
 			continue
 		}
 		s.items = append(s.items, item{idx: idx, model: int32(mi)})
+	}
+}
+
+// sortRanks sorts r by compareRanks: by insertion for the usual handful of
+// candidates (often already nearly in order), by pdqsort beyond.
+func sortRanks(r []rank) {
+	if len(r) > 24 {
+		slices.SortFunc(r, compareRanks)
+		return
+	}
+	for i := 1; i < len(r); i++ {
+		for j := i; j > 0 && compareRanks(r[j], r[j-1]) < 0; j-- {
+			r[j], r[j-1] = r[j-1], r[j]
+		}
 	}
 }
 

@@ -2,6 +2,9 @@ package route
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -427,6 +430,28 @@ func TestHealth(t *testing.T) {
 				equal(t, c.Reason, ReasonOpen, "excluded reason")
 			}
 			equal(t, ex, tt.excluded, "excluded")
+		})
+	}
+}
+
+// TestSortRanks checks the insertion-sort path against pdqsort on random
+// ranks with many ties, on both sides of the size cut-over.
+func TestSortRanks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{0, 1, 2, 3, 16, 24, 25, 64} {
+		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) {
+			for range 50 {
+				r := make([]rank, n)
+				for i := range r {
+					r[i] = rank{tier: uint64(rng.IntN(3)), score: float64(rng.IntN(4)), tie: float64(rng.IntN(2)),
+						idx: int32(i), item: int32(i)}
+				}
+				rng.Shuffle(n, func(i, j int) { r[i], r[j] = r[j], r[i] })
+				want := slices.Clone(r)
+				slices.SortFunc(want, compareRanks)
+				sortRanks(r)
+				equal(t, r, want, "order")
+			}
 		})
 	}
 }

@@ -104,11 +104,15 @@ type Expected struct {
 // tpsAt (zero Percentiles mean P95 and P50). ok is the Source's found flag.
 // NaN, infinite, zero and negative inputs are treated as missing.
 func Blend(e measure.Estimate, ok bool, ttftAt, tpsAt Percentile) Expected {
-	return blend(&e, ok, ttftAt, tpsAt)
+	var x Expected
+	blend(&x, &e, ok, ttftAt, tpsAt)
+	return x
 }
 
-func blend(e *measure.Estimate, ok bool, ttftAt, tpsAt Percentile) Expected {
-	x := Expected{Samples: max(e.Samples, 0)}
+// blend sets *x to the Expected view of e; see Blend. It writes in place
+// because Pick calls it once per candidate.
+func blend(x *Expected, e *measure.Estimate, ok bool, ttftAt, tpsAt Percentile) {
+	*x = Expected{Samples: max(e.Samples, 0)}
 	if r := e.ErrorRate; r > 0 && r <= 1 {
 		x.ErrorRate = r
 	} else if r > 1 && r <= math.MaxFloat64 {
@@ -126,7 +130,6 @@ func blend(e *measure.Estimate, ok bool, ttftAt, tpsAt Percentile) Expected {
 	x.TTFT, x.TTFTOK = pessimistic(ttftP, e.TTFTEWMA, true)
 	x.TPS, x.TPSOK = pessimistic(tpsP, e.TPSEWMA, false)
 	x.OK = ok && e.OK && (x.TTFTOK || x.TPSOK)
-	return x
 }
 
 // pessimistic returns the higher (for TTFT) or lower (for TPS) of the valid
