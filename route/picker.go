@@ -793,7 +793,13 @@ func (p *Picker) candidate(c *Candidate, s *scratch, it *item, wild *[]Deploymen
 		d.Model = s.models[it.model].name
 	}
 	c.Deployment = d
-	c.Key = p.keyOf(s, it)
+	// Field by field: a whole-struct copy of a Key into the heap takes the
+	// bulk write-barrier path while the GC is marking.
+	k := &p.keys[it.idx]
+	c.Key.Provider, c.Key.Region, c.Key.Model = k.Provider, k.Region, k.Model
+	if p.meta[it.idx].wild {
+		c.Key.Model = s.models[it.model].keyModel
+	}
 	c.Score = it.score
 	c.Violations = it.viol
 	c.Expected = it.exp
