@@ -102,7 +102,7 @@ func TestRunOutputModes(t *testing.T) {
 				require.NoError(t, err)
 				assert.Equal(t, tt.escapes, bytes.Contains(out.Bytes(), []byte("\x1b[")))
 				assert.Equal(t, tt.live, bytes.Contains(out.Bytes(), []byte("\x1b[J")), "redraw")
-				assert.Equal(t, tt.color, bytes.Contains(out.Bytes(), []byte(green)), "colour")
+				assert.Equal(t, tt.color, bytes.Contains(out.Bytes(), []byte(bold)), "colour")
 				// One table per tick: 3 s of traffic, then the calls in flight end.
 				assert.GreaterOrEqual(t, len(tableHeader.FindAll(out.Bytes(), -1)), 3)
 				assert.Contains(t, out.String(), "eu-west outage: fireworks and deepinfra answer 503")
