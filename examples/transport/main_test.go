@@ -17,14 +17,14 @@ func TestRun(t *testing.T) {
 	require.NoError(t, run(context.Background(), &out))
 	s := out.String()
 	tests := []struct{ name, want string }{
-		{"stream answered", "streamed:     w0 w1 w2 w3 w4 w5 w6 w7 w8 w9 w10 w11\n"},
-		{"primary's 503 failed over", "attempt: primary/us/gpt-4.1-mini: next 503"},
-		{"backup answered the stream", "attempt: backup/eu/gpt-4.1-mini: ok 200"},
-		{"region option honoured", "answered by backup/eu (model gpt-4.1-mini-2025-04-14)"},
-		{"model list", "model:        gpt-4.1-mini\n"},
-		{"measured", "backup/eu/gpt-4.1-mini   2 calls, 0 errors"},
+		{"stream answered", `streamed: +w0 w1 w2 w3 w4 w5 w6 w7 w8 w9 w10 w11\n`},
+		{"primary's 503 failed over", `attempt: primary/us/gpt-4.1-mini: .*503`},
+		{"backup answered the stream", `attempt: backup/eu/gpt-4.1-mini: .*200`},
+		{"region option honoured", `answered by backup/eu \(model gpt-4\.1-mini-2025-04-14\)`},
+		{"model list", `model: +gpt-4\.1-mini\n`},
+		{"measured", `backup/eu/gpt-4\.1-mini +2 calls, 0 errors`},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) { assert.Contains(t, s, tt.want) })
+		t.Run(tt.name, func(t *testing.T) { assert.Regexp(t, tt.want, s) })
 	}
 }
