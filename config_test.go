@@ -137,8 +137,9 @@ func TestConfigValidate(t *testing.T) {
 			c := Config{Deployments: []route.Deployment{dep}}
 			tt.mut(&c)
 			_, err := New(c)
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), tt.field)
+			var ce *ConfigError
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, tt.field, ce.Field)
 		})
 	}
 	t.Run("invalid deployment from route names the field", func(t *testing.T) {
@@ -146,7 +147,9 @@ func TestConfigValidate(t *testing.T) {
 		bad.BaseURL = ""
 		_, err := New(Config{Deployments: []route.Deployment{bad}})
 		require.ErrorIs(t, err, route.ErrInvalidDeployment)
-		assert.Contains(t, err.Error(), "BaseURL")
+		var de *route.DeploymentError
+		require.ErrorAs(t, err, &de)
+		assert.Equal(t, "BaseURL", de.Field)
 	})
 }
 
