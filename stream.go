@@ -68,6 +68,7 @@ type Stream struct {
 	raw    *ssestream.Stream[openai.ChatCompletionChunk]
 	cancel context.CancelFunc
 
+	mu        sync.Mutex // guards err: Close may run on another goroutine
 	err       error
 	done      atomic.Bool // no more chunks: ended, failed or closed
 	ended     atomic.Bool // the upstream stream ended (cleanly or not) before Close
@@ -139,7 +140,11 @@ func (s *Stream) Current() openai.ChatCompletionChunk { return s.raw.Current() }
 // early Close. Routing errors wrap route.ErrNoDeployment; failover failures
 // and mid-stream failures are *fallback.Error, whose attempts unwrap to each
 // provider's *openai.Error. A caller's cancellation matches context.Canceled.
-func (s *Stream) Err() error { return s.err }
+func (s *Stream) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
 
 // Close ends the stream. Before the end it cancels the upstream request at
 // once; the attempt counts as cancelled, not as a provider failure. Close is
@@ -151,7 +156,7 @@ func (s *Stream) Close() error {
 		// once; fallback records it as the caller's cancellation (ErrClosed).
 		_ = s.raw.Close()
 		s.cancel()
-		fillReport(s.st.cfg.report, s.st.res, s.err)
+		fillReport(s.st.cfg.report, s.st.res, s.Err())
 	})
 	return nil
 }
@@ -167,7 +172,9 @@ func (s *Stream) fail(err error) {
 			err = fe
 		}
 	}
+	s.mu.Lock()
 	s.err = err
+	s.mu.Unlock()
 	_ = s.Close()
 }
 

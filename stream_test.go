@@ -194,3 +194,36 @@ func TestMidStreamContinue(t *testing.T) {
 		assert.NotContains(t, everything(reqs[0]), "key-a", "and b's key only")
 	})
 }
+
+// TestCloseFromAnotherGoroutine: Close aborts a Stream whose reader is
+// blocked in Next; the reader sees a clean stop, the upstream request ends and
+// the Report is filled once.
+func TestCloseFromAnotherGoroutine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newMemFleet()
+		url := f.add("a", map[string]replay.Script{"m": &replay.Profile{TPS: 1, OutputTokens: 100}})
+		c := mustNew(t, Config{HTTPClient: &http.Client{Transport: f}, Deployments: []route.Deployment{dep("a", "", "m", url)}})
+		var rep Report
+		s := c.Chat.Completions.NewStreaming(context.Background(), userParams("m", "hi"), WithReport(&rep))
+		require.True(t, s.Next(), "the first chunk is the commit point")
+		read := make(chan int)
+		go func() {
+			n := 1
+			for s.Next() {
+				n++
+			}
+			read <- n
+		}()
+		time.Sleep(2500 * time.Millisecond) // two more chunks at 1 token/s
+		require.NoError(t, s.Close())
+		n := <-read
+		assert.Less(t, n, 10)
+		assert.NoError(t, s.Err(), "an early Close is not an error")
+		synctest.Wait()
+		att := f.providers["a"].h.Attempts()
+		require.Len(t, att, 1)
+		assert.False(t, att[0].End.IsZero(), "the upstream request has ended")
+		assert.NoError(t, rep.Err)
+		assert.Equal(t, "a", rep.Deployment.Provider)
+	})
+}
