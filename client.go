@@ -152,6 +152,32 @@ func (c *Client) Stats() measure.Snapshot { return c.reg.Snapshot() }
 // Deployments returns a copy of the configured deployments, in order.
 func (c *Client) Deployments() []route.Deployment { return c.picker.Deployments() }
 
+// Models returns the logical models the Client serves, in configuration
+// order, each once: every model name, followed by "model@revision" for each
+// revision configured for it. Wildcard deployments ("*") add nothing. The
+// Transport's GET .../models and examples/gateway list these.
+func (c *Client) Models() []string {
+	var out []string
+	seen := make(map[string]bool)
+	add := func(id string) {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	for i := range c.deps {
+		if d := &c.deps[i]; !d.IsWildcard() {
+			add(d.Model)
+		}
+	}
+	for i := range c.deps {
+		if d := &c.deps[i]; !d.IsWildcard() && d.Revision != "" {
+			add(d.Model + "@" + d.Revision)
+		}
+	}
+	return out
+}
+
 // Status returns the breaker, cooldown and limiter state of the deployment
 // with key k now.
 func (c *Client) Status(k measure.Key) route.Status { return c.exec.Status(k, time.Now()) }

@@ -117,3 +117,25 @@ func TestHedge(t *testing.T) {
 		assert.GreaterOrEqual(t, time.Since(t0), 10*time.Second)
 	})
 }
+
+func TestModels(t *testing.T) {
+	const u = "http://127.0.0.1:1/v1"
+	rev := func(d route.Deployment, r string) route.Deployment { d.Revision = r; return d }
+	tests := []struct {
+		name string
+		deps []route.Deployment
+		want []string
+	}{
+		{"one model", []route.Deployment{dep("a", "us", "m", u), dep("b", "eu", "m", u)}, []string{"m"}},
+		{"config order", []route.Deployment{dep("a", "", "z", u), dep("a", "", "b", u)}, []string{"z", "b"}},
+		{"revisions after the names", []route.Deployment{rev(dep("a", "", "m", u), "r1"), rev(dep("b", "", "m", u), "r2"), dep("c", "", "n", u)},
+			[]string{"m", "n", "m@r1", "m@r2"}},
+		{"wildcard adds nothing", []route.Deployment{dep("gw", "", "*", u), dep("a", "", "m", u)}, []string{"m"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := mustNew(t, Config{Deployments: tt.deps})
+			assert.Equal(t, tt.want, c.Models())
+		})
+	}
+}

@@ -103,7 +103,7 @@ func (t *transport) chat(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// models lists the configured logical models (wildcards excluded).
+// models lists Client.Models as an OpenAI model list.
 func (t *transport) models(req *http.Request) *http.Response {
 	type model struct {
 		ID      string `json:"id"`
@@ -115,13 +115,8 @@ func (t *transport) models(req *http.Request) *http.Response {
 		Object string  `json:"object"`
 		Data   []model `json:"data"`
 	}{Object: "list", Data: []model{}}
-	seen := map[string]bool{}
-	for _, d := range t.c.picker.Deployments() {
-		if d.IsWildcard() || seen[d.Model] {
-			continue
-		}
-		seen[d.Model] = true
-		list.Data = append(list.Data, model{ID: d.Model, Object: "model", OwnedBy: "tpsroute"})
+	for _, id := range t.c.Models() {
+		list.Data = append(list.Data, model{ID: id, Object: "model", OwnedBy: "tpsroute"})
 	}
 	b, _ := json.Marshal(list)
 	return bytesResponse(req, http.StatusOK, http.Header{"Content-Type": {"application/json"}, "Content-Length": {strconv.Itoa(len(b))}}, b)

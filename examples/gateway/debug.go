@@ -25,16 +25,7 @@ func (g *gateway) models(w http.ResponseWriter, _ *http.Request) {
 		Object string  `json:"object"`
 		Data   []model `json:"data"`
 	}{Object: "list", Data: []model{}}
-	seen := map[string]bool{}
-	for _, d := range g.deps {
-		id := d.Model
-		if d.Revision != "" {
-			id += "@" + d.Revision
-		}
-		if d.IsWildcard() || seen[id] {
-			continue
-		}
-		seen[id] = true
+	for _, id := range g.c.Models() {
 		list.Data = append(list.Data, model{ID: id, Object: "model", Created: g.started.Unix(), OwnedBy: "tpsroute"})
 	}
 	writeJSON(w, http.StatusOK, list)
