@@ -97,7 +97,6 @@ func Status(code int, body string, header http.Header) Fault {
 	h := header.Clone()
 	return Fault{name: "status(" + strconv.Itoa(code) + ")", apply: func(p *plan, _ *request) {
 		p.setStatus(code, body, h)
-		p.outcome = ""
 	}}
 }
 
@@ -200,18 +199,26 @@ func SlowFirstToken(d time.Duration) Fault {
 
 // CutAfter aborts the connection after k chunks (data events other than
 // [DONE]): no terminator, so the client sees an unexpected EOF, not a clean
-// end. Comments do not count.
+// end. Comments do not count. With fewer than k chunks the connection is
+// aborted after the last one, still without [DONE]; k <= 0 aborts right
+// after the headers.
 func CutAfter(k int) Fault {
 	return Fault{name: "cut-after(" + strconv.Itoa(k) + ")", apply: func(p *plan, _ *request) {
 		if p.body != nil {
 			return
 		}
 		at := p.headersAt
-		if i := p.chunkIndex(k); i >= 0 {
+		switch i := p.chunkIndex(k); {
+		case i >= 0:
 			at = p.events[i].at
 			p.events = p.events[:i+1]
-		} else if k <= 0 {
+		case k <= 0:
 			p.events = p.events[:0]
+		default:
+			// Fewer than k chunks: cut after the last one. The terminator
+			// goes too, so the cut never reads as a clean end.
+			p.events = slices.DeleteFunc(p.events, func(e event) bool { return e.kind == eventData && e.data == "[DONE]" })
+			at = p.lastAt()
 		}
 		p.end = endReset
 		p.endAt = at
@@ -297,9 +304,12 @@ func NoDone() Fault {
 
 // KeepAlivesBeforeFirstToken sends n ": keep-alive" comments, interval apart
 // starting at the first output chunk's planned time, and delays that chunk and
-// everything after it by n*interval.
+// everything after it by n*interval. n <= 0 changes nothing.
 func KeepAlivesBeforeFirstToken(n int, interval time.Duration) Fault {
 	return Fault{name: fmt.Sprintf("keep-alives(%d,%v)", n, interval), apply: func(p *plan, _ *request) {
+		if n <= 0 {
+			return
+		}
 		for i, e := range p.events {
 			if !e.output {
 				continue

@@ -343,3 +343,45 @@ func TestFaultsOpenAIClient(t *testing.T) {
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 	})
 }
+
+func TestFaultEdgeCases(t *testing.T) {
+	base := func() *Profile { return &Profile{TTFT: time.Second, TPS: 10, OutputTokens: 5} }
+	tests := []struct {
+		name   string
+		faults []Fault
+		check  func(t *testing.T, r rawResult, a Attempt)
+	}{
+		{"cut after more chunks than the stream has drops [DONE]", []Fault{CutAfter(100)}, func(t *testing.T, r rawResult, a Attempt) {
+			require.ErrorIs(t, r.err, io.ErrUnexpectedEOF, "a cut must never read as a clean end")
+			assert.NotContains(t, r.data(), "[DONE]")
+			assert.Equal(t, Text(5), r.content())
+			assert.Equal(t, "cut", a.Outcome)
+		}},
+		{"zero keep-alives change nothing", []Fault{KeepAlivesBeforeFirstToken(0, time.Second)}, func(t *testing.T, r rawResult, a Attempt) {
+			require.NoError(t, r.err)
+			assert.Equal(t, 0, r.comments())
+			assert.Equal(t, time.Second, firstOutput(t, r))
+		}},
+		{"negative keep-alives do not panic", []Fault{KeepAlivesBeforeFirstToken(-3, time.Second)}, func(t *testing.T, r rawResult, a Attempt) {
+			require.NoError(t, r.err)
+			assert.Equal(t, 0, r.comments())
+			assert.Equal(t, "ok", a.Outcome)
+		}},
+		{"a status after a cut logs the status, not the cut", []Fault{CutAfter(2), RetryAfterDate(time.Second)}, func(t *testing.T, r rawResult, a Attempt) {
+			assert.Equal(t, http.StatusTooManyRequests, r.status)
+			assert.Equal(t, "429", a.Outcome)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := NewHandler(map[string]Script{"m": WithFaults(base(), tt.faults...)})
+				r := rawCall(t.Context(), memClient(h), "http://replay.test/v1", chatBody("m", true, nil))
+				synctest.Wait()
+				a := h.Attempts()
+				require.Len(t, a, 1)
+				tt.check(t, r, a[0])
+			})
+		})
+	}
+}

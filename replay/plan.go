@@ -126,7 +126,8 @@ func newStreamPlan() *plan {
 }
 
 // setStatus turns p into an error answer with a JSON body. Extra headers are
-// added; the events are dropped.
+// added; the events are dropped, and so is an outcome an earlier fault set
+// (a "cut" that no longer happens), so the status is what the log shows.
 func (p *plan) setStatus(code int, body string, extra http.Header) {
 	h := http.Header{}
 	for k, v := range p.header {
@@ -145,6 +146,7 @@ func (p *plan) setStatus(code int, body string, extra http.Header) {
 	p.events = nil
 	p.end = endEOF
 	p.endAt = p.headersAt
+	p.outcome = ""
 }
 
 // lastAt returns the offset of the last event, or headersAt with none.
