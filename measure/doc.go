@@ -32,18 +32,23 @@
 // # Windows
 //
 // A Window is a ring of Buckets sub-windows over Length (defaults: 10 × 30 s
-// over 5 minutes). Each sub-window is a DDSketch: the logarithmic index
-// mapping of sketches-go (1% relative accuracy) over a compact store of
-// 16-bit bin counts that widen to 32 bits when needed and collapse the
-// lowest bins past MaxBins, so memory stays bounded whatever is recorded. A
-// query merges the live sub-windows. At time now the window holds the
-// current sub-window and the Buckets-1 before it: between 90% and 100% of
-// Length by default. Negative, NaN and infinite values are rejected.
+// over 5 minutes). Each sub-window is a DDSketch: sketches-go's logarithmic
+// index mapping, reimplemented here (1% relative accuracy), over a compact
+// store of 16-bit bin counts that widen to 32 bits when needed and collapse
+// the lowest bins past MaxBins, so memory stays bounded whatever is
+// recorded. A query merges the live sub-windows. At time now the window
+// holds the current sub-window and the Buckets-1 before it (and any newer
+// than now, which a query at an earlier time does not hide): between 90%
+// and 100% of Length by default. Negative, NaN and infinite values are
+// rejected. store.go says why the mapping and store are not sketches-go's.
 //
-// Windows encode (MarshalBinary, with each sub-window's sketch in the
-// sketches-go binary format), decode and Merge, exactly: merging two windows
-// gives the window of the union. That is how a fleet of instances can share
-// what each has measured.
+// Windows encode (MarshalBinary), decode and Merge, exactly: merging two
+// windows gives the window of the union. That is how a fleet of instances
+// can share what each has measured. Each sub-window's sketch is encoded in
+// the sketches-go binary format, which sketches-go's ddsketch.DecodeDDSketch
+// reads with the same counts and quantiles; the separate module in
+// testdata/sketchescompat tests that, since the ddsketch package needs
+// google.golang.org/protobuf, which this module does not require.
 //
 // # What counts where
 //

@@ -15,17 +15,32 @@ import (
 // 65535 within one sub-window (over 2,000 calls a second on one key in one
 // 2%-wide bin), and in 32 bits from then on (saturating at 2^32-1).
 //
-// Why not a store from sketches-go: its ddsketch, mapping and store packages
-// import google.golang.org/protobuf, which this module does not require (only
-// its dependency-free encoding package is used, for a compatible wire
-// format); and its dense stores keep float64 counts and grow by 64+ bins at a
-// time, about 2 KiB per sketch for a typical latency distribution. A key
-// holds 13 windows of 10 sub-window sketches, so that would not fit the
-// 64 KiB per-key budget; 2-byte bins do. Collapsing the lowest bins (as
-// sketches-go's CollapsingLowestDenseStore does) bounds memory against absurd
-// inputs while keeping the upper quantiles (the tail) exact to the mapping's
-// accuracy; with the default 2048 bins it only triggers on values spanning a
-// ratio above 4e17.
+// Why not sketches-go's own ddsketch, mapping and store packages: all three
+// import its sketchpb package and so google.golang.org/protobuf, which this
+// module does not otherwise need; only the dependency-free encoding package
+// is imported here, for a compatible wire format. That is a dependency
+// choice, not a necessity. The memory argument is the stronger one, and it
+// is an estimate from sketches-go v1.4.8's source, not a measurement: a
+// DenseStore keeps float64 counts over the span seen plus 63 bins of slack,
+// so a latency distribution spanning 20x (about 150 bins at 1%) takes about
+// 1.7 KiB; a BufferedPaginatedStore uses pages of 32 float64 bins, about the
+// same. A key holds up to 13 windows of 10 sub-window sketches (4 metrics x
+// 3 cache states, plus chunk gaps), about 220 KiB at that size, over the
+// 64 KiB per-key budget; the same sketches in 2-byte bins measure 52-60 KB
+// per key (BenchmarkMemoryPerKey). The mapping is small and reimplemented
+// here (logMapping, equal to mapping.LogarithmicMapping). Collapsing the
+// lowest bins (as sketches-go's CollapsingLowestDenseStore does) bounds
+// memory against absurd inputs while keeping the upper quantiles (the tail)
+// exact to the mapping's accuracy; with the default 2048 bins it only
+// triggers on values spanning a ratio above 4e17.
+//
+// That each sub-window's encoding decodes with sketches-go's
+// ddsketch.DecodeDDSketch, with the same counts and quantiles, is tested by
+// the separate module in testdata/sketchescompat, which may import
+// sketches-go whole (run `go test ./...` there; the root module's tests do
+// not). The other direction, decoding bins that sketches-go itself encoded
+// (DecodeAndMergeWith's dense and index-only encodings), is untested beyond
+// the fuzz test of Window decoding.
 //
 // A compactStore is not safe for concurrent use.
 type compactStore struct {
@@ -247,7 +262,8 @@ func (s *compactStore) MergeWith(o *compactStore, maxBins int) {
 }
 
 // Encode appends the non-empty bins in the sketches-go sparse binary format
-// (index deltas and counts), readable by any sketches-go store.
+// (index deltas and counts), which sketches-go's stores decode (tested in
+// testdata/sketchescompat).
 func (s *compactStore) Encode(b *[]byte, t enc.FlagType) {
 	if s.count == 0 {
 		return

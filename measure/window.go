@@ -296,7 +296,8 @@ const windowMagic = "TPSW\x01"
 // MarshalBinary encodes the window: its options, then each non-empty
 // sub-window's epoch, count and sum, and its sketch in the sketches-go
 // DDSketch binary format (index mapping included), so that each sub-window
-// can also be decoded with sketches-go's ddsketch.DecodeDDSketch.
+// can also be decoded with sketches-go's ddsketch.DecodeDDSketch (tested by
+// the separate module in measure/testdata/sketchescompat).
 func (w *Window) MarshalBinary() ([]byte, error) {
 	w.lazyInit()
 	b := []byte(windowMagic)
