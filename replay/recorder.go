@@ -30,9 +30,10 @@ func RedactRecordedHeaders(names ...string) RecorderOption {
 }
 
 // RedactRecordedFields names JSON object keys (exact match, at any depth)
-// whose values are written as "REDACTED" in the request body and in response
-// data events. A response event is rewritten only when it holds such a key,
-// so other events stay byte-exact.
+// whose values are written as "REDACTED" in the request body, in response
+// data events and in a non-streamed JSON response body. A response event is
+// rewritten only when it holds such a key, so other events stay byte-exact;
+// a JSON body holding one is recorded as a single event at its last read.
 func RedactRecordedFields(names ...string) RecorderOption {
 	return func(r *Recorder) {
 		for _, n := range names {
@@ -143,9 +144,10 @@ func (r *Recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	seq := r.seq
 	r.mu.Unlock()
 
+	name := r.name(seq, req, model.Model)
 	c := &Cassette{
 		Version:    CassetteVersion,
-		Name:       strings.TrimSuffix(r.name(seq, req, model.Model), ".json"),
+		Name:       strings.TrimSuffix(name, ".json"),
 		RecordedAt: time.Now().UTC().Format(time.RFC3339),
 		Request: CassetteRequest{
 			Method:  req.Method,
@@ -154,7 +156,7 @@ func (r *Recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 			Body:    r.redactBody(body),
 		},
 	}
-	file := filepath.Join(r.dir, r.name(seq, req, model.Model))
+	file := filepath.Join(r.dir, name)
 	start := time.Now()
 	resp, err := r.next.RoundTrip(req)
 	if err != nil {
@@ -304,37 +306,54 @@ func (b *recBody) split(at time.Duration) {
 		}
 		block := string(b.buf[:i])
 		b.buf = b.buf[i:]
-		kind, name, data := canonical([]byte(block))
-		if kind == eventData {
-			if data == "[DONE]" {
-				b.done = true
-			} else if len(b.rec.fields) > 0 {
-				if out, changed, ok := b.rec.redactJSON([]byte(data)); ok && changed {
-					data = string(out)
-				}
-			}
-		} else if kind == eventRaw && len(b.rec.fields) > 0 {
-			// A quirky frame holding a redacted field loses its framing:
-			// the secret must go, byte-exactness comes second.
-			if ev := parseSSE([]byte(block)); ev.hasData {
-				if out, changed, ok := b.rec.redactJSON([]byte(ev.data)); ok && changed {
-					kind, name, data = eventData, ev.name, string(out)
-				}
-			}
+		kind, name, data := b.event(block)
+		if kind == eventData && data == "[DONE]" {
+			b.done = true
 		}
 		b.add(newEvent(at, kind, name, data))
 	}
 }
 
-// blockEnd returns the length of the first complete SSE block in buf
-// (through its blank line), skipping leading blank lines into the block, or -1.
-func blockEnd(buf []byte) int {
-	r := newSSEReader(bytes.NewReader(buf))
-	block, err := r.next()
-	if err != nil {
-		return -1
+// event returns the cassette event for one SSE block, with the named fields
+// redacted. A quirky frame holding a redacted field loses its framing: the
+// secret must go, byte-exactness comes second.
+func (b *recBody) event(block string) (kind eventKind, name, data string) {
+	kind, name, data = canonical([]byte(block))
+	if len(b.rec.fields) == 0 {
+		return kind, name, data
 	}
-	return len(block)
+	switch kind {
+	case eventData:
+		if out, changed, ok := b.rec.redactJSON([]byte(data)); ok && changed {
+			data = string(out)
+		}
+	case eventRaw:
+		if ev := parseSSE([]byte(block)); ev.hasData {
+			if out, changed, ok := b.rec.redactJSON([]byte(ev.data)); ok && changed {
+				kind, name, data = eventData, ev.name, string(out)
+			}
+		}
+	}
+	return kind, name, data
+}
+
+// blockEnd returns the length of the first complete SSE block in buf
+// (through the blank line that ends it, with any leading blank lines), or -1.
+// It splits lines as sseReader does, without its buffer.
+func blockEnd(buf []byte) int {
+	i := 0
+	for {
+		j := bytes.IndexByte(buf[i:], '\n')
+		if j < 0 {
+			return -1
+		}
+		line := buf[i : i+j+1]
+		blank := len(line) == 1 || (len(line) == 2 && line[0] == '\r')
+		if blank && i > 0 {
+			return i + j + 1
+		}
+		i += j + 1
+	}
 }
 
 func (b *recBody) add(e Event) {
@@ -345,8 +364,17 @@ func (b *recBody) add(e Event) {
 func (b *recBody) finish(at time.Duration, end string) {
 	b.once.Do(func() {
 		if len(b.buf) > 0 {
-			b.add(newEvent(at, eventRaw, "", string(b.buf)))
+			// An unterminated last block (llama.cpp's [DONE] without its
+			// blank line), or the tail of a non-SSE body.
+			kind, name, data := eventRaw, "", string(b.buf)
+			if b.sse {
+				kind, name, data = b.event(data)
+			}
+			b.add(newEvent(at, kind, name, data))
 			b.buf = nil
+		}
+		if !b.sse {
+			b.redactRaw()
 		}
 		b.c.Response.End = end
 		b.c.Response.EndMS = durMS(at)
@@ -366,6 +394,29 @@ func (b *recBody) Close() error {
 	}
 	b.finish(time.Since(b.start), end)
 	return err
+}
+
+// redactRaw redacts the named fields in a non-SSE body. The body is
+// recorded as one raw event per read; when it is JSON holding such a field,
+// those events become one redacted event at the time of the last read.
+func (b *recBody) redactRaw() {
+	ev := b.c.Response.Events
+	if len(b.rec.fields) == 0 || len(ev) == 0 {
+		return
+	}
+	var all []byte
+	for _, e := range ev {
+		if e.Raw == nil {
+			return // not UTF-8, so not JSON
+		}
+		all = append(all, *e.Raw...)
+	}
+	out, changed, ok := b.rec.redactJSON(all)
+	if !ok || !changed {
+		return
+	}
+	b.c.Response.Events = []Event{newEvent(0, eventRaw, "", string(out))}
+	b.c.Response.Events[0].AtMS = ev[len(ev)-1].AtMS
 }
 
 // completeJSON reports whether the raw events recorded so far form one

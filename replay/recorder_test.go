@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -146,4 +147,52 @@ func TestRecorderEarlyClose(t *testing.T) {
 	c, err := LoadCassette(rec.Files()[0])
 	require.NoError(t, err)
 	assert.Equal(t, "reset", c.Response.End, "a stream closed before [DONE] must not replay as a clean end")
+}
+
+// TestRecorderRedactsResponseBodies plants a secret in the response, where
+// a provider echoes a field: a JSON body, read in small pieces, and an SSE
+// stream whose last event has no blank line after it.
+func TestRecorderRedactsResponseBodies(t *testing.T) {
+	const secret = "sk-PLANTED-RESPONSE-SECRET"
+	tests := []struct {
+		name        string
+		contentType string
+		body        string
+	}{
+		{"JSON body", "application/json", `{"id":"x","object":"chat.completion","metadata":{"api_key":"` + secret + `"},"choices":[]}`},
+		{"SSE with an unterminated last event", "text/event-stream", "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: {\"api_key\":\"" + secret + "\"}"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", tt.contentType)
+				// Write in pieces so the secret spans several reads.
+				for rest := tt.body; rest != ""; {
+					n := min(len(rest), 7)
+					_, _ = io.WriteString(w, rest[:n])
+					w.(http.Flusher).Flush()
+					rest = rest[n:]
+				}
+			}))
+			defer up.Close()
+			rec := NewRecorder(nil, t.TempDir(), RedactRecordedFields("api_key"))
+			req, err := http.NewRequest(http.MethodPost, up.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m"}`))
+			require.NoError(t, err)
+			resp, err := (&http.Client{Transport: rec}).Do(req)
+			require.NoError(t, err)
+			got, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			require.NoError(t, resp.Body.Close())
+			assert.Equal(t, tt.body, string(got), "the caller gets the bytes unchanged")
+			require.NoError(t, rec.Err())
+			require.Len(t, rec.Files(), 1)
+			b, err := os.ReadFile(rec.Files()[0])
+			require.NoError(t, err)
+			assert.NotContains(t, string(b), "PLANTED")
+			assert.Contains(t, string(b), "REDACTED")
+			_, err = LoadCassette(rec.Files()[0])
+			require.NoError(t, err)
+		})
+	}
 }
