@@ -29,6 +29,7 @@ import (
 	"github.com/tpsroute/tpsroute"
 	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
+	"github.com/tpsroute/tpsroute/tps"
 )
 
 func main() {
@@ -74,7 +75,7 @@ func run(ctx context.Context, w io.Writer, configPath, model string) error {
 		return err
 	}
 	// What openai-go cannot tell you: who answered and how fast.
-	fmt.Fprintf(w, "\n%s\n", describe(stream.Deployment(), stream.Sample().TTFT, stream.Sample().TPS, stream.Sample().OutputTokens))
+	fmt.Fprintf(w, "\n%s\n", describe(stream.Deployment(), stream.Sample()))
 	for _, a := range stream.Attempts() {
 		fmt.Fprintln(w, "  attempt:", a) // a failed attempt here was invisible to the caller
 	}
@@ -123,7 +124,7 @@ func run(ctx context.Context, w io.Writer, configPath, model string) error {
 		return err
 	}
 	fmt.Fprintln(w, strings.TrimSpace(completion.Choices[0].Message.Content))
-	fmt.Fprintln(w, describe(report.Deployment, report.Sample.TTFT, report.Sample.TPS, report.Sample.OutputTokens))
+	fmt.Fprintln(w, describe(report.Deployment, report.Sample))
 	for _, a := range report.Attempts {
 		fmt.Fprintln(w, "  attempt:", a)
 	}
@@ -191,9 +192,15 @@ func region(cfg tpsroute.Config, want string) string {
 	return cfg.Deployments[0].Region
 }
 
-func describe(d route.Deployment, ttft time.Duration, tps float64, tokens int64) string {
-	return fmt.Sprintf("answered by %s/%s: TTFT %v, %.0f tokens/s after the first token, %d tokens",
-		d.Provider, d.Region, ttft.Round(time.Millisecond), tps, tokens)
+// describe says who answered and how fast. TPS needs two output chunks; a
+// shorter answer has none, which is shown as "n/a", never as 0.
+func describe(d route.Deployment, s tps.Sample) string {
+	speed := "n/a"
+	if s.TPSOK {
+		speed = fmt.Sprintf("%.0f", s.TPS)
+	}
+	return fmt.Sprintf("answered by %s/%s: TTFT %v, %s tokens/s after the first token, %d tokens",
+		d.Provider, d.Region, s.TTFT.Round(time.Millisecond), speed, s.OutputTokens)
 }
 
 // printStats prints what the router has measured of each deployment.

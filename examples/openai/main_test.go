@@ -15,6 +15,7 @@ import (
 
 	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
+	"github.com/tpsroute/tpsroute/tps"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -63,5 +64,22 @@ func TestRunErrors(t *testing.T) {
 			err := run(context.Background(), &bytes.Buffer{}, tt.config, tt.model)
 			assert.ErrorIs(t, err, tt.want)
 		})
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	d := route.Deployment{Provider: "groq", Region: "us-east"}
+	tests := []struct {
+		name string
+		s    tps.Sample
+		want string
+	}{
+		{"measured", tps.Sample{TTFT: 150 * time.Millisecond, TPS: 399.6, TPSOK: true, OutputTokens: 40},
+			"answered by groq/us-east: TTFT 150ms, 400 tokens/s after the first token, 40 tokens"},
+		{"one chunk has no speed", tps.Sample{TTFT: 90 * time.Millisecond, OutputTokens: 1},
+			"answered by groq/us-east: TTFT 90ms, n/a tokens/s after the first token, 1 tokens"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { assert.Equal(t, tt.want, describe(d, tt.s)) })
 	}
 }

@@ -81,6 +81,7 @@ func run(ctx context.Context, w io.Writer) error {
 	// says who answered and what was tried.
 	var report tpsroute.Report
 	stream := oc.Chat.Completions.NewStreaming(tpsroute.ContextWithOptions(ctx, tpsroute.WithReport(&report)), params)
+	defer stream.Close()
 	var text strings.Builder
 	for stream.Next() {
 		for _, c := range stream.Current().Choices {
@@ -90,7 +91,7 @@ func run(ctx context.Context, w io.Writer) error {
 	if err := stream.Err(); err != nil {
 		return err
 	}
-	stream.Close()
+	stream.Close() // the Report is filled when the body is closed
 	fmt.Fprintln(w, "streamed:    ", strings.TrimSpace(text.String()))
 	for _, a := range report.Attempts {
 		fmt.Fprintln(w, "              attempt:", a)
