@@ -91,19 +91,24 @@ func (rep *Report) WriteJSON(w io.Writer) error {
 	return enc.Encode(rep)
 }
 
+// ErrReport is wrapped by the errors ReadReport returns for input that is
+// not a report it can read: malformed JSON, another schema version, or no
+// configuration.
+var ErrReport = errors.New("bench: unreadable report")
+
 // ReadReport reads a JSON report written by WriteJSON. It refuses another
 // schema version, and recomputes the Summaries from the Results so that a
 // hand-edited file stays consistent.
 func ReadReport(r io.Reader) (*Report, error) {
 	var rep Report
 	if err := json.NewDecoder(r).Decode(&rep); err != nil {
-		return nil, fmt.Errorf("bench: reading report: %w", err)
+		return nil, fmt.Errorf("%w: %w", ErrReport, err)
 	}
 	if rep.Version != ReportVersion {
-		return nil, fmt.Errorf("bench: report version %d, want %d", rep.Version, ReportVersion)
+		return nil, fmt.Errorf("%w: version %d, want %d", ErrReport, rep.Version, ReportVersion)
 	}
 	if len(rep.Configs) == 0 {
-		return nil, errors.New("bench: report has no configuration")
+		return nil, fmt.Errorf("%w: no configuration", ErrReport)
 	}
 	rep.Summarize()
 	return &rep, nil

@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -287,7 +288,8 @@ func TestRunRefusesFewRequests(t *testing.T) {
 	cfg.Targets = []string{"nobody"}
 	cfg.Force = true
 	_, err = Run(context.Background(), cfg)
-	require.ErrorContains(t, err, "bench: no deployment serves")
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	assert.Contains(t, err.Error(), `model "m"`, "names the model")
 }
 
 func TestReportRoundTrip(t *testing.T) {
@@ -299,8 +301,10 @@ func TestReportRoundTrip(t *testing.T) {
 	assert.Equal(t, rep.Summaries, back.Summaries, "summaries recomputed from the JSON results are identical")
 	assert.Equal(t, len(rep.Results), len(back.Results))
 
-	_, err = ReadReport(strings.NewReader(`{"version":99}`))
-	require.ErrorContains(t, err, "version 99")
+	for _, bad := range []string{`{"version":99}`, `{"version":` + strconv.Itoa(ReportVersion) + `}`, `{"version":`} {
+		_, err = ReadReport(strings.NewReader(bad))
+		require.ErrorIs(t, err, ErrReport, bad)
+	}
 
 	var c bytes.Buffer
 	require.NoError(t, rep.WriteCSV(&c))

@@ -50,6 +50,12 @@ const DefaultTimeout = 5 * time.Minute
 // DefaultRequests and Config.Force is not set.
 var ErrTooFewRequests = errors.New("bench: fewer than 20 requests per configuration; set Force to run anyway")
 
+// ErrInvalidConfig is wrapped by the errors Run returns for a Config it
+// cannot run: negative counts, no deployment for the model or the targets,
+// a non-positive rate or concurrency, or a router config tpsroute.New
+// rejects (whose error is wrapped too).
+var ErrInvalidConfig = errors.New("bench: invalid config")
+
 // Config describes a benchmark: what to send, how hard, to whom, and what
 // counts as good. The zero value of every field except Router is a documented
 // default. Run does not modify a Config; a Config is safe for concurrent
@@ -164,26 +170,27 @@ func (c ConfigInfo) Level() float64 {
 // When ctx is cancelled (Ctrl-C), Run stops sending, abandons the requests in
 // flight and returns the partial Report (Report.Partial set) together with
 // ctx's error; requests cut short by the cancellation are not counted.
-// Other errors (an invalid Config) return a nil Report.
+// Other errors (an invalid Config: ErrTooFewRequests, or an error wrapping
+// ErrInvalidConfig) return a nil Report.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Requests == 0 {
 		cfg.Requests = DefaultRequests
 	}
 	if cfg.Requests < 0 || cfg.Warmup < 0 {
-		return nil, errors.New("bench: Requests and Warmup must not be negative")
+		return nil, fmt.Errorf("%w: Requests and Warmup must not be negative", ErrInvalidConfig)
 	}
 	if cfg.Requests < DefaultRequests && !cfg.Force {
 		return nil, ErrTooFewRequests
 	}
 	if len(cfg.Router.Deployments) == 0 {
-		return nil, errors.New("bench: the router config has no deployment")
+		return nil, fmt.Errorf("%w: the router config has no deployment", ErrInvalidConfig)
 	}
 	w := cfg.Workload
 	if w.Model == "" {
 		w.Model = cfg.Router.Deployments[0].Model
 	}
 	if w.Model == route.Wildcard {
-		return nil, errors.New("bench: the workload needs a model name (the first deployment is a wildcard)")
+		return nil, fmt.Errorf("%w: the workload needs a model name (the first deployment is a wildcard)", ErrInvalidConfig)
 	}
 	deps, err := targets(cfg, w.Model)
 	if err != nil {
@@ -238,7 +245,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		for ti := range nTargets {
 			c, err := tpsroute.New(rc)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 			}
 			var t target
 			if cfg.Mode == Routed {
@@ -291,7 +298,7 @@ func targets(cfg Config, model string) ([]route.Deployment, error) {
 		out = append(out, d)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("bench: no deployment serves model %q (targets %v)", model, cfg.Targets)
+		return nil, fmt.Errorf("%w: no deployment serves model %q (targets %v)", ErrInvalidConfig, model, cfg.Targets)
 	}
 	return out, nil
 }
@@ -307,7 +314,7 @@ func plan(cfg Config) ([]ConfigInfo, error) {
 		if len(cfg.Rates) > 0 {
 			for _, rate := range cfg.Rates {
 				if !(rate > 0) {
-					return nil, fmt.Errorf("bench: rate %v: must be positive", rate)
+					return nil, fmt.Errorf("%w: rate %v: must be positive", ErrInvalidConfig, rate)
 				}
 				arr := "constant"
 				if cfg.Poisson {
@@ -323,7 +330,7 @@ func plan(cfg Config) ([]ConfigInfo, error) {
 		}
 		for _, c := range levels {
 			if c <= 0 {
-				return nil, fmt.Errorf("bench: concurrency %d: must be positive", c)
+				return nil, fmt.Errorf("%w: concurrency %d: must be positive", ErrInvalidConfig, c)
 			}
 			out = append(out, ConfigInfo{Index: len(out), Cache: m.String(), Loop: "closed", Concurrency: c})
 		}

@@ -176,7 +176,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	rep, err := bench.Run(ctx, cfg)
 	if rep == nil {
 		fmt.Fprintln(stderr, "tpsbench:", err)
-		if errors.Is(err, bench.ErrTooFewRequests) {
+		if errors.Is(err, bench.ErrTooFewRequests) || errors.Is(err, bench.ErrInvalidConfig) {
 			return exitUsage
 		}
 		return exitFailed

@@ -29,6 +29,7 @@ func TestUsage(t *testing.T) {
 		{name: "unknown command", args: []string{"bogus"}, code: exitUsage, err: `unknown command "bogus"`},
 		{name: "no config", args: []string{"run"}, code: exitUsage, err: "-config FILE or --demo"},
 		{name: "too few", args: []string{"run", "--demo", "-n", "5"}, code: exitUsage, err: "set Force"},
+		{name: "unknown target", args: []string{"compare", "--demo", "-targets", "nobody"}, code: exitUsage, err: "invalid config"},
 		{name: "sweep one level", args: []string{"sweep", "--demo", "-concurrency", "4"}, code: exitUsage, err: "at least two"},
 		{name: "run two levels", args: []string{"run", "--demo", "-concurrency", "1,4"}, code: exitUsage, err: "sweep command"},
 		{name: "bad cache", args: []string{"run", "--demo", "-cache", "hot"}, code: exitUsage, err: "cache mode"},
