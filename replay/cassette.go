@@ -200,10 +200,11 @@ func (c *Cassette) validate() *CassetteError {
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
 
 // Scaled returns a copy of c that replays with every time multiplied by k
-// (2 is twice as slow, 0.5 twice as fast). k <= 0 means as fast as possible.
+// (2 is twice as slow, 0.5 twice as fast). k <= 0 or NaN means as fast as
+// possible.
 func (c *Cassette) Scaled(k float64) *Cassette {
 	d := *c
-	d.fast = k <= 0
+	d.fast = !(k > 0)
 	d.scale = k
 	return &d
 }
@@ -251,14 +252,18 @@ func (c *Cassette) plan(*request) *plan {
 			ev.output = outputChunk(ev.data)
 		case e.Comment != nil:
 			ev.kind, ev.data = eventComment, *e.Comment
-		case e.Raw != nil:
-			ev.kind, ev.data = eventRaw, *e.Raw
-			for _, d := range sseData(ev.data) {
+		default:
+			raw := ""
+			if e.Raw != nil {
+				raw = *e.Raw
+			} else {
+				b, _ := base64.StdEncoding.DecodeString(*e.RawBase64)
+				raw = string(b)
+			}
+			ev.kind, ev.data = eventRaw, raw
+			for _, d := range sseData(raw) {
 				ev.output = ev.output || outputChunk(d)
 			}
-		default:
-			b, _ := base64.StdEncoding.DecodeString(*e.RawBase64)
-			ev.kind, ev.data = eventRaw, string(b)
 		}
 		p.events = append(p.events, ev)
 	}

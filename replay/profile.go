@@ -105,10 +105,16 @@ func (d Uniform) Draw(r *rand.Rand) float64 {
 // apply, the last one in the slice wins; zero fields keep the Profile's value.
 // It is a plain value, safe for concurrent reads.
 type Phase struct {
-	After       time.Duration
+	// After is the handler age from which the phase applies; zero means
+	// from the start.
+	After time.Duration
+	// FromAttempt is the first attempt number (per model, from 1) the phase
+	// applies to; zero means every attempt.
 	FromAttempt int
-	TTFT        time.Duration
-	TPS         float64
+	// TTFT replaces Profile.TTFT (and TTFTDist); zero keeps it.
+	TTFT time.Duration
+	// TPS replaces Profile.TPS (and TPSDist) in tokens per second; zero keeps it.
+	TPS float64
 	// Status, when non-zero, answers every request of this phase with this
 	// HTTP status and an OpenAI-shaped error body (e.g. 503 for an outage).
 	Status int

@@ -48,6 +48,7 @@ func (t memTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		pw.CloseWithError(context.Cause(ctx))
 	})
 	go func() {
+		defer sr.Body.Close() // a RoundTripper closes the request body
 		defer cancel()
 		defer stop()
 		defer w.finish()

@@ -124,3 +124,41 @@ func TestAttemptLogRedaction(t *testing.T) {
 	assert.Equal(t, 200, a.Status)
 	assert.False(t, a.End.IsZero())
 }
+
+// closeCounter is a request body that counts its Close calls.
+type closeCounter struct {
+	io.Reader
+	closed int
+}
+
+func (c *closeCounter) Close() error { c.closed++; return nil }
+
+// TestTransportClosesRequestBody checks the http.RoundTripper contract: the
+// request body is closed, whatever the answer.
+func TestTransportClosesRequestBody(t *testing.T) {
+	tests := []struct {
+		name   string
+		script Script
+	}{
+		{"stream", &Profile{OutputTokens: 2}},
+		{"status", WithFaults(&Profile{}, RateLimited("1"))},
+		{"reset before headers", WithFaults(&Profile{}, ResetBeforeHeaders())},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := NewHandler(map[string]Script{"m": tt.script})
+				body := &closeCounter{Reader: strings.NewReader(`{"model":"m","stream":true}`)}
+				req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "http://replay.test/v1/chat/completions", body)
+				require.NoError(t, err)
+				resp, err := h.Transport().RoundTrip(req)
+				if err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					require.NoError(t, resp.Body.Close())
+				}
+				synctest.Wait()
+				assert.Equal(t, 1, body.closed)
+			})
+		})
+	}
+}
