@@ -6,7 +6,8 @@ import "time"
 // vocabulary; supply one (for example a tiktoken port) to count the first
 // chunk's tokens exactly and to count all output tokens when the server sends
 // no usage. Implementations used by concurrent streams must be safe for
-// concurrent use; tps calls Count only when a stream finishes.
+// concurrent use. tps calls Count when a stream finishes, and when
+// Stream.Sample or Timer.Snapshot is asked for a provisional Sample.
 type Tokenizer interface {
 	// Count returns the number of tokens in text.
 	Count(text string) int
