@@ -26,7 +26,8 @@
 // The order is decided in this sequence:
 //
 //  1. Model: Request.Model, then Request.Models, in order.
-//  2. Health: closed breakers first, then half-open, then deployments cooling
+//  2. Health: closed breakers first, then half-open (but see the half-open
+//     probe below), then deployments cooling
 //     down after a Retry-After, out of limiter headroom or rate-limited by the
 //     provider. Open breakers are excluded, unless every candidate is open:
 //     then all are tried last (fail-open), best score first.
@@ -38,10 +39,14 @@
 //     still ordered by expected cost among themselves.
 //  6. Score: the Policy (Throughput, Latency, Cost) or a custom Scorer.
 //
-// The first place of the leading tier may then be changed, in this priority:
-// cache affinity (Request.CacheKey served recently by a healthy, compliant
-// deployment, see Picker.Served), a cold probe (a few per deployment per
-// interval, so a new or recovered deployment gets its first samples), the
+// The first place may then be changed, in this priority: cache affinity
+// (Request.CacheKey served recently by a healthy, compliant deployment, see
+// Picker.Served), a half-open probe (a half-open deployment of the leading
+// model, put first at most once per Options.HalfOpenProbeInterval, default
+// 1 s, so that its breaker gets the call it needs to close again and a
+// recovered provider wins its traffic back), a cold probe (a few per
+// deployment per interval, so a new or recovered deployment gets its first
+// samples), the
 // exploration share (Options.Exploration, default 5%), or a draw weighted by
 // Deployment.Weight among candidates within Options.Band of the best score,
 // so that many callers do not herd onto one deployment. When every candidate

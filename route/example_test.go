@@ -104,7 +104,7 @@ func ExamplePicker_Served() {
 	// Output:
 	// together - cache affinity
 	// groq - best score
-	// {Picks:2 NoDeployment:0 AffinityHits:1 AffinityMisses:0 AffinityBroken:1 ColdProbes:0 Explorations:0 BandPicks:0}
+	// {Picks:2 NoDeployment:0 AffinityHits:1 AffinityMisses:0 AffinityBroken:1 ColdProbes:0 Explorations:0 BandPicks:0 HalfOpenProbes:0}
 }
 
 func ExamplePlan_Explain() {

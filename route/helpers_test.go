@@ -69,8 +69,10 @@ func key(provider, region, model string) measure.Key {
 	return measure.Key{Provider: provider, Region: region, Model: model}
 }
 
-// deterministic options: no exploration, no band draw.
-func strictOrder() Options { return Options{Exploration: -1, Band: -1, Seed: 1} }
+// deterministic options: no exploration, no band draw, no half-open probe.
+func strictOrder() Options {
+	return Options{Exploration: -1, Band: -1, HalfOpenProbeInterval: -1, Seed: 1}
+}
 
 func order(p Plan) []string {
 	out := make([]string, len(p.Deployments))

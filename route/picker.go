@@ -39,6 +39,9 @@ const (
 	DefaultColdProbes = 2
 	// DefaultColdProbeInterval is the window cold probes are counted over.
 	DefaultColdProbeInterval = 10 * time.Second
+	// DefaultHalfOpenProbeInterval is the least time between two picks that
+	// put the same half-open deployment first: 1 s.
+	DefaultHalfOpenProbeInterval = time.Second
 	// DefaultAffinityTTL is how long a cache key stays with its deployment:
 	// about as long as providers keep a prompt prefix cached.
 	DefaultAffinityTTL = 5 * time.Minute
@@ -49,7 +52,8 @@ const (
 // Options configures a Picker. A zero Options consists entirely of default
 // values: every deployment healthy, Throughput, LatencyTTFT, TTFT read at
 // P95 and TPS at P50, no SLO, 5% exploration, a 5% band, 2 cold probes per
-// deployment per 10 s, and a 5-minute cache affinity over at most 10,000 keys.
+// deployment per 10 s, a half-open probe per deployment at most every 1 s,
+// and a 5-minute cache affinity over at most 10,000 keys.
 type Options struct {
 	// Health reports breaker and limiter state; nil means every deployment is healthy.
 	Health Health
@@ -81,6 +85,19 @@ type Options struct {
 	ColdProbes int
 	// ColdProbeInterval is the window ColdProbes counts over; zero means DefaultColdProbeInterval.
 	ColdProbeInterval time.Duration
+	// HalfOpenProbeInterval is the least time between two picks that put the
+	// same half-open deployment (Status.Breaker == BreakerHalfOpen) first, as
+	// a probe: a half-open breaker lets a probe through and closes again only
+	// when it succeeds, yet ranks behind every closed deployment, so without
+	// probes it would never get the call it needs. A deployment is probed
+	// whatever its score (the breaker decides), but only when a healthy,
+	// compliant deployment of the same model leads, it complies with the SLO
+	// itself, the request has no cache-affinity hit and allows fallbacks
+	// (a probe that fails, or that the breaker turns away because another
+	// probe is in flight, fails over to the next deployment). Zero means
+	// DefaultHalfOpenProbeInterval (1 s); a negative value disables these
+	// probes (half-open deployments then only go behind closed ones).
+	HalfOpenProbeInterval time.Duration
 	// AffinityTTL is how long a cache key stays with the deployment that served
 	// it; zero means DefaultAffinityTTL, a negative value disables affinity.
 	AffinityTTL time.Duration
@@ -103,6 +120,7 @@ type Stats struct {
 	ColdProbes     uint64 // picks that put a cold deployment first
 	Explorations   uint64 // picks that put a random deployment first by the exploration share
 	BandPicks      uint64 // picks whose first place was drawn among near-equal candidates and was not the top score
+	HalfOpenProbes uint64 // picks that put a half-open deployment first (Options.HalfOpenProbeInterval)
 }
 
 // Picker orders deployments for each call. It is safe for concurrent use;
@@ -121,10 +139,12 @@ type Picker struct {
 	coldMax  int64
 	coldWin  int64
 	cold     []coldState
+	halfWin  int64          // Options.HalfOpenProbeInterval in ns; 0 disables
+	half     []atomic.Int64 // per deployment: unix ns of its last half-open probe; 0 none
 	aff      *affinity
 	counter  atomic.Uint64
 	scratch  sync.Pool
-	counters [8]atomic.Uint64
+	counters [9]atomic.Uint64
 }
 
 const (
@@ -136,6 +156,7 @@ const (
 	cColdProbes
 	cExplorations
 	cBandPicks
+	cHalfOpenProbes
 )
 
 // meta is what Pick reads of a deployment on every call, precomputed so the
@@ -177,6 +198,8 @@ func NewPicker(ds []Deployment, src Source, opts Options) (*Picker, error) {
 		coldMax: int64(opts.ColdProbes),
 		coldWin: int64(opts.ColdProbeInterval),
 		cold:    make([]coldState, len(ds)),
+		halfWin: int64(opts.HalfOpenProbeInterval),
+		half:    make([]atomic.Int64, len(ds)),
 	}
 	if p.seed == 0 {
 		var b [8]byte
@@ -257,6 +280,11 @@ func (o *Options) resolve() error {
 	if o.ColdProbeInterval <= 0 {
 		o.ColdProbeInterval = DefaultColdProbeInterval
 	}
+	if o.HalfOpenProbeInterval == 0 {
+		o.HalfOpenProbeInterval = DefaultHalfOpenProbeInterval
+	} else if o.HalfOpenProbeInterval < 0 {
+		o.HalfOpenProbeInterval = 0
+	}
 	if o.AffinityTTL == 0 {
 		o.AffinityTTL = DefaultAffinityTTL
 	}
@@ -277,6 +305,7 @@ func (p *Picker) Stats() Stats {
 		AffinityHits: c[cAffinityHits].Load(), AffinityMisses: c[cAffinityMisses].Load(),
 		AffinityBroken: c[cAffinityBroken].Load(), ColdProbes: c[cColdProbes].Load(),
 		Explorations: c[cExplorations].Load(), BandPicks: c[cBandPicks].Load(),
+		HalfOpenProbes: c[cHalfOpenProbes].Load(),
 	}
 }
 
@@ -584,9 +613,10 @@ func compareRanks(x, y rank) int {
 	return int(x.idx - y.idx)
 }
 
-// chooseFirst moves one candidate of the leading tier to the front by cache
-// affinity, cold probe, exploration or a weighted draw within the band, and
-// returns the reason for the first place.
+// chooseFirst moves one candidate to the front by cache affinity, half-open
+// probe, cold probe, exploration or a weighted draw within the band, and
+// returns the reason for the first place. All but the half-open probe choose
+// within the leading tier.
 func (p *Picker) chooseFirst(s *scratch, req *Request, now time.Time) string {
 	items, order := s.items, s.order
 	// The head: the leading run of candidates in the same model, health,
@@ -627,6 +657,13 @@ func (p *Picker) chooseFirst(s *scratch, req *Request, now time.Time) string {
 	}
 	if !healthy {
 		return "" // keep the demotion reason
+	}
+	if p.halfWin > 0 && !req.NoFallbacks {
+		if i := p.halfOpenProbe(s, head, now); i >= 0 {
+			moveFront(order, i)
+			p.counters[cHalfOpenProbes].Add(1)
+			return ReasonHalfOpenProbe
+		}
 	}
 	if head == 1 && !items[order[0]].cold {
 		return ReasonBest
@@ -716,6 +753,40 @@ func weight(w float64) float64 {
 		return 1
 	}
 	return w
+}
+
+// halfOpenProbe returns the position in s.order of the first half-open,
+// SLO-compliant candidate of the leading model whose probe budget it takes,
+// or -1. Candidates are sorted by model, then health, so the half-open ones
+// of the leading model follow the head.
+func (p *Picker) halfOpenProbe(s *scratch, head int, now time.Time) int {
+	items, order := s.items, s.order
+	m := items[order[0]].model
+	for i := head; i < len(order); i++ {
+		it := &items[order[i]]
+		if it.model != m || it.health > healthHalfOpen {
+			break
+		}
+		if it.health == healthHalfOpen && it.viol == 0 && p.takeHalfOpen(it.idx, now) {
+			return i
+		}
+	}
+	return -1
+}
+
+// takeHalfOpen spends the half-open probe of deployment idx if none was
+// given within the last Options.HalfOpenProbeInterval before now. A clock
+// that went back by more than the interval starts afresh; smaller steps back
+// (concurrent picks that read the clock out of order) do not give a second
+// probe.
+func (p *Picker) takeHalfOpen(idx int32, now time.Time) bool {
+	h := &p.half[idx]
+	t := now.UnixNano()
+	last := h.Load()
+	if last != 0 && t-last < p.halfWin && last-t <= p.halfWin {
+		return false
+	}
+	return h.CompareAndSwap(last, t)
 }
 
 // takeCold spends one cold probe of deployment idx, if its window has budget.

@@ -19,21 +19,22 @@ type Plan struct {
 // Reasons a Candidate has its place. Candidate.Reason is one of these, so
 // callers can compare without matching free text.
 const (
-	ReasonBest       = "best score"                     // first by score
-	ReasonBand       = "near-best, weighted pick"       // first by a weighted draw among near-equal scores
-	ReasonAffinity   = "cache affinity"                 // first because it served Request.CacheKey recently
-	ReasonColdProbe  = "cold probe"                     // first to gather its first samples
-	ReasonExplore    = "explore"                        // first by the exploration share
-	ReasonRanked     = "ranked"                         // placed by score after the first
-	ReasonCold       = "cold: too few samples"          // no statistics yet; behind warm deployments of its tier
-	ReasonSLO        = "demoted: violates slo"          // see Candidate.Violations
-	ReasonHalfOpen   = "demoted: breaker half-open"     // probes only
-	ReasonCooling    = "demoted: cooling down"          // a Retry-After is pending
-	ReasonNoHeadroom = "demoted: no limiter headroom"   // RPM/TPM/in-flight budget exhausted
-	ReasonLimited    = "demoted: provider rate-limited" // x-ratelimit-remaining-* said 0
-	ReasonFailOpen   = "fail-open: breaker open"        // every candidate is open; tried last
-	ReasonOpen       = "excluded: breaker open"         // in Plan.Excluded: open while others are not
-	ReasonStrictSLO  = "excluded: violates strict slo"  // in Plan.Excluded: SLO.Strict and a violation
+	ReasonBest          = "best score"                     // first by score
+	ReasonBand          = "near-best, weighted pick"       // first by a weighted draw among near-equal scores
+	ReasonAffinity      = "cache affinity"                 // first because it served Request.CacheKey recently
+	ReasonColdProbe     = "cold probe"                     // first to gather its first samples
+	ReasonHalfOpenProbe = "half-open probe"                // first so its half-open breaker gets the probe it needs to close
+	ReasonExplore       = "explore"                        // first by the exploration share
+	ReasonRanked        = "ranked"                         // placed by score after the first
+	ReasonCold          = "cold: too few samples"          // no statistics yet; behind warm deployments of its tier
+	ReasonSLO           = "demoted: violates slo"          // see Candidate.Violations
+	ReasonHalfOpen      = "demoted: breaker half-open"     // behind closed ones; first now and then as a probe (ReasonHalfOpenProbe)
+	ReasonCooling       = "demoted: cooling down"          // a Retry-After is pending
+	ReasonNoHeadroom    = "demoted: no limiter headroom"   // RPM/TPM/in-flight budget exhausted
+	ReasonLimited       = "demoted: provider rate-limited" // x-ratelimit-remaining-* said 0
+	ReasonFailOpen      = "fail-open: breaker open"        // every candidate is open; tried last
+	ReasonOpen          = "excluded: breaker open"         // in Plan.Excluded: open while others are not
+	ReasonStrictSLO     = "excluded: violates strict slo"  // in Plan.Excluded: SLO.Strict and a violation
 )
 
 // Candidate is one entry of a Plan with the reason for its place and the

@@ -51,6 +51,15 @@ func TestRunThroughput(t *testing.T) {
 		// During the outage no call started there is answered in eu-west.
 		assert.Zero(t, outage.ByLabel["fireworks/eu-west"]+outage.ByLabel["deepinfra/eu-west"])
 		assert.True(t, outage.openSeen["fireworks/eu-west"], "the eu-west breaker opened")
+
+		// Once eu-west is back, fireworks' half-open breaker gets its probe
+		// (route puts a half-open deployment first now and then), closes, and
+		// fireworks takes traffic again. It is not left behind as half-open.
+		back := res.Phases[3]
+		assert.Positive(t, back.ByLabel["fireworks/eu-west"], "the recovered region takes traffic again")
+		backLine := regexp.MustCompile(`(?m)^eu-west back .*$`).FindString(out.String())
+		require.NotEmpty(t, backLine, "the summary's last phase")
+		assert.NotRegexp(t, `tried last: [^;]*fireworks/eu-west`, backLine, "the recovered provider is not left half-open")
 	})
 }
 

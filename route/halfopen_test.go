@@ -1,0 +1,181 @@
+package route
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// halfOpenOptions are strictOrder with half-open probes every interval.
+func halfOpenOptions(h Health, interval time.Duration) Options {
+	o := strictOrder()
+	o.Health = h
+	o.HalfOpenProbeInterval = interval
+	return o
+}
+
+// TestHalfOpenProbe checks that a half-open deployment, ranked behind every
+// closed one, is put first at most once per Options.HalfOpenProbeInterval,
+// per deployment, and stays behind the closed ones otherwise.
+func TestHalfOpenProbe(t *testing.T) {
+	ds, src := fleet()
+	fast, snappy, cheap := ds[0].Key(), ds[1].Key(), ds[2].Key()
+	type pick struct {
+		at     time.Duration // after t0
+		first  string
+		reason string
+	}
+	tests := []struct {
+		name     string
+		health   fakeHealth
+		interval time.Duration
+		picks    []pick
+		probes   uint64
+	}{
+		{"once per interval", fakeHealth{fast: {Breaker: BreakerHalfOpen}}, time.Second, []pick{
+			{0, "fast/us/llama", ReasonHalfOpenProbe},
+			{0, "cheap/eu/llama", ReasonBest},
+			{500 * time.Millisecond, "cheap/eu/llama", ReasonBest},
+			{999 * time.Millisecond, "cheap/eu/llama", ReasonBest},
+			{time.Second, "fast/us/llama", ReasonHalfOpenProbe},
+			{1500 * time.Millisecond, "cheap/eu/llama", ReasonBest},
+			{2 * time.Second, "fast/us/llama", ReasonHalfOpenProbe},
+			{2 * time.Second, "cheap/eu/llama", ReasonBest},
+		}, 3},
+		{"default interval is 1 s", fakeHealth{fast: {Breaker: BreakerHalfOpen}}, 0, []pick{
+			{0, "fast/us/llama", ReasonHalfOpenProbe},
+			{999 * time.Millisecond, "cheap/eu/llama", ReasonBest},
+			{time.Second, "fast/us/llama", ReasonHalfOpenProbe},
+		}, 2},
+		{"longer interval", fakeHealth{fast: {Breaker: BreakerHalfOpen}}, 5 * time.Second, []pick{
+			{0, "fast/us/llama", ReasonHalfOpenProbe},
+			{4 * time.Second, "cheap/eu/llama", ReasonBest},
+			{5 * time.Second, "fast/us/llama", ReasonHalfOpenProbe},
+		}, 2},
+		{"a budget per deployment", fakeHealth{fast: {Breaker: BreakerHalfOpen}, cheap: {Breaker: BreakerHalfOpen}}, time.Second, []pick{
+			{0, "fast/us/llama", ReasonHalfOpenProbe},
+			{0, "cheap/eu/llama", ReasonHalfOpenProbe},
+			{0, "snappy/us/llama", ReasonBest},
+			{time.Second, "fast/us/llama", ReasonHalfOpenProbe},
+		}, 3},
+		{"small step back gives no second probe", fakeHealth{fast: {Breaker: BreakerHalfOpen}}, time.Second, []pick{
+			{time.Second, "fast/us/llama", ReasonHalfOpenProbe},
+			{500 * time.Millisecond, "cheap/eu/llama", ReasonBest},
+		}, 1},
+		{"large step back starts afresh", fakeHealth{fast: {Breaker: BreakerHalfOpen}}, time.Second, []pick{
+			{time.Hour, "fast/us/llama", ReasonHalfOpenProbe},
+			{0, "fast/us/llama", ReasonHalfOpenProbe},
+		}, 2},
+		{"disabled", fakeHealth{fast: {Breaker: BreakerHalfOpen}}, -1, []pick{
+			{0, "cheap/eu/llama", ReasonBest},
+			{time.Hour, "cheap/eu/llama", ReasonBest},
+		}, 0},
+		{"not while the leader is unhealthy", fakeHealth{fast: {Breaker: BreakerHalfOpen},
+			snappy: {NoHeadroom: true}, cheap: {CoolingUntil: t0.Add(time.Hour)}}, time.Second, []pick{
+			// fast leads as the only half-open one: it keeps its demotion reason.
+			{0, "fast/us/llama", ReasonHalfOpen},
+		}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPicker(t, ds, src, halfOpenOptions(tt.health, tt.interval))
+			for i, pk := range tt.picks {
+				plan, err := p.PickAt(Request{Model: "llama"}, t0.Add(pk.at))
+				require.NoError(t, err)
+				assert.Equal(t, pk.first, plan.Deployments[0].Key.String(), "pick %d at +%s: first", i, pk.at)
+				assert.Equal(t, pk.reason, plan.Deployments[0].Reason, "pick %d at +%s: reason", i, pk.at)
+				assert.Len(t, plan.Deployments, 3, "pick %d: every deployment is in the plan", i)
+			}
+			assert.Equal(t, tt.probes, p.Stats().HalfOpenProbes, "Stats.HalfOpenProbes")
+		})
+	}
+}
+
+// TestHalfOpenProbeNotTaken lists the picks that must not put a half-open
+// deployment first, with its budget untouched.
+func TestHalfOpenProbeNotTaken(t *testing.T) {
+	ds, src := pinFleet()
+	ds[3].Price.Output = 1 // groq: over the MaxPrice below
+	groq := key("groq", "us", "llama")
+	tests := []struct {
+		name   string
+		health fakeHealth
+		req    Request
+		served bool // together served "session-1" at t0
+		first  string
+		reason string
+	}{
+		{"no fallbacks", fakeHealth{groq: {Breaker: BreakerHalfOpen}},
+			Request{Model: "llama", NoFallbacks: true}, false, "together/us/llama", ReasonBest},
+		{"violates the slo", fakeHealth{groq: {Breaker: BreakerHalfOpen}},
+			Request{Model: "llama", SLO: SLO{MaxPrice: 0.5}}, false, "together/us/llama", ReasonBest},
+		{"another model of the fallback list", fakeHealth{key("openai", "us", "gpt"): {Breaker: BreakerHalfOpen}},
+			Request{Models: []string{"llama", "gpt"}}, false, "groq/us/llama", ReasonBest},
+		{"cache affinity first", fakeHealth{groq: {Breaker: BreakerHalfOpen}},
+			Request{Model: "llama", CacheKey: "session-1"}, true, "together/us/llama", ReasonAffinity},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPicker(t, ds, src, halfOpenOptions(tt.health, time.Second))
+			if tt.served {
+				p.Served("session-1", key("together", "us", "llama"), t0)
+			}
+			plan, err := p.PickAt(tt.req, t0)
+			require.NoError(t, err)
+			assert.Equal(t, tt.first, plan.Deployments[0].Key.String(), "first")
+			assert.Equal(t, tt.reason, plan.Deployments[0].Reason, "reason")
+			assert.Zero(t, p.Stats().HalfOpenProbes)
+		})
+	}
+}
+
+// TestHalfOpenRecovery follows a provider through its breaker's cycle: best
+// by throughput while closed; open (excluded); half-open (probed once per
+// interval while the closed ones take the bulk of the traffic); closed again,
+// when it wins its traffic back by the policy.
+func TestHalfOpenRecovery(t *testing.T) {
+	ds, src := fleet()
+	fast := ds[0].Key()
+	h := fakeHealth{}
+	p := newPicker(t, ds, src, Options{Health: h, Exploration: -1, Seed: 1}) // default interval and band
+	const step = 10 * time.Millisecond
+	phases := []struct {
+		name      string
+		state     BreakerState
+		picks     int     // at 10 ms intervals: 100 per second
+		wantFirst int     // picks with fast first
+		wantShare float64 // of fast first, for the message
+	}{
+		{"closed", BreakerClosed, 200, 200, 1},
+		{"open", BreakerOpen, 200, 0, 0},
+		{"half-open", BreakerHalfOpen, 1000, 10, 0.01}, // 10 s: one probe per second
+		{"closed again", BreakerClosed, 200, 200, 1},
+	}
+	now := t0
+	for _, ph := range phases {
+		t.Run(ph.name, func(t *testing.T) {
+			h[fast] = Status{Breaker: ph.state}
+			first := 0
+			for range ph.picks {
+				plan, err := p.PickAt(Request{Model: "llama"}, now)
+				require.NoError(t, err)
+				c := plan.Deployments[0]
+				if c.Key == fast {
+					first++
+					want := ReasonBest
+					if ph.state == BreakerHalfOpen {
+						want = ReasonHalfOpenProbe
+					}
+					assert.Equal(t, want, c.Reason)
+				} else {
+					assert.Equal(t, "cheap/eu/llama", c.Key.String(), "next best by throughput")
+				}
+				now = now.Add(step)
+			}
+			assert.Equal(t, ph.wantFirst, first, "picks with fast first (share %.2f)", ph.wantShare)
+		})
+	}
+	assert.Equal(t, uint64(10), p.Stats().HalfOpenProbes)
+}
