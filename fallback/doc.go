@@ -19,7 +19,7 @@
 //     deciding attempt has phase tps.PhaseMidStream, the tokens received and
 //     the deployment; errors.Is(err, ErrMidStream) is true. A cut stream is
 //     never a clean io.EOF: a stream ends cleanly only after a finish_reason
-//     or "[DONE]".
+//     for every choice, or "[DONE]".
 //   - MidStreamContinue: the request is re-issued on the next deployment of
 //     the plan that declares Capabilities.AssistantPrefill, with the text
 //     delivered so far as a final assistant message (Options.Prefill), and its
@@ -47,6 +47,9 @@
 //	503, 529 (overloaded), 408               ClassNext           next (cooldown if Retry-After)                 failure
 //	no headers within HeadersTimeout         ClassNext           next, not retried (ErrHeadersTimeout)          failure
 //	no output within TTFTTimeout             ClassNext           next if any is left, else keep waiting         failure
+//	(keep-alive comments do not count)
+//	attempt longer than MaxDuration          ClassNext           next (ErrMaxDuration)                          failure
+//	before output
 //	in-stream error before output            ClassNext           next (ErrStreamError; context/policy as below) failure
 //	empty stream / malformed event           ClassNext           next (ErrEmptyStream, ErrMalformed)            failure
 //	429 rate limit                           ClassRateLimited    cooldown until Retry-After (retry-after-ms,    excluded
@@ -60,8 +63,10 @@
 //	content-policy rejection                 ClassPolicy         stop, provider's reason in the error           excluded
 //	context_length_exceeded, 413             ClassContextLength  next only to a larger ContextWindow, else stop excluded
 //	caller's cancellation or deadline        ClassCanceled       stop                                           excluded
-//	cut, stall, error or malformed event     ClassMidStream      streaming: mid-stream error or continuation;   failure
-//	after output                                                 non-streaming: next
+//	cut, stall, error, malformed event or    ClassMidStream      streaming: mid-stream error or continuation;   failure
+//	MaxDuration after output, before finish                      non-streaming: next
+//	silence (comments only) after finish     ClassNone           success after FinishGrace, usage as received   success
+//	EOF without [DONE] after finish          ClassNone           success                                        success
 //	breaker open, cooling, no budget         ClassSkipped        skipped for now; no request sent               -
 //
 // "x-should-retry: true" turns an invalid, unavailable or next class into
@@ -76,14 +81,34 @@
 //
 // # Deadlines
 //
-// The zero Options give: HeadersTimeout 15 s (a silent provider cannot hold a
-// call for minutes), TTFTTimeout 15 s from the start of the attempt (it fails
-// over only when another deployment is left, so the last deployment's slow
-// answer still arrives), StallTimeout 20 s without an output chunk after the
-// first (comments and non-output chunks do not reset it; silence after the
-// finish chunk ends the stream cleanly). Each can be overridden per Call, and
-// negative values disable them. The caller's context bounds everything,
-// including reading the Body.
+// The zero Options give:
+//
+//   - HeadersTimeout 15 s: a silent provider cannot hold a call for minutes.
+//   - TTFTTimeout 15 s from the start of the attempt to the first output
+//     chunk. It fails over only when another deployment is left, so the last
+//     deployment's slow answer still arrives.
+//   - StallTimeout 20 s without an output chunk after the first.
+//   - MaxDuration 30 min: the ceiling on one attempt, whatever arrives. It is
+//     what ends a provider that queues a call behind keep-alives for ever
+//     (STREAM_QUIRKS Q27) when there is nowhere to fail over, or that never
+//     ends its stream (Q2). Before the commit point it fails over; after it
+//     the stream ends with ErrMaxDuration and ErrMidStream.
+//   - FinishGrace 2 s: once the stream has finished (a finish_reason for
+//     every choice of an n>1 request, or "[DONE]"), it ends as a success
+//     after 2 s without a data event, instead of waiting for an EOF that may
+//     never come (Q2, Q5). Reading goes on until then, so a usage chunk
+//     after the finish chunk (Q10) is still counted; the Sample then ends at
+//     the last data event.
+//
+// SSE comments (keep-alives, processing notices) move none of these: they do
+// not count as the first token, do not reset the stall deadline and do not
+// restart the finish grace. Non-output chunks (role-only, empty content,
+// usage, filter annotations) do not reset the stall deadline either. A
+// stream that has finished is a success whichever of EOF, the grace, the
+// stall deadline or the ceiling ends it; one that has not is never a success
+// unless it ends with "[DONE]". Each deadline can be overridden per Call
+// (FinishGrace only in Options), and negative values disable it. The caller's
+// context bounds everything, including reading the Body.
 //
 // # Breakers, limiters and health
 //

@@ -35,6 +35,11 @@ var (
 	// ErrStall means no output chunk arrived for the stall deadline after the
 	// first one. SSE comments do not reset it.
 	ErrStall = errors.New("fallback: stream stalled")
+	// ErrMaxDuration means the attempt reached Options.MaxDuration (or
+	// Call.MaxDuration) before its stream ended, for example because the
+	// provider kept sending keep-alive comments and never a terminator
+	// (STREAM_QUIRKS Q2). After the commit point it comes with ErrMidStream.
+	ErrMaxDuration = errors.New("fallback: attempt exceeded its maximum duration")
 	// ErrMidStream marks every failure after the commit point: the stream was
 	// cut, stalled or carried an error after output had been delivered. A
 	// stream never ends cleanly after such a failure.
@@ -63,6 +68,10 @@ var (
 	// error rates) counts an early Close as the caller's. It is not a breaker
 	// failure.
 	ErrClosed = fmt.Errorf("fallback: body closed by caller: %w", context.Canceled)
+
+	// errFinished is the cause that ends a finished stream after
+	// FinishGrace; it never reaches a caller.
+	errFinished = errors.New("fallback: finished stream went silent")
 )
 
 // Attempt is the record of one try on one deployment, or of a deployment that

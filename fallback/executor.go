@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sony/gobreaker/v2"
+	"github.com/tidwall/gjson"
 
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
@@ -43,6 +44,12 @@ func New(opts Options) *Executor {
 	}
 	if opts.StallTimeout == 0 {
 		opts.StallTimeout = DefaultStallTimeout
+	}
+	if opts.MaxDuration == 0 {
+		opts.MaxDuration = DefaultMaxDuration
+	}
+	if opts.FinishGrace == 0 {
+		opts.FinishGrace = DefaultFinishGrace
 	}
 	if opts.AttemptsPerDeployment <= 0 {
 		opts.AttemptsPerDeployment = DefaultAttemptsPerDeployment
@@ -101,6 +108,8 @@ type call struct {
 	est   int64
 
 	headersTO, ttftTO, stallTO time.Duration
+	maxTO, graceTO             time.Duration
+	choices                    int64 // the request's n: finish_reasons that end the stream
 	mid                        MidStreamPolicy
 	stream                     bool
 	noFallback                 bool
@@ -150,6 +159,9 @@ func (e *Executor) Do(ctx context.Context, plan route.Plan, c Call) (*Result, er
 		headersTO:  pick(c.HeadersTimeout, e.opts.HeadersTimeout),
 		ttftTO:     pick(c.TTFTTimeout, e.opts.TTFTTimeout),
 		stallTO:    pick(c.StallTimeout, e.opts.StallTimeout),
+		maxTO:      pick(c.MaxDuration, e.opts.MaxDuration),
+		graceTO:    e.opts.FinishGrace,
+		choices:    max(1, gjson.GetBytes(body, "n").Int()),
 		mid:        c.MidStream,
 		stream:     c.Stream,
 		noFallback: c.NoFallback,

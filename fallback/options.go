@@ -27,6 +27,22 @@ const (
 	// first one. Healthy streams have sub-second gaps; content filters make
 	// them bursty by a few seconds.
 	DefaultStallTimeout = 20 * time.Second
+	// DefaultMaxDuration is the ceiling on one attempt, from sending the
+	// request to the end of its stream, whatever arrives meanwhile
+	// (STREAM_QUIRKS Q2, Q27: keep-alive comments can flow for tens of
+	// minutes, or forever). It is far above any real generation (a 32k-token
+	// answer at 20 tokens/s takes 27 min) so that it never cuts a healthy
+	// stream; its job is to release the connection, the in-flight slot and
+	// the caller of a stream that would otherwise never end.
+	DefaultMaxDuration = 30 * time.Minute
+	// DefaultFinishGrace is how long a stream that has finished (a
+	// finish_reason for every choice, or "[DONE]") may stay silent, comments
+	// not counted, before it is ended as a success without waiting for EOF.
+	// Providers send the trailing usage chunk (Q10) and "[DONE]" within
+	// milliseconds of the finish chunk; 2 s leaves room for a congested proxy
+	// and is all a caller loses to a provider that never closes the stream
+	// (Q2, Q5).
+	DefaultFinishGrace = 2 * time.Second
 	// DefaultAttemptsPerDeployment is how often one deployment is tried in one call.
 	DefaultAttemptsPerDeployment = 2
 	// DefaultBackoffBase is the base of the full-jitter backoff between
@@ -167,6 +183,22 @@ type Options struct {
 	// SSE comments and non-output chunks do not reset it. Zero means
 	// DefaultStallTimeout; negative disables it.
 	StallTimeout time.Duration
+	// MaxDuration bounds one attempt from sending its request to the end of
+	// its stream; data events and comments do not extend it. Before the
+	// commit point it fails over like the TTFT deadline, after it the stream
+	// ends with a mid-stream error (ErrMaxDuration), unless the stream had
+	// finished, which ends it as a success. Each continuation is a new
+	// attempt with its own ceiling. Zero means DefaultMaxDuration; negative
+	// disables it.
+	MaxDuration time.Duration
+	// FinishGrace is how long a finished stream (a finish_reason for every
+	// choice, or "[DONE]") may go without a data event before it ends as a
+	// success, with whatever usage arrived, instead of waiting for an EOF
+	// that may never come. Every data event (a trailing usage chunk, Q10)
+	// restarts it; comments do not. Zero means DefaultFinishGrace; negative
+	// disables it, and a finished stream that goes silent then ends, as a
+	// success, at the stall deadline or MaxDuration.
+	FinishGrace time.Duration
 	// AttemptsPerDeployment bounds the attempts on one deployment in one call.
 	// Zero means DefaultAttemptsPerDeployment.
 	AttemptsPerDeployment int
@@ -229,9 +261,9 @@ type Call struct {
 	Stream bool
 	// Build builds each attempt's request. Nil means DefaultBuild.
 	Build BuildFunc
-	// HeadersTimeout, TTFTTimeout and StallTimeout override Options; zero
-	// inherits, negative disables.
-	HeadersTimeout, TTFTTimeout, StallTimeout time.Duration
+	// HeadersTimeout, TTFTTimeout, StallTimeout and MaxDuration override
+	// Options; zero inherits, negative disables.
+	HeadersTimeout, TTFTTimeout, StallTimeout, MaxDuration time.Duration
 	// MidStream overrides Options.MidStream; MidStreamDefault inherits.
 	MidStream MidStreamPolicy
 	// NoHedge disables hedging for this call.

@@ -40,15 +40,19 @@ type run struct {
 	timersOff  bool
 	timer      *time.Timer // see onTimer
 	outputSeen atomic.Bool // the first output chunk arrived: stall, not TTFT
+	finished   atomic.Bool // a finish_reason for every choice, or [DONE]: grace, not stall
 	headersIn  atomic.Bool
 	lastOut    atomic.Int64 // ns since start of the last output chunk
+	lastEvent  atomic.Int64 // ns since start of the last data event (comments excluded)
 
 	// observer state, written by the tap during Read
 	output, finish, sawDone, usage, toolCalls, multi, reasoning, malformed bool
 	errBody                                                                []byte
-	outChunks                                                              int64
+	outChunks, finishes                                                    int64
 	keepText                                                               bool
 	text                                                                   []byte
+
+	quiet bool // a finished stream ended by our deadline, not by EOF
 
 	buf      []byte
 	bufp     *[]byte // from Executor.bufs, returned by releaseBuf
@@ -68,59 +72,93 @@ func (cl *call) newRun(i int, d *route.Deployment, st *keyState, done func(error
 	a.keepText = cl.stream && cl.mid == MidStreamContinue
 	a.start = time.Now()
 	a.canFailover = canFailover
-	if next := a.nextDeadline(0); next > 0 {
-		a.tmu.Lock()
-		a.timer = time.AfterFunc(next, a.onTimer)
-		a.tmu.Unlock()
-	}
+	a.rearm()
 	return a
 }
 
-// nextDeadline returns the next pre-commit deadline after el (time since
-// start): headers, then TTFT when the call can fail over; 0 when none.
-func (a *run) nextDeadline(el time.Duration) time.Duration {
-	var next time.Duration
-	if h := a.cl.headersTO; h > el && !a.headersIn.Load() {
-		next = h
+// due returns the time until the next deadline after el (time since start;
+// negative: none), or the cause of the one that has passed. The deadlines
+// are the ceiling (MaxDuration) and, by phase: headers and TTFT (when the
+// call can fail over) before the first output chunk; the stall deadline
+// after it; the finish grace once the stream has finished. Only output
+// chunks move the stall deadline and only data events the grace; comments
+// move nothing.
+func (a *run) due(el time.Duration) (wait time.Duration, cause error) {
+	cl := a.cl
+	wait = -1
+	at := func(t time.Duration, c error) bool {
+		if el >= t {
+			cause = c
+			return true
+		}
+		if wait < 0 || t-el < wait {
+			wait = t - el
+		}
+		return false
 	}
-	if t := a.cl.ttftTO; t > el && a.canFailover && (next == 0 || t < next) {
-		next = t
+	if cl.maxTO > 0 && at(cl.maxTO, ErrMaxDuration) {
+		return 0, cause
 	}
-	return next
+	switch {
+	case a.finished.Load() && cl.graceTO > 0:
+		if at(time.Duration(a.lastEvent.Load())+cl.graceTO, errFinished) {
+			return 0, cause
+		}
+	case a.outputSeen.Load():
+		if cl.stallTO > 0 && at(time.Duration(a.lastOut.Load())+cl.stallTO, ErrStall) {
+			return 0, cause
+		}
+	default:
+		headers := a.headersIn.Load()
+		if !headers && cl.headersTO > 0 && at(cl.headersTO, ErrHeadersTimeout) {
+			return 0, cause
+		}
+		if a.canFailover && cl.ttftTO > 0 && at(cl.ttftTO, ErrTTFTTimeout) {
+			if !headers {
+				cause = ErrHeadersTimeout // nothing at all came back in time
+			}
+			return 0, cause
+		}
+	}
+	return wait, nil
 }
 
-// onTimer is the run's one timer: the headers and TTFT deadlines before the
-// commit point, the stall deadline after it.
+// onTimer is the run's one timer: it ends the run with the deadline that has
+// passed, or waits for the next one.
 func (a *run) onTimer() {
 	a.tmu.Lock()
 	defer a.tmu.Unlock()
 	if a.timersOff {
 		return
 	}
-	el := time.Since(a.start)
-	if a.outputSeen.Load() {
-		silent := el - time.Duration(a.lastOut.Load())
-		if silent >= a.cl.stallTO {
-			a.cancel(ErrStall)
-			return
-		}
-		a.timer.Reset(a.cl.stallTO - silent)
+	if wait, cause := a.due(time.Since(a.start)); cause != nil {
+		a.cancel(cause)
+	} else if wait > 0 {
+		a.timer.Reset(wait)
+	}
+}
+
+// rearm points the timer at the next deadline after a phase change (start,
+// first output, finish). Deadlines that only move later (the stall and grace
+// deadlines on every chunk) need no rearm: onTimer checks again when it fires.
+func (a *run) rearm() {
+	a.tmu.Lock()
+	defer a.tmu.Unlock()
+	if a.timersOff {
 		return
 	}
-	headers := a.headersIn.Load()
+	wait, cause := a.due(time.Since(a.start))
 	switch {
-	case !headers && a.cl.headersTO > 0 && el >= a.cl.headersTO:
-		a.cancel(ErrHeadersTimeout)
-	case a.canFailover && a.cl.ttftTO > 0 && el >= a.cl.ttftTO:
-		if !headers {
-			a.cancel(ErrHeadersTimeout) // nothing at all came back in time
-		} else {
-			a.cancel(ErrTTFTTimeout)
+	case cause != nil:
+		a.cancel(cause)
+	case wait < 0:
+		if a.timer != nil {
+			a.timer.Stop()
 		}
+	case a.timer == nil:
+		a.timer = time.AfterFunc(wait, a.onTimer)
 	default:
-		if next := a.nextDeadline(el); next > 0 {
-			a.timer.Reset(next - el)
-		}
+		a.timer.Reset(wait)
 	}
 }
 
@@ -216,7 +254,7 @@ func (a *run) streamFailure(err error) (Class, error) {
 	case err == nil:
 		return ClassNone, nil
 	case err == io.EOF && a.ctx.Err() == nil: // a cancelled pipe may also read as EOF
-		if a.finish || a.sawDone || !a.output {
+		if a.finished.Load() || !a.output {
 			a.eof = true
 			a.rel = len(a.buf) // flush a final event without its blank line
 			return ClassNone, nil
@@ -224,10 +262,12 @@ func (a *run) streamFailure(err error) (Class, error) {
 		return ClassNext, ErrTruncated
 	}
 	class, cause := a.cause(err, ClassNext)
-	if errors.Is(cause, ErrStall) && a.finish {
-		// Silence after the finish chunk (Q2): the answer is complete.
+	if a.finished.Load() && (cause == errFinished || cause == ErrStall || cause == ErrMaxDuration) {
+		// Silence or endless trailing events after the finish (Q2, Q5): the
+		// answer is complete. A partial event after the last blank line is
+		// dropped, not flushed: it was cut, not ended.
 		a.eof = true
-		a.rel = len(a.buf)
+		a.quiet = true
 		return ClassNone, nil
 	}
 	return class, cause
@@ -241,7 +281,7 @@ func (a *run) cause(err error, def Class) (Class, error) {
 	}
 	if a.ctx.Err() != nil {
 		switch c := context.Cause(a.ctx); c {
-		case ErrHeadersTimeout, ErrTTFTTimeout:
+		case ErrHeadersTimeout, ErrTTFTTimeout, ErrMaxDuration, errFinished:
 			return ClassNext, c
 		case ErrStall:
 			return ClassMidStream, c
@@ -296,11 +336,16 @@ type reasonError struct {
 func (e *reasonError) Error() string { return e.api.Error() + ": " + e.reason }
 func (e *reasonError) Unwrap() error { return e.api }
 
-// observe is the tap's observer: it runs inside Read.
+// observe is the tap's observer: it runs inside Read. The times a deadline
+// reads (lastOut, lastEvent) are stored before the phase flags, so that the
+// timer never pairs a new phase with an old time.
 func (a *run) observe(now time.Time, c *tps.Chunk) {
+	el := int64(now.Sub(a.start))
+	a.lastEvent.Store(el)
 	switch {
 	case c.Done:
 		a.sawDone = true
+		a.markFinished()
 		return
 	case c.Error:
 		a.errBody = append([]byte{}, c.ErrorBody...)
@@ -313,12 +358,13 @@ func (a *run) observe(now time.Time, c *tps.Chunk) {
 		return
 	}
 	if c.Output {
+		a.lastOut.Store(el)
 		if !a.output {
 			a.output = true
-			a.startStall()
+			a.outputSeen.Store(true)
+			a.rearm() // the TTFT deadline ends, the stall deadline starts
 		}
 		a.outChunks++
-		a.lastOut.Store(int64(now.Sub(a.start)))
 		if c.ToolCall {
 			a.toolCalls = true
 		}
@@ -334,9 +380,23 @@ func (a *run) observe(now time.Time, c *tps.Chunk) {
 	}
 	if c.FinishReason != nil {
 		a.finish = true
+		a.finishes++
+		if a.finishes >= a.cl.choices {
+			a.markFinished()
+		}
 	}
 	if c.HasUsage {
 		a.usage = true
+	}
+}
+
+// markFinished notes that the answer is complete (a finish_reason for every
+// choice, or [DONE]): from now on silence ends the stream as a success after
+// the finish grace, and a clean EOF is a clean end.
+func (a *run) markFinished() {
+	if !a.finished.Load() {
+		a.finished.Store(true)
+		a.rearm()
 	}
 }
 
@@ -389,25 +449,6 @@ func lastBoundary(b []byte, from int) int {
 		}
 	}
 	return -1
-}
-
-// startStall ends the TTFT deadline and starts the stall deadline, at the
-// first output chunk.
-func (a *run) startStall() {
-	a.outputSeen.Store(true)
-	a.tmu.Lock()
-	defer a.tmu.Unlock()
-	switch {
-	case a.timersOff:
-	case a.cl.stallTO <= 0:
-		if a.timer != nil {
-			a.timer.Stop()
-		}
-	case a.timer == nil:
-		a.timer = time.AfterFunc(a.cl.stallTO, a.onTimer)
-	default:
-		a.timer.Reset(a.cl.stallTO)
-	}
 }
 
 // releaseBuf returns the read buffer to the Executor's pool once no byte of it
@@ -483,6 +524,18 @@ func (a *run) finalize(err error) {
 		a.sample = tps.Sample{Start: a.start, Total: now.Sub(a.start)}
 	}
 	s := &a.sample
+	if err == nil && a.quiet && s.End == tps.EndError {
+		// The tap saw the read that our own deadline cancelled, after the
+		// answer was complete: not a failure, and the stream ended with its
+		// last data event, not one grace later.
+		s.Err, s.ErrPhase = nil, tps.PhaseNone
+		s.End = tps.EndEOF
+		if a.sawDone {
+			s.End = tps.EndDone
+		}
+		s.Truncated = s.FinishReason == ""
+		s.Total = time.Duration(a.lastEvent.Load())
+	}
 	if err != nil {
 		s.Err = err
 		if s.ErrPhase == tps.PhaseNone || a.att.Phase > s.ErrPhase {

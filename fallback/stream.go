@@ -91,7 +91,7 @@ func (s *stream) Close() error {
 	s.closed = true
 	a := s.cur
 	if !a.finalized {
-		if a.eof || (a.finish && a.off >= a.rel) {
+		if a.eof || (a.finished.Load() && a.off >= a.rel) {
 			s.end()
 		} else {
 			a.fail(tps.PhaseMidStream, a.resp.StatusCode, ClassCanceled, ErrClosed)
