@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -61,17 +62,65 @@ func streamBody(body []byte) ([]byte, error) {
 }
 
 // redacted returns a copy of req without credentials, for errors that may be
-// logged or dumped.
+// logged or dumped: credential headers (Authorization, Cookie, and any whose
+// name mentions a key, token, secret, password, signature or credential),
+// URL user info and query parameters with such names are replaced by
+// "REDACTED", and the body is dropped.
 func redacted(req *http.Request) *http.Request {
 	if req == nil {
 		return nil
 	}
 	r := req.Clone(context.Background())
-	for _, h := range [...]string{"Authorization", "Api-Key", "X-Api-Key", "Proxy-Authorization", "Cookie"} {
-		if r.Header.Get(h) != "" {
-			r.Header.Set(h, "REDACTED")
+	for k := range r.Header {
+		if secretName(k) {
+			r.Header.Set(k, "REDACTED")
+		}
+	}
+	if u := r.URL; u != nil {
+		if u.User != nil {
+			u.User = url.User("REDACTED")
+		}
+		if u.RawQuery != "" {
+			q := u.Query()
+			changed := false
+			for k := range q {
+				if secretName(k) {
+					q.Set(k, "REDACTED")
+					changed = true
+				}
+			}
+			if changed {
+				u.RawQuery = q.Encode()
+			}
 		}
 	}
 	r.Body, r.GetBody = nil, nil
 	return r
+}
+
+// secretName reports whether a header or query parameter name suggests a
+// credential.
+func secretName(name string) bool {
+	n := strings.ToLower(name)
+	for _, w := range [...]string{"auth", "cookie", "key", "token", "secret", "password", "signature", "credential"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// scrub replaces d's credentials in s, a provider's message that may echo
+// them, by "REDACTED". Values shorter than 8 bytes are left alone: they are
+// not credentials and would mangle the message.
+func scrub(s string, d *route.Deployment) string {
+	if len(d.APIKey) >= 8 {
+		s = strings.ReplaceAll(s, d.APIKey, "REDACTED")
+	}
+	for k, v := range d.Headers {
+		if len(v) >= 8 && secretName(k) {
+			s = strings.ReplaceAll(s, v, "REDACTED")
+		}
+	}
+	return s
 }

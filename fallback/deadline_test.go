@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/openai/openai-go/v3"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -310,5 +311,79 @@ func TestMaxDuration(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, drain(t, res.Body).err)
 		})
+	})
+}
+
+// TestErrorsCarryNoCredentials: everything reachable from a returned error
+// (its message, the provider's *openai.Error with its Request and Response,
+// their dumps) is free of the deployment's key, even when the provider
+// echoes the key in its message.
+func TestErrorsCarryNoCredentials(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := dep("a", "a-m")
+		a.Headers = map[string]string{"X-Goog-Api-Key": "goog-secret-value", "X-Route-Region": "eu"}
+		body := `{"error":{"message":"Invalid 'messages' for key sk-a-secret","type":"invalid_request_error"}}`
+		e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(8), replay.Status(400, body, nil))}, fallback.Options{})
+		_, err := e.do(t, planOf(a), fallback.Call{Stream: true})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "Invalid 'messages'", "the provider's reason is kept")
+		var api *openai.Error
+		require.ErrorAs(t, err, &api)
+		require.NotNil(t, api.Request)
+		require.NotNil(t, api.Response)
+		require.NotNil(t, api.Response.Request)
+		for name, s := range map[string]string{
+			"message":          err.Error(),
+			"request":          fmt.Sprint(api.Request.Header, api.Request.URL),
+			"response.request": fmt.Sprint(api.Response.Request.Header, api.Response.Request.URL),
+			"dump":             string(api.DumpRequest(true)),
+		} {
+			assert.NotContains(t, s, "sk-a-secret", name)
+			assert.NotContains(t, s, "goog-secret-value", name)
+		}
+		assert.Equal(t, "eu", api.Request.Header.Get("X-Route-Region"), "routing headers are not secrets")
+	})
+}
+
+// TestMidStreamPolicyNotABreakerFailure: a content filter that cuts a stream
+// after output (an in-stream error) is the caller's content, not the
+// provider's failure: ClassPolicy, with the provider's reason, and the
+// breaker stays closed.
+func TestMidStreamPolicyNotABreakerFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := dep("a", "a-m")
+		tp := (&tape{}).role()
+		tp.words(3)
+		tp.after(50 * time.Millisecond).data(`{"error":{"message":"Output blocked by the content filtering policy","type":"invalid_request_error","code":"content_filter"}}`)
+		e := newEnv(map[string]replay.Script{"a-m": tp.cassette("eof")}, fallback.Options{Breaker: fallback.BreakerSettings{ConsecutiveFailures: 1}})
+		res, err := e.do(t, planOf(a), fallback.Call{Stream: true})
+		require.NoError(t, err)
+		d := drain(t, res.Body)
+		assert.ErrorIs(t, d.err, fallback.ErrMidStream)
+		assert.ErrorIs(t, d.err, fallback.ErrStreamError)
+		assert.Contains(t, d.err.Error(), "content filtering policy")
+		atts := res.Attempts()
+		require.Len(t, atts, 1)
+		assert.Equal(t, fallback.ClassPolicy, atts[0].Class)
+		assert.Equal(t, route.BreakerClosed, e.ex.Status(a.Key(), time.Now()).Breaker)
+	})
+}
+
+// TestInStreamPolicyBeforeOutputStops: an in-stream content-policy error
+// without a status (the common shape) is recognised as a policy stop before
+// the commit point too: no other deployment is asked.
+func TestInStreamPolicyBeforeOutputStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, b := dep("a", "a-m"), dep("b", "b-m")
+		tp := (&tape{}).role().after(50 * time.Millisecond).data(`{"error":{"message":"Prompt flagged by moderation","type":"invalid_request_error"}}`)
+		e := newEnv(map[string]replay.Script{"a-m": tp.cassette("eof"), "b-m": prof(8)}, fallback.Options{})
+		_, err := e.do(t, planOf(a, b), fallback.Call{Stream: true})
+		require.ErrorIs(t, err, fallback.ErrStreamError)
+		assert.Contains(t, err.Error(), "Prompt flagged by moderation")
+		var fe *fallback.Error
+		require.ErrorAs(t, err, &fe)
+		last, _ := fe.Last()
+		assert.Equal(t, fallback.ClassPolicy, last.Class)
+		assert.Empty(t, attemptsFor(e.h, "b-m"))
 	})
 }

@@ -60,7 +60,8 @@
 //	429 insufficient_quota, 404              ClassUnavailable    never this deployment: PenaltyCooldown, next   failure
 //	401, 403                                 ClassAuth           breaker trips, PenaltyCooldown (5 min), next   trips
 //	400 invalid request (other 4xx)          ClassInvalid        stop: every deployment would reject it         excluded
-//	content-policy rejection                 ClassPolicy         stop, provider's reason in the error           excluded
+//	content-policy rejection, as a status    ClassPolicy         stop, provider's reason in the error; after    excluded
+//	or in-stream, before or after output                         output the stream ends with ErrMidStream
 //	context_length_exceeded, 413             ClassContextLength  next only to a larger ContextWindow, else stop excluded
 //	caller's cancellation or deadline        ClassCanceled       stop                                           excluded
 //	cut, stall, error, malformed event or    ClassMidStream      streaming: mid-stream error or continuation;   failure
@@ -148,7 +149,10 @@
 //
 // Each attempt is built by Call.Build (DefaultBuild) from its own deployment
 // only: URL, API key, headers and model id. Nothing of one deployment reaches
-// another, and errors carry requests with credentials redacted.
+// another. Errors carry requests (also as the Response's Request) with
+// credential headers, URL user info and credential query parameters
+// redacted, and a provider's message that echoes the deployment's key has
+// it replaced.
 //
 // # Concurrency
 //

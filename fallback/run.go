@@ -1,6 +1,7 @@
 package fallback
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -238,7 +239,9 @@ func (a *run) streamFailure(err error) (Class, error) {
 	switch {
 	case a.errBody != nil:
 		pe := parseErrorBody(a.errBody)
-		class := classifyStatus(pe.Status, &pe)
+		// Most in-stream errors carry no status: read them as a 4xx so that
+		// a content-policy or context-length reason is still recognised.
+		class := classifyStatus(cmp.Or(pe.Status, http.StatusBadRequest), &pe)
 		if class == ClassInvalid || class == ClassRetry {
 			// The request was accepted (HTTP 200) before it failed: another
 			// deployment may well do better.
@@ -248,7 +251,11 @@ func (a *run) streamFailure(err error) (Class, error) {
 		if status == 0 {
 			status = http.StatusOK
 		}
-		return class, wrap(ErrStreamError, newAPIError(status, &pe, redacted(a.resp.Request), nil))
+		var err error = newAPIError(status, &pe, redacted(a.resp.Request), nil)
+		if (class == ClassPolicy || class == ClassContextLength) && pe.Message != "" {
+			err = &reasonError{err, scrub(truncate(pe.Message, 200), a.d)}
+		}
+		return class, wrap(ErrStreamError, err)
 	case a.malformed:
 		return ClassNext, ErrMalformed
 	case err == nil:
@@ -298,7 +305,11 @@ func (a *run) httpError(req *http.Request, resp *http.Response) {
 	now := time.Now()
 	pe := parseErrorBody(raw)
 	class := classify(resp.StatusCode, resp.Header, &pe)
-	apiErr := newAPIError(resp.StatusCode, &pe, redacted(req), resp)
+	// The error keeps a copy of the response whose Request is redacted too:
+	// resp.Request is the request as sent, credentials included.
+	rc := *resp
+	rc.Request, rc.Body = redacted(req), http.NoBody
+	apiErr := newAPIError(resp.StatusCode, &pe, rc.Request, &rc)
 	ra, hasRA := retryAfter(resp.Header, now)
 	st := a.st
 	switch class {
@@ -319,7 +330,7 @@ func (a *run) httpError(req *http.Request, resp *http.Response) {
 	var err error = apiErr
 	if class == ClassPolicy || class == ClassInvalid || class == ClassContextLength {
 		if pe.Message != "" {
-			err = &reasonError{apiErr, truncate(pe.Message, 200)}
+			err = &reasonError{apiErr, scrub(truncate(pe.Message, 200), a.d)}
 		}
 	}
 	a.sample = tps.Sample{Start: a.start, Headers: now.Sub(a.start), Total: now.Sub(a.start)}
@@ -329,7 +340,7 @@ func (a *run) httpError(req *http.Request, resp *http.Response) {
 
 // reasonError adds the provider's reason to an *openai.Error's message.
 type reasonError struct {
-	api    error
+	api    error // *openai.Error
 	reason string
 }
 

@@ -53,7 +53,13 @@ func (s *stream) Read(p []byte) (int, error) {
 			s.err = s.res.cl.err()
 			continue
 		}
-		a.fail(tps.PhaseMidStream, a.resp.StatusCode, ClassMidStream, wrap(ErrMidStream, ferr))
+		// A content filter that cuts the answer is about the content, not
+		// the provider's health: it stays ClassPolicy, outside the breaker.
+		rec := ClassMidStream
+		if class == ClassPolicy {
+			rec = ClassPolicy
+		}
+		a.fail(tps.PhaseMidStream, a.resp.StatusCode, rec, wrap(ErrMidStream, ferr))
 		s.res.set(*a.d, a.sample)
 		orig := s.res.cl.err()
 		// A content-policy stop or an oversized context would only repeat.
