@@ -16,11 +16,12 @@ import (
 type stream struct {
 	res *Result
 
-	mu     sync.Mutex // one Read at a time; Close waits for it after cancelling
-	cur    *run
-	active atomic.Pointer[run] // cur, for Close to cancel without the lock
-	err    error               // sticky: io.EOF or the *Error
-	closed bool
+	mu      sync.Mutex // one Read at a time; Close waits for it after cancelling
+	cur     *run
+	active  atomic.Pointer[run] // cur, for Close to cancel without the lock
+	closing atomic.Bool         // Close was called: a continuation must not start
+	err     error               // sticky: io.EOF or the *Error
+	closed  bool
 }
 
 func (s *stream) Read(p []byte) (int, error) {
@@ -86,6 +87,7 @@ func (s *stream) end() {
 // Close cancels the upstream request at once, then releases the run. It is
 // idempotent and may be called concurrently with Read.
 func (s *stream) Close() error {
+	s.closing.Store(true) // before loading active: see continuation
 	if a := s.active.Load(); a != nil {
 		a.cancel(ErrClosed) // unblocks a Read in progress
 	}
@@ -150,6 +152,12 @@ func (s *stream) continuation(prev *run) *run {
 		a.keepText = true
 		a.text = append(a.text, prev.text...)
 		s.active.Store(a) // Close aborts the continuation too
+		if s.closing.Load() {
+			// Close ran between the cut and the Store above and cancelled
+			// only the previous run: without this it would wait on s.mu
+			// until this whole attempt committed or failed.
+			a.cancel(ErrClosed)
+		}
 		if a.open(true) {
 			return a
 		}
