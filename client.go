@@ -209,7 +209,8 @@ func classify(err error) string {
 	case errors.Is(err, context.Canceled), errors.Is(err, fallback.ErrHedgeLost):
 		return measure.ClassCanceled
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, fallback.ErrHeadersTimeout),
-		errors.Is(err, fallback.ErrTTFTTimeout), errors.Is(err, fallback.ErrStall):
+		errors.Is(err, fallback.ErrTTFTTimeout), errors.Is(err, fallback.ErrStall),
+		errors.Is(err, fallback.ErrMaxDuration):
 		return measure.ClassTimeout
 	}
 	return measure.ClassOther
