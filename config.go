@@ -233,6 +233,8 @@ type fileFallback struct {
 	Headers               string      `json:"headers"`
 	TTFT                  string      `json:"ttft"`
 	Stall                 string      `json:"stall"`
+	MaxDuration           string      `json:"max_duration"`
+	FinishGrace           string      `json:"finish_grace"`
 	Attempts              int         `json:"attempts"`
 	AttemptsPerDeployment int         `json:"attempts_per_deployment"`
 	BackoffBase           string      `json:"backoff_base"`
@@ -538,6 +540,8 @@ func (p *converter) measure(f *fileMeasure) (measure.Options, error) {
 
 func (p *converter) fallback(f *fileFallback) (fallback.Options, error) {
 	var o fallback.Options
+	// The deadlines: omitted means fallback's default; an explicit zero
+	// ("0s") turns the deadline off, which fallback.Options spells negative.
 	for _, d := range []struct {
 		path string
 		in   string
@@ -546,6 +550,23 @@ func (p *converter) fallback(f *fileFallback) (fallback.Options, error) {
 		{"fallback.headers", f.Headers, &o.HeadersTimeout},
 		{"fallback.ttft", f.TTFT, &o.TTFTTimeout},
 		{"fallback.stall", f.Stall, &o.StallTimeout},
+		{"fallback.max_duration", f.MaxDuration, &o.MaxDuration},
+		{"fallback.finish_grace", f.FinishGrace, &o.FinishGrace},
+	} {
+		v, err := p.duration(d.path, d.in)
+		if err != nil {
+			return o, err
+		}
+		if v == 0 && d.in != "" {
+			v = -1
+		}
+		*d.out = v
+	}
+	for _, d := range []struct {
+		path string
+		in   string
+		out  *time.Duration
+	}{
 		{"fallback.backoff_base", f.BackoffBase, &o.BackoffBase},
 		{"fallback.backoff_max", f.BackoffMax, &o.BackoffMax},
 		{"fallback.max_wait", f.MaxWait, &o.MaxWait},

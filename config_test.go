@@ -49,6 +49,8 @@ func TestParseConfigExampleFile(t *testing.T) {
 	assert.Equal(t, 15*time.Second, cfg.Fallback.HeadersTimeout)
 	assert.Equal(t, 15*time.Second, cfg.Fallback.TTFTTimeout)
 	assert.Equal(t, 20*time.Second, cfg.Fallback.StallTimeout)
+	assert.Equal(t, 30*time.Minute, cfg.Fallback.MaxDuration)
+	assert.Equal(t, 2*time.Second, cfg.Fallback.FinishGrace)
 	assert.Equal(t, 4, cfg.Fallback.MaxAttempts)
 	assert.Equal(t, fallback.MidStreamError, cfg.Fallback.MidStream)
 
@@ -83,6 +85,11 @@ func TestParseConfigErrors(t *testing.T) {
 		{"truncated", `{"deployments":[`, nil, 1, "", "unexpected end"},
 		{"trailing data", "{\"deployments\":[" + okDep + "]}\n{}", nil, 2, "", "after the top-level"},
 		{"wrong type", "{\"deployments\":[" + okDep + "],\n\"slo\":{\"min_tps\":\"fast\"}}", nil, 2, "", "float64"},
+		{"bad max_duration", "{\"deployments\":[" + okDep + "],\n\"fallback\":{\"ttft\":\"10s\",\n\"max_duration\":\"30\"}}", nil, 3, "fallback.max_duration", "duration"},
+		{"negative max_duration", "{\"deployments\":[" + okDep + "],\"fallback\":{\n\"max_duration\":\"-1m\"}}", nil, 2, "fallback.max_duration", "negative"},
+		{"bad finish_grace", "{\"deployments\":[" + okDep + "],\n\"fallback\":{\n\n\"finish_grace\":\"2 s\"}}", nil, 4, "fallback.finish_grace", "duration"},
+		{"negative finish_grace", "{\"deployments\":[" + okDep + "],\"fallback\":{\"finish_grace\":\"-2s\"}}", nil, 1, "fallback.finish_grace", "negative"},
+		{"numeric finish_grace", "{\"deployments\":[" + okDep + "],\"fallback\":{\"finish_grace\":2}}", nil, 1, "", "want string"},
 		{"exploration out of range", "{\"deployments\":[" + okDep + "],\"route\":{\"exploration\":1.5}}", nil, 1, "route.exploration", "[0, 1]"},
 	}
 	for _, tt := range tests {
@@ -115,6 +122,38 @@ func TestParseConfigZeroMeansOff(t *testing.T) {
 	cfg, err = ParseConfigLookup(strings.NewReader(`{"deployments":[{"provider":"a","model":"m","base_url":"http://x/v1"}]}`), nil)
 	require.NoError(t, err)
 	assert.Zero(t, cfg.Route.Exploration, "omitted means route's default")
+}
+
+func TestParseConfigFallbackDeadlines(t *testing.T) {
+	const dep = `{"deployments":[{"provider":"a","model":"m","base_url":"http://x/v1"}]`
+	tests := []struct {
+		name     string
+		fallback string
+		want     fallback.Options
+	}{
+		{"omitted means fallback's defaults", ``, fallback.Options{}},
+		{"set", `"headers":"5s","ttft":"8s","stall":"12s","max_duration":"10m","finish_grace":"500ms"`,
+			fallback.Options{HeadersTimeout: 5 * time.Second, TTFTTimeout: 8 * time.Second, StallTimeout: 12 * time.Second,
+				MaxDuration: 10 * time.Minute, FinishGrace: 500 * time.Millisecond}},
+		{"explicit zero turns each off", `"headers":"0s","ttft":"0","stall":"0s","max_duration":"0s","finish_grace":"0ms"`,
+			fallback.Options{HeadersTimeout: -1, TTFTTimeout: -1, StallTimeout: -1, MaxDuration: -1, FinishGrace: -1}},
+		{"empty string means the default", `"max_duration":"","finish_grace":""`, fallback.Options{}},
+		{"only max_duration off", `"max_duration":"0s","finish_grace":"3s"`, fallback.Options{MaxDuration: -1, FinishGrace: 3 * time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := ParseConfigLookup(strings.NewReader(dep+`,"fallback":{`+tt.fallback+`}}`), nil)
+			require.NoError(t, err)
+			got := cfg.Fallback
+			assert.Equal(t, tt.want.HeadersTimeout, got.HeadersTimeout, "headers")
+			assert.Equal(t, tt.want.TTFTTimeout, got.TTFTTimeout, "ttft")
+			assert.Equal(t, tt.want.StallTimeout, got.StallTimeout, "stall")
+			assert.Equal(t, tt.want.MaxDuration, got.MaxDuration, "max_duration")
+			assert.Equal(t, tt.want.FinishGrace, got.FinishGrace, "finish_grace")
+			_, err = New(cfg)
+			require.NoError(t, err, "a parsed config must be accepted by New")
+		})
+	}
 }
 
 func TestConfigValidate(t *testing.T) {
