@@ -76,7 +76,7 @@ func ExamplePicker_Pick_pins() {
 	ds, s := example()
 	p, _ := route.NewPicker(ds, s, route.Options{Seed: 1})
 	plan, _ := p.Pick(route.Request{Model: "llama-70b", Regions: []string{"eu"}})
-	fmt.Println(plan.Deployments[0].Key)
+	fmt.Println(plan.Deployments[0].Key())
 
 	_, err := p.Pick(route.Request{Model: "llama-70b", Regions: []string{"ap-south"}})
 	fmt.Println(errors.Is(err, route.ErrNoDeployment))

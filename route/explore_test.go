@@ -46,9 +46,9 @@ func TestExplorationShare(t *testing.T) {
 				plan := mustPick(t, p, Request{Model: "m"}, t0.Add(time.Duration(i)*time.Millisecond))
 				if plan.Deployments[0].Reason == ReasonExplore {
 					n++
-					seen[plan.Deployments[0].Key.Provider]++
-				} else if plan.Deployments[0].Key.Provider != "p000" {
-					t.Fatalf("pick %d: first %s with reason %q", i, plan.Deployments[0].Key, plan.Deployments[0].Reason)
+					seen[plan.Deployments[0].Key().Provider]++
+				} else if plan.Deployments[0].Key().Provider != "p000" {
+					t.Fatalf("pick %d: first %s with reason %q", i, plan.Deployments[0].Key(), plan.Deployments[0].Reason)
 				}
 			}
 			got := float64(n) / picks
@@ -72,7 +72,7 @@ func TestExplorationSeedIsDeterministic(t *testing.T) {
 		p := newPicker(t, ds, src, Options{Exploration: 0.3, Seed: seed})
 		var firsts []string
 		for range 200 {
-			firsts = append(firsts, mustPick(t, p, Request{Model: "m"}, t0).Deployments[0].Key.Provider)
+			firsts = append(firsts, mustPick(t, p, Request{Model: "m"}, t0).Deployments[0].Key().Provider)
 		}
 		return firsts
 	}
@@ -95,7 +95,7 @@ func TestBandWeightedDraw(t *testing.T) {
 	const picks = 10000
 	for range picks {
 		plan := mustPick(t, p, Request{Model: "m"}, t0)
-		counts[plan.Deployments[0].Key.Provider]++
+		counts[plan.Deployments[0].Key().Provider]++
 		equal(t, plan.Deployments[0].Reason, ReasonBand, "reason")
 	}
 	if got := float64(counts["b"]) / picks; math.Abs(got-0.75) > 0.02 {
@@ -119,14 +119,14 @@ func TestColdStart(t *testing.T) {
 		for i := range 1000 {
 			plan := mustPick(t, p, Request{Model: "m"}, now)
 			for _, c := range plan.Deployments {
-				if c.Key == cold.Key() && c.Reason != ReasonColdProbe && samples < 3 {
+				if c.Key() == cold.Key() && c.Reason != ReasonColdProbe && samples < 3 {
 					equal(t, c.Reason, ReasonCold, "cold reason behind warm ones")
 				}
 				if math.IsNaN(c.Score) {
 					t.Fatal("NaN score")
 				}
 			}
-			if plan.Deployments[0].Key == cold.Key() && samples < 3 {
+			if plan.Deployments[0].Key() == cold.Key() && samples < 3 {
 				if i == 0 {
 					equal(t, plan.Deployments[0].Reason, ReasonColdProbe, "first pick reason")
 				}
@@ -137,7 +137,7 @@ func TestColdStart(t *testing.T) {
 				}
 			}
 			if samples == 3 && i > warmedAt {
-				equal(t, plan.Deployments[0].Key, cold.Key(), "recovered deployment wins")
+				equal(t, plan.Deployments[0].Key(), cold.Key(), "recovered deployment wins")
 				break
 			}
 			now = now.Add(100 * time.Millisecond)
@@ -175,7 +175,7 @@ func TestColdStart(t *testing.T) {
 		counts := map[string]int{}
 		for range 4000 {
 			plan := mustPick(t, p, Request{Model: "m"}, t0)
-			counts[plan.Deployments[0].Key.Provider]++
+			counts[plan.Deployments[0].Key().Provider]++
 			equal(t, plan.Deployments[0].Reason, ReasonColdProbe, "reason")
 		}
 		for prov, want := range map[string]float64{"a": 0.25, "b": 0.25, "c": 0.5} {
@@ -194,7 +194,7 @@ func TestColdStart(t *testing.T) {
 		p := newPicker(t, ds, src, Options{Policy: Latency, ColdProbes: -1, Exploration: -1, Seed: 1})
 		plan := mustPick(t, p, Request{Model: "m"}, t0)
 		last := plan.Deployments[len(plan.Deployments)-1]
-		equal(t, last.Key, cold.Key(), "cold deployment last")
+		equal(t, last.Key(), cold.Key(), "cold deployment last")
 		equal(t, last.Reason, ReasonCold, "reason")
 	})
 }
@@ -244,10 +244,10 @@ func TestPickNeverNaN(t *testing.T) {
 			if math.IsNaN(c.Score) || math.IsInf(c.Score, 0) || math.IsNaN(c.Cost) || math.IsNaN(c.Expected.TTFT) || math.IsNaN(c.Expected.TPS) {
 				t.Fatalf("iteration %d: NaN or Inf in %+v", i, c)
 			}
-			if seen[c.Key] {
-				t.Fatalf("iteration %d: %s twice", i, c.Key)
+			if seen[c.Key()] {
+				t.Fatalf("iteration %d: %s twice", i, c.Key())
 			}
-			seen[c.Key] = true
+			seen[c.Key()] = true
 		}
 		_ = plan.Explain()
 	}
@@ -268,7 +268,7 @@ func FuzzPick(f *testing.F) {
 		}
 		for _, c := range plan.Deployments {
 			if math.IsNaN(c.Score) {
-				t.Fatalf("NaN score for %s", c.Key)
+				t.Fatalf("NaN score for %s", c.Key())
 			}
 		}
 	})
@@ -289,7 +289,7 @@ func TestConcurrentPick(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				p.Served(ck, plan.Deployments[0].Key, t0)
+				p.Served(ck, plan.Deployments[0].Key(), t0)
 				if g == 0 && i%50 == 0 {
 					src.set(ds[i%16].Key(), warm(0.3, float64(i)))
 				}
@@ -370,10 +370,10 @@ func TestCostCold(t *testing.T) {
 			var plan Plan
 			for range tt.picks {
 				plan = mustPick(t, p, tt.req, t0)
-				counts[plan.Deployments[0].Key.Provider]++
+				counts[plan.Deployments[0].Key().Provider]++
 				for _, c := range plan.Deployments {
 					if math.IsNaN(c.Score) || c.Expected.OK {
-						t.Fatalf("%s: score %v, Expected.OK %v on a cold deployment", c.Key, c.Score, c.Expected.OK)
+						t.Fatalf("%s: score %v, Expected.OK %v on a cold deployment", c.Key(), c.Score, c.Expected.OK)
 					}
 				}
 			}
@@ -396,7 +396,7 @@ func TestCostCold(t *testing.T) {
 		var firsts, why []string
 		for range 8 {
 			plan := mustPick(t, p, Request{Model: "m"}, t0)
-			firsts = append(firsts, plan.Deployments[0].Key.Provider)
+			firsts = append(firsts, plan.Deployments[0].Key().Provider)
 			why = append(why, plan.Deployments[0].Reason)
 		}
 		equal(t, firsts, []string{"c", "c", "a", "a", "b", "b", "c", "c"}, "first places")
@@ -421,9 +421,9 @@ func TestCostCold(t *testing.T) {
 		p := newPicker(t, ds, src, Options{Policy: Latency, ColdProbes: -1, Exploration: -1, Band: -1, Seed: 1,
 			SLO: SLO{MaxTTFT: time.Second}})
 		plan := mustPick(t, p, Request{Model: "m"}, t0)
-		equal(t, plan.Deployments[0].Key.Provider, "w", "measured deployment first")
+		equal(t, plan.Deployments[0].Key().Provider, "w", "measured deployment first")
 		for _, c := range plan.Deployments[1:] {
-			equal(t, c.Reason, ReasonCold, c.Key.String()+" reason")
+			equal(t, c.Reason, ReasonCold, c.Key().String()+" reason")
 		}
 	})
 }

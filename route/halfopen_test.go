@@ -84,7 +84,7 @@ func TestHalfOpenProbe(t *testing.T) {
 			for i, pk := range tt.picks {
 				plan, err := p.PickAt(Request{Model: "llama"}, t0.Add(pk.at))
 				require.NoError(t, err)
-				assert.Equal(t, pk.first, plan.Deployments[0].Key.String(), "pick %d at +%s: first", i, pk.at)
+				assert.Equal(t, pk.first, plan.Deployments[0].Key().String(), "pick %d at +%s: first", i, pk.at)
 				assert.Equal(t, pk.reason, plan.Deployments[0].Reason, "pick %d at +%s: reason", i, pk.at)
 				assert.Len(t, plan.Deployments, 3, "pick %d: every deployment is in the plan", i)
 			}
@@ -124,7 +124,7 @@ func TestHalfOpenProbeNotTaken(t *testing.T) {
 			}
 			plan, err := p.PickAt(tt.req, t0)
 			require.NoError(t, err)
-			assert.Equal(t, tt.first, plan.Deployments[0].Key.String(), "first")
+			assert.Equal(t, tt.first, plan.Deployments[0].Key().String(), "first")
 			assert.Equal(t, tt.reason, plan.Deployments[0].Reason, "reason")
 			assert.Zero(t, p.Stats().HalfOpenProbes)
 		})
@@ -162,7 +162,7 @@ func TestHalfOpenRecovery(t *testing.T) {
 				plan, err := p.PickAt(Request{Model: "llama"}, now)
 				require.NoError(t, err)
 				c := plan.Deployments[0]
-				if c.Key == fast {
+				if c.Key() == fast {
 					first++
 					want := ReasonBest
 					if ph.state == BreakerHalfOpen {
@@ -170,7 +170,7 @@ func TestHalfOpenRecovery(t *testing.T) {
 					}
 					assert.Equal(t, want, c.Reason)
 				} else {
-					assert.Equal(t, "cheap/eu/llama", c.Key.String(), "next best by throughput")
+					assert.Equal(t, "cheap/eu/llama", c.Key().String(), "next best by throughput")
 				}
 				now = now.Add(step)
 			}

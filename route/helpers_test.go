@@ -77,7 +77,7 @@ func strictOrder() Options {
 func order(p Plan) []string {
 	out := make([]string, len(p.Deployments))
 	for i, c := range p.Deployments {
-		out[i] = c.Key.String()
+		out[i] = c.Key().String()
 	}
 	return out
 }

@@ -819,7 +819,7 @@ func splitmix(x uint64) uint64 {
 
 // materialize builds the Plan from s.order (included, in order) and the
 // excluded items, in one allocation; a second one holds the concrete copies
-// of wildcard deployments, if any.
+// of wildcard deployments, and their keys, if any.
 func (p *Picker) materialize(s *scratch, policyName string) Plan {
 	nExcl := 0
 	for i := range s.items {
@@ -828,9 +828,9 @@ func (p *Picker) materialize(s *scratch, policyName string) Plan {
 		}
 	}
 	out := make([]Candidate, len(s.order)+nExcl)
-	var wild []Deployment
+	var wild []concrete
 	if s.nWild > 0 {
-		wild = make([]Deployment, 0, s.nWild)
+		wild = make([]concrete, 0, s.nWild)
 	}
 	for i, o := range s.order {
 		p.candidate(&out[i], s, &s.items[o], &wild)
@@ -853,23 +853,25 @@ func (p *Picker) materialize(s *scratch, policyName string) Plan {
 	return plan
 }
 
-// candidate fills c from it. c.Deployment points into p.ds, or for a
-// wildcard deployment into a concrete copy appended to *wild (whose capacity
-// covers every wildcard candidate, so earlier pointers stay valid).
-func (p *Picker) candidate(c *Candidate, s *scratch, it *item, wild *[]Deployment) {
-	d := &p.ds[it.idx]
+// concrete is a wildcard deployment made concrete for one Plan, with its key.
+type concrete struct {
+	d Deployment
+	k measure.Key
+}
+
+// candidate fills c from it. c.Deployment and c.key point into p.ds and
+// p.keys, or for a wildcard deployment into a concrete copy appended to
+// *wild (whose capacity covers every wildcard candidate, so earlier pointers
+// stay valid).
+func (p *Picker) candidate(c *Candidate, s *scratch, it *item, wild *[]concrete) {
 	if p.meta[it.idx].wild {
-		*wild = append(*wild, *d)
-		d = &(*wild)[len(*wild)-1]
-		d.Model = s.models[it.model].name
-	}
-	c.Deployment = d
-	// Field by field: a whole-struct copy of a Key into the heap takes the
-	// bulk write-barrier path while the GC is marking.
-	k := &p.keys[it.idx]
-	c.Key.Provider, c.Key.Region, c.Key.Model = k.Provider, k.Region, k.Model
-	if p.meta[it.idx].wild {
-		c.Key.Model = s.models[it.model].keyModel
+		*wild = append(*wild, concrete{d: p.ds[it.idx], k: p.keys[it.idx]})
+		w := &(*wild)[len(*wild)-1]
+		w.d.Model = s.models[it.model].name
+		w.k.Model = s.models[it.model].keyModel
+		c.Deployment, c.key = &w.d, &w.k
+	} else {
+		c.Deployment, c.key = &p.ds[it.idx], &p.keys[it.idx]
 	}
 	c.Score = it.score
 	c.Violations = it.viol

@@ -65,7 +65,7 @@ func TestPolicyOrder(t *testing.T) {
 			equal(t, plan.Deployments[0].Reason, ReasonBest, "first reason")
 			for _, c := range plan.Deployments[1:] {
 				if c.Reason != ReasonRanked && c.Reason != ReasonSLO {
-					t.Errorf("%s reason = %q", c.Key, c.Reason)
+					t.Errorf("%s reason = %q", c.Key(), c.Reason)
 				}
 			}
 		})
@@ -93,7 +93,7 @@ func TestCostTiesGoToThroughput(t *testing.T) {
 	o.Band = 0
 	p = newPicker(t, []Deployment{a, b, c}, src, o)
 	for range 50 {
-		equal(t, mustPick(t, p, Request{Model: "m"}, t0).Deployments[0].Key.Provider, "b", "first")
+		equal(t, mustPick(t, p, Request{Model: "m"}, t0).Deployments[0].Key().Provider, "b", "first")
 	}
 }
 
@@ -183,13 +183,13 @@ func TestSLO(t *testing.T) {
 			}
 			var ex []string
 			for _, c := range plan.Excluded {
-				ex = append(ex, c.Key.String())
+				ex = append(ex, c.Key().String())
 				equal(t, c.Reason, ReasonStrictSLO, "excluded reason")
 			}
 			equal(t, ex, tt.excluded, "excluded")
 			for _, c := range append(plan.Deployments, plan.Excluded...) {
-				if v, ok := tt.viol[c.Key.String()]; ok {
-					equal(t, c.Violations, v, c.Key.String()+" violations")
+				if v, ok := tt.viol[c.Key().String()]; ok {
+					equal(t, c.Violations, v, c.Key().String()+" violations")
 					if c.Reason != ReasonStrictSLO {
 						equal(t, c.Reason, ReasonSLO, "reason")
 					}
@@ -318,7 +318,7 @@ func TestModelFallbacks(t *testing.T) {
 	c := plan.Deployments[0]
 	equal(t, c.Deployment.Model, "mistral", "concrete Model")
 	equal(t, c.Deployment.WireModel(), "mistral", "WireModel")
-	equal(t, c.Deployment.Key(), c.Key, "Key matches Deployment.Key()")
+	equal(t, c.Deployment.Key(), c.Key(), "Key matches Deployment.Key()")
 	equal(t, c.Reason, ReasonColdProbe, "reason for the only, cold candidate")
 }
 
@@ -356,7 +356,7 @@ func TestAffinity(t *testing.T) {
 				p.Served("session-1", slow, t0)
 			}
 			plan := mustPick(t, p, Request{Model: "llama", CacheKey: tt.cacheKey, SLO: tt.slo}, t0.Add(tt.at))
-			equal(t, plan.Deployments[0].Key.String(), tt.first, "first")
+			equal(t, plan.Deployments[0].Key().String(), tt.first, "first")
 			equal(t, plan.Deployments[0].Reason, tt.reason, "reason")
 			st := p.Stats()
 			equal(t, [3]uint64{st.AffinityHits, st.AffinityMisses, st.AffinityBroken}, [3]uint64{tt.hits, tt.misses, tt.broken}, "hits, misses, broken")
@@ -386,7 +386,7 @@ func TestAffinityDisabledAndBounded(t *testing.T) {
 	equal(t, mustPick(t, p, Request{Model: "llama", CacheKey: "newest"}, t0).Deployments[0].Reason, ReasonAffinity, "newest key")
 	// Re-serving refreshes the TTL.
 	p.Served("newest", ds[2].Key(), t0.Add(4*time.Minute))
-	equal(t, mustPick(t, p, Request{Model: "llama", CacheKey: "newest"}, t0.Add(8*time.Minute)).Deployments[0].Key, ds[2].Key(), "refreshed key")
+	equal(t, mustPick(t, p, Request{Model: "llama", CacheKey: "newest"}, t0.Add(8*time.Minute)).Deployments[0].Key(), ds[2].Key(), "refreshed key")
 }
 
 func TestHealth(t *testing.T) {
@@ -426,7 +426,7 @@ func TestHealth(t *testing.T) {
 			equal(t, reasons(plan), tt.reasons, "reasons")
 			var ex []string
 			for _, c := range plan.Excluded {
-				ex = append(ex, c.Key.String())
+				ex = append(ex, c.Key().String())
 				equal(t, c.Reason, ReasonOpen, "excluded reason")
 			}
 			equal(t, ex, tt.excluded, "excluded")

@@ -47,13 +47,28 @@ const (
 // modified; copy the value (*c.Deployment) to change it.
 type Candidate struct {
 	Deployment *Deployment // concrete: a wildcard deployment has Model set to the requested model; read-only
-	Key        measure.Key // Deployment.Key(), for measure and fallback
 	Score      float64     // higher is better; never NaN
 	Reason     string      // one of the Reason constants
 	Demoted    bool        // violates a constraint or is unhealthy, placed behind compliant ones
 	Violations Violation   // which SLO constraints it violates
 	Expected   Expected    // the blended statistics used
 	Cost       float64     // expected cost of this request in USD
+
+	key *measure.Key // precomputed by the Picker; nil in a Candidate built by hand
+}
+
+// Key returns Deployment.Key(), the measure.Key the candidate's statistics,
+// breaker and affinity are kept under. For a Candidate from Pick it is
+// precomputed and does not allocate; for one built by hand it is computed
+// from Deployment, and a Candidate with a nil Deployment gives the zero Key.
+func (c Candidate) Key() measure.Key {
+	switch {
+	case c.key != nil:
+		return *c.key
+	case c.Deployment != nil:
+		return c.Deployment.Key()
+	}
+	return measure.Key{}
 }
 
 // Explain returns a one-line summary for logs, e.g.
@@ -83,7 +98,12 @@ func (p Plan) Explain() string {
 }
 
 func (c *Candidate) explain(b *strings.Builder) {
-	b.WriteString(c.Key.String())
+	k := c.Key()
+	b.WriteString(k.Provider)
+	b.WriteByte('/')
+	b.WriteString(k.Region)
+	b.WriteByte('/')
+	b.WriteString(k.Model)
 	b.WriteString(" [")
 	b.WriteString(c.Reason)
 	if c.Violations != 0 {

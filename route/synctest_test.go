@@ -28,17 +28,17 @@ func TestPickUsesTheClock(t *testing.T) {
 			return plan.Deployments[0]
 		}
 		equal(t, first(Request{Model: "llama"}).Reason, ReasonColdProbe, "probe")
-		equal(t, first(Request{Model: "llama"}).Key, ds[2].Key(), "fast is cooling; cheap is next")
+		equal(t, first(Request{Model: "llama"}).Key(), ds[2].Key(), "fast is cooling; cheap is next")
 
 		p.Served("s", ds[1].Key(), time.Now())
 		time.Sleep(time.Minute)
 		equal(t, first(Request{Model: "llama", CacheKey: "s"}).Reason, ReasonAffinity, "affinity within TTL")
 		equal(t, first(Request{Model: "llama"}).Reason, ReasonColdProbe, "a new probe window")
-		equal(t, first(Request{Model: "llama"}).Key, ds[0].Key(), "cooldown over")
+		equal(t, first(Request{Model: "llama"}).Key(), ds[0].Key(), "cooldown over")
 
 		time.Sleep(5 * time.Minute)
 		if c := first(Request{Model: "llama", CacheKey: "s"}); c.Reason == ReasonAffinity {
-			t.Errorf("affinity after its TTL: %s", c.Key)
+			t.Errorf("affinity after its TTL: %s", c.Key())
 		}
 		equal(t, p.Stats().AffinityBroken, uint64(1), "expired affinity counted as broken")
 	})

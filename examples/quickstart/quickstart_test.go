@@ -42,8 +42,8 @@ func TestRunThroughput(t *testing.T) {
 		healthy, slow, outage := res.Phases[0], res.Phases[1], res.Phases[2]
 		// Before the slowdown groq is the fastest and the router's choice;
 		// after it, fireworks is, and takes most of the traffic.
-		assert.Equal(t, "groq/us-east", label(healthy.Choice().Deployments[0].Key))
-		assert.Equal(t, "fireworks/eu-west", label(slow.Choice().Deployments[0].Key))
+		assert.Equal(t, "groq/us-east", label(healthy.Choice().Deployments[0].Key()))
+		assert.Equal(t, "fireworks/eu-west", label(slow.Choice().Deployments[0].Key()))
 		top, share := slow.Top()
 		assert.Equal(t, "fireworks/eu-west", top)
 		assert.Greater(t, share, 0.5)
@@ -83,7 +83,7 @@ func TestRunPolicies(t *testing.T) {
 				assert.Zero(t, res.Lost, out.String())
 				assert.Equal(t, res.Calls, res.Answered)
 				require.NotEmpty(t, res.Phases[1].Choice().Deployments)
-				assert.Equal(t, tt.want, label(res.Phases[1].Choice().Deployments[0].Key))
+				assert.Equal(t, tt.want, label(res.Phases[1].Choice().Deployments[0].Key()))
 				assert.Contains(t, out.String(), "policy "+tt.policy.String())
 			})
 		})

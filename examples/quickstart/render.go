@@ -188,11 +188,11 @@ func (s *sim) why(p phaseResult) string {
 			alt = c
 		}
 	}
-	out := label(first.Key) + " (" + first.Reason + ")"
+	out := label(first.Key()) + " (" + first.Reason + ")"
 	if m := s.metric(first); m != "" {
 		out += ": " + m
 		if alt != nil {
-			out += " vs " + s.metric(alt) + " at " + label(alt.Key)
+			out += " vs " + s.metric(alt) + " at " + label(alt.Key())
 		}
 	}
 	if len(p.openSeen) > 0 {
@@ -201,7 +201,7 @@ func (s *sim) why(p phaseResult) string {
 	var half []string
 	for _, c := range plan.Deployments {
 		if c.Reason == route.ReasonHalfOpen {
-			half = append(half, label(c.Key))
+			half = append(half, label(c.Key()))
 		}
 	}
 	if len(half) > 0 {

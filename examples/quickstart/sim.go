@@ -377,13 +377,13 @@ func (s *sim) decided(_ route.Request, plan route.Plan) {
 	if c := plan.Deployments[0]; c.Reason == route.ReasonBest || c.Reason == route.ReasonBand {
 		p.policyPlan = plan
 		if 2*(at-p.From) >= p.To-p.From {
-			p.latePicks[label(c.Key)]++
-			p.latePlan[label(c.Key)] = plan
+			p.latePicks[label(c.Key())]++
+			p.latePlan[label(c.Key())] = plan
 		}
 	}
 	for _, c := range plan.Excluded {
 		if c.Reason == route.ReasonOpen {
-			p.openSeen[label(c.Key)] = true
+			p.openSeen[label(c.Key())] = true
 		}
 	}
 }
