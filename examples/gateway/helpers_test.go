@@ -50,7 +50,11 @@ func benchChild(upstream string) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	srv := &http.Server{Handler: newGateway(c, options{})}
+	var h http.Handler = newGateway(c, options{})
+	if os.Getenv(childRelayEnv) != "" {
+		h = bareRelay(upstream + "/chat/completions")
+	}
+	srv := &http.Server{Handler: h}
 	go func() { _ = srv.Serve(ln) }()
 	if path := os.Getenv("GATEWAY_BENCH_CPUPROFILE"); path != "" {
 		if f, err := os.Create(path); err == nil {
@@ -61,6 +65,55 @@ func benchChild(upstream string) {
 	fmt.Println(ln.Addr().String())
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	_ = srv.Close()
+}
+
+// childRelayEnv, set with childUpstreamEnv, makes the child a bare relay
+// instead of the gateway: the CPU floor of any net/http proxy of these streams.
+const childRelayEnv = "GATEWAY_BENCH_RELAY"
+
+// bareRelay is the least a net/http streaming proxy can do: for every request
+// it posts one fixed streaming body to url (the one the gateway would send,
+// without parsing the client's) and relays the answer read by read, flushing
+// after each, with no parsing, routing or timing. It is the floor the
+// gateway's CPU per chunk is compared with; it is not a usable proxy.
+func bareRelay(url string) http.Handler {
+	tr := upstreamTransport()
+	body := []byte(`{"model":"m-wire","stream":true,"stream_options":{"include_usage":true},` + hi + `}`)
+	bufs := sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		up, err := http.NewRequestWithContext(r.Context(), http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		up.Header.Set("Content-Type", "application/json")
+		resp, err := tr.RoundTrip(up)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(resp.StatusCode)
+		rc := http.NewResponseController(w)
+		bp := bufs.Get().(*[]byte)
+		defer bufs.Put(bp)
+		for {
+			n, err := resp.Body.Read(*bp)
+			if n > 0 {
+				if _, werr := w.Write((*bp)[:n]); werr != nil {
+					return
+				}
+				if rc.Flush() != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
 }
 
 // dep is a deployment of logical model model by provider in region, served
