@@ -136,6 +136,7 @@ type entry struct {
 	price    tokenPrice
 	inflight atomic.Int64
 	est      atomic.Pointer[Estimate]
+	pruned   atomic.Bool // set with dead; read by handles without the lock
 
 	mu          sync.Mutex
 	dead        bool // pruned; Record and Begin look the key up again
@@ -443,13 +444,50 @@ func (r *Registry) Estimate(k Key) (Estimate, bool) {
 	if e == nil {
 		return Estimate{}, false
 	}
+	return (*handle)(e).Estimate()
+}
+
+// EstimateHandle reads one key's published Estimate without looking the key
+// up, for callers that read the same keys on every request (route's Picker).
+// Registry.Handle returns one. Implementations are safe for concurrent use
+// and never block.
+type EstimateHandle interface {
+	// Estimate returns the key's latest published Estimate, with InFlight
+	// read live, and whether it is OK: what Registry.Estimate returns for
+	// the key while Live is true. It takes no lock and allocates nothing.
+	Estimate() (Estimate, bool)
+	// Live reports whether the key is still kept. Once the key is pruned it
+	// returns false for good: the handle then keeps returning the last
+	// Estimate published before the prune, and the holder should call
+	// Registry.Handle again (a key recorded again after a prune starts afresh
+	// under a new handle).
+	Live() bool
+}
+
+// Handle returns a handle on k's Estimate, or nil when k is not kept (never
+// recorded or begun, or pruned since). The handle stays valid until k is
+// pruned; see EstimateHandle.Live. It takes no lock and allocates nothing.
+func (r *Registry) Handle(k Key) EstimateHandle {
+	e := (*r.keys.Load())[k]
+	if e == nil {
+		return nil
+	}
+	return (*handle)(e)
+}
+
+// handle is an entry seen through EstimateHandle.
+type handle entry
+
+func (h *handle) Estimate() (Estimate, bool) {
 	var est Estimate
-	if p := e.est.Load(); p != nil {
+	if p := h.est.Load(); p != nil {
 		est = *p
 	}
-	est.InFlight = e.inflight.Load()
+	est.InFlight = h.inflight.Load()
 	return est, est.OK
 }
+
+func (h *handle) Live() bool { return !h.pruned.Load() }
 
 var estimateQs = []float64{0.5, 0.95}
 
@@ -527,6 +565,7 @@ func (r *Registry) prune(now time.Time, refresh bool) int {
 		e.mu.Lock()
 		if e.inflight.Load() == 0 && t-e.lastSeen > int64(r.opts.TTL) {
 			e.dead = true
+			e.pruned.Store(true)
 			drop = append(drop, k)
 		} else if refresh {
 			r.refresh(e, now)

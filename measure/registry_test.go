@@ -464,3 +464,84 @@ func TestHotPathAllocs(t *testing.T) {
 	allocs = testing.AllocsPerRun(1000, func() { r.Estimate(kA) })
 	assert.Zero(t, allocs, "Estimate")
 }
+
+func TestHandle(t *testing.T) {
+	t.Run("unknown_key_is_nil", func(t *testing.T) {
+		r := NewRegistry(Options{})
+		assert.Nil(t, r.Handle(kA))
+	})
+	t.Run("reads_what_estimate_reads", func(t *testing.T) {
+		r := NewRegistry(Options{MinSamples: 2})
+		r.RecordAt(t0, kA, okSample(200*time.Millisecond, 100, tps.CacheCold))
+		h := r.Handle(kA)
+		require.NotNil(t, h)
+		require.True(t, h.Live())
+		est, ok := h.Estimate()
+		assert.False(t, ok, "one sample is below MinSamples")
+		want, wantOK := r.Estimate(kA)
+		assert.Equal(t, want, est)
+		assert.Equal(t, wantOK, ok)
+
+		r.RecordAt(t0.Add(time.Second), kA, okSample(300*time.Millisecond, 80, tps.CacheCold))
+		end := r.BeginAt(t0.Add(time.Second), kA)
+		defer end()
+		est, ok = h.Estimate()
+		assert.True(t, ok, "the same handle sees later samples")
+		assert.Equal(t, int64(2), est.Samples)
+		assert.Equal(t, int64(1), est.InFlight, "InFlight read live")
+		want, _ = r.Estimate(kA)
+		assert.Equal(t, want, est)
+	})
+	t.Run("pruned_handle_is_dead_and_a_new_one_starts_afresh", func(t *testing.T) {
+		r := NewRegistry(Options{TTL: time.Minute, MinSamples: 1})
+		r.RecordAt(t0, kA, okSample(200*time.Millisecond, 100, tps.CacheCold))
+		h := r.Handle(kA)
+		require.NotNil(t, h)
+		require.Equal(t, 1, r.PruneAt(t0.Add(2*time.Minute)))
+		assert.False(t, h.Live())
+		assert.Nil(t, r.Handle(kA), "pruned key")
+
+		r.RecordAt(t0.Add(3*time.Minute), kA, okSample(time.Second, 10, tps.CacheCold))
+		assert.False(t, h.Live(), "stays dead after the key is recorded again")
+		h2 := r.Handle(kA)
+		require.NotNil(t, h2)
+		assert.True(t, h2.Live())
+		est, ok := h2.Estimate()
+		assert.True(t, ok)
+		assert.Equal(t, int64(1), est.Samples, "the new entry starts afresh")
+	})
+	t.Run("concurrent_prune_record_read", func(t *testing.T) {
+		r := NewRegistry(Options{TTL: time.Minute, MinSamples: 1})
+		var wg sync.WaitGroup
+		wg.Add(3)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				r.RecordAt(t0.Add(time.Duration(i)*time.Minute), kA, okSample(time.Second, 10, tps.CacheCold))
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				r.PruneAt(t0.Add(time.Duration(i)*time.Minute + 30*time.Second))
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			var h EstimateHandle
+			for range 2000 {
+				if h == nil || !h.Live() {
+					h = r.Handle(kA)
+				}
+				if h != nil {
+					est, ok := h.Estimate()
+					if ok && est.Samples < 1 {
+						t.Error("OK estimate with no samples")
+						return
+					}
+				}
+			}
+		}()
+		wg.Wait()
+	})
+}

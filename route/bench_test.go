@@ -3,11 +3,27 @@ package route
 import (
 	"fmt"
 	"testing"
+	"time"
+
+	"github.com/tpsroute/tpsroute/measure"
 )
 
 func benchPick(b *testing.B, n int, req Request, health Health) {
 	ds, src := spread(n)
 	p := newPicker(b, ds, src, Options{Seed: 1, Health: health})
+	if _, err := p.PickAt(req, t0); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := p.PickAt(req, t0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func benchPicker(b *testing.B, p *Picker, req Request) {
 	if _, err := p.PickAt(req, t0); err != nil {
 		b.Fatal(err)
 	}
@@ -26,7 +42,26 @@ func BenchmarkPick(b *testing.B) {
 		h := fakeHealth{}
 		benchPick(b, 16, Request{Model: "m", CacheKey: "session-1", SLO: SLO{MinTPS: 100}, Regions: []string{"us"}}, h)
 	})
+	b.Run("deployments=16/estimate-only", func(b *testing.B) {
+		ds, src := spread(16)
+		benchPicker(b, newPicker(b, ds, estimateOnly{src}, Options{Seed: 1}), Request{Model: "m"})
+	})
+	b.Run("deployments=16/registry", func(b *testing.B) {
+		ds, _ := spread(16)
+		reg := measure.NewRegistry(measure.Options{MinSamples: 1})
+		for i := range ds {
+			for j := range 5 {
+				reg.RecordAt(t0.Add(time.Duration(j)*time.Second), ds[i].Key(),
+					sample(time.Duration(100+10*i)*time.Millisecond, 1000/float64(i+1)))
+			}
+		}
+		benchPicker(b, newPicker(b, ds, reg, Options{Seed: 1}), Request{Model: "m"})
+	})
 	b.Run("deployments=256", func(b *testing.B) { benchPick(b, 256, Request{Model: "m"}, nil) })
+	b.Run("deployments=256/estimate-only", func(b *testing.B) {
+		ds, src := spread(256)
+		benchPicker(b, newPicker(b, ds, estimateOnly{src}, Options{Seed: 1}), Request{Model: "m"})
+	})
 	b.Run("deployments=256/models=16", func(b *testing.B) {
 		ds, src := spread(256)
 		for i := range ds {

@@ -16,17 +16,26 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// fakeSource is an in-memory Source with synthetic estimates. Like
-// measure.Registry it publishes an immutable map through an atomic pointer,
-// so Estimate is lock-free; set copies the map (tests only).
+// fakeSource is an in-memory HandleSource with synthetic estimates. Like
+// measure.Registry it publishes an immutable map of per-key entries through
+// an atomic pointer, so Estimate and Handle are lock-free, and an entry's
+// estimate is an atomic pointer, so a handle sees later set calls; set
+// copies the map when it adds a key (tests only).
 type fakeSource struct {
 	mu   sync.Mutex
-	snap atomic.Pointer[map[measure.Key]*measure.Estimate]
+	snap atomic.Pointer[map[measure.Key]*fakeEntry]
 }
+
+type fakeEntry struct {
+	est atomic.Pointer[measure.Estimate]
+}
+
+func (e *fakeEntry) Estimate() (measure.Estimate, bool) { return *e.est.Load(), true }
+func (e *fakeEntry) Live() bool                         { return true }
 
 func newSource() *fakeSource {
 	f := &fakeSource{}
-	m := map[measure.Key]*measure.Estimate{}
+	m := map[measure.Key]*fakeEntry{}
 	f.snap.Store(&m)
 	return f
 }
@@ -36,16 +45,36 @@ func (f *fakeSource) Estimate(k measure.Key) (measure.Estimate, bool) {
 	if e == nil {
 		return measure.Estimate{}, false
 	}
-	return *e, true
+	return e.Estimate()
+}
+
+func (f *fakeSource) Handle(k measure.Key) measure.EstimateHandle {
+	e := (*f.snap.Load())[k]
+	if e == nil {
+		return nil
+	}
+	return e
 }
 
 func (f *fakeSource) set(k measure.Key, e measure.Estimate) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if old := (*f.snap.Load())[k]; old != nil {
+		old.est.Store(&e)
+		return
+	}
 	m := maps.Clone(*f.snap.Load())
-	m[k] = &e
+	fe := &fakeEntry{}
+	fe.est.Store(&e)
+	m[k] = fe
 	f.snap.Store(&m)
 }
+
+// estimateOnly hides a source's Handle method, so the Picker reads it
+// through Source.Estimate alone.
+type estimateOnly struct{ s Source }
+
+func (e estimateOnly) Estimate(k measure.Key) (measure.Estimate, bool) { return e.s.Estimate(k) }
 
 // fakeHealth is an in-memory Health.
 type fakeHealth map[measure.Key]Status

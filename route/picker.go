@@ -23,6 +23,21 @@ type Source interface {
 	Estimate(k measure.Key) (measure.Estimate, bool)
 }
 
+// HandleSource is a Source that also hands out stable per-key handles, so
+// that Pick reads a configured deployment's Estimate through an atomic
+// pointer instead of hashing its key on every call. *measure.Registry
+// implements it. The Picker asks for a deployment's handle the first time it
+// needs it, and again whenever the handle is no longer Live (the key was
+// pruned) or Handle returned nil (the key has no statistics yet); wildcard
+// deployments, whose key depends on the request, always use Estimate.
+// Implementations must be safe for concurrent use and must not block.
+type HandleSource interface {
+	Source
+	// Handle returns a handle on k's Estimate, or nil when k has no
+	// statistics (Estimate would report the zero Estimate and false).
+	Handle(k measure.Key) measure.EstimateHandle
+}
+
 // ErrNoDeployment means no configured deployment can serve the request: the
 // model, a pinned provider, region or revision is unknown, the pins leave
 // nothing, or a strict SLO drops everything. The error Pick returns wraps it
@@ -134,6 +149,8 @@ type Picker struct {
 	provs    map[string]struct{}
 	regions  map[string]struct{}
 	src      Source
+	hsrc     HandleSource           // src, when it hands out handles
+	handles  []atomic.Pointer[hbox] // per deployment: its resolved handle; nil none yet
 	opts     Options
 	seed     uint64
 	coldMax  int64
@@ -165,6 +182,9 @@ type meta struct {
 	wild   bool
 	weight float64 // weight(Deployment.Weight)
 }
+
+// hbox holds a resolved measure.EstimateHandle behind an atomic pointer.
+type hbox struct{ h measure.EstimateHandle }
 
 type coldState struct {
 	window atomic.Int64 // start of the current window, unix nanoseconds
@@ -200,6 +220,10 @@ func NewPicker(ds []Deployment, src Source, opts Options) (*Picker, error) {
 		cold:    make([]coldState, len(ds)),
 		halfWin: int64(opts.HalfOpenProbeInterval),
 		half:    make([]atomic.Int64, len(ds)),
+	}
+	if hs, ok := src.(HandleSource); ok {
+		p.hsrc = hs
+		p.handles = make([]atomic.Pointer[hbox], len(ds))
 	}
 	if p.seed == 0 {
 		var b [8]byte
@@ -469,7 +493,7 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 		}
 		k := p.keyOf(s, it)
 		if p.src != nil {
-			est, ok := p.src.Estimate(k)
+			est, ok := p.estimate(it.idx, k)
 			blend(&it.exp, &est, ok, p.opts.TTFTPercentile, p.opts.TPSPercentile)
 		}
 		it.cold = !it.exp.OK
@@ -896,6 +920,27 @@ func (p *Picker) candidate(c *Candidate, s *scratch, it *item, wild *[]concrete)
 	default:
 		c.Reason = ReasonRanked
 	}
+}
+
+// estimate reads the statistics of deployment idx, whose key is k: through
+// its handle when the Source hands them out (resolving it when missing or
+// no longer live), else through Source.Estimate.
+func (p *Picker) estimate(idx int32, k measure.Key) (measure.Estimate, bool) {
+	if p.hsrc == nil || p.meta[idx].wild {
+		return p.src.Estimate(k)
+	}
+	slot := &p.handles[idx]
+	if b := slot.Load(); b != nil && b.h.Live() {
+		return b.h.Estimate()
+	}
+	// Concurrent picks may resolve at once and store in any order; a stale
+	// handle stored last is not Live and is resolved again next time.
+	h := p.hsrc.Handle(k)
+	if h == nil {
+		return measure.Estimate{}, false
+	}
+	slot.Store(&hbox{h: h})
+	return h.Estimate()
 }
 
 // keyOf returns the measure.Key of it: the precomputed key, or for a wildcard
