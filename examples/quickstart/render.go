@@ -200,12 +200,12 @@ func (s *sim) why(p phaseResult) string {
 	}
 	var half []string
 	for _, c := range plan.Deployments {
-		if c.Reason == route.ReasonHalfOpen {
+		if c.Reason == route.ReasonHalfOpen || c.Reason == route.ReasonHalfOpenProbe {
 			half = append(half, label(c.Key()))
 		}
 	}
 	if len(half) > 0 {
-		out += "; half-open, tried last: " + strings.Join(half, ", ")
+		out += "; half-open (probing): " + strings.Join(half, ", ")
 	}
 	return out
 }
