@@ -179,8 +179,10 @@ const (
 // meta is what Pick reads of a deployment on every call, precomputed so the
 // hot loops neither compare strings nor touch the whole Deployment.
 type meta struct {
-	wild   bool
-	weight float64 // weight(Deployment.Weight)
+	wild     bool
+	weight   float64 // weight(Deployment.Weight)
+	priceIn  float64 // Price.Input
+	priceOut float64 // Price.Output
 }
 
 // hbox holds a resolved measure.EstimateHandle behind an atomic pointer.
@@ -248,7 +250,7 @@ func NewPicker(ds []Deployment, src Source, opts Options) (*Picker, error) {
 			k.Model = Wildcard // replaced by the requested model per pick
 		}
 		p.keys[i] = k
-		p.meta[i] = meta{wild: d.IsWildcard(), weight: weight(d.Weight)}
+		p.meta[i] = meta{wild: d.IsWildcard(), weight: weight(d.Weight), priceIn: d.Price.Input, priceOut: d.Price.Output}
 		if d.IsWildcard() {
 			p.wild = append(p.wild, int32(i))
 		} else {
@@ -462,6 +464,8 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 	// Cost needs no samples: prices are known up front, so cold deployments
 	// are ordered by expected cost too (see chooseFirst).
 	s.costly = scorer == nil && req.Policy == Cost
+	checkSLO := slo.MaxTTFT > 0 || slo.MinTPS > 0 || slo.MaxPrice > 0 || slo.MaxErrorRate > 0
+	in, out := float64(req.ExpectedInputTokens), float64(req.ExpectedOutputTokens)
 
 	if err := p.checkPins(req); err != nil {
 		return Plan{Policy: policyName}, err
@@ -479,26 +483,30 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 		return Plan{Policy: policyName}, p.noDeployment(req, s.models)
 	}
 
-	// Score and classify.
+	// Statistics, then score and classify.
+	if p.src != nil {
+		p.readEstimates(s)
+	}
 	open, usable := 0, 0
+	health := p.opts.Health
 	var wd Deployment
 	for i := range s.items {
 		it := &s.items[i]
+		m := &p.meta[it.idx]
 		d := &p.ds[it.idx]
-		if p.meta[it.idx].wild {
+		kp := &p.keys[it.idx]
+		var wk measure.Key
+		if m.wild {
 			wd = *d
 			wd.Model = s.models[it.model].name
 			d = &wd
+			wk = p.keyOf(s, it)
+			kp = &wk
 			s.nWild++
 		}
-		k := p.keyOf(s, it)
-		if p.src != nil {
-			est, ok := p.estimate(it.idx, k)
-			blend(&it.exp, &est, ok, p.opts.TTFTPercentile, p.opts.TPSPercentile)
-		}
 		it.cold = !it.exp.OK
-		if p.opts.Health != nil {
-			st := p.opts.Health.Status(k, now)
+		if health != nil {
+			st := health.Status(*kp, now)
 			switch {
 			case st.Breaker == BreakerOpen:
 				it.health = healthOpen
@@ -513,9 +521,11 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 				it.health = healthHalfOpen
 			}
 		}
-		it.viol = slo.check(d, &it.exp)
-		if it.viol != 0 && slo.Strict {
-			it.excl = exclStrict
+		if checkSLO {
+			it.viol = slo.check(m.priceOut, &it.exp)
+			if it.viol != 0 && slo.Strict {
+				it.excl = exclStrict
+			}
 		}
 		if it.excl == exclNone && it.health != healthOpen {
 			usable++
@@ -531,14 +541,17 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 			prov = uint64(min(indexOf(req.Providers, d.Provider), 1<<20))
 		}
 		it.sort = uint64(it.model)<<48 | uint64(it.health)<<40 | v<<32 | prov<<8 | c
-		it.cost = d.ExpectedCost(req.ExpectedInputTokens, req.ExpectedOutputTokens)
-		if scorer != nil {
+		it.cost = (in*m.priceIn + out*m.priceOut) / 1e6
+		switch {
+		case scorer != nil:
 			it.score = clamp(scorer.Score(*d, it.exp, req))
-		} else {
-			it.score = req.Policy.score(d, &it.exp, req)
-			if req.Policy == Cost && it.exp.TPSOK {
+		case req.Policy == Cost:
+			it.score = clamp(-it.cost)
+			if it.exp.TPSOK {
 				it.tie = clamp(it.exp.TPS)
 			}
+		default:
+			it.score = req.Policy.score(d, &it.exp, req)
 		}
 	}
 	// Open breakers are excluded, unless every remaining candidate is open:
@@ -922,24 +935,55 @@ func (p *Picker) candidate(c *Candidate, s *scratch, it *item, wild *[]concrete)
 	}
 }
 
-// estimate reads the statistics of deployment idx, whose key is k: through
-// its handle when the Source hands them out (resolving it when missing or
-// no longer live), else through Source.Estimate.
-func (p *Picker) estimate(idx int32, k measure.Key) (measure.Estimate, bool) {
-	if p.hsrc == nil || p.meta[idx].wild {
-		return p.src.Estimate(k)
+// readEstimates sets every item's Expected from the Source: through the
+// deployment's handle when the Source hands them out (decided once, in
+// NewPicker), else through Source.Estimate. The two loops are kept apart so
+// that a plain Source pays nothing for the handle machinery.
+func (p *Picker) readEstimates(s *scratch) {
+	tAt, pAt := p.opts.TTFTPercentile, p.opts.TPSPercentile
+	items := s.items
+	if p.hsrc == nil {
+		for i := range items {
+			it := &items[i]
+			var est measure.Estimate
+			var ok bool
+			if p.meta[it.idx].wild {
+				est, ok = p.src.Estimate(p.keyOf(s, it))
+			} else {
+				est, ok = p.src.Estimate(p.keys[it.idx])
+			}
+			blend(&it.exp, &est, ok, tAt, pAt)
+		}
+		return
 	}
-	slot := &p.handles[idx]
-	if b := slot.Load(); b != nil && b.h.Live() {
-		return b.h.Estimate()
+	for i := range items {
+		it := &items[i]
+		var est measure.Estimate
+		var ok bool
+		if b := p.handles[it.idx].Load(); b != nil && b.h.Live() {
+			est, ok = b.h.Estimate()
+		} else {
+			est, ok = p.resolveEstimate(s, it)
+		}
+		blend(&it.exp, &est, ok, tAt, pAt)
+	}
+}
+
+// resolveEstimate reads it's statistics when its deployment has no live
+// handle: a wildcard deployment (whose key depends on the request) always
+// reads Source.Estimate; any other asks the HandleSource for a handle and
+// keeps it for the next picks.
+func (p *Picker) resolveEstimate(s *scratch, it *item) (measure.Estimate, bool) {
+	if p.meta[it.idx].wild {
+		return p.src.Estimate(p.keyOf(s, it))
 	}
 	// Concurrent picks may resolve at once and store in any order; a stale
 	// handle stored last is not Live and is resolved again next time.
-	h := p.hsrc.Handle(k)
+	h := p.hsrc.Handle(p.keys[it.idx])
 	if h == nil {
 		return measure.Estimate{}, false
 	}
-	slot.Store(&hbox{h: h})
+	p.handles[it.idx].Store(&hbox{h: h})
 	return h.Estimate()
 }
 

@@ -66,10 +66,11 @@ func (v Violation) String() string {
 	return strings.Join(parts, ",")
 }
 
-// check returns what d with statistics e violates.
-func (s SLO) check(d *Deployment, e *Expected) Violation {
+// check returns what a deployment with output price priceOut (USD per
+// million tokens) and statistics e violates.
+func (s SLO) check(priceOut float64, e *Expected) Violation {
 	var v Violation
-	if s.MaxPrice > 0 && d.Price.Output > s.MaxPrice {
+	if s.MaxPrice > 0 && priceOut > s.MaxPrice {
 		v |= ViolatesPrice
 	}
 	if e.Samples > 0 && s.MaxErrorRate > 0 && e.ErrorRate > s.MaxErrorRate {
