@@ -205,6 +205,21 @@ func TestFinishGrace(t *testing.T) {
 			assert.Equal(t, done+fallback.DefaultFinishGrace, time.Since(start))
 		})
 	})
+	t.Run("call_override", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			tp := (&tape{}).role()
+			tp.words(3)
+			tp.after(50 * time.Millisecond).finish(0)
+			lastData := tp.at
+			tp.keepAlives(100*time.Millisecond, time.Hour)
+			e := newEnv(map[string]replay.Script{"a-m": tp.cassette("hang")}, fallback.Options{})
+			start := time.Now()
+			res, err := e.do(t, planOf(a), fallback.Call{Stream: true, FinishGrace: 300 * time.Millisecond})
+			require.NoError(t, err)
+			require.NoError(t, drain(t, res.Body).err)
+			assert.Equal(t, lastData+300*time.Millisecond, time.Since(start))
+		})
+	})
 }
 
 // TestChoicesFinish: with n>1 (Q21) the stream has finished only when every

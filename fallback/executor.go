@@ -160,7 +160,7 @@ func (e *Executor) Do(ctx context.Context, plan route.Plan, c Call) (*Result, er
 		ttftTO:     pick(c.TTFTTimeout, e.opts.TTFTTimeout),
 		stallTO:    pick(c.StallTimeout, e.opts.StallTimeout),
 		maxTO:      pick(c.MaxDuration, e.opts.MaxDuration),
-		graceTO:    e.opts.FinishGrace,
+		graceTO:    pick(c.FinishGrace, e.opts.FinishGrace),
 		choices:    max(1, gjson.GetBytes(body, "n").Int()),
 		mid:        c.MidStream,
 		stream:     c.Stream,

@@ -261,9 +261,10 @@ type Call struct {
 	Stream bool
 	// Build builds each attempt's request. Nil means DefaultBuild.
 	Build BuildFunc
-	// HeadersTimeout, TTFTTimeout, StallTimeout and MaxDuration override
-	// Options; zero inherits, negative disables.
-	HeadersTimeout, TTFTTimeout, StallTimeout, MaxDuration time.Duration
+	// HeadersTimeout, TTFTTimeout, StallTimeout, MaxDuration and FinishGrace
+	// override the Options fields of the same names for this call; zero
+	// inherits, negative disables.
+	HeadersTimeout, TTFTTimeout, StallTimeout, MaxDuration, FinishGrace time.Duration
 	// MidStream overrides Options.MidStream; MidStreamDefault inherits.
 	MidStream MidStreamPolicy
 	// NoHedge disables hedging for this call.
