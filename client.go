@@ -284,6 +284,11 @@ func (c *Client) do(ctx context.Context, body []byte, hdr http.Header, cc *callC
 		NoHedge:              !(c.hedgeDefault || cc.hedge),
 		NoFallback:           cc.req.NoFallbacks,
 		EstimatedInputTokens: req.ExpectedInputTokens,
+		HeadersTimeout:       cc.deadlines.Headers,
+		TTFTTimeout:          cc.deadlines.TTFT,
+		StallTimeout:         cc.deadlines.Stall,
+		MaxDuration:          cc.deadlines.MaxDuration,
+		FinishGrace:          cc.deadlines.FinishGrace,
 	})
 	if err != nil {
 		return nil, cl, err

@@ -2,8 +2,10 @@ package tpsroute
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -137,5 +139,86 @@ func TestModels(t *testing.T) {
 			c := mustNew(t, Config{Deployments: tt.deps})
 			assert.Equal(t, tt.want, c.Models())
 		})
+	}
+}
+
+// TestWithDeadlines: per-call deadline overrides reach fallback through every
+// door (NewStreaming, Do, the Transport), and a negative field turns a
+// deadline off for that call only.
+func TestWithDeadlines(t *testing.T) {
+	type door func(c *Client, opts ...CallOption) (provider string, err error)
+	viaStream := func(c *Client, opts ...CallOption) (string, error) {
+		s := c.Chat.Completions.NewStreaming(context.Background(), userParams("m", "hi"), opts...)
+		defer s.Close()
+		_, err := drain(t, s)
+		return s.Deployment().Provider, err
+	}
+	viaDo := func(c *Client, opts ...CallOption) (string, error) {
+		r, err := c.Do(context.Background(), []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`), opts...)
+		if err != nil {
+			return "", err
+		}
+		defer r.Body.Close()
+		_, err = io.Copy(io.Discard, r.Body)
+		return r.Deployment().Provider, err
+	}
+	viaTransport := func(c *Client, opts ...CallOption) (string, error) {
+		var rep Report
+		ctx := ContextWithOptions(context.Background(), append(opts, WithReport(&rep))...)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://x.invalid/v1/chat/completions",
+			strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+		require.NoError(t, err)
+		resp, err := c.Transport().RoundTrip(req)
+		require.NoError(t, err)
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return "", rep.Err
+		}
+		return rep.Deployment.Provider, err
+	}
+	doors := map[string]door{"NewStreaming": viaStream, "Do": viaDo, "Transport": viaTransport}
+	tests := []struct {
+		name     string
+		opts     []CallOption
+		provider string        // "" means the call fails
+		wantErr  error         // with this error
+		elapsed  time.Duration // virtual time the call takes
+	}{
+		{"config_ttft_waits_for_the_slow_answer", nil, "a", nil, 5 * time.Second},
+		{"ttft_override_fails_over", []CallOption{WithDeadlines(Deadlines{TTFT: time.Second})}, "b", nil, time.Second},
+		{"later_option_replaces", []CallOption{WithDeadlines(Deadlines{TTFT: time.Second}), WithDeadlines(Deadlines{})}, "a", nil, 5 * time.Second},
+		{"max_duration_override_ends_the_attempt", []CallOption{WithoutFallback(), WithDeadlines(Deadlines{MaxDuration: 2 * time.Second})},
+			"", fallback.ErrMaxDuration, 2 * time.Second},
+		{"headers_off_ttft_tight", []CallOption{WithDeadlines(Deadlines{Headers: -1, TTFT: 3 * time.Second})}, "b", nil, 3 * time.Second},
+	}
+	for name, call := range doors {
+		for _, tt := range tests {
+			t.Run(name+"/"+tt.name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					f := newMemFleet()
+					slow := &replay.Profile{TTFT: 5 * time.Second, OutputTokens: 3}
+					fast := &replay.Profile{TTFT: 100 * time.Millisecond, OutputTokens: 3}
+					c := mustNew(t, Config{
+						HTTPClient: &http.Client{Transport: f},
+						Deployments: []route.Deployment{
+							dep("a", "", "m", f.add("a", map[string]replay.Script{"m": slow})),
+							dep("b", "", "m", f.add("b", map[string]replay.Script{"m": fast})),
+						},
+					})
+					start := time.Now()
+					got, err := call(c, append([]CallOption{WithPin("a", "")}, tt.opts...)...)
+					el := time.Since(start)
+					if tt.wantErr != nil {
+						require.ErrorIs(t, err, tt.wantErr)
+					} else {
+						require.NoError(t, err)
+					}
+					assert.Equal(t, tt.provider, got)
+					assert.GreaterOrEqual(t, el, tt.elapsed)
+					assert.Less(t, el, tt.elapsed+500*time.Millisecond)
+				})
+			})
+		}
 	}
 }

@@ -71,8 +71,9 @@
 // WithSLO (demotes deployments expected to miss a TTFT or TPS target),
 // WithMaxPrice (demotes), WithPriceCap (drops), WithModels (models to fall
 // back through),
-// WithCacheKey, WithHedge, WithRequestOptions (openai-go options) and
-// WithReport.
+// WithCacheKey, WithHedge, WithDeadlines (this call's headers, TTFT, stall,
+// max-duration and finish-grace deadlines instead of Config.Fallback's),
+// WithRequestOptions (openai-go options) and WithReport.
 //
 // # Cache hints
 //
