@@ -45,7 +45,7 @@ type Client struct {
 
 	deps   []route.Deployment // as configured, for serves
 	known  map[string]bool    // "provider:NAME" and "region:NAME" of every deployment
-	redact *strings.Replacer  // every configured API key -> [REDACTED]
+	redact *strings.Replacer  // every configured API key and credential header value -> [REDACTED]
 
 	oai     openai.ChatCompletionService // serialises params and decodes chunks over rt
 	oaiOpts []option.RequestOption       // appended to every call's options: routing owns these
@@ -125,6 +125,11 @@ func New(cfg Config) (*Client, error) {
 		if len(d.APIKey) >= 4 {
 			keys = append(keys, d.APIKey, "[REDACTED]")
 		}
+		for k, v := range d.Headers {
+			if len(v) >= 4 && credentialName(k) {
+				keys = append(keys, v, "[REDACTED]")
+			}
+		}
 	}
 	c.redact = strings.NewReplacer(keys...)
 
@@ -149,8 +154,51 @@ const internalBaseURL = "http://tpsroute.invalid/v1/"
 // wildcard deployments carry the model actually requested.
 func (c *Client) Stats() measure.Snapshot { return c.reg.Snapshot() }
 
-// Deployments returns a copy of the configured deployments, in order.
-func (c *Client) Deployments() []route.Deployment { return c.picker.Deployments() }
+// Deployments returns a copy of the configured deployments, in order, without
+// credentials: APIKey is empty and credential headers (see
+// publicDeployment) read "[REDACTED]".
+func (c *Client) Deployments() []route.Deployment {
+	ds := c.picker.Deployments()
+	for i := range ds {
+		ds[i] = publicDeployment(ds[i])
+	}
+	return ds
+}
+
+// publicDeployment returns d as it may be handed back to a caller, logged or
+// reported: APIKey cleared, and the value of every header whose name suggests
+// a credential (Authorization, api-key, X-Goog-Api-Key, Cookie, any name
+// with auth, key, token, secret, password, signature or credential in it)
+// replaced by "[REDACTED]" in a copy of Headers. Routing headers such as
+// X-Route-Region are kept.
+func publicDeployment(d route.Deployment) route.Deployment {
+	d.APIKey = ""
+	for k := range d.Headers {
+		if credentialName(k) {
+			h := make(map[string]string, len(d.Headers))
+			for k, v := range d.Headers {
+				if credentialName(k) {
+					v = "[REDACTED]"
+				}
+				h[k] = v
+			}
+			d.Headers = h
+			break
+		}
+	}
+	return d
+}
+
+// credentialName reports whether a header name suggests a credential.
+func credentialName(name string) bool {
+	n := strings.ToLower(name)
+	for _, w := range [...]string{"auth", "cookie", "key", "token", "secret", "password", "signature", "credential"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	return false
+}
 
 // Models returns the logical models the Client serves, in configuration
 // order, each once: every model name, followed by "model@revision" for each

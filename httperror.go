@@ -153,7 +153,8 @@ func (e *HTTPError) response(req *http.Request) *http.Response {
 //     "no_deployment_available".
 //   - anything else: 500 server_error.
 //
-// Every configured API key is replaced by "[REDACTED]" in the message, so a
+// Every configured API key and credential header value is replaced by
+// "[REDACTED]" in the message, so a
 // provider that echoes the key does not leak it. A nil err returns nil.
 func (c *Client) HTTPError(err error) *HTTPError {
 	if err == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -128,5 +129,51 @@ func TestRevisionPinAndWildcard(t *testing.T) {
 		_, ok2 := st.Lookup(measure.Key{Provider: "vllm", Region: "eu", Model: route.Wildcard})
 		assert.False(t, ok2, "never per wildcard")
 		assert.Equal(t, route.BreakerClosed, c.Status(measure.Key{Provider: "vllm", Region: "eu", Model: "qwen"}).Breaker)
+	})
+}
+
+// TestNoCredentialHandedBack: a deployment whose credential is a header
+// (Azure's api-key) rather than APIKey never has it handed back: not by
+// Stream.Deployment, Response.Deployment, Report, Client.Deployments nor an
+// HTTPError message that echoes it, and the configured map is not modified.
+func TestNoCredentialHandedBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const azureKey, bearer = "azure-secret-0123", "bearer-secret-4567"
+		f := newMemFleet()
+		echo := `{"error":{"message":"key ` + azureKey + ` is not valid for this model","type":"invalid_request_error"}}`
+		a := route.Deployment{Provider: "az", Model: "m", APIKey: bearer,
+			BaseURL: f.add("az", map[string]replay.Script{"m": &replay.Profile{OutputTokens: 3}, "bad": replay.WithFaults(&replay.Profile{}, replay.Status(400, echo, nil))}),
+			Headers: map[string]string{"api-key": azureKey, "X-Route-Region": "eastus"}}
+		wild := a
+		wild.Model, wild.Provider = route.Wildcard, "az2"
+		c := mustNew(t, Config{HTTPClient: &http.Client{Transport: f}, Deployments: []route.Deployment{a, wild}})
+
+		var rep Report
+		s := c.Chat.Completions.NewStreaming(context.Background(), userParams("m", "hi"), WithReport(&rep))
+		_, err := drain(t, s)
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+		r, err := c.Do(context.Background(), []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+		require.NoError(t, err)
+		require.NoError(t, r.Body.Close())
+		_, err = c.Chat.Completions.New(context.Background(), userParams("bad", "hi"))
+		require.Error(t, err)
+
+		got := map[string]route.Deployment{"Stream": s.Deployment(), "Response": r.Deployment(), "Report": rep.Deployment}
+		for i, d := range c.Deployments() {
+			got["Deployments"+strconv.Itoa(i)] = d
+		}
+		for name, d := range got {
+			assert.Empty(t, d.APIKey, name)
+			assert.Equal(t, "[REDACTED]", d.Headers["api-key"], name)
+			assert.Equal(t, "eastus", d.Headers["X-Route-Region"], "%s: routing headers are kept", name)
+		}
+		msg := c.HTTPError(err).Message
+		assert.NotContains(t, msg, azureKey)
+		assert.NotContains(t, msg, bearer)
+		assert.Equal(t, azureKey, a.Headers["api-key"], "the caller's map is not modified")
+		reqs := f.providers["az"].requests()
+		require.NotEmpty(t, reqs)
+		assert.Equal(t, azureKey, reqs[0].Header.Get("api-key"), "the provider still gets its key")
 	})
 }

@@ -196,7 +196,8 @@ func WithoutFallback() CallOption {
 // after the response body reached EOF or was closed (Transport).
 type Report struct {
 	// Deployment answered the call (after a mid-stream continuation, the one
-	// that continued), with its APIKey cleared. Zero if none answered.
+	// that continued), without credentials (APIKey empty, credential
+	// headers "[REDACTED]"). Zero if none answered.
 	Deployment route.Deployment
 	// Sample is the answering attempt's timing and usage.
 	Sample tps.Sample
@@ -221,8 +222,7 @@ func fillReport(r *Report, res *fallback.Result, err error) {
 	}
 	*r = Report{Err: err}
 	if res != nil {
-		r.Deployment = res.Deployment()
-		r.Deployment.APIKey = ""
+		r.Deployment = publicDeployment(res.Deployment())
 		r.Sample = res.Sample()
 		r.Attempts = res.Attempts()
 		return

@@ -68,12 +68,11 @@ type Response struct {
 }
 
 // Deployment returns the deployment that answered (after a mid-stream
-// continuation, the one that continued), with its APIKey cleared. For a
-// wildcard deployment, Model is the model requested.
+// continuation, the one that continued), without credentials (APIKey empty,
+// credential headers "[REDACTED]"). For a wildcard deployment, Model is the
+// model requested.
 func (r *Response) Deployment() route.Deployment {
-	d := r.res.Deployment()
-	d.APIKey = "" // never hand a credential back
-	return d
+	return publicDeployment(r.res.Deployment())
 }
 
 // Attempts returns every attempt of the call so far, in order: failed ones

@@ -198,14 +198,13 @@ func (s *Stream) Sample() tps.Sample {
 
 // Deployment returns the deployment that answered (after a mid-stream
 // continuation, the one that continued), or the zero Deployment if none did.
-// For a wildcard deployment, Model is the model requested.
+// For a wildcard deployment, Model is the model requested. It carries no
+// credential: APIKey is empty and credential headers read "[REDACTED]".
 func (s *Stream) Deployment() route.Deployment {
 	if s.st.res == nil {
 		return route.Deployment{}
 	}
-	d := s.st.res.Deployment()
-	d.APIKey = "" // never hand a credential back
-	return d
+	return publicDeployment(s.st.res.Deployment())
 }
 
 // Attempts returns every attempt of the call, in order: failed ones,
