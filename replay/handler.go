@@ -298,6 +298,10 @@ func abort(w http.ResponseWriter, beforeHeaders bool) {
 	panic(http.ErrAbortHandler)
 }
 
+// flushSize is the size at which play writes its buffer of due events
+// without waiting for a sleep, as a full bufio.Writer would.
+const flushSize = 32 << 10
+
 // play sends p, honouring its timing, the request's context and shutdown.
 func (h *Handler) play(w http.ResponseWriter, r *http.Request, p *plan, a *Attempt, start time.Time) {
 	ctx := r.Context()
@@ -313,7 +317,43 @@ func (h *Handler) play(w http.ResponseWriter, r *http.Request, p *plan, a *Attem
 		h.mu.Unlock()
 	}()
 	var timer *time.Timer
-	// wait sleeps until the offset at; it reports why it stopped early.
+	// Events already due are written together into buf, as a server writing
+	// into a buffered writer does: buf is written and flushed only before a
+	// sleep, when it reaches flushSize, and at the end, so a stream with no
+	// delays leaves in a few writes while a delayed event still leaves at its
+	// time. dirty says headers or bytes await a flush; pending counts the
+	// chunks in buf, logged as sent once written.
+	var (
+		buf     []byte
+		dirty   bool
+		pending int
+	)
+	fl, _ := w.(http.Flusher)
+	flush := func() bool {
+		if !dirty {
+			return true
+		}
+		if len(buf) > 0 {
+			if _, err := w.Write(buf); err != nil {
+				return false
+			}
+			buf = buf[:0]
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+		dirty = false
+		if pending > 0 {
+			chunks += pending
+			pending = 0
+			h.mu.Lock()
+			a.Chunks = chunks
+			h.mu.Unlock()
+		}
+		return true
+	}
+	// wait sleeps until the offset at, flushing first; it reports why it
+	// stopped early.
 	wait := func(at time.Duration) string {
 		select {
 		case <-ctx.Done():
@@ -324,6 +364,12 @@ func (h *Handler) play(w http.ResponseWriter, r *http.Request, p *plan, a *Attem
 		}
 		d := time.Until(start.Add(at))
 		if d <= 0 {
+			return ""
+		}
+		if !flush() {
+			return "canceled"
+		}
+		if d = time.Until(start.Add(at)); d <= 0 {
 			return ""
 		}
 		if timer == nil {
@@ -393,14 +439,11 @@ func (h *Handler) play(w http.ResponseWriter, r *http.Request, p *plan, a *Attem
 			outcome = strconv.Itoa(p.status)
 		}
 	}
-	fl, _ := w.(http.Flusher)
 	if p.body != nil {
 		_, _ = w.Write(p.body)
 		return
 	}
-	if fl != nil {
-		fl.Flush()
-	}
+	dirty = true // the headers
 	for _, e := range p.events {
 		if why := wait(e.at); why != "" {
 			outcome = why
@@ -409,18 +452,17 @@ func (h *Handler) play(w http.ResponseWriter, r *http.Request, p *plan, a *Attem
 			}
 			return
 		}
-		if _, err := w.Write(e.bytes()); err != nil {
+		if buf == nil {
+			buf = make([]byte, 0, 4<<10)
+		}
+		buf = e.appendTo(buf)
+		dirty = true
+		if e.chunk() {
+			pending++
+		}
+		if len(buf) >= flushSize && !flush() {
 			outcome = "canceled"
 			return
-		}
-		if fl != nil {
-			fl.Flush()
-		}
-		if e.chunk() {
-			h.mu.Lock()
-			chunks++
-			a.Chunks = chunks
-			h.mu.Unlock()
 		}
 	}
 	if why := wait(p.endAt); why != "" {
@@ -428,6 +470,12 @@ func (h *Handler) play(w http.ResponseWriter, r *http.Request, p *plan, a *Attem
 		if why == "closed" {
 			abort(w, false)
 		}
+		return
+	}
+	// Whatever is buffered goes out before the end, so a cut or a hang
+	// acts after exactly the planned events.
+	if !flush() {
+		outcome = "canceled"
 		return
 	}
 	switch p.end {

@@ -41,37 +41,35 @@ func (e event) chunk() bool {
 }
 
 // bytes renders e in SSE framing.
-func (e event) bytes() []byte {
+func (e event) bytes() []byte { return e.appendTo(nil) }
+
+// appendTo appends e in SSE framing to dst and returns the extended slice.
+func (e event) appendTo(dst []byte) []byte {
 	switch e.kind {
 	case eventComment:
 		if e.data == "" {
-			return []byte(":\n\n")
+			return append(dst, ":\n\n"...)
 		}
-		var b strings.Builder
 		for line := range strings.SplitSeq(e.data, "\n") {
-			b.WriteString(": ")
-			b.WriteString(line)
-			b.WriteByte('\n')
+			dst = append(dst, ": "...)
+			dst = append(dst, line...)
+			dst = append(dst, '\n')
 		}
-		b.WriteByte('\n')
-		return []byte(b.String())
+		return append(dst, '\n')
 	case eventRaw:
-		return []byte(e.data)
+		return append(dst, e.data...)
 	}
-	var b strings.Builder
-	b.Grow(len(e.data) + 16)
 	if e.name != "" {
-		b.WriteString("event: ")
-		b.WriteString(e.name)
-		b.WriteByte('\n')
+		dst = append(dst, "event: "...)
+		dst = append(dst, e.name...)
+		dst = append(dst, '\n')
 	}
 	for line := range strings.SplitSeq(e.data, "\n") {
-		b.WriteString("data: ")
-		b.WriteString(line)
-		b.WriteByte('\n')
+		dst = append(dst, "data: "...)
+		dst = append(dst, line...)
+		dst = append(dst, '\n')
 	}
-	b.WriteByte('\n')
-	return []byte(b.String())
+	return append(dst, '\n')
 }
 
 // endKind says how a planned response ends after its last event.
