@@ -124,3 +124,11 @@ func scrub(s string, d *route.Deployment) string {
 	}
 	return s
 }
+
+// scrub replaces d's credentials in every field of pe, so that neither the
+// error's message nor the *openai.Error built from it (Message, RawJSON)
+// repeats a key the provider echoed.
+func (pe *providerError) scrub(d *route.Deployment) {
+	pe.Code, pe.Type = scrub(pe.Code, d), scrub(pe.Type, d)
+	pe.Message, pe.Param, pe.Raw = scrub(pe.Message, d), scrub(pe.Param, d), scrub(pe.Raw, d)
+}

@@ -352,6 +352,8 @@ func TestErrorsCarryNoCredentials(t *testing.T) {
 			"request":          fmt.Sprint(api.Request.Header, api.Request.URL),
 			"response.request": fmt.Sprint(api.Response.Request.Header, api.Response.Request.URL),
 			"dump":             string(api.DumpRequest(true)),
+			"api.Message":      api.Message,
+			"api.RawJSON":      api.RawJSON(),
 		} {
 			assert.NotContains(t, s, "sk-a-secret", name)
 			assert.NotContains(t, s, "goog-secret-value", name)

@@ -239,6 +239,7 @@ func (a *run) streamFailure(err error) (Class, error) {
 	switch {
 	case a.errBody != nil:
 		pe := parseErrorBody(a.errBody)
+		pe.scrub(a.d)
 		// Most in-stream errors carry no status: read them as a 4xx so that
 		// a content-policy or context-length reason is still recognised.
 		class := classifyStatus(cmp.Or(pe.Status, http.StatusBadRequest), &pe)
@@ -253,7 +254,7 @@ func (a *run) streamFailure(err error) (Class, error) {
 		}
 		var err error = newAPIError(status, &pe, redacted(a.resp.Request), nil)
 		if (class == ClassPolicy || class == ClassContextLength) && pe.Message != "" {
-			err = &reasonError{err, scrub(truncate(pe.Message, 200), a.d)}
+			err = &reasonError{err, truncate(pe.Message, 200)}
 		}
 		return class, wrap(ErrStreamError, err)
 	case a.malformed:
@@ -304,6 +305,7 @@ func (a *run) httpError(req *http.Request, resp *http.Response) {
 	resp.Body.Close()
 	now := time.Now()
 	pe := parseErrorBody(raw)
+	pe.scrub(a.d)
 	class := classify(resp.StatusCode, resp.Header, &pe)
 	// The error keeps a copy of the response whose Request is redacted too:
 	// resp.Request is the request as sent, credentials included.
@@ -330,7 +332,7 @@ func (a *run) httpError(req *http.Request, resp *http.Response) {
 	var err error = apiErr
 	if class == ClassPolicy || class == ClassInvalid || class == ClassContextLength {
 		if pe.Message != "" {
-			err = &reasonError{apiErr, scrub(truncate(pe.Message, 200), a.d)}
+			err = &reasonError{apiErr, truncate(pe.Message, 200)}
 		}
 	}
 	a.sample = tps.Sample{Start: a.start, Headers: now.Sub(a.start), Total: now.Sub(a.start)}
