@@ -234,7 +234,7 @@ func (c *Client) Status(k measure.Key) route.Status { return c.exec.Status(k, ti
 // cold probes, explorations.
 func (c *Client) RouteStats() route.Stats { return c.picker.Stats() }
 
-// observe records every attempt that got response headers.
+// observe records every attempt, whatever its outcome: fallback's Observe hook.
 func (c *Client) observe(d route.Deployment, s tps.Sample) {
 	c.reg.Record(d.Key(), s)
 }

@@ -107,8 +107,8 @@
 // usage, filter annotations) do not reset the stall deadline either. A
 // stream that has finished is a success whichever of EOF, the grace, the
 // stall deadline or the ceiling ends it; one that has not is never a success
-// unless it ends with "[DONE]". Each deadline can be overridden per Call
-// (FinishGrace only in Options), and negative values disable it. The caller's
+// unless it ends with "[DONE]". Each deadline can be overridden per Call,
+// and negative values disable it. The caller's
 // context bounds everything, including reading the Body.
 //
 // # Breakers, limiters and health

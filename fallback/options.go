@@ -239,10 +239,11 @@ type Options struct {
 	// under the breaker's lock: it must not block or call the Executor. Nil
 	// means no hook.
 	OnStateChange func(k measure.Key, from, to route.BreakerState)
-	// Observe is called once per attempt that got response headers, when it
-	// ends, with its deployment and tps.Sample (failed attempts too; the
-	// Sample's Err says why). The root feeds measure.Registry.Record with it.
-	// It must not block. Nil means no hook.
+	// Observe is called once per attempt that was started, when it ends,
+	// with its deployment and tps.Sample: failed attempts too, before or
+	// after the response headers (the Sample's Err and ErrPhase say why and
+	// where), but not deployments that were skipped. The root feeds
+	// measure.Registry.Record with it. It must not block. Nil means no hook.
 	Observe func(d route.Deployment, s tps.Sample)
 	// Logger receives one debug record per failed attempt. Nil means silent.
 	Logger *slog.Logger
