@@ -47,15 +47,8 @@ func (cl *call) hedgeCandidate(first int) *run {
 		}
 		d := cl.plan[j].Deployment
 		st := cl.e.state(d)
-		if _, ok := st.cooling(now); ok {
-			continue
-		}
-		done, err := st.breaker.Allow()
-		if err != nil {
-			continue
-		}
-		if !st.acquire(now, cl.est) {
-			done(&classified{ClassSkipped})
+		done, ok := cl.admit(st, now)
+		if !ok {
 			continue
 		}
 		if !cl.e.takeHedge() {
@@ -68,6 +61,26 @@ func (cl *call) hedgeCandidate(first int) *run {
 		return cl.newRun(j, d, st, done, cl.body, cl.remaining(j))
 	}
 	return nil
+}
+
+// admit takes st's breaker permission and limiter budget for an attempt that
+// starts now, without waiting: ok is false, with nothing held, when the
+// deployment is cooling down, its breaker refuses or it has no budget.
+// Otherwise the caller owns done and the in-flight slot, which the run's
+// finalize gives back.
+func (cl *call) admit(st *keyState, now time.Time) (done func(error), ok bool) {
+	if _, cooling := st.cooling(now); cooling {
+		return nil, false
+	}
+	done, err := st.breaker.Allow()
+	if err != nil {
+		return nil, false
+	}
+	if !st.acquire(now, cl.est) {
+		done(&classified{ClassSkipped})
+		return nil, false
+	}
+	return done, true
 }
 
 type hedgeOutcome struct {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -590,5 +589,3 @@ func TestScenarios(t *testing.T) {
 		}
 	})
 }
-
-var _ = httptest.NewServer

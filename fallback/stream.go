@@ -134,16 +134,8 @@ func (s *stream) continuation(prev *run) *run {
 			continue
 		}
 		st := cl.e.state(d)
-		now := time.Now()
-		if _, ok := st.cooling(now); ok {
-			continue
-		}
-		done, err := st.breaker.Allow()
-		if err != nil {
-			continue
-		}
-		if !st.acquire(now, cl.est) {
-			done(&classified{ClassSkipped})
+		done, ok := cl.admit(st, time.Now())
+		if !ok {
 			continue
 		}
 		cl.real++
