@@ -78,6 +78,8 @@ type Handler struct {
 	closed bool           // guarded by mu; set by shutdown
 	wg     sync.WaitGroup // in-flight ServeHTTP calls
 	done   chan struct{}  // closed by shutdown
+
+	bufs sync.Pool // *[]byte write buffers for play, reused across answers
 }
 
 // modelState is the mutable state a Handler keeps per model.
@@ -453,7 +455,16 @@ func (h *Handler) play(w http.ResponseWriter, r *http.Request, p *plan, a *Attem
 			return
 		}
 		if buf == nil {
-			buf = make([]byte, 0, 4<<10)
+			if b, ok := h.bufs.Get().(*[]byte); ok {
+				buf = (*b)[:0]
+			} else {
+				buf = make([]byte, 0, flushSize+4<<10)
+			}
+			defer func() {
+				if cap(buf) <= 4*flushSize { // an outsized event's buffer is dropped
+					h.bufs.Put(&buf)
+				}
+			}()
 		}
 		buf = e.appendTo(buf)
 		dirty = true
