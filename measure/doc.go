@@ -18,8 +18,12 @@
 //     per-key prices, summed exactly in picodollars (Money).
 //
 // Registry.Estimate returns the per-key Estimate route reads on every pick,
-// without locks or allocation. Registry.Snapshot returns an immutable
-// Snapshot of everything, which marshals to JSON.
+// without locks or allocation. Registry.Handle returns an EstimateHandle that
+// reads the same Estimate without hashing the key, until the key is pruned
+// (EstimateHandle.Live); route's Picker reads its deployments through
+// handles, which saves a map lookup per candidate (see docs/PERFORMANCE.md).
+// Registry.Snapshot returns an immutable Snapshot of everything, which
+// marshals to JSON.
 //
 // # Time
 //

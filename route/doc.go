@@ -63,6 +63,18 @@
 // the window to agree. TTFT is read at p95 and TPS at p50 unless Options say
 // otherwise.
 //
+// # Sources and handles
+//
+// A Source gives a deployment's measure.Estimate by key; *measure.Registry
+// is one. A Source that is also a HandleSource (the Registry is) hands out a
+// measure.EstimateHandle per key: the Picker keeps one per configured
+// deployment, resolved the first time it is needed and again when it stops
+// being Live (the key was pruned), so a pick reads each estimate through an
+// atomic pointer instead of hashing its key. NewPicker decides once which
+// kind of Source it has, and a plain Source is read through Estimate with no
+// handle bookkeeping. Wildcard deployments, whose key depends on the
+// request, are always read through Estimate.
+//
 // # Custom scorers
 //
 // A Scorer replaces the built-in policies. Package routetest checks one
