@@ -90,40 +90,15 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 
 func msDur(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
 
+// phaseName is the report's spelling of p: tps.Phase's String in snake_case
+// ("first-token" becomes "first_token"), as the error classes are spelled in
+// the JSON and CSV schema of docs/BENCH.md, and "" for PhaseNone, so
+// error_phase is omitted when no phase is known.
 func phaseName(p tps.Phase) string {
-	switch p {
-	case tps.PhaseConnect:
-		return "connect"
-	case tps.PhaseHeaders:
-		return "headers"
-	case tps.PhaseFirstToken:
-		return "first_token"
-	case tps.PhaseMidStream:
-		return "mid_stream"
+	if p == tps.PhaseNone {
+		return ""
 	}
-	return ""
-}
-
-func cacheName(c tps.CacheState) string {
-	switch c {
-	case tps.CacheCold:
-		return "cold"
-	case tps.CacheWarm:
-		return "warm"
-	}
-	return "unknown"
-}
-
-func sourceName(s tps.TokenSource) string {
-	switch s {
-	case tps.TokenSourceUsage:
-		return "usage"
-	case tps.TokenSourceTokenizer:
-		return "tokenizer"
-	case tps.TokenSourceChunks:
-		return "chunks"
-	}
-	return "none"
+	return strings.ReplaceAll(p.String(), "-", "_")
 }
 
 // fill sets r's measurement fields from s; TTFT and E2E are taken from sent,
@@ -144,7 +119,7 @@ func (r *Result) fill(s tps.Sample, sent time.Time) {
 	}
 	r.TPS, r.TPSOK = s.TPS, s.TPSOK
 	r.OutputTokens, r.InputTokens, r.CachedTokens = s.OutputTokens, s.InputTokens, s.CachedTokens
-	r.Cache, r.TokenSource = cacheName(s.Cache), sourceName(s.TokenSource)
+	r.Cache, r.TokenSource = s.Cache.String(), s.TokenSource.String()
 	r.Chunks, r.FinishReason = s.Chunks, s.FinishReason
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tpsroute/tpsroute/replay"
+	"github.com/tpsroute/tpsroute/tps"
 )
 
 func TestPercentileAgainstOracle(t *testing.T) {
@@ -206,6 +207,11 @@ func TestRunRouted(t *testing.T) {
 			Requests: 30,
 			Warmup:   5,
 		}
+		// Seeded exploration and band draws make the split reproducible; three
+		// samples make a deployment measured, so both are compared within the
+		// warmup instead of one staying cold behind the other.
+		cfg.Router.Route.Seed = 2
+		cfg.Router.Measure.MinSamples = 3
 		rep, err := Run(context.Background(), cfg)
 		require.NoError(t, err)
 		assert.Equal(t, []string{"routed"}, rep.Targets)
@@ -320,4 +326,39 @@ func TestReportRoundTrip(t *testing.T) {
 	assert.Contains(t, lines[0], "TTFT p50")
 	assert.Contains(t, tbl.String(), "warm c=4")
 	assert.Contains(t, tbl.String(), "SLO ttft=300ms")
+}
+
+// TestSchemaNames pins the strings the JSON and CSV carry for tps values to
+// the spellings docs/BENCH.md documents, now that they come from tps's String
+// methods.
+func TestSchemaNames(t *testing.T) {
+	tests := []struct {
+		name string
+		got  string
+		want string
+	}{
+		{"phase none", phaseName(tps.PhaseNone), ""},
+		{"phase connect", phaseName(tps.PhaseConnect), "connect"},
+		{"phase headers", phaseName(tps.PhaseHeaders), "headers"},
+		{"phase first token", phaseName(tps.PhaseFirstToken), "first_token"},
+		{"phase mid-stream", phaseName(tps.PhaseMidStream), "mid_stream"},
+		{"cache unknown", tps.CacheUnknown.String(), "unknown"},
+		{"cache cold", tps.CacheCold.String(), "cold"},
+		{"cache warm", tps.CacheWarm.String(), "warm"},
+		{"source none", tps.TokenSourceNone.String(), "none"},
+		{"source usage", tps.TokenSourceUsage.String(), "usage"},
+		{"source tokenizer", tps.TokenSourceTokenizer.String(), "tokenizer"},
+		{"source chunks", tps.TokenSourceChunks.String(), "chunks"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, tt.got)
+		})
+	}
+	t.Run("fill", func(t *testing.T) {
+		var r Result
+		r.fill(tps.Sample{Cache: tps.CacheWarm, TokenSource: tps.TokenSourceUsage}, time.Time{})
+		assert.Equal(t, "warm", r.Cache)
+		assert.Equal(t, "usage", r.TokenSource)
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"html/template"
+	"io"
 	"net/http"
 	"sort"
 	"strings"
@@ -14,21 +15,28 @@ import (
 )
 
 // models serves GET /v1/models: the logical models, as an OpenAI model list.
-func (g *gateway) models(w http.ResponseWriter, _ *http.Request) {
-	type model struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Created int64  `json:"created"`
-		OwnedBy string `json:"owned_by"`
+// The list is the one tpsroute.Client.Transport answers GET .../models with,
+// so the gateway and a Go program using the Transport list the same models
+// in the same shape ("owned_by": "tpsroute", "created": 0).
+func (g *gateway) models(w http.ResponseWriter, r *http.Request) {
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, "http://tpsroute.invalid/v1/models", nil)
+	if err != nil {
+		http.Error(w, "gateway: models: "+err.Error(), http.StatusInternalServerError)
+		return
 	}
-	list := struct {
-		Object string  `json:"object"`
-		Data   []model `json:"data"`
-	}{Object: "list", Data: []model{}}
-	for _, id := range g.c.Models() {
-		list.Data = append(list.Data, model{ID: id, Object: "model", Created: g.started.Unix(), OwnedBy: "tpsroute"})
+	resp, err := g.c.Transport().RoundTrip(req)
+	if err != nil {
+		http.Error(w, "gateway: models: "+err.Error(), http.StatusInternalServerError)
+		return
 	}
-	writeJSON(w, http.StatusOK, list)
+	defer resp.Body.Close()
+	for _, k := range []string{"Content-Type", "Content-Length"} {
+		if v := resp.Header.Get(k); v != "" {
+			w.Header().Set(k, v)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
 }
 
 // healthz serves GET /healthz: 200 while serving, 503 while draining.

@@ -68,6 +68,10 @@ func TestPreCommitFaultsInvisible(t *testing.T) {
 	}
 }
 
+// midStall pauses a's stream after its fifth chunk, so the chunks before it
+// reach the gateway in their own read (see TestMidStreamFaults).
+func midStall() replay.Fault { return replay.StallAfter(5, 100*time.Millisecond) }
+
 // TestMidStreamFaults: after the first output chunk a failure is an SSE
 // error event and never a [DONE]; with continuation the stream goes on.
 func TestMidStreamFaults(t *testing.T) {
@@ -84,7 +88,13 @@ func TestMidStreamFaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := pair(t, tt.mid, tt.fault)
+			// replay writes events already due in one write, so with no
+			// pause the fault would arrive in the gateway's first read with
+			// the first output chunks, before the stream commits, and fail
+			// over invisibly. The stall after chunk 5 (the role chunk and
+			// four content chunks) delivers those first, so the fault at
+			// chunk 6 comes after the commit.
+			e := pair(t, tt.mid, midStall(), tt.fault)
 			s := stream(t, e.serve(t), req("m", true, orderAB))
 			require.Equal(t, http.StatusOK, s.status)
 			assert.Equal(t, "a/us/m", s.header.Get("X-Tpsroute-Deployment"))

@@ -94,6 +94,15 @@ func TestDebugEndpoints(t *testing.T) {
 		require.Equal(t, 200, code)
 		assert.Equal(t, "list", gjson.Get(body, "object").Str)
 		assert.Equal(t, `["m"]`, gjson.Get(body, "data.#.id").Raw, "logical models only, no wildcard")
+		// The gateway serves the root Transport's list, byte for byte.
+		r, err := http.NewRequest(http.MethodGet, "http://x/v1/models", nil)
+		require.NoError(t, err)
+		resp, err := e.c.Transport().RoundTrip(r)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		want, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		assert.Equal(t, string(want), body)
 	})
 	t.Run("healthz", func(t *testing.T) {
 		code, _, body := get(t, base+"/healthz")
