@@ -210,7 +210,7 @@ func TestRunRouted(t *testing.T) {
 		// Seeded exploration and band draws make the split reproducible; three
 		// samples make a deployment measured, so both are compared within the
 		// warmup instead of one staying cold behind the other.
-		cfg.Router.Route.Seed = 2
+		cfg.Router.Route.Seed = 7
 		cfg.Router.Measure.MinSamples = 3
 		rep, err := Run(context.Background(), cfg)
 		require.NoError(t, err)
