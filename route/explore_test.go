@@ -168,6 +168,24 @@ func TestColdStart(t *testing.T) {
 			t.Error("no probe in the next window")
 		}
 	})
+	t.Run("a clock read out of order does not renew the budget", func(t *testing.T) {
+		// Concurrent picks read the clock before they run, so a pick may
+		// come with a slightly earlier now than the one before it.
+		src := newSource()
+		for _, d := range ds[:3] {
+			src.set(d.Key(), warm(0.2, 100))
+		}
+		p := newPicker(t, ds, src, Options{Exploration: -1, ColdProbes: 2, Seed: 1})
+		probes := 0
+		for _, at := range []time.Duration{time.Millisecond, 2 * time.Millisecond, 0, time.Millisecond, 0} {
+			if mustPick(t, p, Request{Model: "m"}, t0.Add(at)).Deployments[0].Reason == ReasonColdProbe {
+				probes++
+			}
+		}
+		equal(t, probes, 2, "probes within one window, clock read out of order")
+		// A clock stepped back by more than the interval starts afresh.
+		equal(t, mustPick(t, p, Request{Model: "m"}, t0.Add(-11*time.Second)).Deployments[0].Reason, ReasonColdProbe, "after a big step back")
+	})
 	t.Run("all cold are spread, not herded", func(t *testing.T) {
 		cold := []Deployment{dep("a", "", "m"), dep("b", "", "m"), dep("c", "", "m")}
 		cold[2].Weight = 2

@@ -826,11 +826,15 @@ func (p *Picker) takeHalfOpen(idx int32, now time.Time) bool {
 	return h.CompareAndSwap(last, t)
 }
 
-// takeCold spends one cold probe of deployment idx, if its window has budget.
+// takeCold spends one cold probe of deployment idx, if its window has
+// budget. A new window starts once the interval has passed, or when the
+// clock went back by more than the interval; smaller steps back (concurrent
+// picks that read the clock out of order) stay in the current window, as in
+// takeHalfOpen.
 func (p *Picker) takeCold(idx int32, now time.Time) bool {
 	c := &p.cold[idx]
 	t := now.UnixNano()
-	if w := c.window.Load(); t-w >= p.coldWin || t < w {
+	if w := c.window.Load(); t-w >= p.coldWin || w-t > p.coldWin {
 		if c.window.CompareAndSwap(w, t) {
 			c.n.Store(0)
 		}
