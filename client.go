@@ -126,7 +126,7 @@ func New(cfg Config) (*Client, error) {
 			keys = append(keys, d.APIKey, "[REDACTED]")
 		}
 		for k, v := range d.Headers {
-			if len(v) >= 4 && credentialName(k) {
+			if len(v) >= 4 && fallback.IsCredentialName(k) {
 				keys = append(keys, v, "[REDACTED]")
 			}
 		}
@@ -174,10 +174,10 @@ func (c *Client) Deployments() []route.Deployment {
 func publicDeployment(d route.Deployment) route.Deployment {
 	d.APIKey = ""
 	for k := range d.Headers {
-		if credentialName(k) {
+		if fallback.IsCredentialName(k) {
 			h := make(map[string]string, len(d.Headers))
 			for k, v := range d.Headers {
-				if credentialName(k) {
+				if fallback.IsCredentialName(k) {
 					v = "[REDACTED]"
 				}
 				h[k] = v
@@ -187,17 +187,6 @@ func publicDeployment(d route.Deployment) route.Deployment {
 		}
 	}
 	return d
-}
-
-// credentialName reports whether a header name suggests a credential.
-func credentialName(name string) bool {
-	n := strings.ToLower(name)
-	for _, w := range [...]string{"auth", "cookie", "key", "token", "secret", "password", "signature", "credential"} {
-		if strings.Contains(n, w) {
-			return true
-		}
-	}
-	return false
 }
 
 // Models returns the logical models the Client serves, in configuration

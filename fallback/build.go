@@ -72,7 +72,7 @@ func redacted(req *http.Request) *http.Request {
 	}
 	r := req.Clone(context.Background())
 	for k := range r.Header {
-		if secretName(k) {
+		if IsCredentialName(k) {
 			r.Header.Set(k, "REDACTED")
 		}
 	}
@@ -84,7 +84,7 @@ func redacted(req *http.Request) *http.Request {
 			q := u.Query()
 			changed := false
 			for k := range q {
-				if secretName(k) {
+				if IsCredentialName(k) {
 					q.Set(k, "REDACTED")
 					changed = true
 				}
@@ -98,9 +98,12 @@ func redacted(req *http.Request) *http.Request {
 	return r
 }
 
-// secretName reports whether a header or query parameter name suggests a
-// credential.
-func secretName(name string) bool {
+// IsCredentialName reports whether a header or query parameter name suggests a
+// credential ("Authorization", "api-key", "X-Goog-Api-Key", "Cookie", a
+// "token" or "signature" parameter, ...): its value is redacted wherever
+// fallback or the root package hands a request or a deployment back. The
+// match is by case-insensitive substring, so it errs towards redacting.
+func IsCredentialName(name string) bool {
 	n := strings.ToLower(name)
 	for _, w := range [...]string{"auth", "cookie", "key", "token", "secret", "password", "signature", "credential"} {
 		if strings.Contains(n, w) {
@@ -118,7 +121,7 @@ func scrub(s string, d *route.Deployment) string {
 		s = strings.ReplaceAll(s, d.APIKey, "REDACTED")
 	}
 	for k, v := range d.Headers {
-		if len(v) >= 8 && secretName(k) {
+		if len(v) >= 8 && IsCredentialName(k) {
 			s = strings.ReplaceAll(s, v, "REDACTED")
 		}
 	}
