@@ -265,6 +265,10 @@ func (r *Registry) locked(k Key) *entry {
 			return e
 		}
 		e.mu.Unlock()
+		// A prune holds r.mu until it has published the map without e:
+		// wait for it rather than spin on e's mutex.
+		r.mu.Lock()
+		r.mu.Unlock() //lint:ignore SA2001 a barrier: the prune has published its map
 	}
 }
 
