@@ -78,6 +78,9 @@ func TestNewPickerErrors(t *testing.T) {
 		{"duplicate key", []Deployment{good, dep("x", "", "m"), good}, Options{}, []string{"deployment 2", "Key", "duplicate of deployment 0"}},
 		{"exploration above one", []Deployment{good}, Options{Exploration: 1.5}, []string{"Options.Exploration"}},
 		{"band NaN", []Deployment{good}, Options{Band: math.NaN()}, []string{"Options.Band"}},
+		{"cold share NaN", []Deployment{good}, Options{ColdShare: math.NaN()}, []string{"Options.ColdShare"}},
+		{"cold share above one", []Deployment{good}, Options{ColdShare: 1.2}, []string{"Options.ColdShare", "not in [0,1]"}},
+		{"cold share negative: no cap", []Deployment{good}, Options{ColdShare: -1}, nil},
 		{"unknown policy", []Deployment{good}, Options{Policy: 9}, []string{"Options.Policy"}},
 	}
 	for _, tt := range tests {

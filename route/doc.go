@@ -44,9 +44,7 @@
 // Picker.Served), a half-open probe (a half-open deployment of the leading
 // model, put first at most once per Options.HalfOpenProbeInterval, default
 // 1 s, so that its breaker gets the call it needs to close again and a
-// recovered provider wins its traffic back), a cold probe (a few per
-// deployment per interval, so a new or recovered deployment gets its first
-// samples), the
+// recovered provider wins its traffic back), a cold probe (see below), the
 // exploration share (Options.Exploration, default 5%), or a draw weighted by
 // Deployment.Weight among candidates within Options.Band of the best score,
 // so that many callers do not herd onto one deployment. When every candidate
@@ -54,6 +52,33 @@
 // the first place is drawn by weight among all of them; under Cost they are
 // ranked by price, so the cheapest leads, with exploration and the band
 // applying as for warm deployments.
+//
+// # Cold probes
+//
+// A cold deployment (its Estimate is not OK: too few samples) ranks behind
+// warm ones, so without probes it would never be measured. A cold probe puts
+// it first. Probes are limited per Options.ColdProbeInterval (default 10 s)
+// in two ways:
+//
+//   - per deployment, by Options.ColdProbes (default 10, the samples measure
+//     needs by default, so a cold deployment can be compared with warm ones
+//     within one interval when traffic allows);
+//   - per Picker, by Options.ColdShare (default 25%) of the interval's picks,
+//     so that probing follows the traffic rather than a fixed rate: at 1
+//     pick/s ten probes per 10 s would take nearly every call from the
+//     measured deployments.
+//
+// A deployment's first probe of an interval is always given, so a new or
+// recovered deployment gets its first sample quickly at any traffic; the
+// probes beyond it go on while the interval's probes, other than its first,
+// are fewer than ColdShare times its picks. Over K picks with D cold
+// deployments that is at most ceil(ColdShare*K)+D probes. At 20 picks/s a
+// cold deployment gets its ten probes within about 2 s; at 5 picks/s within
+// about 7 s; at 1 pick/s about four probes per interval in all. The share
+// counts with atomics and a compare-and-swap, so Pick still takes no lock.
+// It applies only while a warm deployment leads: when every leading
+// candidate is cold, a probe takes no call from a measured deployment, and
+// only ColdProbes limits it.
 //
 // # Estimates
 //

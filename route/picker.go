@@ -50,8 +50,19 @@ const (
 	DefaultExploration = 0.05
 	// DefaultBand is the relative score distance of near-equal candidates: 5%.
 	DefaultBand = 0.05
-	// DefaultColdProbes is the number of cold probes per deployment per ColdProbeInterval.
-	DefaultColdProbes = 2
+	// DefaultColdProbes is the number of cold probes per deployment per
+	// ColdProbeInterval: measure.DefaultMinSamples, so that a cold deployment
+	// can collect the samples that make its Estimate OK (and it comparable
+	// with warm ones) within one interval, when traffic allows: at the
+	// default ColdShare that takes 33 picks per interval (3.3/s) for one cold
+	// deployment.
+	DefaultColdProbes = measure.DefaultMinSamples
+	// DefaultColdShare is the share of a ColdProbeInterval's picks that may
+	// be cold probes beyond each deployment's first: 25%. Higher lets a cold
+	// deployment catch up sooner at low traffic but sends more calls to
+	// unmeasured deployments; at 25% the warm ones keep about three calls in
+	// four once every cold deployment had its first probe of the interval.
+	DefaultColdShare = 0.25
 	// DefaultColdProbeInterval is the window cold probes are counted over.
 	DefaultColdProbeInterval = 10 * time.Second
 	// DefaultHalfOpenProbeInterval is the least time between two picks that
@@ -66,8 +77,9 @@ const (
 
 // Options configures a Picker. A zero Options consists entirely of default
 // values: every deployment healthy, Throughput, LatencyTTFT, TTFT read at
-// P95 and TPS at P50, no SLO, 5% exploration, a 5% band, 2 cold probes per
-// deployment per 10 s, a half-open probe per deployment at most every 1 s,
+// P95 and TPS at P50, no SLO, 5% exploration, a 5% band, up to 10 cold
+// probes per deployment per 10 s within a 25% share of the picks (but at
+// least one per deployment), a half-open probe per deployment at most every 1 s,
 // and a 5-minute cache affinity over at most 10,000 keys.
 type Options struct {
 	// Health reports breaker and limiter state; nil means every deployment is healthy.
@@ -93,13 +105,30 @@ type Options struct {
 	// Deployment.Weight, so callers do not herd onto one deployment.
 	// Zero means DefaultBand (5%); a negative value always takes the best.
 	Band float64
-	// ColdProbes is how many picks per ColdProbeInterval put one cold deployment
-	// (one whose Estimate is not OK) first, per configured deployment.
-	// Zero means DefaultColdProbes; a negative value disables cold probes
-	// (cold deployments then only go behind warm ones).
+	// ColdProbes is at most how many picks per ColdProbeInterval put one cold
+	// deployment (one whose Estimate is not OK) first, per configured
+	// deployment, within ColdShare. Zero means DefaultColdProbes (10, the
+	// samples measure needs by default); a negative value disables cold
+	// probes (cold deployments then only go behind warm ones).
 	ColdProbes int
-	// ColdProbeInterval is the window ColdProbes counts over; zero means DefaultColdProbeInterval.
+	// ColdProbeInterval is the window ColdProbes and ColdShare count over;
+	// zero means DefaultColdProbeInterval (10 s).
 	ColdProbeInterval time.Duration
+	// ColdShare caps, in [0,1], the share of the picks in a ColdProbeInterval
+	// (all picks of the Picker, whatever the model) that are cold probes, so
+	// that probing follows the traffic: a deployment's first probe of an
+	// interval is always given, so a cold deployment gets its first sample
+	// quickly at any traffic, and counts; a further probe is given only while
+	// the interval's probes other than its first are fewer than ColdShare
+	// times its picks, this one included. Over an interval of K picks with D
+	// cold deployments there are thus at most ceil(ColdShare*K)+D probes.
+	// The cap protects measured traffic, so it applies to picks that a warm
+	// deployment leads: when every leading candidate is cold, a probe takes
+	// no call from a measured one, and only ColdProbes limits it (it is not
+	// counted in the share).
+	// Zero means DefaultColdShare (25%); a negative value removes the share
+	// cap (ColdProbes alone limits probes).
+	ColdShare float64
 	// HalfOpenProbeInterval is the least time between two picks that put the
 	// same half-open deployment (Status.Breaker == BreakerHalfOpen) first, as
 	// a probe: a half-open breaker lets a probe through and closes again only
@@ -156,8 +185,10 @@ type Picker struct {
 	coldMax  int64
 	coldWin  int64
 	cold     []coldState
-	halfWin  int64          // Options.HalfOpenProbeInterval in ns; 0 disables
-	half     []atomic.Int64 // per deployment: unix ns of its last half-open probe; 0 none
+	share    float64                    // Options.ColdShare; 0 means no share cap
+	shareWin atomic.Pointer[shareState] // the current share window; nil none yet
+	halfWin  int64                      // Options.HalfOpenProbeInterval in ns; 0 disables
+	half     []atomic.Int64             // per deployment: unix ns of its last half-open probe; 0 none
 	aff      *affinity
 	counter  atomic.Uint64
 	scratch  sync.Pool
@@ -193,6 +224,15 @@ type coldState struct {
 	n      atomic.Int64 // probes given in the current window
 }
 
+// shareState counts the cold probes of one ColdShare window. A new window
+// is a new shareState swapped in, so a probe counted late by a concurrent
+// pick lands in the window it was checked against.
+type shareState struct {
+	start  int64  // unix nanoseconds
+	picks0 uint64 // counters[cPicks] at start
+	probes atomic.Int64
+}
+
 // NewPicker returns a Picker over ds, reading statistics from src (nil means
 // none: every deployment stays cold). ds is copied. It returns a
 // *DeploymentError (matching ErrInvalidDeployment) naming the first invalid
@@ -220,6 +260,7 @@ func NewPicker(ds []Deployment, src Source, opts Options) (*Picker, error) {
 		coldMax: int64(opts.ColdProbes),
 		coldWin: int64(opts.ColdProbeInterval),
 		cold:    make([]coldState, len(ds)),
+		share:   opts.ColdShare,
 		halfWin: int64(opts.HalfOpenProbeInterval),
 		half:    make([]atomic.Int64, len(ds)),
 	}
@@ -302,6 +343,14 @@ func (o *Options) resolve() error {
 		o.ColdProbes = DefaultColdProbes
 	} else if o.ColdProbes < 0 {
 		o.ColdProbes = 0
+	}
+	switch {
+	case math.IsNaN(o.ColdShare) || o.ColdShare > 1:
+		return fmt.Errorf("route: Options.ColdShare: %v is not in [0,1]", o.ColdShare)
+	case o.ColdShare == 0:
+		o.ColdShare = DefaultColdShare
+	case o.ColdShare < 0:
+		o.ColdShare = 0
 	}
 	if o.ColdProbeInterval <= 0 {
 		o.ColdProbeInterval = DefaultColdProbeInterval
@@ -706,10 +755,13 @@ func (p *Picker) chooseFirst(s *scratch, req *Request, now time.Time) string {
 		return ReasonBest
 	}
 	// Cold probe: the first cold candidate of the head with budget left.
+	// The share cap applies when a warm candidate leads (warm sort before
+	// cold within the head): only then does a probe take a measured call.
 	if p.coldMax > 0 {
+		shared := p.share > 0 && !items[order[0]].cold
 		for i := range head {
 			it := &items[order[i]]
-			if it.cold && p.takeCold(it.idx, now) {
+			if it.cold && p.takeCold(it.idx, now, shared) {
 				moveFront(order, i)
 				p.counters[cColdProbes].Add(1)
 				return ReasonColdProbe
@@ -827,11 +879,14 @@ func (p *Picker) takeHalfOpen(idx int32, now time.Time) bool {
 }
 
 // takeCold spends one cold probe of deployment idx, if its window has
-// budget. A new window starts once the interval has passed, or when the
-// clock went back by more than the interval; smaller steps back (concurrent
-// picks that read the clock out of order) stay in the current window, as in
-// takeHalfOpen.
-func (p *Picker) takeCold(idx int32, now time.Time) bool {
+// budget and, when shared and beyond its first probe of the window, the
+// Picker's ColdShare window has room. A new window starts once the interval has passed, or
+// when the clock went back by more than the interval; smaller steps back
+// (concurrent picks that read the clock out of order) stay in the current
+// window, as in takeHalfOpen. It takes no lock: the share is reserved first
+// (compare-and-swap), then the deployment's count, and the share is given
+// back if the count was taken meanwhile.
+func (p *Picker) takeCold(idx int32, now time.Time, shared bool) bool {
 	c := &p.cold[idx]
 	t := now.UnixNano()
 	if w := c.window.Load(); t-w >= p.coldWin || w-t > p.coldWin {
@@ -839,7 +894,67 @@ func (p *Picker) takeCold(idx int32, now time.Time) bool {
 			c.n.Store(0)
 		}
 	}
-	return c.n.Add(1) <= p.coldMax
+	var sw *shareState
+	if shared {
+		sw = p.shareWindow(t)
+	}
+	n := c.n.Load()
+	if n == 0 {
+		// The first probe of the window is always given.
+		if c.n.CompareAndSwap(0, 1) {
+			if sw != nil {
+				sw.probes.Add(1)
+			}
+			return true
+		}
+		n = c.n.Load()
+	}
+	if n >= p.coldMax {
+		return false
+	}
+	if sw != nil && !p.reserveShare(sw) {
+		return false
+	}
+	for ; n < p.coldMax; n = c.n.Load() {
+		if c.n.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+	if sw != nil {
+		sw.probes.Add(-1)
+	}
+	return false
+}
+
+// shareWindow returns the ColdShare window that t falls in, starting a new
+// one when the interval has passed or the clock went back by more than it.
+func (p *Picker) shareWindow(t int64) *shareState {
+	for {
+		sw := p.shareWin.Load()
+		if sw != nil && t-sw.start < p.coldWin && sw.start-t <= p.coldWin {
+			return sw
+		}
+		next := &shareState{start: t, picks0: p.counters[cPicks].Load()}
+		if p.shareWin.CompareAndSwap(sw, next) {
+			return next
+		}
+	}
+}
+
+// reserveShare counts one more probe in sw if the probes other than the
+// window's first stay fewer than ColdShare times the window's picks, this
+// one included.
+func (p *Picker) reserveShare(sw *shareState) bool {
+	limit := p.share*float64(p.counters[cPicks].Load()-sw.picks0+1) + 1
+	for {
+		n := sw.probes.Load()
+		if float64(n) >= limit {
+			return false
+		}
+		if sw.probes.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
 }
 
 func moveFront(order []int32, i int) {
