@@ -217,6 +217,7 @@ type fileRoute struct {
 	Exploration       *float64 `json:"exploration"`
 	Band              *float64 `json:"band"`
 	ColdProbes        *int     `json:"cold_probes"`
+	ColdShare         *float64 `json:"cold_share"`
 	ColdProbeInterval string   `json:"cold_probe_interval"`
 	AffinityTTL       *string  `json:"affinity_ttl"`
 	AffinityEntries   int      `json:"affinity_entries"`
@@ -476,6 +477,11 @@ func (p *converter) route(f *fileRoute) (route.Options, error) {
 	}
 	if f.Band != nil {
 		if o.Band, err = p.share("route.band", *f.Band); err != nil {
+			return o, err
+		}
+	}
+	if f.ColdShare != nil {
+		if o.ColdShare, err = p.share("route.cold_share", *f.ColdShare); err != nil {
 			return o, err
 		}
 	}

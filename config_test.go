@@ -91,6 +91,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"negative finish_grace", "{\"deployments\":[" + okDep + "],\"fallback\":{\"finish_grace\":\"-2s\"}}", nil, 1, "fallback.finish_grace", "negative"},
 		{"numeric finish_grace", "{\"deployments\":[" + okDep + "],\"fallback\":{\"finish_grace\":2}}", nil, 1, "", "want string"},
 		{"exploration out of range", "{\"deployments\":[" + okDep + "],\"route\":{\"exploration\":1.5}}", nil, 1, "route.exploration", "[0, 1]"},
+		{"cold share out of range", "{\"deployments\":[" + okDep + "],\"route\":{\"cold_share\":-0.1}}", nil, 1, "route.cold_share", "[0, 1]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -111,12 +112,13 @@ func TestParseConfigErrors(t *testing.T) {
 
 func TestParseConfigZeroMeansOff(t *testing.T) {
 	const js = `{"deployments":[{"provider":"a","model":"m","base_url":"http://x/v1"}],
-	"route":{"exploration":0,"band":0,"cold_probes":0,"affinity_ttl":"0s"}}`
+	"route":{"exploration":0,"band":0,"cold_probes":0,"cold_share":0,"affinity_ttl":"0s"}}`
 	cfg, err := ParseConfigLookup(strings.NewReader(js), nil)
 	require.NoError(t, err)
 	assert.Negative(t, cfg.Route.Exploration)
 	assert.Negative(t, cfg.Route.Band)
 	assert.Negative(t, cfg.Route.ColdProbes)
+	assert.Negative(t, cfg.Route.ColdShare, "0 lifts the share cap")
 	assert.Negative(t, cfg.Route.AffinityTTL)
 
 	cfg, err = ParseConfigLookup(strings.NewReader(`{"deployments":[{"provider":"a","model":"m","base_url":"http://x/v1"}]}`), nil)

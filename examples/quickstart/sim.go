@@ -124,8 +124,9 @@ func run(ctx context.Context, cfg config, w io.Writer) (*result, error) {
 		OnDecision:  s.decided,
 		Route: route.Options{
 			Seed: 1,
-			// Probe a new (cold) deployment a few times a second, so that all
-			// five are measured within the first seconds of the demo.
+			// Probe a new (cold) deployment up to 3 times every 2 s (within
+			// route's default 25 % share of picks), so that all five are
+			// measured within the first seconds of the demo.
 			ColdProbes: 3, ColdProbeInterval: 2 * time.Second,
 		},
 		// The demo compresses time: production defaults (a 5-minute window,
