@@ -308,6 +308,7 @@ func NewPicker(ds []Deployment, src Source, opts Options) (*Picker, error) {
 }
 
 func (o *Options) resolve() error {
+	var err error
 	if o.Policy > Cost {
 		return fmt.Errorf("route: Options.Policy: unknown policy %d", o.Policy)
 	}
@@ -323,34 +324,19 @@ func (o *Options) resolve() error {
 	if o.TPSPercentile == 0 {
 		o.TPSPercentile = P50
 	}
-	switch {
-	case math.IsNaN(o.Exploration) || o.Exploration > 1:
-		return fmt.Errorf("route: Options.Exploration: %v is not in [0,1]", o.Exploration)
-	case o.Exploration == 0:
-		o.Exploration = DefaultExploration
-	case o.Exploration < 0:
-		o.Exploration = 0
+	if o.Exploration, err = share("Exploration", o.Exploration, DefaultExploration); err != nil {
+		return err
 	}
-	switch {
-	case math.IsNaN(o.Band) || o.Band > 1:
-		return fmt.Errorf("route: Options.Band: %v is not in [0,1]", o.Band)
-	case o.Band == 0:
-		o.Band = DefaultBand
-	case o.Band < 0:
-		o.Band = 0
+	if o.Band, err = share("Band", o.Band, DefaultBand); err != nil {
+		return err
 	}
 	if o.ColdProbes == 0 {
 		o.ColdProbes = DefaultColdProbes
 	} else if o.ColdProbes < 0 {
 		o.ColdProbes = 0
 	}
-	switch {
-	case math.IsNaN(o.ColdShare) || o.ColdShare > 1:
-		return fmt.Errorf("route: Options.ColdShare: %v is not in [0,1]", o.ColdShare)
-	case o.ColdShare == 0:
-		o.ColdShare = DefaultColdShare
-	case o.ColdShare < 0:
-		o.ColdShare = 0
+	if o.ColdShare, err = share("ColdShare", o.ColdShare, DefaultColdShare); err != nil {
+		return err
 	}
 	if o.ColdProbeInterval <= 0 {
 		o.ColdProbeInterval = DefaultColdProbeInterval
@@ -1115,4 +1101,19 @@ func (p *Picker) keyOf(s *scratch, it *item) measure.Key {
 		return k
 	}
 	return p.keys[it.idx]
+}
+
+// share applies the Options convention for a share: 0 means def, a negative
+// value turns the feature off (0), and NaN or a value above 1 is an error
+// naming the field.
+func share(field string, v, def float64) (float64, error) {
+	switch {
+	case math.IsNaN(v) || v > 1:
+		return 0, fmt.Errorf("route: Options.%s: %v is not in [0,1]", field, v)
+	case v == 0:
+		return def, nil
+	case v < 0:
+		return 0, nil
+	}
+	return v, nil
 }
