@@ -159,11 +159,12 @@ func BenchmarkCall16(b *testing.B) {
 	params := userParams("m", "hi")
 	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
 	ctx := context.Background()
-	drain16 := func(s interface {
+	type streamer interface {
 		Next() bool
 		Err() error
 		Close() error
-	}) {
+	}
+	drain16 := func(s streamer) { // reads one 16-chunk stream to its end
 		for s.Next() {
 		}
 		if err := s.Err(); err != nil {
@@ -171,28 +172,21 @@ func BenchmarkCall16(b *testing.B) {
 		}
 		_ = s.Close()
 	}
-	b.Run("plain", func(b *testing.B) {
-		b.ReportAllocs()
-		t0 := cpuTime()
-		for b.Loop() {
-			drain16(plain.Chat.Completions.NewStreaming(ctx, params))
-		}
-		b.ReportMetric(float64(cpuTime()-t0)/float64(b.N), "cpu-ns/op")
-	})
-	b.Run("client", func(b *testing.B) {
-		b.ReportAllocs()
-		t0 := cpuTime()
-		for b.Loop() {
-			drain16(c.Chat.Completions.NewStreaming(ctx, params))
-		}
-		b.ReportMetric(float64(cpuTime()-t0)/float64(b.N), "cpu-ns/op")
-	})
-	b.Run("transport", func(b *testing.B) {
-		b.ReportAllocs()
-		t0 := cpuTime()
-		for b.Loop() {
-			drain16(viaTransport.Chat.Completions.NewStreaming(ctx, params))
-		}
-		b.ReportMetric(float64(cpuTime()-t0)/float64(b.N), "cpu-ns/op")
-	})
+	for _, path := range []struct {
+		name string
+		open func() streamer
+	}{
+		{"plain", func() streamer { return plain.Chat.Completions.NewStreaming(ctx, params) }},
+		{"client", func() streamer { return c.Chat.Completions.NewStreaming(ctx, params) }},
+		{"transport", func() streamer { return viaTransport.Chat.Completions.NewStreaming(ctx, params) }},
+	} {
+		b.Run(path.name, func(b *testing.B) {
+			b.ReportAllocs()
+			t0 := cpuTime()
+			for b.Loop() {
+				drain16(path.open())
+			}
+			b.ReportMetric(float64(cpuTime()-t0)/float64(b.N), "cpu-ns/op")
+		})
+	}
 }
