@@ -80,6 +80,13 @@
 // candidate is cold, a probe takes no call from a measured deployment, and
 // only ColdProbes limits it.
 //
+// Very low traffic has a limit no probing removes: a deployment that gets
+// fewer calls than measure's MinSamples within measure's window (by default
+// 10 in 5 minutes, about 2 a minute) never becomes warm, so every deployment
+// stays cold and picks are draws weighted by Deployment.Weight (by price
+// under Cost). Lower measure.Options.MinSamples or lengthen the window for
+// such traffic.
+//
 // # Estimates
 //
 // A deployment's Expected statistics blend the windowed percentile with the
