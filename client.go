@@ -262,13 +262,10 @@ type call struct {
 	stream   bool        // commit at the first output chunk
 }
 
-// do routes one serialised chat-completion body and runs it through the
-// executor. The returned Result's Body must be closed.
-func (c *Client) do(ctx context.Context, body []byte, hdr http.Header, cc *callConfig, stream bool) (*fallback.Result, *call, error) {
-	info, err := readRequest(body)
-	if err != nil {
-		return nil, nil, err
-	}
+// do routes one serialised chat-completion body, already read into info by
+// readRequest, and runs it through the executor. The returned Result's Body
+// must be closed.
+func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http.Header, cc *callConfig, stream bool) (*fallback.Result, *call, error) {
 	cl := &call{cfg: *cc, info: info, hdr: hdr, stream: stream}
 	req := cc.req
 	req.Model = info.RawModel

@@ -94,7 +94,7 @@ func (c *Client) send(ctx context.Context, body []byte, hdr http.Header, cc *cal
 	}
 	// The call's own context lets an early Close end the upstream request.
 	ctx, cancel := context.WithCancel(ctx)
-	res, cl, err := c.do(ctx, body, hdr, cc, info.Stream)
+	res, cl, err := c.do(ctx, body, info, hdr, cc, info.Stream)
 	if err != nil {
 		cancel()
 		fillReport(cc.report, nil, err)

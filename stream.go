@@ -238,7 +238,12 @@ func (t *internalTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		st.err = err
 		return nil, err
 	}
-	res, cl, err := t.c.do(req.Context(), body, req.Header, &st.cfg, st.stream)
+	info, err := readRequest(body)
+	if err != nil {
+		st.err = err
+		return nil, err
+	}
+	res, cl, err := t.c.do(req.Context(), body, info, req.Header, &st.cfg, st.stream)
 	st.call = cl
 	if err != nil {
 		st.err = err
