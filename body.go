@@ -71,38 +71,15 @@ func readRequest(body []byte) (requestInfo, error) {
 	return info, nil
 }
 
-// rewriteBody returns the body to send to deployment d: its model id, the
-// stream flag, include_usage where d supports it, and cache-control hints only
-// where d declares support. The input is never modified, so a plan's attempts
-// can each rewrite the same original.
-//
-// requested is the logical model the caller asked for; a wildcard deployment
-// ("*") sends it unchanged.
-func rewriteBody(body []byte, d route.Deployment, requested string, stream bool) ([]byte, error) {
-	wire := d.ForModel(requested).WireModel()
-	// sjson.SetBytes allocates a new slice, so body itself is never modified.
-	out, err := sjson.SetBytes(body, "model", wire)
-	if err != nil {
-		return nil, fmt.Errorf("tpsroute: rewrite model: %w", err)
+// attemptBody returns body as one deployment may see it: with the cache hints
+// (prompt_cache_key, cache_control) stripped unless d declares
+// Capabilities.CacheControl. body itself is never modified, so a plan's
+// attempts can each start from the same original.
+func attemptBody(body []byte, d route.Deployment) ([]byte, error) {
+	if d.Capabilities.CacheControl {
+		return body, nil
 	}
-	if stream {
-		if !gjson.GetBytes(out, "stream").Bool() {
-			if out, err = sjson.SetBytes(out, "stream", true); err != nil {
-				return nil, fmt.Errorf("tpsroute: rewrite stream: %w", err)
-			}
-		}
-		if d.Capabilities.IncludeUsage && !gjson.GetBytes(out, "stream_options.include_usage").Bool() {
-			if out, err = sjson.SetBytes(out, "stream_options.include_usage", true); err != nil {
-				return nil, fmt.Errorf("tpsroute: rewrite include_usage: %w", err)
-			}
-		}
-	}
-	if !d.Capabilities.CacheControl {
-		if out, err = stripCacheHints(out); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return stripCacheHints(body)
 }
 
 var cacheControlKey = []byte(`"cache_control"`)

@@ -1,6 +1,9 @@
 package tpsroute
 
 import (
+	"context"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -52,19 +55,31 @@ func TestReadRequest(t *testing.T) {
 	}
 }
 
-func TestRewriteBody(t *testing.T) {
-	const hinted = `{"model":"llama","prompt_cache_key":"sess-1","messages":[` +
+func TestAttemptBuild(t *testing.T) {
+	const hinted = `{"model":"llama","stream":true,"prompt_cache_key":"sess-1","messages":[` +
 		`{"role":"system","content":"long prefix","cache_control":{"type":"ephemeral"}},` +
 		`{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}},{"type":"text","text":"there"}]}],` +
 		`"tools":[{"type":"function","function":{"name":"f"},"cache_control":{"type":"ephemeral"}}]}`
-	plain := route.Deployment{Provider: "a", Model: "llama", ProviderModel: "llama-3.3-70b-versatile"}
+	plain := route.Deployment{Provider: "a", Model: "llama", ProviderModel: "llama-3.3-70b-versatile", BaseURL: "http://a.invalid/v1", APIKey: "key-a",
+		Headers: map[string]string{"X-Route-Region": "us-east-1"}}
 	caching := plain
 	caching.Capabilities = route.Capabilities{CacheControl: true, IncludeUsage: true}
-	wild := route.Deployment{Provider: "gw", Model: "*"}
+	wild := route.Deployment{Provider: "gw", Model: "*", BaseURL: "http://gw.invalid/v1"}
+	build := func(t *testing.T, cl *call, d route.Deployment, body string) (*http.Request, []byte) {
+		t.Helper()
+		req, err := cl.build(context.Background(), d, []byte(body))
+		require.NoError(t, err)
+		out, err := io.ReadAll(req.Body)
+		require.NoError(t, err)
+		return req, out
+	}
+	llama := &call{info: requestInfo{Model: "llama"}}
 
 	t.Run("strips cache hints for a deployment without support", func(t *testing.T) {
 		in := []byte(hinted)
-		out, err := rewriteBody(in, plain, "llama", false)
+		req, err := llama.build(context.Background(), plain, in)
+		require.NoError(t, err)
+		out, err := io.ReadAll(req.Body)
 		require.NoError(t, err)
 		assert.Equal(t, hinted, string(in), "input must not change")
 		assert.NotContains(t, string(out), "cache_control")
@@ -73,31 +88,42 @@ func TestRewriteBody(t *testing.T) {
 		assert.Equal(t, "there", gjson.GetBytes(out, "messages.1.content.1.text").Str)
 		assert.Equal(t, "f", gjson.GetBytes(out, "tools.0.function.name").Str)
 		assert.False(t, gjson.GetBytes(out, "stream_options").Exists())
+		assert.Equal(t, "http://a.invalid/v1/chat/completions", req.URL.String())
+		assert.Equal(t, "Bearer key-a", req.Header.Get("Authorization"))
 	})
 	t.Run("forwards cache hints and include_usage where supported", func(t *testing.T) {
-		out, err := rewriteBody([]byte(hinted), caching, "llama", true)
-		require.NoError(t, err)
+		_, out := build(t, llama, caching, hinted)
 		assert.Equal(t, "sess-1", gjson.GetBytes(out, "prompt_cache_key").Str)
 		assert.Equal(t, "ephemeral", gjson.GetBytes(out, "messages.0.cache_control.type").Str)
 		assert.Equal(t, "ephemeral", gjson.GetBytes(out, "messages.1.content.0.cache_control.type").Str)
 		assert.True(t, gjson.GetBytes(out, "stream").Bool())
 		assert.True(t, gjson.GetBytes(out, "stream_options.include_usage").Bool())
 	})
+	t.Run("a call's cache key goes only where supported", func(t *testing.T) {
+		keyed := &call{info: requestInfo{Model: "llama"}}
+		keyed.cfg.req.CacheKey = "conv-9"
+		_, out := build(t, keyed, caching, `{"model":"llama","stream":true}`)
+		assert.Equal(t, "conv-9", gjson.GetBytes(out, "prompt_cache_key").Str)
+		_, out = build(t, keyed, plain, `{"model":"llama","stream":true}`)
+		assert.False(t, gjson.GetBytes(out, "prompt_cache_key").Exists())
+	})
 	t.Run("wildcard passes the requested model through", func(t *testing.T) {
-		out, err := rewriteBody([]byte(`{"model":"qwen@7","stream":true}`), wild, "qwen", true)
-		require.NoError(t, err)
+		_, out := build(t, &call{info: requestInfo{Model: "qwen"}}, wild, `{"model":"qwen@7","stream":true}`)
 		assert.Equal(t, "qwen", gjson.GetBytes(out, "model").Str)
 	})
 	t.Run("keeps the caller's include_usage where not declared", func(t *testing.T) {
-		in := `{"model":"llama","stream":true,"stream_options":{"include_usage":true}}`
-		out, err := rewriteBody([]byte(in), plain, "llama", true)
-		require.NoError(t, err)
+		_, out := build(t, llama, plain, `{"model":"llama","stream":true,"stream_options":{"include_usage":true}}`)
 		assert.True(t, gjson.GetBytes(out, "stream_options.include_usage").Bool())
 	})
-	t.Run("no hints is a cheap copy", func(t *testing.T) {
-		in := `{"model":"llama","messages":[{"role":"user","content":"hi"}]}`
-		out, err := rewriteBody([]byte(in), plain, "llama", false)
-		require.NoError(t, err)
-		assert.JSONEq(t, `{"model":"llama-3.3-70b-versatile","messages":[{"role":"user","content":"hi"}]}`, string(out))
+	t.Run("caller headers are forwarded without credentials, and never over the deployment's", func(t *testing.T) {
+		cl := &call{info: requestInfo{Model: "llama"}, hdr: http.Header{
+			"Authorization":  {"Bearer caller"},
+			"X-Trace-Id":     {"t-1"},
+			"X-Route-Region": {"eu-west-1"},
+		}}
+		req, _ := build(t, cl, plain, `{"model":"llama","stream":true}`)
+		assert.Equal(t, "Bearer key-a", req.Header.Get("Authorization"))
+		assert.Equal(t, "t-1", req.Header.Get("X-Trace-Id"))
+		assert.Equal(t, "us-east-1", req.Header.Get("X-Route-Region"))
 	})
 }

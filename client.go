@@ -1,7 +1,6 @@
 package tpsroute
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -480,7 +479,7 @@ func (e *PinError) Is(target error) bool { return target == route.ErrNoDeploymen
 // headers and model id. The caller's headers are forwarded without
 // credentials. It is the call's fallback.BuildFunc.
 func (cl *call) build(ctx context.Context, d route.Deployment, body []byte) (*http.Request, error) {
-	b, err := rewriteBody(body, d, cl.info.Model, true)
+	b, err := attemptBody(body, d)
 	if err != nil {
 		return nil, err
 	}
@@ -489,23 +488,17 @@ func (cl *call) build(ctx context.Context, d route.Deployment, body []byte) (*ht
 			return nil, err
 		}
 	}
-	ctx = context.WithValue(ctx, attemptKey{}, d.Key())
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(d.BaseURL, "/")+"/chat/completions", bytes.NewReader(b))
+	// fallback.DefaultBuild sets the wire model (the requested one for a
+	// wildcard), include_usage, the key and the deployment's headers; the
+	// executor already made the body a stream.
+	req, err := fallback.DefaultBuild(context.WithValue(ctx, attemptKey{}, d.Key()), d.ForModel(cl.info.Model), b)
 	if err != nil {
 		return nil, err
 	}
 	for k, vs := range cl.hdr {
-		if forwardable(k) {
+		if forwardable(k) && req.Header.Get(k) == "" { // the deployment's own headers win
 			req.Header[k] = vs
 		}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	if d.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+d.APIKey)
-	}
-	for k, v := range d.Headers {
-		req.Header.Set(k, v)
 	}
 	return req, nil
 }
