@@ -29,10 +29,12 @@
 // # Targets
 //
 // Compare mode (the default) pins each deployment in turn, without retries
-// or failover, through tpsroute.Client's Transport, and times every body with
-// its own tps.Tap. Routed mode sends through Client.Chat.Completions with the
-// configured policy and failover. Run builds a fresh Client per
-// configuration and target, so breakers and statistics never carry over.
+// or failover; routed mode lets the configured policy choose and fail over.
+// Both send through tpsroute.Client.Do as a stream, drain the body without
+// decoding it, and take the measurement from Response.Sample: every chunk is
+// timed once, by the router's own tps.Tap. Errors are classified from the
+// Client's typed errors. Run builds a fresh Client per configuration and
+// target, so breakers and statistics never carry over.
 //
 // # Results
 //

@@ -211,7 +211,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rc.HTTPClient = &http.Client{Transport: tr}
 		defer tr.CloseIdleConnections() // no keep-alive goroutine outlives Run
 	}
-	rc.HTTPClient = &http.Client{Transport: &probe{next: rc.HTTPClient.Transport}}
 	if cfg.Mode == Compare {
 		// One attempt on the pinned deployment: no retry and no hedge may
 		// blur what the deployment itself did.
@@ -249,7 +248,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 			var t target
 			if cfg.Mode == Routed {
-				t = &routed{c: c, model: w.Model}
+				t = newRouted(c, w.Model)
 			} else {
 				t = newPinned(c, deps[ti], w.Model)
 			}

@@ -1,19 +1,15 @@
 package bench
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"sync"
 	"time"
 
-	"github.com/openai/openai-go/v3"
-
 	"github.com/tpsroute/tpsroute"
+	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
@@ -27,45 +23,118 @@ type target interface {
 	do(ctx context.Context, p *Prompt, sent time.Time, r *Result)
 }
 
-// slot is what the probe transport learns about one call's attempts.
-type slot struct {
-	mu     sync.Mutex
-	called bool  // an attempt reached the wire
-	status int   // the last attempt's HTTP status
-	err    error // the last attempt's transport error
+// caller sends request bodies through Client.Do as streams and drains the
+// committed stream into a pooled buffer without decoding it: the executor's
+// own tps.Tap times every chunk once, and the harness takes its Sample.
+type caller struct {
+	c    *tpsroute.Client
+	pool *sync.Pool // of *[]byte drain buffers
 }
 
-type slotKey struct{}
+func newCaller(c *tpsroute.Client) caller {
+	return caller{c: c, pool: &sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
+}
 
-// probe wraps the HTTP transport under the Client and notes, per call, whether
-// an attempt was sent, its status and its transport error: the Client's
-// Transport answers failures as HTTP error bodies, and the probe lets the
-// harness tell a skipped deployment (breaker open, cooling down, no budget)
-// from a connection failure without reading error strings.
-type probe struct{ next http.RoundTripper }
-
-func (p *probe) RoundTrip(req *http.Request) (*http.Response, error) {
-	s, _ := req.Context().Value(slotKey{}).(*slot)
-	res, err := p.next.RoundTrip(req)
-	if s != nil {
-		s.mu.Lock()
-		s.called = true
-		s.err = err
-		if res != nil {
-			s.status = res.StatusCode
-		}
-		s.mu.Unlock()
+// call sends body with opts, drains the answer and fills r's measurement and
+// error from sent. It returns the Response of a committed call (its Body
+// drained and closed), or nil and Do's error.
+func (k caller) call(ctx context.Context, body []byte, sent time.Time, r *Result, opts []tpsroute.CallOption) (*tpsroute.Response, error) {
+	res, err := k.c.Do(ctx, body, opts...)
+	if err != nil {
+		r.fill(tps.Sample{Start: sent}, sent)
+		k.failed(ctx, err, r)
+		return nil, err
 	}
-	return res, err
+	buf := k.pool.Get().(*[]byte)
+	var rerr error
+	for rerr == nil {
+		_, rerr = res.Body.Read(*buf)
+	}
+	k.pool.Put(buf)
+	_ = res.Body.Close()
+	s := res.Sample()
+	if s.Start.IsZero() {
+		s.Start = sent
+	}
+	r.fill(s, sent)
+	if rerr != io.EOF {
+		// A failure after the commit point: Read returns a *fallback.Error.
+		phase := s.ErrPhase
+		var fe *fallback.Error
+		if phase == tps.PhaseNone && errors.As(rerr, &fe) {
+			phase = fe.Phase()
+		}
+		if phase == tps.PhaseNone {
+			phase = tps.PhaseMidStream
+		}
+		r.setError(&reported{k.c.HTTPError(rerr).Message, rerr}, classify(rerr, 0, "", phase), phase)
+	}
+	return res, nil
 }
 
-// pinned sends through Client.Transport, pinned to one deployment without
-// failover, and times the body with its own tps.Tap: the same measurement the
-// router records, without decoding chunks into Go values, so the harness
-// stays cheap at thousands of streams per second.
+// failed records an error of Client.Do, a call that never reached its
+// commit point. The message is the Client's HTTP answer to it (API keys
+// redacted); the class and phase come from the error's types: an unknown
+// model or no deployment left by the options is no_deployment, a deployment
+// skipped for an open breaker, a cooldown or no rate-limit budget (no
+// request sent) is skipped, and otherwise the last attempt decides: no
+// status is a connect failure, an error status fails at the headers, and a
+// 200 that brought no output fails at the first token.
+func (k caller) failed(ctx context.Context, err error, r *Result) {
+	he := k.c.HTTPError(err)
+	msg := &reported{fmt.Sprintf("bench: HTTP %d: %s", he.Status, he.Message), err}
+	var me *tpsroute.ModelError
+	var fe *fallback.Error
+	switch {
+	case ctx.Err() != nil:
+		r.setError(msg, "canceled", tps.PhaseConnect)
+	case errors.As(err, &me), errors.Is(err, route.ErrNoDeployment):
+		r.setError(msg, "no_deployment", tps.PhaseNone)
+	case errors.As(err, &fe):
+		a, ok := fe.Last()
+		switch {
+		case !ok:
+			r.setError(msg, classify(err, 0, "", tps.PhaseNone), tps.PhaseNone)
+		case a.Class == fallback.ClassSkipped:
+			r.setError(msg, "skipped", tps.PhaseNone)
+		default:
+			phase := tps.PhaseHeaders
+			switch a.Status {
+			case 0:
+				phase = tps.PhaseConnect
+			case 200:
+				phase = tps.PhaseFirstToken
+			}
+			r.setError(msg, classify(err, a.Status, "", phase), phase)
+		}
+	default: // a *RequestError, or what the Client reports as a 500
+		r.setError(msg, classify(err, he.Status, he.Code, tps.PhaseNone), tps.PhaseNone)
+	}
+}
+
+// reported is an error of the Client as the report spells it: its message
+// with API keys redacted, still matching the original with errors.Is and As.
+type reported struct {
+	msg string
+	err error
+}
+
+func (e *reported) Error() string { return e.msg }
+func (e *reported) Unwrap() error { return e.err }
+
+func (r *Result) setError(err error, class string, phase tps.Phase) {
+	if errors.Is(err, context.Canceled) {
+		class = "canceled"
+	}
+	r.Error, r.ErrorClass, r.ErrorPhase = err.Error(), class, phaseName(phase)
+}
+
+// pinned sends through Client.Do pinned to one deployment without failover,
+// and takes the measurement the router recorded: the chunks are timed once,
+// by the executor, and never decoded into Go values, so the harness stays
+// cheap at thousands of streams per second.
 type pinned struct {
-	rt    http.RoundTripper
-	pool  *sync.Pool // of *[]byte drain buffers
+	caller
 	key   measure.Key
 	label string
 	model string
@@ -75,145 +144,49 @@ type pinned struct {
 func newPinned(c *tpsroute.Client, d route.Deployment, model string) *pinned {
 	k := d.Key()
 	return &pinned{
-		rt:    c.Transport(),
-		pool:  &sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }},
-		key:   k,
-		label: d.Provider + "/" + d.Region + "/" + k.Model,
-		model: model,
-		opts:  []tpsroute.CallOption{tpsroute.WithPin(d.Provider, d.Region), tpsroute.WithoutFallback()},
+		caller: newCaller(c),
+		key:    k,
+		label:  d.Provider + "/" + d.Region + "/" + k.Model,
+		model:  model,
+		opts:   []tpsroute.CallOption{tpsroute.WithPin(d.Provider, d.Region), tpsroute.WithoutFallback()},
 	}
 }
 
 func (t *pinned) name() string { return t.label }
 
-const benchURL = "http://tpsbench.invalid/v1/chat/completions"
-
 func (t *pinned) do(ctx context.Context, p *Prompt, sent time.Time, r *Result) {
-	sl := &slot{}
-	ctx = tpsroute.ContextWithOptions(context.WithValue(ctx, slotKey{}, sl), t.opts...)
 	body := appendBody(make([]byte, 0, 512), t.model, p)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, benchURL, bytes.NewReader(body))
-	if err != nil {
-		r.setError(err, "other", tps.PhaseConnect)
-		return
-	}
-	req.Header.Set("Content-Type", "application/json")
-	res, err := t.rt.RoundTrip(req)
-	if err != nil {
-		r.fill(tps.Sample{Start: sent}, sent)
-		r.setError(err, classify(err, 0, "", tps.PhaseConnect), tps.PhaseConnect)
-		return
-	}
-	if res.StatusCode != http.StatusOK {
-		r.fill(tps.Sample{Start: sent}, sent)
-		r.failedStatus(res, sl)
-		return
-	}
-	var s tps.Sample
-	tap := tps.NewTap(res.Body, sent, func(x tps.Sample) { s = x })
-	buf := t.pool.Get().(*[]byte)
-	for {
-		if _, err := tap.Read(*buf); err != nil {
-			break
-		}
-	}
-	t.pool.Put(buf)
-	_ = tap.Close()
-	r.Deployment = t.key
-	r.Attempts = 1
-	r.fill(s, sent)
-	if s.Err != nil {
-		r.setError(s.Err, classify(s.Err, 0, "", s.ErrPhase), s.ErrPhase)
+	if res, _ := t.call(ctx, body, sent, r, t.opts); res != nil {
+		r.Deployment = t.key
+		r.Attempts = len(res.Attempts())
 	}
 }
 
-// failedStatus records an error answer of the Client's Transport.
-func (r *Result) failedStatus(res *http.Response, sl *slot) {
-	b, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
-	_ = res.Body.Close()
-	var e struct {
-		Error struct {
-			Message string `json:"message"`
-			Code    string `json:"code"`
-		} `json:"error"`
-	}
-	_ = json.Unmarshal(b, &e)
-	msg := e.Error.Message
-	if msg == "" {
-		msg = string(b)
-	}
-	sl.mu.Lock()
-	called, status, terr := sl.called, sl.status, sl.err
-	sl.mu.Unlock()
-	err := fmt.Errorf("bench: HTTP %d: %s", res.StatusCode, msg)
-	switch {
-	case !called && res.StatusCode == http.StatusNotFound:
-		r.setError(err, "no_deployment", tps.PhaseNone)
-	case !called:
-		r.setError(err, "skipped", tps.PhaseNone)
-	case terr != nil:
-		r.setError(err, classify(terr, 0, "", tps.PhaseConnect), tps.PhaseConnect)
-	default:
-		if status == 0 {
-			status = res.StatusCode
-		}
-		phase := tps.PhaseHeaders
-		if status == http.StatusOK {
-			phase = tps.PhaseFirstToken // failed before the commit point
-		}
-		r.setError(err, classify(nil, status, e.Error.Code, phase), phase)
-	}
-}
-
-func (r *Result) setError(err error, class string, phase tps.Phase) {
-	if errors.Is(err, context.Canceled) {
-		class = "canceled"
-	}
-	r.Error, r.ErrorClass, r.ErrorPhase = err.Error(), class, phaseName(phase)
-}
-
-// routed sends through Client.Chat.Completions.NewStreaming with the router
-// free to choose and fail over, as production traffic would.
+// routed sends through Client.Do with the router free to choose and fail
+// over, as production traffic would: the routing of NewStreaming, without
+// decoding every chunk into openai-go structs. The Sample is the committed
+// attempt's; TTFT and E2E still count from sent, so routing and failed
+// attempts are included.
 type routed struct {
-	c     *tpsroute.Client
+	caller
 	model string
+}
+
+func newRouted(c *tpsroute.Client, model string) *routed {
+	return &routed{caller: newCaller(c), model: model}
 }
 
 func (t *routed) name() string { return "routed" }
 
 func (t *routed) do(ctx context.Context, p *Prompt, sent time.Time, r *Result) {
-	params := openai.ChatCompletionNewParams{Model: t.model}
-	for _, m := range p.Messages {
-		switch m.Role {
-		case "system":
-			params.Messages = append(params.Messages, openai.SystemMessage(m.Content))
-		case "developer":
-			params.Messages = append(params.Messages, openai.DeveloperMessage(m.Content))
-		case "assistant":
-			params.Messages = append(params.Messages, openai.AssistantMessage(m.Content))
-		default:
-			params.Messages = append(params.Messages, openai.UserMessage(m.Content))
-		}
-	}
-	if p.MaxTokens > 0 {
-		params.MaxTokens = openai.Int(int64(p.MaxTokens))
-	}
-	st := t.c.Chat.Completions.NewStreaming(ctx, params)
-	for st.Next() {
-	}
-	_ = st.Close()
-	s := st.Sample()
-	if s.Start.IsZero() {
-		s.Start = sent
-	}
-	r.Deployment = st.Deployment().Key()
-	r.Attempts = len(st.Attempts())
-	r.fill(s, sent)
-	if err := st.Err(); err != nil {
-		phase := s.ErrPhase
-		if phase == tps.PhaseNone {
-			phase = tps.PhaseConnect
-		}
-		r.setError(err, classify(err, 0, "", phase), phase)
+	body := appendBody(make([]byte, 0, 512), t.model, p)
+	res, err := t.call(ctx, body, sent, r, nil)
+	var fe *fallback.Error
+	switch {
+	case res != nil:
+		r.Deployment = res.Deployment().Key()
+		r.Attempts = len(res.Attempts())
+	case errors.As(err, &fe):
+		r.Attempts = len(fe.Attempts)
 	}
 }
