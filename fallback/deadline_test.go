@@ -124,7 +124,7 @@ func TestKeepAlivesAreNotProgress(t *testing.T) {
 
 // TestFinishGrace: a stream that has finished but never ends (no [DONE], no
 // EOF, keep-alives for ever: docs/STREAM_QUIRKS.md Q2, Q5) ends promptly as a success with its
-// usage (TestScenarios/11_no_done is the same with [DONE] missing), including a usage chunk that trails the finish
+// usage (the never-ending variant of TestScenarios/11_no_done), including a usage chunk that trails the finish
 // chunk (Q10).
 func TestFinishGrace(t *testing.T) {
 	a := dep("a", "a-m")
