@@ -154,8 +154,10 @@ const internalBaseURL = "http://tpsroute.invalid/v1/"
 func (c *Client) Stats() measure.Snapshot { return c.reg.Snapshot() }
 
 // Deployments returns a copy of the configured deployments, in order, without
-// credentials: APIKey is empty and credential headers (see
-// publicDeployment) read "[REDACTED]".
+// credentials: APIKey is empty, and the value of every header whose name
+// suggests a credential (Authorization, api-key, X-Goog-Api-Key, Cookie, any
+// name with auth, key, token, secret, password, signature or credential in
+// it) reads "[REDACTED]". Routing headers such as X-Route-Region are kept.
 func (c *Client) Deployments() []route.Deployment {
 	ds := c.picker.Deployments()
 	for i := range ds {

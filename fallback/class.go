@@ -85,7 +85,7 @@ type providerError struct {
 	Raw     string // the JSON object the fields came from
 }
 
-// parseErrorBody reads the error shapes seen in the wild (STREAM_QUIRKS Q17,
+// parseErrorBody reads the error shapes seen in the wild (docs/STREAM_QUIRKS.md Q17,
 // Q18, Q25): {"error":{...}}, [{"error":{...}}], {"message":...},
 // {"error":"...","error_type":...}, with code as an int or a string.
 func parseErrorBody(body []byte) providerError {
@@ -133,7 +133,7 @@ func parseErrorBody(body []byte) providerError {
 	if pe.Status == 0 {
 		pe.Status = statusOf(root)
 	}
-	// OpenRouter wraps the upstream error as a JSON string in message (Q18).
+	// OpenRouter wraps the upstream error as a JSON string in message (docs/STREAM_QUIRKS.md Q18).
 	if m := strings.TrimSpace(pe.Message); strings.HasPrefix(m, "{") || strings.HasPrefix(m, "[") {
 		inner := parseErrorBody([]byte(m))
 		if pe.Code == "" {
@@ -242,7 +242,7 @@ func classifyStatus(status int, pe *providerError) Class {
 		return ClassNext
 	case status >= 500:
 		if pe.contextLength() {
-			// Q26: some servers report an oversized prompt as a 500.
+			// docs/STREAM_QUIRKS.md Q26: some servers report an oversized prompt as a 500.
 			return ClassContextLength
 		}
 		return ClassRetry

@@ -19,7 +19,7 @@ import (
 )
 
 // tape builds a replay.Cassette event by event, for streams the replay faults
-// do not shape: keep-alives for ever after the finish chunk (STREAM_QUIRKS Q2),
+// do not shape: keep-alives for ever after the finish chunk (docs/STREAM_QUIRKS.md Q2),
 // a usage chunk long after it (Q10), n>1 choices (Q21).
 type tape struct {
 	at     time.Duration
@@ -81,7 +81,7 @@ func (t *tape) words(n int) string {
 	return b.String()
 }
 
-// TestKeepAlivesAreNotProgress: SSE comments (Q1, Q2, Q27) neither satisfy
+// TestKeepAlivesAreNotProgress: SSE comments (docs/STREAM_QUIRKS.md Q1, Q2, Q27) neither satisfy
 // the TTFT deadline before the commit point nor reset the stall deadline
 // after it.
 func TestKeepAlivesAreNotProgress(t *testing.T) {
@@ -123,8 +123,8 @@ func TestKeepAlivesAreNotProgress(t *testing.T) {
 }
 
 // TestFinishGrace: a stream that has finished but never ends (no [DONE], no
-// EOF, keep-alives for ever: Q2, Q5) ends promptly as a success with its
-// usage (issue 6 scenario 11), including a usage chunk that trails the finish
+// EOF, keep-alives for ever: docs/STREAM_QUIRKS.md Q2, Q5) ends promptly as a success with its
+// usage (the never-ending variant of TestScenarios/11_no_done), including a usage chunk that trails the finish
 // chunk (Q10).
 func TestFinishGrace(t *testing.T) {
 	a := dep("a", "a-m")
@@ -222,7 +222,7 @@ func TestFinishGrace(t *testing.T) {
 	})
 }
 
-// TestChoicesFinish: with n>1 (Q21) the stream has finished only when every
+// TestChoicesFinish: with n>1 (docs/STREAM_QUIRKS.md Q21) the stream has finished only when every
 // choice has a finish_reason; a cut after the first choice's is not a success.
 func TestChoicesFinish(t *testing.T) {
 	a := dep("a", "a-m")
@@ -258,7 +258,7 @@ func TestChoicesFinish(t *testing.T) {
 	}
 }
 
-// TestMaxDuration: the ceiling ends a stream that would never end (Q2, Q27)
+// TestMaxDuration: the ceiling ends a stream that would never end (docs/STREAM_QUIRKS.md Q2, Q27)
 // with ErrMaxDuration, whatever keeps arriving; a finished stream it ends as
 // a success.
 func TestMaxDuration(t *testing.T) {

@@ -91,7 +91,7 @@
 //   - StallTimeout 20 s without an output chunk after the first.
 //   - MaxDuration 30 min: the ceiling on one attempt, whatever arrives. It is
 //     what ends a provider that queues a call behind keep-alives for ever
-//     (STREAM_QUIRKS Q27) when there is nowhere to fail over, or that never
+//     (docs/STREAM_QUIRKS.md Q27) when there is nowhere to fail over, or that never
 //     ends its stream (Q2). Before the commit point it fails over; after it
 //     the stream ends with ErrMaxDuration and ErrMidStream.
 //   - FinishGrace 2 s: once the stream has finished (a finish_reason for

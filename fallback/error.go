@@ -38,7 +38,7 @@ var (
 	// ErrMaxDuration means the attempt reached Options.MaxDuration (or
 	// Call.MaxDuration) before its stream ended, for example because the
 	// provider kept sending keep-alive comments and never a terminator
-	// (STREAM_QUIRKS Q2). After the commit point it comes with ErrMidStream.
+	// (docs/STREAM_QUIRKS.md Q2). After the commit point it comes with ErrMidStream.
 	ErrMaxDuration = errors.New("fallback: attempt exceeded its maximum duration")
 	// ErrMidStream marks every failure after the commit point: the stream was
 	// cut, stalled or carried an error after output had been delivered. A

@@ -29,7 +29,7 @@ const (
 	DefaultStallTimeout = 20 * time.Second
 	// DefaultMaxDuration is the ceiling on one attempt, from sending the
 	// request to the end of its stream, whatever arrives meanwhile
-	// (STREAM_QUIRKS Q2, Q27: keep-alive comments can flow for tens of
+	// (docs/STREAM_QUIRKS.md Q2, Q27: keep-alive comments can flow for tens of
 	// minutes, or forever). It is far above any real generation (a 32k-token
 	// answer at 20 tokens/s takes 27 min) so that it never cuts a healthy
 	// stream; its job is to release the connection, the in-flight slot and
@@ -38,7 +38,7 @@ const (
 	// DefaultFinishGrace is how long a stream that has finished (a
 	// finish_reason for every choice, or "[DONE]") may stay silent, comments
 	// not counted, before it is ended as a success without waiting for EOF.
-	// Providers send the trailing usage chunk (Q10) and "[DONE]" within
+	// Providers send the trailing usage chunk (docs/STREAM_QUIRKS.md Q10) and "[DONE]" within
 	// milliseconds of the finish chunk; 2 s leaves room for a congested proxy
 	// and is all a caller loses to a provider that never closes the stream
 	// (Q2, Q5).
@@ -194,7 +194,7 @@ type Options struct {
 	// FinishGrace is how long a finished stream (a finish_reason for every
 	// choice, or "[DONE]") may go without a data event before it ends as a
 	// success, with whatever usage arrived, instead of waiting for an EOF
-	// that may never come. Every data event (a trailing usage chunk, Q10)
+	// that may never come. Every data event (a trailing usage chunk, docs/STREAM_QUIRKS.md Q10)
 	// restarts it; comments do not. Zero means DefaultFinishGrace; negative
 	// disables it, and a finished stream that goes silent then ends, as a
 	// success, at the stall deadline or MaxDuration.

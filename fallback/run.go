@@ -271,7 +271,7 @@ func (a *run) streamFailure(err error) (Class, error) {
 	}
 	class, cause := a.cause(err, ClassNext)
 	if a.finished.Load() && (cause == errFinished || cause == ErrStall || cause == ErrMaxDuration) {
-		// Silence or endless trailing events after the finish (Q2, Q5): the
+		// Silence or endless trailing events after the finish (docs/STREAM_QUIRKS.md Q2, Q5): the
 		// answer is complete. A partial event after the last blank line is
 		// dropped, not flushed: it was cut, not ended.
 		a.eof = true

@@ -119,7 +119,7 @@ func (s *stream) continuation(prev *run) *run {
 	if cl.mid != MidStreamContinue || !cl.stream || prev.toolCalls || prev.multi || prev.reasoning || len(prev.text) == 0 {
 		return nil
 	}
-	if cl.choices > 1 { // choices interleave one per chunk (Q21)
+	if cl.choices > 1 { // choices interleave one per chunk (docs/STREAM_QUIRKS.md Q21)
 		return nil
 	}
 	body, err := cl.e.opts.Prefill(cl.body, string(prev.text))

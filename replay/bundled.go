@@ -14,7 +14,7 @@ var bundledFS embed.FS
 
 // BundledNames returns the names of the cassettes embedded in the package,
 // sorted: provider dialects authored from the shapes in
-// shared/STREAM_QUIRKS.md (OpenAI with a usage chunk, Azure content-filter
+// docs/STREAM_QUIRKS.md (OpenAI with a usage chunk, Azure content-filter
 // annotations, vLLM, llama.cpp timings, Groq usage twice, OpenRouter
 // processing comments, DeepSeek reasoning with keep-alives and cache hits,
 // Mistral multi-token chunks, a mid-stream error, TGI framing).

@@ -11,7 +11,7 @@ import (
 )
 
 // Style is the provider dialect a synthetic Profile streams in. The zero
-// Style is OpenAI. Each style follows a shape in shared/STREAM_QUIRKS.md. It
+// Style is OpenAI. Each style follows a shape in docs/STREAM_QUIRKS.md. It
 // is a value, safe for concurrent use.
 type Style uint8
 

@@ -54,7 +54,7 @@ type quirk struct {
 	wrapOK  bool                // Stream sees no error
 }
 
-// quirks covers every STREAM_QUIRKS item that touches timing or counting.
+// quirks covers every item of docs/STREAM_QUIRKS.md that touches timing or counting.
 // Headers arrive at 100ms; every time is exact (synctest fake clock).
 func quirks() []quirk {
 	return []quirk{

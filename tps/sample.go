@@ -58,7 +58,7 @@ const (
 	// EndDone means the "data: [DONE]" sentinel was read (Tap only).
 	EndDone
 	// EndEOF means the body reached a clean EOF without "[DONE]" (Tap), which
-	// several servers do (STREAM_QUIRKS Q5). Check FinishReason or Truncated.
+	// several servers do (docs/STREAM_QUIRKS.md Q5). Check FinishReason or Truncated.
 	EndEOF
 	// EndStream means openai-go's stream ended without an error (Stream).
 	// openai-go hides whether "[DONE]" or a bare EOF ended it.
@@ -127,7 +127,7 @@ type Sample struct {
 	Server            ServerTiming // server-reported timings, last non-zero value of each
 
 	// NonStandard counts SSE lines with a field name other than data,
-	// event, id and retry (STREAM_QUIRKS Q3). An "error:" field is also
+	// event, id and retry (docs/STREAM_QUIRKS.md Q3). An "error:" field is also
 	// reported as a StreamError.
 	NonStandard int64
 
@@ -135,7 +135,8 @@ type Sample struct {
 	End End
 	// Truncated reports a stream that ended without an error (EndDone,
 	// EndEOF or EndStream) but without any finish_reason: the answer may
-	// have been cut short, or an error was dropped by the server (Q3, Q5).
+	// have been cut short, or an error was dropped by the server
+	// (docs/STREAM_QUIRKS.md Q3, Q5).
 	// It is not an error; the consumer decides.
 	Truncated bool
 

@@ -30,7 +30,7 @@ const MaxLine = 32 << 20
 // Close if neither came first. It runs on the goroutine that made that call,
 // after the Tap's lock is released.
 //
-// Framing follows the SSE specification and docs STREAM_QUIRKS Q1-Q5: LF,
+// Framing follows the SSE specification and docs/STREAM_QUIRKS.md Q1-Q5: LF,
 // CR and CRLF line ends, comments, "data:" with or without a space,
 // multi-line data, "event: error" (its data is an error), stray blank lines,
 // a final event without its blank line (flushed at EOF), a missing "[DONE]",
@@ -247,7 +247,7 @@ func (t *tap) processLine(now time.Time, line []byte) {
 	case "id", "retry":
 	default:
 		t.t.NonStandard(now)
-		if string(name) == "error" { // old llama.cpp (Q3)
+		if string(name) == "error" { // old llama.cpp (docs/STREAM_QUIRKS.md Q3)
 			t.data = append(append(t.data, value...), '\n')
 			t.hasData = true
 			t.errField = true
@@ -297,7 +297,8 @@ func (t *tap) emit(now time.Time) {
 	}
 }
 
-// flush ends a final line and event that had no terminator (Q4).
+// flush ends a final line and event that had no terminator
+// (docs/STREAM_QUIRKS.md Q4).
 func (t *tap) flush(now time.Time) {
 	if t.over {
 		t.overlong(now)

@@ -73,7 +73,7 @@ func (t *Timer) byteAt(now time.Time) {
 
 // Comment records an SSE comment (a keep-alive) read at now. It sets
 // FirstByte if nothing came before, and never counts as output, TTFT or
-// progress (STREAM_QUIRKS Q1, Q27).
+// progress (docs/STREAM_QUIRKS.md Q1, Q27).
 func (t *Timer) Comment(now time.Time) {
 	if t.ended {
 		return
@@ -83,7 +83,7 @@ func (t *Timer) Comment(now time.Time) {
 }
 
 // NonStandard records an SSE line whose field name is not data, event, id
-// or retry (STREAM_QUIRKS Q3). It sets FirstByte if nothing came before.
+// or retry (docs/STREAM_QUIRKS.md Q3). It sets FirstByte if nothing came before.
 func (t *Timer) NonStandard(now time.Time) {
 	if t.ended {
 		return

@@ -24,7 +24,8 @@
 //   - GET /healthz: no authentication.
 //   - GET /debug/tpsroute: a JSON snapshot (per deployment: breaker, traffic
 //     share, in-flight, error rate, TTFT and TPS percentiles; the Picker's
-//     counters; measure's full Snapshot).
+//     counters under "route", with snake_case keys such as "picks" and
+//     "cold_probes"; measure's full Snapshot).
 //   - GET /debug/tpsroute/ui: the same as an HTML table that reloads itself
 //     every 2 s, without script or external asset.
 //

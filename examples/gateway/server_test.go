@@ -72,7 +72,7 @@ func TestDebugEndpoints(t *testing.T) {
 		assert.InDelta(t, 1.0, rb.Get("error_rate").Float(), 0.001)
 		assert.Equal(t, int64(0), ra.Get("in_flight").Int())
 		assert.True(t, gjson.Get(body, "snapshot").Exists())
-		assert.Equal(t, int64(5), gjson.Get(body, "route.Picks").Int())
+		assert.Equal(t, int64(5), gjson.Get(body, "route.picks").Int())
 		assert.NotContains(t, body, "secret")
 	})
 	t.Run("ui", func(t *testing.T) {
