@@ -102,7 +102,10 @@ func New(cfg Config) (*Client, error) {
 	c.hedgeDefault = fo.Hedge.Delay > 0 || fo.Hedge.DelayFunc != nil
 	if !c.hedgeDefault {
 		// Calls that opt in with WithHedge wait their deployment's TTFT p95.
-		fo.Hedge.DelayFunc = c.hedgeDelay
+		fo.Hedge.DelayFunc = c.measuredTTFT
+	}
+	if fo.MeasuredTTFT == nil {
+		fo.MeasuredTTFT = c.measuredTTFT
 	}
 	c.exec = fallback.New(fo)
 
@@ -229,9 +232,9 @@ func (c *Client) observe(d route.Deployment, s tps.Sample) {
 	c.reg.Record(d.Key(), s)
 }
 
-// hedgeDelay is the default hedge delay of calls that opt in: the TTFT p95 of
-// the deployment, once it is measured.
-func (c *Client) hedgeDelay(d route.Deployment) (time.Duration, bool) {
+// measuredTTFT returns d's measured TTFT p95 once it is warm: the hedge delay
+// of calls that opt in, and the base of the executor's TTFT deadline.
+func (c *Client) measuredTTFT(d route.Deployment) (time.Duration, bool) {
 	e, ok := c.reg.Estimate(d.Key())
 	if !ok || !e.OK || !(e.TTFTP95 > 0) {
 		return 0, false

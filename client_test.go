@@ -115,8 +115,11 @@ func TestHedge(t *testing.T) {
 		t0 = time.Now()
 		s, _, err = streamOnce(t, c, "m", WithPin("a", ""))
 		require.NoError(t, err)
-		assert.Equal(t, "a", s.Deployment().Provider, "without WithHedge the call waits for a")
-		assert.GreaterOrEqual(t, time.Since(t0), 10*time.Second)
+		// Without WithHedge, no hedge: a is left only at its measured TTFT
+		// deadline (3× a p95 of ~100 ms, at least 3 s), not at the 15 s default.
+		assert.Equal(t, "b", s.Deployment().Provider, "without WithHedge the call fails over at a's TTFT deadline")
+		assert.GreaterOrEqual(t, time.Since(t0), 3*time.Second)
+		assert.Less(t, time.Since(t0), 4*time.Second)
 	})
 }
 

@@ -261,6 +261,8 @@ type fileBreaker struct {
 	BucketPeriod        string  `json:"bucket_period"`
 	MaxRequests         uint32  `json:"max_requests"`
 	Timeout             string  `json:"timeout"`
+	MaxTimeout          string  `json:"max_timeout"`
+	Multiplier          float64 `json:"multiplier"`
 }
 
 // converter turns a decoded fileConfig into a Config, reporting errors at the
@@ -581,6 +583,7 @@ func (p *converter) fallback(f *fileFallback) (fallback.Options, error) {
 		{"fallback.breaker.window", f.Breaker.Window, &o.Breaker.Window},
 		{"fallback.breaker.bucket_period", f.Breaker.BucketPeriod, &o.Breaker.BucketPeriod},
 		{"fallback.breaker.timeout", f.Breaker.Timeout, &o.Breaker.Timeout},
+		{"fallback.breaker.max_timeout", f.Breaker.MaxTimeout, &o.Breaker.MaxTimeout},
 	} {
 		v, err := p.duration(d.path, d.in)
 		if err != nil {
@@ -611,6 +614,10 @@ func (p *converter) fallback(f *fileFallback) (fallback.Options, error) {
 	if !finiteNonNeg(f.Breaker.FailureRatio) || f.Breaker.FailureRatio > 1 {
 		return o, p.errorf("fallback.breaker.failure_ratio", "want a ratio in (0, 1], got %v", f.Breaker.FailureRatio)
 	}
+	if m := f.Breaker.Multiplier; m != 0 && !(m >= 1 && m <= 100) {
+		return o, p.errorf("fallback.breaker.multiplier", "want a factor in [1, 100], got %v", m)
+	}
+	o.Breaker.Multiplier = f.Breaker.Multiplier
 	o.Breaker.ConsecutiveFailures = f.Breaker.ConsecutiveFailures
 	o.Breaker.FailureRatio = f.Breaker.FailureRatio
 	o.Breaker.MinRequests = f.Breaker.MinRequests

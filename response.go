@@ -80,6 +80,11 @@ func (r *Response) Deployment() route.Deployment {
 // attempt of a stream is recorded when the stream ends.
 func (r *Response) Attempts() []fallback.Attempt { return r.res.Attempts() }
 
+// AttemptCount returns how many attempts reached a provider so far, skipped
+// deployments not counted and the answering one included from the start: the
+// count a *fallback.Error's message gives if the stream then fails.
+func (r *Response) AttemptCount() int { return r.res.AttemptCount() }
+
 // Sample returns the answering attempt's timing and usage. It is complete
 // once Body returned io.EOF or an error, or was closed.
 func (r *Response) Sample() tps.Sample { return r.res.Sample() }

@@ -221,6 +221,22 @@ func (s *Stream) Attempts() []fallback.Attempt {
 	return nil
 }
 
+// AttemptCount returns how many attempts reached a provider, skipped
+// deployments not counted and the answering one included from the start: the
+// count that the call's *fallback.Error message gives.
+func (s *Stream) AttemptCount() int {
+	if s.st.res != nil {
+		return s.st.res.AttemptCount()
+	}
+	n := 0
+	for _, a := range s.Attempts() {
+		if a.Class != fallback.ClassSkipped {
+			n++
+		}
+	}
+	return n
+}
+
 // internalTransport is the http.RoundTripper under the Client's internal
 // openai-go service: it takes the serialised request, routes it and returns
 // the committed stream.

@@ -42,11 +42,11 @@
 // deployment down until then; a cooldown is extended, never shortened.
 //
 //	fault                                    class               what happens                                   breaker
-//	500, 502, 504, other 5xx, 409            ClassRetry          retry once, then next                          failure
-//	connection reset / refused before headers ClassRetry         retry once, then next                          failure
+//	500, 502, 504, other 5xx, 409            ClassRetry          retry once, then next (see Attempts below)     failure
+//	connection reset / refused before headers ClassRetry         retry once, then next (see Attempts below)     failure
 //	503, 529 (overloaded), 408               ClassNext           next (cooldown if Retry-After)                 failure
 //	no headers within HeadersTimeout         ClassNext           next, not retried (ErrHeadersTimeout)          failure
-//	no output within TTFTTimeout             ClassNext           next if any is left, else keep waiting         failure
+//	no output within the TTFT deadline       ClassNext           next if any is left, else keep waiting         failure
 //	(keep-alive comments do not count)
 //	attempt longer than MaxDuration          ClassNext           next (ErrMaxDuration)                          failure
 //	before output
@@ -62,7 +62,9 @@
 //	400 invalid request (other 4xx)          ClassInvalid        stop: every deployment would reject it         excluded
 //	content-policy rejection, as a status    ClassPolicy         stop, provider's reason in the error; after    excluded
 //	or in-stream, before or after output                         output the stream ends with ErrMidStream
-//	context_length_exceeded, 413             ClassContextLength  next only to a larger ContextWindow, else stop excluded
+//	context_length_exceeded, 413             ClassContextLength  next only to a larger ContextWindow, or with   excluded
+//	                                                             windows unknown to another model of the plan,
+//	                                                             else stop
 //	caller's cancellation or deadline        ClassCanceled       stop                                           excluded
 //	cut, stall, error, malformed event or    ClassMidStream      streaming: mid-stream error or continuation;   failure
 //	MaxDuration after output, before finish                      non-streaming: next
@@ -77,8 +79,26 @@
 // that are themselves JSON.
 //
 // Attempts are bounded by AttemptsPerDeployment and MaxAttempts (default: the
-// plan's length plus AttemptsPerDeployment-1, at most 10), and always by the
-// caller's context.
+// plan's length plus AttemptsPerDeployment-1, at most 10 but never below the
+// plan's length), and always by the caller's context. A retry on the same
+// deployment never takes the place of a deployment not yet tried: it is made
+// at once only while the budget still covers one attempt on each untried
+// deployment, else after them, if budget is left. So with the default budget
+// every deployment of the plan gets an attempt before the call fails, unless
+// the caller's context ends or a ClassInvalid or ClassPolicy answer stops it.
+//
+// After context_length_exceeded the call moves on only to a deployment whose
+// known ContextWindow is larger, or, when its window is unknown, whose logical
+// model (and revision) did not exceed its context in this call: a plan holds
+// several logical models only when the caller listed them (route.Request's
+// Models), so the call goes on to the next listed model.
+//
+// A failure after output gives the same classification whichever door the
+// call used: ClassMidStream and ErrMidStream for a buffered call's last
+// attempt as for a stream read through Result.Body. Result.AttemptCount and
+// the *Error's message count attempts alike, the committed one included.
+// With MidStreamContinue, a mid-stream error for which no continuation was
+// made also matches ErrContinuation and says why.
 //
 // # Deadlines
 //
@@ -87,7 +107,13 @@
 //   - HeadersTimeout 15 s: a silent provider cannot hold a call for minutes.
 //   - TTFTTimeout 15 s from the start of the attempt to the first output
 //     chunk. It fails over only when another deployment is left, so the last
-//     deployment's slow answer still arrives.
+//     deployment's slow answer still arrives. With Options.MeasuredTTFT set
+//     (the root Client sets it from measure), a deployment whose TTFT was
+//     measured gets DefaultTTFTMultiple (3) times its p95, at least
+//     DefaultTTFTFloor (3 s), plus 0.5 ms per Call.EstimatedInputTokens,
+//     with TTFTTimeout as the cap: a deployment that answers in 300 ms but
+//     hangs is left after 3 s, one whose normal TTFT is 8 s is never cut
+//     before the cap.
 //   - StallTimeout 20 s without an output chunk after the first.
 //   - MaxDuration 30 min: the ceiling on one attempt, whatever arrives. It is
 //     what ends a provider that queues a call behind keep-alives for ever
@@ -117,9 +143,18 @@
 // TwoStepCircuitBreaker, so a failing model never blocks the same provider's
 // other models. It trips after BreakerSettings.ConsecutiveFailures (5) in a
 // row or at FailureRatio (0.5) over a rolling Window (60 s, 10 s buckets) once
-// MinRequests (10) were seen; it stays open Timeout (15 s) and then lets
-// MaxRequests (1) probes through. The outcome of a committed stream is
-// reported when the stream ends. Only the provider's faults count, see the
+// MinRequests (10) were seen. It stays open BreakerSettings.Timeout (1 s)
+// after a first trip and then lets MaxRequests (1) probes through; each
+// failed probe trips it again for Multiplier (2) times longer, up to
+// MaxTimeout (60 s) and to a quarter of the time since its first trip, and a
+// good probe closes it and starts the next trip from Timeout again, as
+// Envoy's outlier ejection does. A deployment back from a short outage serves
+// again within about a second, one back from a long outage waits at most
+// about a quarter of it, and one down for long costs one probe a minute.
+// Status reports the breaker open for the whole interval and half-open once
+// a probe may go, which is when route puts it first for that probe. The
+// outcome of a committed stream is reported when the stream ends. Only the
+// provider's faults count, see the
 // table. Executor.Status implements route.Health.
 //
 // Deployments with Limits get an x/time/rate limiter for RPM and one for TPM.

@@ -57,9 +57,12 @@ var (
 	// ErrHedgeLost marks the attempt cancelled because a hedged attempt produced
 	// output first. It is not a breaker failure.
 	ErrHedgeLost = errors.New("fallback: hedge lost")
-	// ErrContinuation means the mid-stream continuation was not possible (tool
-	// calls, n>1, no prefill-capable deployment) or failed; the caller still
-	// gets the original mid-stream error.
+	// ErrContinuation means the mid-stream continuation that MidStreamContinue
+	// asked for was not possible (tool calls, n>1, reasoning text, a
+	// content-policy stop, no prefill-capable deployment or attempt left) or
+	// failed; the caller still gets the original mid-stream error, whose
+	// message says why after "continuation not possible: ". It is found with
+	// errors.Is on that *Error; a call with MidStreamError never carries it.
 	ErrContinuation = errors.New("fallback: continuation not possible")
 	// ErrClosed means the caller closed Result.Body before the stream ended.
 	// The attempt's class is ClassCanceled and, because it wraps
@@ -140,18 +143,14 @@ type Error struct {
 	Attempts []Attempt
 
 	cause error // ErrNoDeployment when nothing could be tried
+	cont  error // why MidStreamContinue made no continuation (wraps ErrContinuation), nil otherwise
 }
 
 // Error returns "fallback: N attempts: a1; a2; ...", one line, without keys.
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("fallback: ")
-	n := 0
-	for _, a := range e.Attempts {
-		if a.Class != ClassSkipped {
-			n++
-		}
-	}
+	n := countAttempts(e.Attempts)
 	b.WriteString(strconv.Itoa(n))
 	if n == 1 {
 		b.WriteString(" attempt")
@@ -161,6 +160,11 @@ func (e *Error) Error() string {
 	if e.cause != nil {
 		b.WriteString(" (")
 		b.WriteString(safeMessage(e.cause))
+		b.WriteString(")")
+	}
+	if e.cont != nil {
+		b.WriteString(" (")
+		b.WriteString(safeMessage(e.cont))
 		b.WriteString(")")
 	}
 	for i, a := range e.Attempts {
@@ -174,11 +178,25 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
+// countAttempts counts the attempts that were tried, skips not counted.
+func countAttempts(as []Attempt) int {
+	n := 0
+	for _, a := range as {
+		if a.Class != ClassSkipped {
+			n++
+		}
+	}
+	return n
+}
+
 // Unwrap returns the attempts' errors, the most recent first.
 func (e *Error) Unwrap() []error {
-	out := make([]error, 0, len(e.Attempts)+1)
+	out := make([]error, 0, len(e.Attempts)+2)
 	if e.cause != nil {
 		out = append(out, e.cause)
+	}
+	if e.cont != nil {
+		out = append(out, e.cont)
 	}
 	for i := len(e.Attempts) - 1; i >= 0; i-- {
 		if err := e.Attempts[i].Err; err != nil {
@@ -233,4 +251,50 @@ func wrap(sentinel, cause error) error { return &attemptError{sentinel: sentinel
 // safeMessage renders an error without repeating a "fallback: " prefix.
 func safeMessage(err error) string {
 	return strings.TrimPrefix(err.Error(), "fallback: ")
+}
+
+// noContinuation adds to orig, the call's error at the mid-stream failure of
+// prev (class), why MidStreamContinue made no continuation, and returns it.
+// orig keeps its attempts: the caller gets the original mid-stream error,
+// never a failed continuation's; the reason names the continuation that
+// failed.
+func (cl *call) noContinuation(orig *Error, prev *run, class Class) *Error {
+	if cl.mid != MidStreamContinue || !cl.stream {
+		return orig
+	}
+	var why string
+	switch {
+	case class == ClassPolicy:
+		why = "a content-policy stop would only repeat"
+	case class == ClassContextLength:
+		why = "the context is too long for a continuation"
+	case prev.toolCalls:
+		why = "the stream carried tool calls"
+	case prev.multi || cl.choices > 1:
+		why = "the stream carried more than one choice"
+	case prev.reasoning:
+		why = "the stream carried reasoning text"
+	case len(prev.text) == 0:
+		why = "no text was delivered to continue from"
+	default:
+		cl.mu.Lock()
+		for _, a := range cl.attempts[len(orig.Attempts):] {
+			if a.Class != ClassSkipped { // the last continuation tried
+				why = "the continuation on " + a.Key.String() + " failed: " + a.Class.String()
+				if a.Status != 0 {
+					why += " " + strconv.Itoa(a.Status)
+				}
+			}
+		}
+		cl.mu.Unlock()
+		switch {
+		case why != "":
+		case cl.real >= cl.maxAttempts:
+			why = "the attempt budget is spent"
+		default:
+			why = "no deployment left that declares assistant prefill"
+		}
+	}
+	orig.cont = wrap(ErrContinuation, errors.New(why))
+	return orig
 }

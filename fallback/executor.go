@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sony/gobreaker/v2"
 	"github.com/tidwall/gjson"
 
 	"github.com/tpsroute/tpsroute/measure"
@@ -118,13 +117,15 @@ type call struct {
 	mu          sync.Mutex // attempts: appended by Read during a continuation
 	attempts    []Attempt
 	attemptsBuf [2]Attempt
-	cause       error // why nothing was tried, when nothing was
+	pending     atomic.Int32 // runs started and not yet recorded (the committed one while it streams)
+	cause       error        // why nothing was tried, when nothing was
 
 	slots       []slot
 	slotBuf     [4]slot
 	real        int // attempts made (skips not counted)
 	maxAttempts int
-	minContext  int64 // after context_length_exceeded: only larger windows
+	minContext  int64               // after context_length_exceeded: only larger windows
+	ctxModels   []*route.Deployment // deployments whose model (and revision) exceeded its context
 	ctxExceeded bool
 	waited      time.Duration // waiting to attribute to the next attempt
 }
@@ -181,7 +182,9 @@ func (e *Executor) Do(ctx context.Context, plan route.Plan, c Call) (*Result, er
 	}
 	cl.maxAttempts = e.opts.MaxAttempts
 	if cl.maxAttempts <= 0 {
-		cl.maxAttempts = min(n+e.opts.AttemptsPerDeployment-1, maxAttemptsCap)
+		// Every deployment once, whatever the plan's length; the retries
+		// on top stop at the cap.
+		cl.maxAttempts = max(n, min(n+e.opts.AttemptsPerDeployment-1, maxAttemptsCap))
 	}
 	e.calls.Add(1)
 	if n == 0 {
@@ -204,9 +207,17 @@ func (cl *call) err() *Error {
 	return e
 }
 
-func (cl *call) record(a Attempt) {
+func (cl *call) record(a Attempt) { cl.recordAs(a, false) }
+
+// recordRun records the end of a run started by newRun.
+func (cl *call) recordRun(a Attempt) { cl.recordAs(a, true) }
+
+func (cl *call) recordAs(a Attempt, run bool) {
 	cl.mu.Lock()
 	cl.attempts = append(cl.attempts, a)
+	if run {
+		cl.pending.Add(-1)
+	}
 	cl.mu.Unlock()
 	if h := cl.e.opts.OnAttempt; h != nil {
 		h(a)
@@ -235,12 +246,65 @@ func (cl *call) eligible(i int) bool {
 		return false
 	}
 	if cl.ctxExceeded {
-		w := cl.plan[i].Deployment.ContextWindow
-		if w == 0 || w <= cl.minContext {
+		// Only a larger known window, or, when windows are unknown,
+		// another of the models the caller listed (a plan holds several
+		// logical models only when the caller gave them, in order).
+		d := cl.plan[i].Deployment
+		switch w := d.ContextWindow; {
+		case w > cl.minContext:
+		case w == 0 && !cl.exceededModel(d):
+		default:
 			return false
 		}
 	}
 	return true
+}
+
+// exceededModel reports whether d's logical model (and revision) answered
+// context_length_exceeded in this call.
+func (cl *call) exceededModel(d *route.Deployment) bool {
+	for _, x := range cl.ctxModels {
+		if x.Model == d.Model && x.Revision == d.Revision {
+			return true
+		}
+	}
+	return false
+}
+
+// ttftFor returns the TTFT deadline of an attempt on d: the configured one
+// (the cap), or, once d's TTFT was measured, DefaultTTFTMultiple times its p95
+// but at least DefaultTTFTFloor, plus the call's prompt read at
+// ttftPrefillRate (a long prompt takes longer than the measured ones),
+// whichever is shorter.
+func (cl *call) ttftFor(d *route.Deployment) time.Duration {
+	cfg := cl.ttftTO
+	f := cl.e.opts.MeasuredTTFT
+	if cfg <= DefaultTTFTFloor || f == nil {
+		return cfg
+	}
+	p95, ok := f(*d)
+	if !ok || p95 <= 0 {
+		return cfg
+	}
+	prompt := time.Duration(min(cl.est, 1<<30)) * (time.Second / ttftPrefillRate)
+	return min(cfg, max(DefaultTTFTFloor, DefaultTTFTMultiple*p95)+prompt)
+}
+
+// ttftPrefillRate is the prompt reading speed, in tokens/s, that a measured
+// TTFT deadline allows for on top of the measured figure: slower than any
+// provider reads a prompt, so that a long prompt is never cut.
+const ttftPrefillRate = 2000
+
+// untried returns how many candidates other than i are eligible and have had
+// no attempt yet in this call.
+func (cl *call) untried(i int) int {
+	n := 0
+	for j := range cl.slots {
+		if j != i && cl.slots[j].tries == 0 && cl.eligible(j) {
+			n++
+		}
+	}
+	return n
 }
 
 // remaining reports whether a candidate other than i could still be tried.
@@ -260,7 +324,7 @@ func (cl *call) remaining(i int) bool {
 		if st == nil {
 			return true
 		}
-		if _, cooling := st.cooling(now); !cooling && st.breaker.State() != gobreaker.StateOpen {
+		if _, cooling := st.cooling(now); !cooling && st.breakerAt(now) != route.BreakerOpen {
 			return true
 		}
 	}
@@ -378,7 +442,7 @@ func (cl *call) tryDeployment(i int, d *route.Deployment, st *keyState) (res *Re
 			cl.record(Attempt{Key: d.Key(), Class: ClassCanceled, Err: context.Cause(cl.ctx), Waited: cl.waited})
 			return nil, true
 		}
-		done, err := st.breaker.Allow()
+		done, err := st.allow(time.Now())
 		if err != nil {
 			cl.skip(i, ErrOpen)
 			cl.slots[i].excluded = true
@@ -402,6 +466,12 @@ func (cl *call) tryDeployment(i int, d *route.Deployment, st *keyState) (res *Re
 				cl.slots[i].excluded = true
 				return nil, false
 			}
+			if cl.real+cl.untried(i) >= cl.maxAttempts {
+				// A retry now would take the place of an untried
+				// deployment: move on, and come back in a later pass if
+				// the budget is not spent by then.
+				return nil, false
+			}
 			wait := e.jitter(cl.slots[i].tries - 1)
 			if u, ok := st.cooling(time.Now()); ok {
 				wait = max(wait, time.Until(u))
@@ -419,6 +489,9 @@ func (cl *call) tryDeployment(i int, d *route.Deployment, st *keyState) (res *Re
 			cl.slots[i].excluded = true
 			cl.ctxExceeded = true
 			cl.minContext = max(cl.minContext, d.ContextWindow)
+			if !cl.exceededModel(d) {
+				cl.ctxModels = append(cl.ctxModels, d)
+			}
 			return nil, false
 		case ClassInvalid, ClassPolicy, ClassCanceled:
 			return nil, true

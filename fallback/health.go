@@ -30,6 +30,9 @@ type keyState struct {
 	coolUntil time.Time
 	rlUntil   time.Time // x-ratelimit-remaining-* said 0, until its reset
 	limited   int       // consecutive 429s without Retry-After, for the backoff exponent
+	trips     int       // consecutive trips since the breaker last closed
+	firstTrip time.Time // the first of them
+	openUntil time.Time // no probe before: the current (growing) open interval
 }
 
 func (e *Executor) state(d *route.Deployment) *keyState {
@@ -75,6 +78,7 @@ func (e *Executor) newState(k measure.Key, d *route.Deployment) *keyState {
 			return c.Requests >= bs.MinRequests && float64(c.TotalFailures) >= bs.FailureRatio*float64(c.Requests)
 		},
 		OnStateChange: func(_ string, from, to gobreaker.State) {
+			st.onBreaker(to, time.Now(), bs)
 			if e.opts.OnStateChange != nil {
 				e.opts.OnStateChange(k, breakerState(from), breakerState(to))
 			}
@@ -91,6 +95,60 @@ func (e *Executor) newState(k measure.Key, d *route.Deployment) *keyState {
 	}
 	e.states[k] = st
 	return st
+}
+
+// onBreaker keeps the growing open interval: each trip without a close in
+// between holds the breaker open Multiplier times longer than the last, from
+// Timeout up to MaxTimeout and up to a quarter of the time since the first of
+// these trips; a close starts again from Timeout. gobreaker's
+// own open interval is Timeout, so once it has passed the breaker is
+// half-open underneath, and allow holds the probe back until openUntil. It
+// runs under the breaker's lock and takes only st.mu.
+func (st *keyState) onBreaker(to gobreaker.State, now time.Time, bs BreakerSettings) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	switch to {
+	case gobreaker.StateOpen:
+		st.trips++
+		if st.trips == 1 {
+			st.firstTrip = now
+		}
+		// Never more than a quarter of the outage so far: a deployment
+		// that recovers waits at most about a quarter of its outage for
+		// its next probe, whatever the phase of the doubling.
+		d := min(bs.openInterval(st.trips), max(bs.Timeout, now.Sub(st.firstTrip)/4))
+		st.openUntil = now.Add(d)
+	case gobreaker.StateClosed:
+		st.trips = 0
+		st.openUntil = time.Time{}
+	}
+}
+
+// allow asks the breaker for an attempt at now: refused (gobreaker's
+// ErrOpenState) while the current open interval lasts, else the breaker's
+// own Allow, which lets MaxRequests probes through when half-open.
+func (st *keyState) allow(now time.Time) (done func(error), err error) {
+	if st.held(now) {
+		return nil, gobreaker.ErrOpenState
+	}
+	return st.breaker.Allow()
+}
+
+// held reports whether the breaker is within its current open interval.
+func (st *keyState) held(now time.Time) bool {
+	st.mu.Lock()
+	u := st.openUntil
+	st.mu.Unlock()
+	return now.Before(u)
+}
+
+// breakerAt is the breaker's state at now as the executor applies it: open
+// for the whole of the current open interval.
+func (st *keyState) breakerAt(now time.Time) route.BreakerState {
+	if st.held(now) {
+		return route.BreakerOpen
+	}
+	return breakerState(st.breaker.State())
 }
 
 // classified carries a Class to the breaker's IsExcluded.
@@ -221,7 +279,7 @@ func (e *Executor) Status(k measure.Key, now time.Time) route.Status {
 		return route.Status{}
 	}
 	var s route.Status
-	s.Breaker = breakerState(st.breaker.State())
+	s.Breaker = st.breakerAt(now)
 	if u, ok := st.cooling(now); ok {
 		s.CoolingUntil = u
 	}

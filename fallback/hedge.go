@@ -72,7 +72,7 @@ func (cl *call) admit(st *keyState, now time.Time) (done func(error), ok bool) {
 	if _, cooling := st.cooling(now); cooling {
 		return nil, false
 	}
-	done, err := st.breaker.Allow()
+	done, err := st.allow(now)
 	if err != nil {
 		return nil, false
 	}

@@ -23,6 +23,16 @@ const (
 	// healthy provider. It only fails over when there is somewhere to go: on
 	// the last deployment of a plan the slow answer is awaited.
 	DefaultTTFTTimeout = 15 * time.Second
+	// DefaultTTFTMultiple and DefaultTTFTFloor make a warm deployment's TTFT
+	// deadline: DefaultTTFTMultiple times its measured TTFT p95 (see
+	// Options.MeasuredTTFT), at least DefaultTTFTFloor, at most the
+	// configured TTFT deadline. Three times the p95 is above the p99 of the
+	// TTFT distributions providers show (a long tail of about twice the p95),
+	// so a deployment's normal answers are never cut, while one that
+	// answers in 300 ms but hangs is left after 3 s instead of 15 s.
+	DefaultTTFTMultiple = 3
+	// DefaultTTFTFloor is the least TTFT deadline a measured deployment gets.
+	DefaultTTFTFloor = 3 * time.Second
 	// DefaultStallTimeout is the longest silence (no output chunk) after the
 	// first one. Healthy streams have sub-second gaps; content filters make
 	// them bursty by a few seconds.
@@ -56,7 +66,14 @@ const (
 	// DefaultPenaltyCooldown is how long a deployment that answered 401, 403,
 	// 404 or 429 insufficient_quota is left alone.
 	DefaultPenaltyCooldown = 5 * time.Minute
-	// maxAttemptsCap bounds the default MaxAttempts for very long plans.
+	// DefaultBreakerTimeout is a breaker's first open interval.
+	DefaultBreakerTimeout = time.Second
+	// DefaultBreakerMultiplier grows the open interval on consecutive trips.
+	DefaultBreakerMultiplier = 2
+	// DefaultBreakerMaxTimeout caps the open interval.
+	DefaultBreakerMaxTimeout = time.Minute
+	// maxAttemptsCap bounds the retries that the default MaxAttempts allows
+	// on top of one attempt per deployment.
 	maxAttemptsCap = 10
 )
 
@@ -102,10 +119,32 @@ type BreakerSettings struct {
 	// MaxRequests is the number of probes let through while half-open.
 	// Default 1.
 	MaxRequests uint32
-	// Timeout is how long the breaker stays open before it goes half-open.
-	// Default 15 s: a recovered deployment gets traffic back within 15 s,
-	// at the cost of one probe per 15 s while it is down.
+	// Timeout is how long the breaker stays open after its first trip
+	// before it lets a probe through (half-open). Default 1 s: a deployment
+	// back from a short outage gets traffic again within about a second.
 	Timeout time.Duration
+	// Multiplier grows the open interval on each trip that follows a failed
+	// probe, without the breaker closing in between: Timeout, then
+	// Timeout·Multiplier, Timeout·Multiplier², ... up to MaxTimeout (outlier
+	// ejection as Envoy does it), and never more than a quarter of the time
+	// since the first of these trips, so that a recovered deployment waits
+	// at most about a quarter of its outage for its next probe. A close
+	// starts again from Timeout. Values below 1 mean the default, 2.
+	Multiplier float64
+	// MaxTimeout caps the open interval. Default 60 s: a deployment down
+	// for long costs one probe a minute, and is back within a minute of its
+	// recovery. A MaxTimeout below Timeout is raised to Timeout.
+	MaxTimeout time.Duration
+}
+
+// openInterval returns how long the breaker stays open after its n-th
+// consecutive trip (n from 1).
+func (b BreakerSettings) openInterval(n int) time.Duration {
+	d := float64(b.Timeout)
+	for i := 1; i < n && d < float64(b.MaxTimeout); i++ {
+		d *= b.Multiplier
+	}
+	return time.Duration(min(d, float64(b.MaxTimeout)))
 }
 
 func (b BreakerSettings) withDefaults() BreakerSettings {
@@ -128,8 +167,15 @@ func (b BreakerSettings) withDefaults() BreakerSettings {
 		b.MaxRequests = 1
 	}
 	if b.Timeout <= 0 {
-		b.Timeout = 15 * time.Second
+		b.Timeout = DefaultBreakerTimeout
 	}
+	if !(b.Multiplier >= 1) {
+		b.Multiplier = DefaultBreakerMultiplier
+	}
+	if b.MaxTimeout <= 0 {
+		b.MaxTimeout = DefaultBreakerMaxTimeout
+	}
+	b.MaxTimeout = max(b.MaxTimeout, b.Timeout)
 	return b
 }
 
@@ -177,8 +223,19 @@ type Options struct {
 	HeadersTimeout time.Duration
 	// TTFTTimeout bounds the wait for the first output chunk, from the start
 	// of the attempt. It fails over only when another deployment is left to
-	// try. Zero means DefaultTTFTTimeout; negative disables it.
+	// try. For a deployment whose TTFT was measured (MeasuredTTFT), it is a
+	// cap: the deadline is DefaultTTFTMultiple times the measured p95, at
+	// least DefaultTTFTFloor, plus 0.5 ms per Call.EstimatedInputTokens, at
+	// most TTFTTimeout (or Call.TTFTTimeout).
+	// Zero means DefaultTTFTTimeout; negative disables it.
 	TTFTTimeout time.Duration
+	// MeasuredTTFT returns a deployment's measured TTFT p95 (from sending
+	// the request to the first output chunk, as tps measures it), with ok
+	// false while it has too few samples; the root Client reads it from
+	// measure. It is called once per attempt, from concurrent calls: it must
+	// be safe for concurrent use and must not block. Nil means every
+	// deployment gets the configured TTFTTimeout.
+	MeasuredTTFT func(d route.Deployment) (p95 time.Duration, ok bool)
 	// StallTimeout bounds the silence between output chunks after the first.
 	// SSE comments and non-output chunks do not reset it. Zero means
 	// DefaultStallTimeout; negative disables it.

@@ -45,6 +45,17 @@ func (r *Result) Attempts() []Attempt {
 	return append([]Attempt(nil), r.cl.attempts...)
 }
 
+// AttemptCount returns how many attempts reached (or tried to reach) a
+// provider so far, skipped deployments not counted: the count that *Error's
+// message gives. The committed attempt is counted from the start, whether its
+// stream is still being read, has ended or has failed; a continuation counts
+// as one more attempt.
+func (r *Result) AttemptCount() int {
+	r.cl.mu.Lock()
+	defer r.cl.mu.Unlock()
+	return countAttempts(r.cl.attempts) + int(r.cl.pending.Load())
+}
+
 // Sample returns the tps.Sample of the committed attempt (the last one after a
 // continuation). It is complete once Body returned an error or io.EOF, or was
 // closed.

@@ -35,7 +35,8 @@ type run struct {
 	resp *http.Response
 	tap  io.ReadCloser
 
-	canFailover bool // the TTFT deadline may abandon this run
+	canFailover bool          // the TTFT deadline may abandon this run
+	ttftTO      time.Duration // this run's TTFT deadline; see call.ttftFor
 
 	tmu        sync.Mutex
 	timersOff  bool
@@ -69,10 +70,12 @@ type run struct {
 func (cl *call) newRun(i int, d *route.Deployment, st *keyState, done func(error), body []byte, canFailover bool) *run {
 	a := &run{cl: cl, i: i, d: d, st: st, done: done, body: body, waited: cl.waited}
 	cl.waited = 0
+	cl.pending.Add(1)
 	a.ctx, a.cancel = context.WithCancelCause(cl.ctx)
 	a.keepText = cl.stream && cl.mid == MidStreamContinue
 	a.start = time.Now()
 	a.canFailover = canFailover
+	a.ttftTO = cl.ttftFor(d)
 	a.rearm()
 	return a
 }
@@ -114,7 +117,7 @@ func (a *run) due(el time.Duration) (wait time.Duration, cause error) {
 		if !headers && cl.headersTO > 0 && at(cl.headersTO, ErrHeadersTimeout) {
 			return 0, cause
 		}
-		if a.canFailover && cl.ttftTO > 0 && at(cl.ttftTO, ErrTTFTTimeout) {
+		if a.canFailover && a.ttftTO > 0 && at(a.ttftTO, ErrTTFTTimeout) {
 			if !headers {
 				cause = ErrHeadersTimeout // nothing at all came back in time
 			}
@@ -212,10 +215,13 @@ func (a *run) open(stream bool) bool {
 		if class, ferr := a.streamFailure(err); ferr != nil {
 			phase := tps.PhaseFirstToken
 			if a.output {
+				// After output, whichever door the call used: the same
+				// class and ErrMidStream as a streaming caller gets.
 				phase = tps.PhaseMidStream
 				if class != ClassPolicy && class != ClassCanceled {
 					class = ClassMidStream
 				}
+				ferr = wrap(ErrMidStream, ferr)
 			}
 			a.fail(phase, resp.StatusCode, class, ferr)
 			return false
@@ -484,7 +490,7 @@ func (a *run) succeed() {
 	}
 	a.att = Attempt{Key: a.d.Key(), Status: a.resp.StatusCode, Class: ClassNone, Waited: a.waited}
 	a.finalize(nil)
-	a.cl.record(a.att)
+	a.cl.recordRun(a.att)
 }
 
 // fail finalizes a failed run and records it.
@@ -492,7 +498,7 @@ func (a *run) fail(phase tps.Phase, status int, class Class, err error) {
 	a.att = Attempt{Key: a.d.Key(), Phase: phase, Status: status, Class: class, Err: err, Waited: a.waited}
 	a.finalize(err)
 	a.releaseBuf()
-	a.cl.record(a.att)
+	a.cl.recordRun(a.att)
 }
 
 // finalize ends the run exactly once: timers, upstream, breaker, limiters,

@@ -63,7 +63,7 @@ func (s *stream) Read(p []byte) (int, error) {
 		orig := s.res.cl.err()
 		// A content-policy stop or an oversized context would only repeat.
 		if class == ClassPolicy || class == ClassContextLength {
-			s.err = orig
+			s.err = s.res.cl.noContinuation(orig, a, class)
 			continue
 		}
 		if next := s.continuation(a); next != nil {
@@ -71,7 +71,7 @@ func (s *stream) Read(p []byte) (int, error) {
 			s.res.set(*next.d, tps.Sample{})
 			continue
 		}
-		s.err = orig
+		s.err = s.res.cl.noContinuation(orig, a, class)
 	}
 }
 

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/tpsroute/tpsroute"
-	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/route"
 )
 
@@ -157,7 +156,7 @@ func (g *gateway) chat(w http.ResponseWriter, r *http.Request) {
 	defer resp.Body.Close()
 	h := w.Header()
 	h.Set("X-Tpsroute-Deployment", resp.Deployment().Key().String())
-	h.Set("X-Tpsroute-Attempts", strconv.Itoa(attempts(resp.Attempts())))
+	h.Set("X-Tpsroute-Attempts", strconv.Itoa(resp.AttemptCount()))
 	if id := resp.Header.Get("X-Request-Id"); id != "" {
 		h.Set("X-Upstream-Request-Id", id)
 	}
@@ -170,23 +169,6 @@ func (g *gateway) chat(w http.ResponseWriter, r *http.Request) {
 		_, err = io.Copy(w, resp.Body)
 	}
 	g.log(r, start, http.StatusOK, resp, err)
-}
-
-// attempts counts the attempts that reached a provider, skipped deployments
-// not counted. A committed stream's own attempt is only recorded when it
-// ends, so it is counted here while none has succeeded yet.
-func attempts(as []fallback.Attempt) int {
-	n, ok := 0, false
-	for _, a := range as {
-		if a.Class != fallback.ClassSkipped {
-			n++
-		}
-		ok = ok || (a.Class == fallback.ClassNone && a.Err == nil)
-	}
-	if !ok {
-		n++
-	}
-	return n
 }
 
 // doneEvent ends a stream that ended cleanly without its own [DONE].
@@ -271,7 +253,7 @@ func (g *gateway) log(r *http.Request, start time.Time, status int, res *tpsrout
 	}
 	if res != nil {
 		attrs = append(attrs, slog.String("deployment", res.Deployment().Key().String()),
-			slog.Int("attempts", attempts(res.Attempts())))
+			slog.Int("attempts", res.AttemptCount()))
 		if s := res.Sample(); s.TTFT > 0 {
 			attrs = append(attrs, slog.Duration("ttft", s.TTFT), slog.Float64("tps", s.TPS), slog.Int64("output_tokens", s.OutputTokens))
 		}

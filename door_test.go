@@ -1,0 +1,107 @@
+package tpsroute
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"testing/synctest"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/replay"
+	"github.com/tpsroute/tpsroute/route"
+)
+
+// TestMidStreamCutSameErrorEitherDoor is issue 13 point 9 through the
+// Client: a stream cut after output is ErrMidStream under Chat.Completions.New
+// as under NewStreaming, with the same attempt count.
+func TestMidStreamCutSameErrorEitherDoor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newMemFleet()
+		cut := map[string]replay.Script{"m": replay.WithFaults(&replay.Profile{OutputTokens: 12}, replay.CutAfter(4))}
+		c := mustNew(t, Config{HTTPClient: &http.Client{Transport: f},
+			Deployments: []route.Deployment{dep("a", "", "m", f.add("a", cut))}})
+
+		_, errNew := c.Chat.Completions.New(context.Background(), userParams("m", "hi"))
+		s, _, errStream := streamOnce(t, c, "m")
+		for name, err := range map[string]error{"New": errNew, "NewStreaming": errStream} {
+			require.Error(t, err, name)
+			assert.ErrorIs(t, err, fallback.ErrMidStream, name)
+			var fe *fallback.Error
+			require.True(t, errors.As(err, &fe), name)
+			last, _ := fe.Last()
+			assert.Equal(t, fallback.ClassMidStream, last.Class, name)
+			assert.Contains(t, fe.Error(), "fallback: 1 attempt:", name)
+		}
+		assert.Equal(t, 1, s.AttemptCount(), "the stream's count agrees with its error's")
+	})
+}
+
+// TestContextLengthNextListedModel is issue 13 point 6 through the Client: a
+// context_length_exceeded on a wildcard deployment (window unknown) moves on
+// to the next model the caller listed with WithModels.
+func TestContextLengthNextListedModel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newMemFleet()
+		wild := dep("w", "", "*", f.add("w", map[string]replay.Script{
+			"big": replay.WithFaults(&replay.Profile{OutputTokens: 3}, replay.ContextLengthExceeded()),
+		}))
+		other := dep("o", "", "m2", f.add("o", map[string]replay.Script{"m2": &replay.Profile{OutputTokens: 3}}))
+		c := mustNew(t, Config{HTTPClient: &http.Client{Transport: f}, Deployments: []route.Deployment{wild, other}})
+		s, text, err := streamOnce(t, c, "big", WithModels("m2"))
+		require.NoError(t, err)
+		assert.Equal(t, replay.Text(3), text)
+		assert.Equal(t, "m2", s.Deployment().Model, "the next listed model answered")
+	})
+}
+
+// refused fails every request as a refused connection: every provider offline.
+type refused struct {
+	mu    sync.Mutex
+	hosts map[string]int
+}
+
+func (r *refused) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+	r.mu.Lock()
+	r.hosts[req.URL.Host]++
+	r.mu.Unlock()
+	return nil, syscall.ECONNREFUSED
+}
+
+// TestExampleConfigOfflineTriesEveryDeployment is issue 13 point 1 on
+// docs/config.example.json with every provider offline: each deployment of
+// the plan gets an attempt before the call fails, "attempts": 4 included.
+func TestExampleConfigOfflineTriesEveryDeployment(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, err := os.Open("docs/config.example.json")
+		require.NoError(t, err)
+		defer f.Close()
+		cfg, err := ParseConfigLookup(f, envMap(map[string]string{
+			"GROQ_API_KEY": "gsk-1", "TOGETHER_API_KEY": "tg-2", "OPENAI_API_KEY": "sk-3",
+		}))
+		require.NoError(t, err)
+		rt := &refused{hosts: map[string]int{}}
+		cfg.HTTPClient = &http.Client{Transport: rt}
+		var plan route.Plan
+		cfg.OnDecision = func(_ route.Request, p route.Plan) { plan = p }
+		c := mustNew(t, cfg)
+		_, err = c.Chat.Completions.New(context.Background(), userParams("llama-3.3-70b", "hi"))
+		require.Error(t, err)
+		require.Len(t, plan.Deployments, 3, "groq, together and the vllm wildcard serve it")
+		for _, cd := range plan.Deployments {
+			u, err := url.Parse(cd.Deployment.BaseURL)
+			require.NoError(t, err)
+			assert.NotZero(t, rt.hosts[u.Host], "%s tried", cd.Deployment.Provider)
+		}
+	})
+}

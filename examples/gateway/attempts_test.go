@@ -1,0 +1,52 @@
+package main
+
+import (
+	"bytes"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/replay"
+)
+
+// lockedBuffer is a bytes.Buffer safe for the handler's goroutine.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestAttemptCountsAgree is issue 13 point 9 at the gateway: a stream cut
+// after the commit point is one attempt in the response header, in the log
+// and in the error, not "attempts=2" for "1 attempt".
+func TestAttemptCountsAgree(t *testing.T) {
+	e := pair(t, fallback.MidStreamError, midStall(), replay.CutAfter(6))
+	var logs lockedBuffer
+	e.g.logger = slog.New(slog.NewTextHandler(&logs, nil))
+	srv := httptest.NewServer(e.g)
+	s := stream(t, srv.URL, req("m", true, orderAB))
+	srv.Close() // waits for the handler, and so for its log record
+	require.Equal(t, http.StatusOK, s.status)
+	require.NotEmpty(t, s.errEv)
+	assert.Equal(t, "1", s.header.Get("X-Tpsroute-Attempts"))
+	assert.Contains(t, logs.String(), "attempts=1 ")
+	assert.NotContains(t, logs.String(), "attempts=2")
+	assert.Contains(t, s.errEv, "1 attempt")
+}
