@@ -106,11 +106,12 @@ func TestContinuationPrefillIsDeliveredText(t *testing.T) {
 type streamFault string
 
 const (
-	faultCut       streamFault = "cut"       // clean EOF in the middle of the event
-	faultCutLine   streamFault = "cut-line"  // clean EOF after the event's data line, before its blank line
-	faultReset     streamFault = "reset"     // connection aborted before the event
-	faultStall     streamFault = "stall"     // silence forever in the middle of the event
-	faultMalformed streamFault = "malformed" // a non-JSON event inserted before the event
+	faultCut       streamFault = "cut"            // clean EOF in the middle of the event
+	faultCutLine   streamFault = "cut-line"       // clean EOF after the event's data line, before its blank line
+	faultReset     streamFault = "reset"          // connection aborted before the event
+	faultStall     streamFault = "stall"          // silence forever in the middle of the event
+	faultMalformed streamFault = "malformed"      // a non-JSON event inserted before the event
+	faultBadFail   streamFault = "malformed-fail" // the same under MalformedFail
 )
 
 // faulted returns the primary's bytes with f injected at event j, and how the
@@ -145,22 +146,30 @@ func TestSpliceProperty(t *testing.T) {
 		name string
 		mid  fallback.MidStreamPolicy
 	}{{"continue", fallback.MidStreamDefault}, {"error", fallback.MidStreamError}}
-	for _, f := range []streamFault{faultCut, faultCutLine, faultReset, faultStall, faultMalformed} {
+	for _, f := range []streamFault{faultCut, faultCutLine, faultReset, faultStall, faultMalformed, faultBadFail} {
 		for _, p := range policies {
 			t.Run(string(f)+"/"+p.name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					runs, fails := 0, 0
 					for j := range ev {
 						body, end := faulted(ev, f, j)
-						for k := 0; k < len(body); k++ {
+						step := 1
+						if testing.Short() {
+							step = 5 // every fifth read boundary
+						}
+						for k := 0; k < len(body); k += step {
 							writes := []string{body[:k], body[k:]}
 							if k == 0 {
 								writes = writes[1:]
 							}
+							opts := fallback.Options{MidStream: p.mid}
+							if f == faultBadFail {
+								opts.Malformed = fallback.MalformedFail
+							}
 							e := newEnv(map[string]replay.Script{
 								"a-m": rawCassette(end, writes...),
 								"b-m": prof(words),
-							}, fallback.Options{MidStream: p.mid})
+							}, opts)
 							where := fmt.Sprintf("fault %s at event %d, read boundary %d", f, j, k)
 							res, err := e.do(t, planOf(prefillDep("a", "a-m"), prefillDep("b", "b-m")), fallback.Call{Stream: true})
 							runs++
