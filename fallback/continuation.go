@@ -13,14 +13,15 @@ import (
 // mayContinue reports whether a mid-stream failure of this call could be
 // continued: a streaming call whose policy continues and whose plan holds a
 // deployment that could take the continuation. Only then do runs keep the
-// text they deliver, so that other calls pay nothing for it.
+// text they deliver, so that other calls pay nothing for it. It does not
+// consult the remembered prefill rejections: a false yes only keeps text.
 func (cl *call) mayContinue() bool {
 	if !cl.stream || cl.noFallback || cl.choices > 1 || (cl.mid != MidStreamContinue && cl.mid != MidStreamSameModel) {
 		return false
 	}
 	for i := range cl.plan {
 		for j := range cl.plan {
-			if i != j && cl.continuesOn(cl.plan[i].Deployment, cl.plan[j].Deployment) {
+			if i != j && cl.declaresContinuation(cl.plan[i].Deployment, cl.plan[j].Deployment) {
 				return true
 			}
 		}
@@ -34,16 +35,17 @@ func (cl *call) mayContinue() bool {
 // Executor, and, unless the policy is MidStreamContinue, serves the same
 // logical model and revision.
 func (cl *call) continuesOn(from, to *route.Deployment) bool {
-	if !to.Capabilities.AssistantPrefill {
+	if !cl.declaresContinuation(from, to) {
 		return false
 	}
-	if cl.mid != MidStreamContinue && (to.Model != from.Model || to.Revision != from.Revision) {
-		return false
-	}
-	if _, rejected := cl.e.noPrefill.Load(to.Key()); rejected {
-		return false
-	}
-	return true
+	_, rejected := cl.e.noPrefill.Load(to.Key())
+	return !rejected
+}
+
+// declaresContinuation is continuesOn without the remembered rejections.
+func (cl *call) declaresContinuation(from, to *route.Deployment) bool {
+	return to.Capabilities.AssistantPrefill &&
+		(cl.mid == MidStreamContinue || to.Model == from.Model && to.Revision == from.Revision)
 }
 
 // prefillRejected reports whether a continuation attempt failed because the
