@@ -413,6 +413,9 @@ func (a *run) observe(now time.Time, c *tps.Chunk) {
 			a.multi = true
 		}
 		if a.keepText {
+			if a.text == nil { // one allocation each for a typical answer
+				a.text, a.marks = make([]byte, 0, 1024), make([]mark, 0, 8)
+			}
 			a.text = c.AppendText(a.text)
 			a.marks = append(a.marks, mark{end: c.End, n: len(a.text)})
 		}
