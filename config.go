@@ -197,7 +197,16 @@ type fileDeployment struct {
 		AssistantPrefill bool `json:"assistant_prefill"`
 		CacheControl     bool `json:"cache_control"`
 	} `json:"capabilities"`
-	Weight float64 `json:"weight"`
+	ModelCapabilities map[string]fileModelCapabilities `json:"model_capabilities"`
+	Weight            float64                          `json:"weight"`
+}
+
+// fileModelCapabilities overrides, for one model of a wildcard deployment,
+// the capabilities given; nil fields keep the deployment's.
+type fileModelCapabilities struct {
+	IncludeUsage     *bool `json:"include_usage"`
+	AssistantPrefill *bool `json:"assistant_prefill"`
+	CacheControl     *bool `json:"cache_control"`
 }
 
 type fileSLO struct {
@@ -243,6 +252,7 @@ type fileFallback struct {
 	MaxWait               string      `json:"max_wait"`
 	PenaltyCooldown       string      `json:"penalty_cooldown"`
 	MidStream             string      `json:"mid_stream"`
+	Malformed             string      `json:"malformed"`
 	Hedge                 fileHedge   `json:"hedge"`
 	Breaker               fileBreaker `json:"breaker"`
 	Seed                  uint64      `json:"seed"`
@@ -339,6 +349,24 @@ func (p *converter) deployment(i int, fd *fileDeployment) (route.Deployment, err
 			CacheControl:     fd.Capabilities.CacheControl,
 		},
 		Weight: fd.Weight,
+	}
+	if len(fd.ModelCapabilities) > 0 {
+		if d.Model != route.Wildcard {
+			return route.Deployment{}, p.errorf(at+".model_capabilities", "only for a wildcard deployment (model \"*\")")
+		}
+		d.ModelCapabilities = make(map[string]route.Capabilities, len(fd.ModelCapabilities))
+		for m, fc := range fd.ModelCapabilities {
+			c := d.Capabilities
+			for _, f := range []struct {
+				v   *bool
+				dst *bool
+			}{{fc.IncludeUsage, &c.IncludeUsage}, {fc.AssistantPrefill, &c.AssistantPrefill}, {fc.CacheControl, &c.CacheControl}} {
+				if f.v != nil {
+					*f.dst = *f.v
+				}
+			}
+			d.ModelCapabilities[m] = c
+		}
 	}
 	if len(fd.Headers) > 0 {
 		d.Headers = make(map[string]string, len(fd.Headers))
@@ -600,12 +628,22 @@ func (p *converter) fallback(f *fileFallback) (fallback.Options, error) {
 	o.MaxAttempts = f.Attempts
 	o.AttemptsPerDeployment = f.AttemptsPerDeployment
 	switch strings.ToLower(f.MidStream) {
-	case "", "error":
+	case "", "same_model":
+		o.MidStream = fallback.MidStreamSameModel
+	case "error":
 		o.MidStream = fallback.MidStreamError
 	case "continue":
 		o.MidStream = fallback.MidStreamContinue
 	default:
-		return o, p.errorf("fallback.mid_stream", "unknown policy %q; want \"error\" or \"continue\"", f.MidStream)
+		return o, p.errorf("fallback.mid_stream", "unknown policy %q; want \"same_model\", \"error\" or \"continue\"", f.MidStream)
+	}
+	switch strings.ToLower(f.Malformed) {
+	case "", "skip":
+		o.Malformed = fallback.MalformedSkip
+	case "fail":
+		o.Malformed = fallback.MalformedFail
+	default:
+		return o, p.errorf("fallback.malformed", "unknown policy %q; want \"skip\" or \"fail\"", f.Malformed)
 	}
 	if !finiteNonNeg(f.Hedge.Budget) || f.Hedge.Budget > 1 {
 		return o, p.errorf("fallback.hedge.budget", "want a share in (0, 1], got %v", f.Hedge.Budget)

@@ -52,7 +52,12 @@ func TestParseConfigExampleFile(t *testing.T) {
 	assert.Equal(t, 30*time.Minute, cfg.Fallback.MaxDuration)
 	assert.Equal(t, 2*time.Second, cfg.Fallback.FinishGrace)
 	assert.Equal(t, 4, cfg.Fallback.MaxAttempts)
-	assert.Equal(t, fallback.MidStreamError, cfg.Fallback.MidStream)
+	assert.Equal(t, fallback.MidStreamSameModel, cfg.Fallback.MidStream)
+	w := cfg.Deployments[3]
+	assert.Equal(t, map[string]route.Capabilities{"gpt-oss-120b": {IncludeUsage: true}}, w.ModelCapabilities,
+		"fields left out keep the deployment's")
+	assert.False(t, w.ForModel("gpt-oss-120b").Capabilities.AssistantPrefill)
+	assert.True(t, w.ForModel("qwen3-32b").Capabilities.AssistantPrefill)
 
 	_, err = New(cfg)
 	require.NoError(t, err, "a parsed config must be accepted by New")
@@ -78,6 +83,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"numeric duration", "{\"deployments\":[" + okDep + "],\"fallback\":{\"stall\":20}}", nil, 1, "", "want string"},
 		{"bad policy", "{\"deployments\":[" + okDep + "],\n\"policy\":\"fastest\"}", nil, 2, "policy", `unknown policy "fastest"`},
 		{"bad mid_stream", "{\"deployments\":[" + okDep + "],\"fallback\":{\"mid_stream\":\"retry\"}}", nil, 1, "fallback.mid_stream", "continue"},
+		{"bad malformed", "{\"deployments\":[" + okDep + "],\"fallback\":{\"malformed\":\"drop\"}}", nil, 1, "fallback.malformed", "skip"},
+		{"model_capabilities on a named model", `{"deployments":[{"provider":"a","model":"m","base_url":"http://x/v1","model_capabilities":{"m":{"assistant_prefill":true}}}]}`, nil, 1, "deployments[0].model_capabilities", "wildcard"},
 		{"no deployments", `{"policy":"cost"}`, nil, 0, "deployments", "at least one"},
 		{"invalid deployment names field", "{\"deployments\":[\n{\"provider\":\"a\",\"model\":\"m\",\n\"base_url\":\"ftp://x\"}]}", nil, 3, "deployments[0].base_url", ""},
 		{"negative price", "{\"deployments\":[{\"provider\":\"a\",\"model\":\"m\",\"base_url\":\"http://x/v1\",\n\"price\":{\"output\":-1}}]}", nil, 2, "deployments[0].price.output", ""},

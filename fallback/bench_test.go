@@ -103,6 +103,29 @@ func BenchmarkExecutor(b *testing.B) {
 			direct(b)
 		}
 	})
+	b.Run("executor/stream=true/prefill_plan", func(b *testing.B) {
+		// The default policy keeps the delivered text when the plan holds a
+		// same-model deployment that declares assistant prefill.
+		pd := dep("b", "b-m")
+		pd.Capabilities.AssistantPrefill = true
+		pplan := planOf(d, pd)
+		ex := fallback.New(fallback.Options{Transport: memRT{}})
+		c := fallback.Call{Body: body, Stream: true}
+		b.ReportAllocs()
+		defer cpuPerOp(b)()
+		for b.Loop() {
+			res, err := ex.Do(context.Background(), pplan, c)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for {
+				if _, err := res.Body.Read(buf); err != nil {
+					break
+				}
+			}
+			res.Body.Close()
+		}
+	})
 	for _, stream := range []bool{true, false} {
 		b.Run(fmt.Sprintf("executor/stream=%v", stream), func(b *testing.B) {
 			ex := fallback.New(fallback.Options{Transport: memRT{}})

@@ -15,20 +15,41 @@
 // chunks and SSE comments do not count. Before the commit point every failure
 // is invisible to the caller and moves on as the table below says. After it:
 //
-//   - MidStreamError (the default): Result.Body's Read returns a *Error whose
-//     deciding attempt has phase tps.PhaseMidStream, the tokens received and
-//     the deployment; errors.Is(err, ErrMidStream) is true. A cut stream is
-//     never a clean io.EOF: a stream ends cleanly only after a finish_reason
-//     for every choice, or "[DONE]".
-//   - MidStreamContinue: the request is re-issued on the next deployment of
-//     the plan that declares Capabilities.AssistantPrefill, with the text
-//     delivered so far as a final assistant message (Options.Prefill), and its
-//     stream is spliced on, whole SSE events only, so the caller reads one
-//     coherent stream. Streams that carried tool calls, reasoning text or more
-//     than one choice cannot be continued and get the mid-stream error, as do
-//     plans without a prefill-capable deployment left. If the continuation
-//     fails (for example the target rejects the prefill with a 400), the caller
-//     gets the original mid-stream error, never the continuation's.
+//   - MidStreamSameModel (the default): continue, as below, but only on a
+//     deployment of the same logical model and revision that declares
+//     assistant prefill; with none, end with the mid-stream error.
+//   - MidStreamError: Result.Body's Read returns a *Error whose deciding
+//     attempt has phase tps.PhaseMidStream, the tokens received and the
+//     deployment; errors.Is(err, ErrMidStream) is true. A cut stream is never
+//     a clean io.EOF: a stream ends cleanly only after a finish_reason for
+//     every choice, or "[DONE]".
+//   - MidStreamContinue (opt-in): continue on the next deployment of the
+//     plan, of any model, that declares Capabilities.AssistantPrefill.
+//
+// A continuation re-issues the request with the text the caller has read as
+// a final assistant message (Options.Prefill), and splices its stream on,
+// whole SSE events only, so the caller reads one coherent stream. The prefill
+// is byte for byte the text delivered: the whole events read before the
+// failure are delivered first, and nothing read after it (the failing event,
+// a partial event, events behind an error in the same read) is delivered or
+// counted. Streams that carried tool calls, reasoning text or more than one
+// choice cannot be continued and get the mid-stream error, as do plans
+// without a deployment left that may continue. A deployment that rejects a
+// prefill (a 400 or 422 naming the assistant message or the prefill) is
+// remembered by the Executor and never offered a continuation again, and a
+// wildcard deployment declares prefill per model with
+// route.Deployment.ModelCapabilities. If the continuation fails, the caller
+// gets the original mid-stream error, never the continuation's.
+//
+// # Malformed events
+//
+// A data event that is not one valid JSON object is, by default
+// (MalformedSkip), dropped from the bytes the caller reads, counted in
+// tps.Sample.Malformed, and skipped, before and after the first output chunk
+// alike. The MaxMalformed-th (3rd) in one stream, or a line longer than
+// tps.MaxLine (the stream can no longer be framed), fails the stream with
+// ErrMalformed: before the commit point it fails over invisibly, after it
+// the mid-stream policy applies. MalformedFail fails at the first one.
 //
 // A non-streaming call commits at the end of the stream: the whole stream is
 // buffered, so a failure at any point restarts on the next deployment.
@@ -51,7 +72,8 @@
 //	attempt longer than MaxDuration          ClassNext           next (ErrMaxDuration)                          failure
 //	before output
 //	in-stream error before output            ClassNext           next (ErrStreamError; context/policy as below) failure
-//	empty stream / malformed event           ClassNext           next (ErrEmptyStream, ErrMalformed)            failure
+//	empty stream, 3rd malformed event        ClassNext           next (ErrEmptyStream, ErrMalformed); a first   failure
+//	                                                             or second malformed event is skipped
 //	429 rate limit                           ClassRateLimited    cooldown until Retry-After (retry-after-ms,    excluded
 //	                                                             x-ms-retry-after-ms, retry-after seconds or
 //	                                                             HTTP-date; else jittered backoff), next; if
@@ -66,8 +88,9 @@
 //	                                                             windows unknown to another model of the plan,
 //	                                                             else stop
 //	caller's cancellation or deadline        ClassCanceled       stop                                           excluded
-//	cut, stall, error, malformed event or    ClassMidStream      streaming: mid-stream error or continuation;   failure
-//	MaxDuration after output, before finish                      non-streaming: next
+//	cut, stall, error, 3rd malformed event   ClassMidStream      streaming: continuation on the same model if   failure
+//	or MaxDuration after output, before                          one declares prefill, else mid-stream error;
+//	finish                                                       non-streaming: next
 //	silence (comments only) after finish     ClassNone           success after FinishGrace, usage as received   success
 //	EOF without [DONE] after finish          ClassNone           success                                        success
 //	breaker open, cooling, no budget         ClassSkipped        skipped for now; no request sent               -

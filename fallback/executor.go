@@ -26,6 +26,7 @@ type Executor struct {
 	statesMu  sync.RWMutex
 	states    map[measure.Key]*keyState
 	bufs      sync.Pool // *[]byte stream buffers
+	noPrefill sync.Map  // measure.Key -> struct{}: rejected a prefill
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
@@ -66,7 +67,7 @@ func New(opts Options) *Executor {
 		opts.PenaltyCooldown = DefaultPenaltyCooldown
 	}
 	if opts.MidStream == MidStreamDefault {
-		opts.MidStream = MidStreamError
+		opts.MidStream = MidStreamSameModel
 	}
 	if opts.Prefill == nil {
 		opts.Prefill = DefaultPrefill
@@ -110,6 +111,8 @@ type call struct {
 	maxTO, graceTO             time.Duration
 	choices                    int64 // the request's n: finish_reasons that end the stream
 	mid                        MidStreamPolicy
+	malformed                  MalformedPolicy
+	keepText                   bool // a continuation may follow: runs keep their text
 	stream                     bool
 	noFallback                 bool
 	hedge                      bool
@@ -180,6 +183,8 @@ func (e *Executor) Do(ctx context.Context, plan route.Plan, c Call) (*Result, er
 	if cl.mid == MidStreamDefault {
 		cl.mid = e.opts.MidStream
 	}
+	cl.malformed = e.opts.Malformed
+	cl.keepText = cl.mayContinue()
 	cl.maxAttempts = e.opts.MaxAttempts
 	if cl.maxAttempts <= 0 {
 		// Every deployment once, whatever the plan's length; the retries

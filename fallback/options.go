@@ -83,21 +83,51 @@ type MidStreamPolicy uint8
 
 const (
 	// MidStreamDefault in Call means "use Options.MidStream"; in Options it
-	// means MidStreamError.
+	// means MidStreamSameModel.
 	MidStreamDefault MidStreamPolicy = iota
 	// MidStreamError ends the stream with a *Error of phase PhaseMidStream
 	// (errors.Is(err, ErrMidStream)). It is never a clean end of stream.
 	MidStreamError
-	// MidStreamContinue re-issues the request on the next deployment that
-	// declares Capabilities.AssistantPrefill, with the text delivered so far as
-	// a final assistant message, and splices its stream on, so that the caller
-	// reads one continuous SSE stream. Streams that carried tool calls, or more
-	// than one choice, and calls with no prefill-capable deployment left, get
-	// the MidStreamError behaviour. When the continuation fails (for example
-	// the target rejects the prefill), the caller gets the original mid-stream
-	// error.
+	// MidStreamContinue re-issues the request on the next deployment of the
+	// plan, of any model, that declares Capabilities.AssistantPrefill, with
+	// the text delivered so far (byte for byte what the caller has read) as
+	// a final assistant message, and splices its stream on, so that the
+	// caller reads one continuous SSE stream. Streams that carried tool
+	// calls, reasoning or more than one choice, and calls with no
+	// prefill-capable deployment left, get the MidStreamError behaviour. A
+	// deployment that rejected a prefill (a 400 naming the assistant message
+	// or the prefill) is remembered by the Executor and never offered a
+	// continuation again. When the continuation fails, the caller gets the
+	// original mid-stream error.
 	MidStreamContinue
+	// MidStreamSameModel is MidStreamContinue restricted to deployments of
+	// the same logical model and revision as the one that failed, so that
+	// the answer is finished by the model that began it; with none, it is
+	// MidStreamError. It is the default.
+	MidStreamSameModel
 )
+
+// MalformedPolicy says what a stream does with a data event that is not one
+// valid JSON object. It is a plain value, safe for concurrent use.
+type MalformedPolicy uint8
+
+const (
+	// MalformedSkip, the default, drops a malformed data event from the
+	// bytes the caller reads, counts it in tps.Sample.Malformed and reads
+	// on, before and after the first output chunk alike. The MaxMalformed-th
+	// malformed event of one stream, or a line too long to frame
+	// (tps.MaxLine), fails the stream with ErrMalformed: before the first
+	// output chunk the call fails over invisibly, after it the mid-stream
+	// policy applies.
+	MalformedSkip MalformedPolicy = iota
+	// MalformedFail fails the stream with ErrMalformed at its first
+	// malformed event. The whole events before it are still delivered.
+	MalformedFail
+)
+
+// MaxMalformed is the number of malformed data events at which a stream fails
+// under MalformedSkip.
+const MaxMalformed = 3
 
 // BreakerSettings configures the circuit breaker kept per measure.Key. A zero
 // field means its default. It is a value read once by New; safe to share.
@@ -212,7 +242,7 @@ type PrefillFunc func(body []byte, text string) ([]byte, error)
 
 // Options configures an Executor. The zero Options consists entirely of
 // default values: http.DefaultTransport, the Default* deadlines, breakers and
-// backoff, no hedging, MidStreamError, silent. Options is a value that New
+// backoff, no hedging, MidStreamSameModel, MalformedSkip, silent. Options is a value that New
 // copies; the hooks it holds are called from concurrent calls and must be
 // safe for concurrent use.
 type Options struct {
@@ -274,8 +304,12 @@ type Options struct {
 	// PenaltyCooldown is how long a deployment is left alone after 401, 403,
 	// 404 or 429 insufficient_quota. Zero means DefaultPenaltyCooldown.
 	PenaltyCooldown time.Duration
-	// MidStream is the policy after the commit point. Zero means MidStreamError.
+	// MidStream is the policy after the commit point. Zero means
+	// MidStreamSameModel.
 	MidStream MidStreamPolicy
+	// Malformed says what happens to a data event that is not valid JSON.
+	// Zero means MalformedSkip.
+	Malformed MalformedPolicy
 	// Prefill builds the continuation body for MidStreamContinue. Nil means
 	// DefaultPrefill.
 	Prefill PrefillFunc

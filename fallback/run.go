@@ -53,12 +53,27 @@ type run struct {
 	outChunks, finishes                                                    int64
 	keepText                                                               bool
 	text                                                                   []byte
+	// Byte-exact delivery. stopped: a failing event (an in-stream error, a
+	// malformed event that is not skipped) began at body offset stopAt;
+	// nothing from it on is released and later events are ignored. cuts are
+	// skipped malformed events, excised from buf before release. marks pair
+	// the end offset of each output event with len(text) after it; relText
+	// is the length of text whose events were released, which the caller
+	// has received once buf[off:rel] is read.
+	stopped    bool
+	stopAt     int64
+	cuts       []span
+	marks      []mark
+	relText    int
+	malformedN int
+	readErr    error // the read error fill returned, sticky
 
 	quiet bool // a finished stream ended by our deadline, not by EOF
 
 	buf      []byte
 	bufp     *[]byte // from Executor.bufs, returned by releaseBuf
 	rel, off int     // buf[off:rel] is released and unread; buf[rel:] is held back
+	base     int64   // body offset of buf[0], excised bytes counted
 	eof      bool
 
 	sampled   bool
@@ -72,7 +87,7 @@ func (cl *call) newRun(i int, d *route.Deployment, st *keyState, done func(error
 	cl.waited = 0
 	cl.pending.Add(1)
 	a.ctx, a.cancel = context.WithCancelCause(cl.ctx)
-	a.keepText = cl.stream && cl.mid == MidStreamContinue
+	a.keepText = cl.keepText
 	a.start = time.Now()
 	a.canFailover = canFailover
 	a.ttftTO = cl.ttftFor(d)
@@ -359,6 +374,9 @@ func (e *reasonError) Unwrap() error { return e.api }
 // reads (lastOut, lastEvent) are stored before the phase flags, so that the
 // timer never pairs a new phase with an old time.
 func (a *run) observe(now time.Time, c *tps.Chunk) {
+	if a.stopped {
+		return // what follows a failing event is never delivered
+	}
 	el := int64(now.Sub(a.start))
 	a.lastEvent.Store(el)
 	switch {
@@ -371,9 +389,16 @@ func (a *run) observe(now time.Time, c *tps.Chunk) {
 		if len(a.errBody) == 0 {
 			a.errBody = []byte("{}")
 		}
+		a.stop(c.Start)
 		return
 	case c.Malformed:
-		a.malformed = true
+		a.malformedN++
+		if c.Unframed || a.cl.malformed == MalformedFail || a.malformedN >= MaxMalformed {
+			a.malformed = true
+			a.stop(c.Start)
+		} else {
+			a.cuts = append(a.cuts, span{c.Start, c.End})
+		}
 		return
 	}
 	if c.Output {
@@ -394,7 +419,11 @@ func (a *run) observe(now time.Time, c *tps.Chunk) {
 			a.multi = true
 		}
 		if a.keepText {
+			if a.text == nil { // one allocation each for a typical answer
+				a.text, a.marks = make([]byte, 0, 1024), make([]mark, 0, 8)
+			}
 			a.text = c.AppendText(a.text)
+			a.marks = append(a.marks, mark{end: c.End, n: len(a.text)})
 		}
 	}
 	if c.FinishReason != nil {
@@ -430,6 +459,7 @@ func (a *run) fill() error {
 		n := copy(a.buf, a.buf[a.off:])
 		a.buf = a.buf[:n]
 		a.rel -= a.off
+		a.base += int64(a.off)
 		a.off = 0
 	}
 	if a.bufp == nil {
@@ -442,14 +472,72 @@ func (a *run) fill() error {
 		a.buf = nb
 	}
 	n, err := a.tap.Read(a.buf[len(a.buf):cap(a.buf)])
-	if n > 0 {
-		from := len(a.buf)
-		a.buf = a.buf[:from+n]
+	from := len(a.buf)
+	a.buf = a.buf[:from+n]
+	for _, c := range a.cuts {
+		from = a.excise(c, from)
+	}
+	a.cuts = a.cuts[:0]
+	switch {
+	case a.stopped:
+		// Release the events before the failing one, never the failing
+		// one or anything after it.
+		if s := min(int(a.stopAt-a.base), len(a.buf)); s > a.rel {
+			a.rel = s
+		}
+	case len(a.buf) > from:
 		if b := lastBoundary(a.buf, max(from-1, a.rel)); b > a.rel {
 			a.rel = b
 		}
 	}
+	if len(a.marks) > 0 {
+		a.releaseText()
+	}
+	if err != nil {
+		a.readErr = err
+	}
 	return err
+}
+
+// span is a range of body offsets.
+type span struct{ start, end int64 }
+
+// mark says that text was n bytes long once the event ending at body offset
+// end was read.
+type mark struct {
+	end int64
+	n   int
+}
+
+// stop notes a failing event that begins at body offset at.
+func (a *run) stop(at int64) {
+	a.stopped = true
+	a.stopAt = at
+}
+
+// excise removes the skipped event c from the unreleased part of buf and
+// returns from (the index where this fill's bytes begin) adjusted for it.
+func (a *run) excise(c span, from int) int {
+	s := max(int(c.start-a.base), a.off)
+	e := min(int(c.end-a.base), len(a.buf))
+	if e <= s {
+		return from
+	}
+	a.buf = append(a.buf[:s], a.buf[e:]...)
+	a.base += int64(e - s)
+	a.rel = min(a.rel, s)
+	return min(from, s)
+}
+
+// releaseText advances relText over the output events now released.
+func (a *run) releaseText() {
+	r := a.base + int64(a.rel)
+	i := 0
+	for i < len(a.marks) && a.marks[i].end <= r {
+		a.relText = a.marks[i].n
+		i++
+	}
+	a.marks = a.marks[:copy(a.marks, a.marks[i:])]
 }
 
 // lastBoundary returns the index just after the last blank line ending an

@@ -340,7 +340,9 @@ func TestScenarios(t *testing.T) {
 
 	t.Run("10_malformed_chunk", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(30), replay.MalformedAt(10).OnAttempts(1, 2)), "b-m": prof(30)}, fallback.Options{})
+			// The default skips a malformed event (TestMalformedEvent); under
+			// MalformedFail it ends the stream.
+			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(30), replay.MalformedAt(10).OnAttempts(1, 2)), "b-m": prof(30)}, fallback.Options{Malformed: fallback.MalformedFail})
 			res, err := e.do(t, planOf(a), fallback.Call{Stream: true})
 			require.NoError(t, err)
 			d := drain(t, res.Body)

@@ -41,9 +41,18 @@ func (s *stream) Read(p []byte) (int, error) {
 			s.err = io.EOF
 			continue
 		}
-		err := a.fill()
+		err := a.readErr
+		if err == nil && !a.stopped {
+			err = a.fill()
+		}
 		class, ferr := a.streamFailure(err)
 		if ferr == nil {
+			continue
+		}
+		if a.off < a.rel {
+			// Deliver the whole events read before the failure first: the
+			// caller then holds exactly the text a continuation resumes
+			// from. The failure is sticky and comes back once they are read.
 			continue
 		}
 		if class == ClassCanceled {
@@ -116,19 +125,23 @@ func (s *stream) Close() error {
 // the plan do not allow it.
 func (s *stream) continuation(prev *run) *run {
 	cl := prev.cl
-	if cl.mid != MidStreamContinue || !cl.stream || prev.toolCalls || prev.multi || prev.reasoning || len(prev.text) == 0 {
+	if !cl.keepText || prev.toolCalls || prev.multi || prev.reasoning {
 		return nil
 	}
 	if cl.choices > 1 { // choices interleave one per chunk (docs/STREAM_QUIRKS.md Q21)
 		return nil
 	}
-	body, err := cl.e.opts.Prefill(cl.body, string(prev.text))
+	text := prev.text[:prev.relText] // exactly what the caller has read
+	if len(text) == 0 {
+		return nil
+	}
+	body, err := cl.e.opts.Prefill(cl.body, string(text))
 	if err != nil {
 		return nil
 	}
 	for i := range cl.plan {
 		d := cl.plan[i].Deployment
-		if i == prev.i || !d.Capabilities.AssistantPrefill || !cl.eligible(i) || cl.real >= cl.maxAttempts {
+		if i == prev.i || !cl.continuesOn(prev.d, d) || !cl.eligible(i) || cl.real >= cl.maxAttempts {
 			continue
 		}
 		st := cl.e.state(d)
@@ -140,7 +153,8 @@ func (s *stream) continuation(prev *run) *run {
 		cl.slots[i].tries++
 		a := cl.newRun(i, d, st, done, body, cl.remaining(i))
 		a.keepText = true
-		a.text = append(a.text, prev.text...)
+		a.text = append(a.text, text...)
+		a.relText = len(a.text)
 		s.active.Store(a) // Close aborts the continuation too
 		if s.closing.Load() {
 			// Close ran between the cut and the Store above and cancelled
@@ -152,6 +166,9 @@ func (s *stream) continuation(prev *run) *run {
 			return a
 		}
 		cl.slots[i].excluded = true
+		if prefillRejected(a.att) {
+			cl.e.noPrefill.Store(d.Key(), struct{}{})
+		}
 		if a.att.Class == ClassCanceled {
 			return nil
 		}

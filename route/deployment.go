@@ -32,7 +32,13 @@ type Deployment struct {
 	Limits        Limits
 	ContextWindow int64 // in tokens; 0 means unknown
 	Capabilities  Capabilities
-	Weight        float64 // static weight among near-equal candidates; 0 means 1, negative is invalid
+	// ModelCapabilities, on a wildcard deployment, declares the capabilities
+	// of individual models it serves, by logical model name: the entry for
+	// the requested model replaces Capabilities (see ForModel). Models
+	// without an entry have Capabilities. Nil means none; it is invalid on
+	// a deployment that is not a wildcard.
+	ModelCapabilities map[string]Capabilities
+	Weight            float64 // static weight among near-equal candidates; 0 means 1, negative is invalid
 }
 
 // Price is in US dollars per million tokens. A zero Price means free or unknown.
@@ -106,6 +112,8 @@ func (d Deployment) Validate() error {
 		return bad("Revision", "contains '@'")
 	case d.BaseURL == "":
 		return bad("BaseURL", "empty")
+	case len(d.ModelCapabilities) > 0 && !d.IsWildcard():
+		return bad("ModelCapabilities", "only for a wildcard deployment (Model \"*\")")
 	}
 	u, err := url.Parse(d.BaseURL)
 	if err != nil {
@@ -172,13 +180,24 @@ func (d Deployment) IsWildcard() bool { return d.Model == Wildcard }
 
 // ForModel returns the concrete deployment a wildcard deployment becomes for
 // the requested logical model: a copy with Model set to model, so that Key and
-// WireModel are per requested model. A ProviderModel that is set is kept. For a
-// deployment that is not a wildcard, ForModel returns d unchanged.
+// WireModel are per requested model, and with Capabilities replaced by
+// ModelCapabilities[model] when there is such an entry. A ProviderModel that
+// is set is kept. For a deployment that is not a wildcard, ForModel returns d
+// unchanged.
 func (d Deployment) ForModel(model string) Deployment {
 	if d.Model == Wildcard {
 		d.Model = model
+		d.Capabilities = d.capabilitiesFor(model)
 	}
 	return d
+}
+
+// capabilitiesFor returns the capabilities of a wildcard deployment for model.
+func (d *Deployment) capabilitiesFor(model string) Capabilities {
+	if c, ok := d.ModelCapabilities[model]; ok {
+		return c
+	}
+	return d.Capabilities
 }
 
 // ParseModel splits "model@revision" into its model and revision. A string

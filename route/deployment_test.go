@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestDeploymentValidate(t *testing.T) {
@@ -128,4 +129,29 @@ func TestDeploymentKeyWireModelForModel(t *testing.T) {
 	equal(t, [2]string{m, r}, [2]string{"gpt-4o", "2024-08-06"}, "ParseModel")
 	m, r = ParseModel("gpt-4o")
 	equal(t, [2]string{m, r}, [2]string{"gpt-4o", ""}, "ParseModel without revision")
+}
+
+// TestWildcardModelCapabilities: a wildcard deployment declares capabilities
+// per model; ForModel and the picker's plans apply them (issue 13 point 7).
+func TestWildcardModelCapabilities(t *testing.T) {
+	w := dep("router", "", Wildcard)
+	w.Capabilities = Capabilities{IncludeUsage: true, AssistantPrefill: true}
+	w.ModelCapabilities = map[string]Capabilities{"r1": {IncludeUsage: true}}
+	equal(t, w.ForModel("r1").Capabilities, Capabilities{IncludeUsage: true}, "ForModel with an entry")
+	equal(t, w.ForModel("llama").Capabilities, w.Capabilities, "ForModel without an entry")
+
+	p := newPicker(t, []Deployment{w}, nil, Options{Seed: 1})
+	for model, prefill := range map[string]bool{"r1": false, "llama": true} {
+		plan := mustPick(t, p, Request{Model: model}, time.Unix(0, 0))
+		if len(plan.Deployments) != 1 {
+			t.Fatalf("%s: plan has %d deployments", model, len(plan.Deployments))
+		}
+		equal(t, plan.Deployments[0].Deployment.Capabilities.AssistantPrefill, prefill, model+": AssistantPrefill in the plan")
+	}
+
+	named := dep("vllm", "", "llama")
+	named.ModelCapabilities = map[string]Capabilities{"llama": {}}
+	if err := named.Validate(); err == nil || !strings.Contains(err.Error(), "ModelCapabilities") {
+		t.Errorf("Validate on a named deployment with ModelCapabilities = %v", err)
+	}
 }

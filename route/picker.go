@@ -1010,6 +1010,7 @@ func (p *Picker) candidate(c *Candidate, s *scratch, it *item, wild *[]concrete)
 		*wild = append(*wild, concrete{d: p.ds[it.idx], k: p.keys[it.idx]})
 		w := &(*wild)[len(*wild)-1]
 		w.d.Model = s.models[it.model].name
+		w.d.Capabilities = w.d.capabilitiesFor(w.d.Model)
 		w.k.Model = s.models[it.model].keyModel
 		c.Deployment, c.key = &w.d, &w.k
 	} else {

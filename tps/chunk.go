@@ -71,6 +71,17 @@ type Chunk struct {
 	// such as "error" in old llama.cpp); nil for plain data events. Set by
 	// Tap, and by Stream for the error event that ends an openai-go stream.
 	Event []byte
+	// Start and End locate the event in the body a Tap reads: bytes
+	// [Start, End) of the body, counted from its first byte, run from the
+	// byte after the blank line that ended the previous event (or the
+	// previous block of comments) through this event's own blank line, or
+	// to the end of the body for a final event without one. Set by Tap
+	// only; zero from Stream and ParseChunk.
+	Start, End int64
+	// Unframed reports a Malformed event that is a line longer than
+	// MaxLine, dropped before its end: its bounds are approximate and the
+	// stream cannot be relied on to be framed after it. Set by Tap only.
+	Unframed bool
 
 	buf      []byte // scratch for Content when several fields are joined
 	bufInUse bool

@@ -69,6 +69,9 @@ type tap struct {
 	hasData  bool
 	event    []byte // event type of the event being built
 	errField bool   // a non-standard "error:" field contributed data
+	pos      int64  // body bytes fed before the current feed
+	at       int64  // body offset just after the line being processed
+	evStart  int64  // body offset just after the last blank line
 }
 
 // Read reads from the body and times the bytes it returns.
@@ -137,6 +140,8 @@ func (t *tap) Close() error {
 
 // feed splits b into lines, carrying a trailing partial line.
 func (t *tap) feed(now time.Time, b []byte) {
+	base, total := t.pos, int64(len(b))
+	defer func() { t.pos = base + total }()
 	for len(b) > 0 {
 		if t.skipLF {
 			t.skipLF = false
@@ -161,6 +166,7 @@ func (t *tap) feed(now time.Time, b []byte) {
 			}
 		}
 		b = b[i+1:]
+		t.at = base + total - int64(len(b))
 		switch {
 		case t.over:
 			t.overlong(now)
@@ -210,6 +216,8 @@ func (t *tap) carry(b []byte) {
 func (t *tap) overlong(now time.Time) {
 	t.c.reset()
 	t.c.Malformed = true
+	t.c.Unframed = true
+	t.c.Start, t.c.End = t.evStart, t.at
 	t.emit(now)
 }
 
@@ -260,6 +268,7 @@ func (t *tap) dispatch(now time.Time) {
 	if !t.hasData {
 		t.event = t.event[:0]
 		t.errField = false
+		t.evStart = t.at
 		return
 	}
 	data := t.data[:len(t.data)-1]
@@ -283,6 +292,8 @@ func (t *tap) dispatch(now time.Time) {
 	} else if len(t.event) > 0 {
 		c.Event = t.event
 	}
+	c.Start, c.End = t.evStart, t.at
+	t.evStart = t.at
 	t.emit(now)
 	t.data = t.data[:0]
 	t.hasData = false
@@ -300,6 +311,7 @@ func (t *tap) emit(now time.Time) {
 // flush ends a final line and event that had no terminator
 // (docs/STREAM_QUIRKS.md Q4).
 func (t *tap) flush(now time.Time) {
+	t.at = t.pos
 	if t.over {
 		t.overlong(now)
 	} else if len(t.line) > 0 {

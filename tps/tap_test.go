@@ -231,3 +231,34 @@ func TestTapLifecycle(t *testing.T) {
 type errReader struct{ err error }
 
 func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// TestTapEventBounds: Chunk.Start and Chunk.End locate each event in the
+// body, whatever the read boundaries; comment blocks between events belong to
+// no event, and a final event without its blank line ends at EOF.
+func TestTapEventBounds(t *testing.T) {
+	a := "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n"
+	bad := "data: {\"choi\n\n"
+	b := "event: error\ndata: {\"error\":{\"message\":\"x\"}}\n\n"
+	last := "data: [DONE]"
+	body := ": keep-alive\n\n" + a + bad + ":\n\n" + b + last
+	o1 := len(": keep-alive\n\n")
+	o2 := o1 + len(a)
+	o3 := o2 + len(bad)
+	o4 := o3 + len(":\n\n")
+	want := [][2]int{{o1, o2}, {o2, o3}, {o4, o4 + len(b)}, {o4 + len(b), len(body)}}
+	for _, byteWise := range []bool{false, true} {
+		var got [][2]int
+		obs := tps.WithObserver(func(_ time.Time, c *tps.Chunk) {
+			got = append(got, [2]int{int(c.Start), int(c.End)})
+		})
+		var r io.Reader = strings.NewReader(body)
+		if byteWise {
+			r = oneByte{r}
+		}
+		tap := tps.NewTap(io.NopCloser(r), time.Now(), nil, obs)
+		_, err := io.Copy(io.Discard, tap)
+		require.NoError(t, err)
+		require.NoError(t, tap.Close())
+		assert.Equal(t, want, got, "one byte per read: %v", byteWise)
+	}
+}

@@ -50,10 +50,12 @@
 //
 // # Failures
 //
-// Before the first output chunk a failure fails over invisibly. After it, the
-// client receives data: {"error":{...,"code":"stream_interrupted"}} and no
-// [DONE], unless fallback.mid_stream is "continue", in which case the stream
-// continues on a deployment with assistant_prefill. A call that nothing
+// Before the first output chunk a failure fails over invisibly. After it, by
+// default (fallback.mid_stream "same_model"), the stream continues on a
+// deployment of the same model with assistant_prefill, from exactly the text
+// the client has received; with none (or with "error") the client receives
+// data: {"error":{...,"code":"stream_interrupted"}} and no [DONE]. With
+// "continue" deployments of other models may continue it too. A call that nothing
 // answered gets an OpenAI-shaped error with the last attempt's HTTP status,
 // or 503 when no deployment gave one. Upstream API keys are never forwarded
 // to another deployment, and never appear in answers or logs.

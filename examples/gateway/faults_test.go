@@ -22,10 +22,16 @@ const answer = 20 // tokens in every healthy answer of these tests
 // pair is a gateway over a (faulted by faults) then b (healthy); b may
 // continue a prefill.
 func pair(t *testing.T, mid fallback.MidStreamPolicy, faults ...replay.Fault) *env {
+	return pairMalformed(t, mid, fallback.MalformedSkip, faults...)
+}
+
+// pairMalformed is pair with a malformed-event policy.
+func pairMalformed(t *testing.T, mid fallback.MidStreamPolicy, mal fallback.MalformedPolicy, faults ...replay.Fault) *env {
 	a, b := dep("a", "us", "m"), dep("b", "us", "m")
 	b.Capabilities.AssistantPrefill = true
 	cfg := testConfig(a, b)
 	cfg.Fallback.MidStream = mid
+	cfg.Fallback.Malformed = mal
 	return newEnv(t, map[string]replay.Script{
 		"a-m": replay.WithFaults(prof(answer), faults...),
 		"b-m": prof(answer),
@@ -39,8 +45,9 @@ const orderAB = `"provider":{"order":["a","b"]}`
 // fails over, and the client sees one clean stream from b.
 func TestPreCommitFaultsInvisible(t *testing.T) {
 	tests := []struct {
-		name  string
-		fault replay.Fault
+		name      string
+		fault     replay.Fault
+		malformed fallback.MalformedPolicy
 	}{
 		{name: "503", fault: replay.Status(503, "", nil)},
 		{name: "500_twice", fault: replay.Status(500, "", nil)},
@@ -51,11 +58,11 @@ func TestPreCommitFaultsInvisible(t *testing.T) {
 		{name: "reset_before_headers", fault: replay.ResetBeforeHeaders()},
 		{name: "error_event_before_output", fault: replay.ErrorEventAt(1, replay.OpenAI)},
 		{name: "cut_before_output", fault: replay.CutAfter(1)},
-		{name: "malformed_before_output", fault: replay.MalformedAt(1)},
+		{name: "malformed_before_output", fault: replay.MalformedAt(1), malformed: fallback.MalformedFail},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := pair(t, fallback.MidStreamError, tt.fault)
+			e := pairMalformed(t, fallback.MidStreamError, tt.malformed, tt.fault)
 			s := stream(t, e.serve(t), req("m", true, orderAB))
 			require.Equal(t, http.StatusOK, s.status, s.rawBody)
 			assert.Equal(t, "b/us/m", s.header.Get("X-Tpsroute-Deployment"))
@@ -80,11 +87,10 @@ func TestMidStreamFaults(t *testing.T) {
 		mid   fallback.MidStreamPolicy
 		fault replay.Fault
 	}{
-		{name: "cut", fault: replay.CutAfter(6)},
-		{name: "error_event_openai", fault: replay.ErrorEventAt(6, replay.OpenAI)},
-		{name: "error_event_vllm_then_done", fault: replay.ErrorEventAt(6, replay.VLLM)},
-		{name: "malformed", fault: replay.MalformedAt(6)},
-		{name: "cut_with_continuation_off", mid: fallback.MidStreamError, fault: replay.CutAfter(6)},
+		{name: "cut", mid: fallback.MidStreamError, fault: replay.CutAfter(6)},
+		{name: "error_event_openai", mid: fallback.MidStreamError, fault: replay.ErrorEventAt(6, replay.OpenAI)},
+		{name: "error_event_vllm_then_done", mid: fallback.MidStreamError, fault: replay.ErrorEventAt(6, replay.VLLM)},
+		{name: "malformed", mid: fallback.MidStreamError, fault: replay.MalformedAt(6)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -94,7 +100,11 @@ func TestMidStreamFaults(t *testing.T) {
 			// over invisibly. The stall after chunk 5 (the role chunk and
 			// four content chunks) delivers those first, so the fault at
 			// chunk 6 comes after the commit.
-			e := pair(t, tt.mid, midStall(), tt.fault)
+			mal := fallback.MalformedSkip
+			if tt.name == "malformed" {
+				mal = fallback.MalformedFail
+			}
+			e := pairMalformed(t, tt.mid, mal, midStall(), tt.fault)
 			s := stream(t, e.serve(t), req("m", true, orderAB))
 			require.Equal(t, http.StatusOK, s.status)
 			assert.Equal(t, "a/us/m", s.header.Get("X-Tpsroute-Deployment"))
@@ -111,6 +121,32 @@ func TestMidStreamFaults(t *testing.T) {
 			assert.NotContains(t, s.rawBody, "secret")
 		})
 	}
+	t.Run("default_continues_on_the_same_model", func(t *testing.T) {
+		// No mid_stream setting: b serves the same model and declares
+		// assistant prefill, so the stream goes on there (issue 13 point 8).
+		e := pair(t, fallback.MidStreamDefault, midStall(), replay.CutAfter(6))
+		s := stream(t, e.serve(t), req("m", true, orderAB))
+		require.Equal(t, http.StatusOK, s.status)
+		assert.Equal(t, replay.Text(answer), s.text)
+		assert.True(t, s.done)
+		assert.Empty(t, s.errEv)
+		require.Equal(t, []string{"a", "b"}, e.cap.hosts())
+	})
+	t.Run("default_skips_one_malformed_event", func(t *testing.T) {
+		e := pair(t, fallback.MidStreamDefault, midStall(), replay.MalformedAt(6))
+		s := stream(t, e.serve(t), req("m", true, orderAB))
+		require.Equal(t, http.StatusOK, s.status)
+		assert.Equal(t, "a/us/m", s.header.Get("X-Tpsroute-Deployment"))
+		// MalformedAt replaces chunk 6 (the fifth word) with garbage: that
+		// word never existed as far as any client can tell.
+		assert.Equal(t, strings.Replace(replay.Text(answer), "w4 ", "", 1), s.text)
+		assert.True(t, s.done)
+		assert.Empty(t, s.errEv)
+		for _, ev := range s.events {
+			assert.True(t, ev == "[DONE]" || gjson.Valid(ev), "the malformed event never reaches the client: %q", ev)
+		}
+		assert.Equal(t, []string{"a"}, e.cap.hosts())
+	})
 	t.Run("continuation_is_seamless", func(t *testing.T) {
 		e := pair(t, fallback.MidStreamContinue, replay.CutAfter(6))
 		s := stream(t, e.serve(t), req("m", true, orderAB))
