@@ -141,6 +141,12 @@ func phaseName(p tps.Phase) string {
 // An Error is not modified after it is returned; it is safe for concurrent reads.
 type Error struct {
 	Attempts []Attempt
+	// Continuations lists the continuation attempts that were sent after the
+	// deciding attempt failed mid-stream and that failed in turn (for
+	// example a rejected prefill). They count in the message's attempt
+	// total, as in Result.AttemptCount, but they did not decide the outcome:
+	// Last, Phase, errors.Is and errors.As look at Attempts only.
+	Continuations []Attempt
 
 	cause error // ErrNoDeployment when nothing could be tried
 	cont  error // why MidStreamContinue made no continuation (wraps ErrContinuation), nil otherwise
@@ -150,7 +156,7 @@ type Error struct {
 func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString("fallback: ")
-	n := countAttempts(e.Attempts)
+	n := countAttempts(e.Attempts) + countAttempts(e.Continuations)
 	b.WriteString(strconv.Itoa(n))
 	if n == 1 {
 		b.WriteString(" attempt")
@@ -174,6 +180,12 @@ func (e *Error) Error() string {
 			b.WriteString("; ")
 		}
 		b.WriteString(a.String())
+	}
+	for _, a := range e.Continuations {
+		if a.Class != ClassSkipped {
+			b.WriteString("; continuation ")
+			b.WriteString(a.String())
+		}
 	}
 	return b.String()
 }
@@ -259,6 +271,9 @@ func safeMessage(err error) string {
 // never a failed continuation's; the reason names the continuation that
 // failed.
 func (cl *call) noContinuation(orig *Error, prev *run, class Class) *Error {
+	cl.mu.Lock()
+	orig.Continuations = append(orig.Continuations, cl.attempts[len(orig.Attempts):]...)
+	cl.mu.Unlock()
 	if cl.mid != MidStreamContinue || !cl.stream {
 		return orig
 	}
@@ -274,11 +289,12 @@ func (cl *call) noContinuation(orig *Error, prev *run, class Class) *Error {
 		why = "the stream carried more than one choice"
 	case prev.reasoning:
 		why = "the stream carried reasoning text"
+	case !cl.keepText: // no deployment of the plan could take a continuation
+		why = "no deployment left that declares assistant prefill"
 	case len(prev.text) == 0:
 		why = "no text was delivered to continue from"
 	default:
-		cl.mu.Lock()
-		for _, a := range cl.attempts[len(orig.Attempts):] {
+		for _, a := range orig.Continuations {
 			if a.Class != ClassSkipped { // the last continuation tried
 				why = "the continuation on " + a.Key.String() + " failed: " + a.Class.String()
 				if a.Status != 0 {
@@ -286,7 +302,6 @@ func (cl *call) noContinuation(orig *Error, prev *run, class Class) *Error {
 				}
 			}
 		}
-		cl.mu.Unlock()
 		switch {
 		case why != "":
 		case cl.real >= cl.maxAttempts:

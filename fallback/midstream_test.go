@@ -376,3 +376,30 @@ func TestDefaultContinuesOnSameModel(t *testing.T) {
 		})
 	})
 }
+
+// TestFailedContinuationCounted: a continuation that was sent and failed
+// (here, a rejected prefill) counts in the error's attempt total, as it does
+// in Result.AttemptCount, so the error, the gateway's header and its log
+// agree; the deciding attempt stays the original mid-stream failure.
+func TestFailedContinuationCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(map[string]replay.Script{
+			"a-m": replay.WithFaults(prof(40), replay.CutAfter(10)),
+			"b-m": replay.WithFaults(prof(40), replay.RejectPrefill()),
+		}, fallback.Options{MidStream: fallback.MidStreamContinue})
+		res, err := e.do(t, planOf(prefillDep("a", "a-m"), prefillDep("b", "b-m")), fallback.Call{Stream: true})
+		require.NoError(t, err)
+		d := drain(t, res.Body)
+		require.ErrorIs(t, d.err, fallback.ErrMidStream)
+		require.ErrorIs(t, d.err, fallback.ErrContinuation)
+		var fe *fallback.Error
+		require.ErrorAs(t, d.err, &fe)
+		assert.Equal(t, 2, res.AttemptCount())
+		assert.Contains(t, d.err.Error(), "fallback: 2 attempts")
+		assert.Contains(t, d.err.Error(), "; continuation b//m")
+		require.Len(t, fe.Continuations, 1)
+		last, _ := fe.Last()
+		assert.Equal(t, "a", last.Key.Provider, "the original failure decides")
+		assert.Equal(t, fallback.ClassMidStream, last.Class)
+	})
+}
