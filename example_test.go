@@ -19,7 +19,7 @@ import (
 // Stream a routed completion: the Client picks a deployment, sends it that
 // deployment's own model id, and times the stream.
 func ExampleChatCompletionService_NewStreaming() {
-	groq := replay.NewServer(map[string]replay.Script{"llama-3.3-70b-versatile": &replay.Profile{TPS: 500, OutputTokens: 5}})
+	groq := replay.NewServer(map[string]replay.Script{"llama-3.3-70b-versatile": &replay.Profile{TPS: 50, OutputTokens: 5}})
 	defer groq.Close()
 
 	client, err := tpsroute.New(tpsroute.Config{Deployments: []route.Deployment{{
