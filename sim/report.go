@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html"
 	"html/template"
@@ -10,6 +11,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -29,17 +31,20 @@ type Report struct {
 	Results  []*Result `json:"results"`
 }
 
-// Compare runs sc once per policy, one after the other, each against fresh
-// simulated deployments and a fresh Client, and fills every summary's Ratios
+// Compare runs sc once per policy, all at the same time, each against its own
+// simulated deployments and its own Client (they share nothing, so a run
+// takes sc.Duration however many policies there are), and fills every summary's Ratios
 // (its mean TPS over each other policy's).
 func Compare(ctx context.Context, sc *Scenario, policies []Policy) (*Report, error) {
-	rep := &Report{Scenario: sc}
-	for _, p := range policies {
-		res, err := Run(ctx, sc, p)
-		if err != nil {
-			return nil, err
-		}
-		rep.Results = append(rep.Results, res)
+	rep := &Report{Scenario: sc, Results: make([]*Result, len(policies))}
+	errs := make([]error, len(policies))
+	var wg sync.WaitGroup
+	for i, p := range policies {
+		wg.Go(func() { rep.Results[i], errs[i] = Run(ctx, sc, p) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	for _, a := range rep.Results {
 		a.Summary.Ratios = map[string]float64{}
