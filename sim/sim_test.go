@@ -86,7 +86,6 @@ var floors = map[string]map[string]float64{
 	"cold-start":  {"oracle": 0.91, "round-robin": 1.19, "random": 1.17, "litellm-latency": 1.20, "p2c-peak-ewma": 1.04, "openrouter-price": 1.19},
 }
 
-
 // TestScenarios runs every bundled scenario for the defaults, the oracle and
 // every baseline, and checks the defaults' ratios that hold today.
 func TestScenarios(t *testing.T) {
