@@ -77,5 +77,5 @@ func ExampleChart() {
 func ExampleWorkload_Body() {
 	w := bench.Workload{Model: "m", InputTokens: []int{3}, MaxTokens: 8}
 	fmt.Println(string(w.Body(0, bench.Cold, "n")))
-	// Output: {"model":"m","stream":true,"max_tokens":8,"messages":[{"role":"user","content":"[request n-0] from garden first"}]}
+	// Output: {"model":"m","stream":true,"max_tokens":8,"messages":[{"role":"user","content":"[request n-0] for for the"}]}
 }
