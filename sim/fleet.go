@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -229,6 +228,3 @@ func (b *countedBody) Close() error {
 	b.once.Do(b.done)
 	return b.ReadCloser.Close()
 }
-
-// errNoDeployment is a policy's answer when no deployment is available.
-var errNoDeployment = errors.New("sim: no deployment available")
