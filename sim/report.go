@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html"
 	"html/template"
 	"io"
 	"math"
@@ -249,7 +248,7 @@ func WriteHTML(w io.Writer, reps ...*Report) error {
 		page.Sections = append(page.Sections, sec)
 	}
 	if len(reps) == 1 {
-		page.Title = "tpsbench sim: " + html.EscapeString(reps[0].Scenario.Name)
+		page.Title = "tpsbench sim: " + reps[0].Scenario.Name
 	}
 	return t.Execute(w, page)
 }
