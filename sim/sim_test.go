@@ -86,11 +86,18 @@ var floors = map[string]map[string]float64{
 	"cold-start":  {"oracle": 0.91, "round-robin": 1.19, "random": 1.17, "litellm-latency": 1.20, "p2c-peak-ewma": 1.04, "openrouter-price": 1.19},
 }
 
+// raceScenarios are the scenarios TestScenarios runs under the race
+// detector: the self-check, a degradation with recovery, and an outage.
+var raceScenarios = map[string]bool{"static": true, "degrade": true, "outage": true}
+
 // TestScenarios runs every bundled scenario for the defaults, the oracle and
 // every baseline, and checks the defaults' ratios that hold today.
 func TestScenarios(t *testing.T) {
 	for _, name := range BundledNames() {
 		t.Run(name, func(t *testing.T) {
+			if raceEnabled && !raceScenarios[name] {
+				t.Skip("skipped under the race detector (about 25 s of CPU per scenario); run go test ./sim without -race for every scenario")
+			}
 			sc := mustBundled(t, name)
 			rep := run(t, sc, Baselines(sc.Seed)...)
 			def := rep.Result("tpsroute")
