@@ -62,3 +62,20 @@ func ExamplePercentile() {
 	// Output:
 	// 200 950
 }
+
+// A Chart renders one inline SVG plot in the report's style.
+func ExampleChart() {
+	c := bench.Chart{ID: "share", Title: "share", XLabel: "s", YLabel: "%", Series: []bench.Series{
+		{Name: "a", Points: [][2]float64{{0, 10}, {1, 20}}},
+	}}
+	svg := c.SVG()
+	fmt.Println(strings.HasPrefix(svg, "<svg"), strings.Contains(svg, bench.Palette(0)))
+	// Output: true true
+}
+
+// Body is the request a workload sends, as JSON.
+func ExampleWorkload_Body() {
+	w := bench.Workload{Model: "m", InputTokens: []int{3}, MaxTokens: 8}
+	fmt.Println(string(w.Body(0, bench.Cold, "n")))
+	// Output: {"model":"m","stream":true,"max_tokens":8,"messages":[{"role":"user","content":"[request n-0] for for the"}]}
+}

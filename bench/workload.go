@@ -265,3 +265,14 @@ func appendJSONString(b []byte, s string) []byte {
 	q, _ := json.Marshal(s) // a string always marshals
 	return append(b, q...)
 }
+
+// Body returns the JSON body of request i (0-based) of a run of w in cache
+// mode cm, exactly as Run sends it: a streaming chat completion for w.Model
+// with the request's messages and output cap. nonce makes a cold request's
+// prefix unique and a warm run's shared prefix specific to the run. It is
+// what other harnesses built on this package (the fleet simulator) send, so
+// a workload means the same everywhere.
+func (w *Workload) Body(i int, cm CacheMode, nonce string) []byte {
+	p := w.build(i, cm, nonce)
+	return appendBody(make([]byte, 0, 512), w.Model, &p)
+}

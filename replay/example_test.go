@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/openai/openai-go/v3"
@@ -137,4 +139,20 @@ func ExampleBundled() {
 	// Output:
 	// 0.8 keep-alive
 	// true
+}
+
+// A Func script decides each answer when the request arrives: here the speed
+// falls with the prompt size.
+func ExampleFunc() {
+	script := replay.Func(func(c replay.Call) replay.Script {
+		return &replay.Profile{OutputTokens: 4, TPS: 1000 / (1 + float64(c.PromptTokens)/1000)}
+	})
+	h := replay.NewHandler(map[string]replay.Script{"m": script})
+	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hello"}]}`
+	n, _ := replay.PromptTokens([]byte(body))
+	req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	fmt.Println(n, rec.Code, strings.Contains(rec.Body.String(), `"content":"w3 "`))
+	// Output: 9 200 true
 }

@@ -9,6 +9,7 @@
 //	tpsbench compare [flags]   every deployment pinned in turn, same load
 //	tpsbench sweep   [flags]   several -concurrency levels or -rate values
 //	tpsbench report  FILE      re-render a report.json (table, CSV, HTML)
+//	tpsbench sim     [flags] SCENARIO...  score routing policies in a simulated fleet
 //
 // Exit codes: 0 success; 1 the run failed (no request succeeded, a file
 // could not be written); 2 bad usage or config; 3 an -slo was given and a
@@ -51,6 +52,8 @@ Usage:
   tpsbench compare [flags]   every deployment pinned in turn, identical load
   tpsbench sweep   [flags]   several -concurrency levels or -rate values
   tpsbench report  FILE      re-render a report.json as table, CSV and HTML
+  tpsbench sim     [-policies a,b] [-o DIR] SCENARIO...
+                             score routing policies in a simulated fleet (tpsbench sim -h)
 
 Examples:
   # Offline demo: two providers in two regions, cold vs warm prompt cache.
@@ -130,6 +133,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	cmd, rest := args[0], args[1:]
+	if cmd == "sim" {
+		return simCommand(rest, stdout, stderr)
+	}
 	fs, o := newFlags(stderr)
 	if cmd == "report" {
 		// "report FILE [flags]" or "report [flags] FILE".

@@ -94,3 +94,26 @@ func TestDemoRunAndReport(t *testing.T) {
 		assert.Contains(t, out3.String(), "* = missed")
 	})
 }
+
+func TestSim(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "tiny.json")
+	require.NoError(t, os.WriteFile(file, []byte(`{"name":"tiny","duration":"1s","workload":{"rate":10,"output_tokens":[20]},
+		"deployments":[{"provider":"a","ttft":"10ms","tps":2000},{"provider":"b","ttft":"10ms","tps":1000}]}`), 0o644))
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"sim", "-policies", "tpsroute,oracle,round-robin,pinned-1", "-o", dir, file}, &stdout, &stderr)
+	require.Equal(t, exitOK, code, stderr.String())
+	assert.Contains(t, stdout.String(), "scenario tiny")
+	assert.Contains(t, stdout.String(), "round-robin")
+	assert.Contains(t, stdout.String(), "pinned-1")
+	html, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	require.NoError(t, err)
+	assert.Contains(t, string(html), "<svg")
+	assert.NotContains(t, string(html), "<script")
+	_, err = os.Stat(filepath.Join(dir, "report.json"))
+	require.NoError(t, err)
+
+	assert.Equal(t, exitUsage, run([]string{"sim"}, &stdout, &stderr))
+	assert.Equal(t, exitUsage, run([]string{"sim", "-policies", "nope", file}, &stdout, &stderr))
+	assert.Equal(t, exitUsage, run([]string{"sim", "no-such-scenario"}, &stdout, &stderr))
+}

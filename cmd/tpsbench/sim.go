@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/tpsroute/tpsroute/sim"
+)
+
+const simUsage = `tpsbench sim runs simulated fleets through a real tpsroute.Client and scores
+routing policies against an oracle and the common baselines. It runs in real
+time: every policy at once, so a scenario takes its duration.
+
+Usage:
+  tpsbench sim [flags] SCENARIO...
+
+A SCENARIO is a JSON file or a bundled name: %s.
+
+Policies: tpsroute (the Client's defaults), oracle, round-robin, random,
+litellm-latency, p2c-peak-ewma, openrouter-price, pinned-N (deployment N).
+
+Flags:
+`
+
+// simPolicy returns the named policy, seeded.
+func simPolicy(name string, seed uint64) (sim.Policy, error) {
+	for _, p := range sim.Baselines(seed) {
+		if p.Name() == name {
+			return p, nil
+		}
+	}
+	var n int
+	if _, err := fmt.Sscanf(name, "pinned-%d", &n); err == nil && n >= 0 {
+		return sim.Pinned(n), nil
+	}
+	return nil, fmt.Errorf("unknown policy %q", name)
+}
+
+// simCommand is "tpsbench sim".
+func simCommand(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("tpsbench sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	policies := fs.String("policies", "", "comma-separated policies; empty means all but pinned")
+	outDir := fs.String("o", "", "directory for report.json and report.html")
+	format := fs.String("format", "table", "stdout format: table, markdown or json")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, simUsage, strings.Join(sim.BundledNames(), ", "))
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return flagExit(err)
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintln(stderr, "tpsbench: sim needs a SCENARIO (a file or one of "+strings.Join(sim.BundledNames(), ", ")+")")
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var reps []*sim.Report
+	for _, name := range fs.Args() {
+		sc, err := sim.LoadScenario(name)
+		if err != nil {
+			fmt.Fprintln(stderr, "tpsbench:", err)
+			return exitUsage
+		}
+		pols := sim.Baselines(sc.Seed)
+		if *policies != "" {
+			pols = nil
+			for _, n := range splitList(*policies) {
+				p, err := simPolicy(n, sc.Seed)
+				if err != nil {
+					fmt.Fprintln(stderr, "tpsbench:", err)
+					return exitUsage
+				}
+				pols = append(pols, p)
+			}
+		}
+		fmt.Fprintf(stderr, "scenario %s: %d policies for %v\n", sc.Name, len(pols), sc.Duration)
+		rep, err := sim.Compare(ctx, sc, pols)
+		if err != nil {
+			fmt.Fprintln(stderr, "tpsbench:", err)
+			if ctx.Err() != nil {
+				return exitInterrupted
+			}
+			return exitFailed
+		}
+		reps = append(reps, rep)
+		switch *format {
+		case "json":
+			err = rep.WriteJSON(stdout)
+		case "markdown":
+			fmt.Fprintf(stdout, "### %s\n\n", sc.Name)
+			err = rep.WriteMarkdown(stdout)
+		default:
+			fmt.Fprintf(stdout, "scenario %s\n", sc.Name)
+			err = rep.WriteTable(stdout)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "tpsbench:", err)
+			return exitFailed
+		}
+	}
+	if *outDir != "" {
+		if err := writeSimFiles(reps, *outDir); err != nil {
+			fmt.Fprintln(stderr, "tpsbench:", err)
+			return exitFailed
+		}
+		fmt.Fprintf(stderr, "wrote %s and %s\n", filepath.Join(*outDir, "report.json"), filepath.Join(*outDir, "report.html"))
+	}
+	return exitOK
+}
+
+func writeSimFiles(reps []*sim.Report, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for name, write := range map[string]func(io.Writer) error{
+		"report.json": func(w io.Writer) error {
+			for _, r := range reps {
+				if err := r.WriteJSON(w); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		"report.html": func(w io.Writer) error { return sim.WriteHTML(w, reps...) },
+	} {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		err = write(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("writing %s: %w", name, err)
+		}
+	}
+	return nil
+}

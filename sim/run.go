@@ -1,0 +1,269 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tpsroute/tpsroute"
+	"github.com/tpsroute/tpsroute/bench"
+	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/replay"
+	"github.com/tpsroute/tpsroute/route"
+)
+
+// Call is one call of a run as its caller saw it. Times are offsets from the
+// run's start. It is a plain value.
+type Call struct {
+	Start time.Duration `json:"start"`
+	// Sent is the first deployment that received the call; Answered the one
+	// whose answer the caller got. -1 when none.
+	Sent     int `json:"sent"`
+	Answered int `json:"answered"`
+	// Failed says the caller got an error.
+	Failed bool          `json:"failed,omitempty"`
+	TTFT   time.Duration `json:"ttft"`
+	TPS    float64       `json:"tps"`
+	// InputTokens and OutputTokens are the answer's usage; Cost its price
+	// in US dollars at the answering deployment's prices.
+	InputTokens  int64   `json:"input_tokens"`
+	OutputTokens int64   `json:"output_tokens"`
+	Cost         float64 `json:"cost"`
+}
+
+// Result is one policy's run of one scenario.
+type Result struct {
+	Policy string `json:"policy"`
+	// Calls in the order they started.
+	Calls []Call `json:"-"`
+	// Summary is computed from Calls.
+	Summary Summary `json:"summary"`
+	// Timeline is the run in buckets of Bucket.
+	Bucket   time.Duration `json:"bucket"`
+	Timeline []Bucket      `json:"timeline"`
+}
+
+// tokenWords counts the output tokens of replay's synthetic answers, one
+// token per space-separated word, so the first chunk's tokens are exact.
+type tokenWords struct{}
+
+func (tokenWords) Count(s string) int { return len(strings.Fields(s)) }
+
+// Run sends sc's workload through a fresh tpsroute.Client against sc's
+// simulated deployments, with p choosing each call's first deployment, and
+// returns what the callers got. The run takes sc.Duration of real time (run
+// it inside a testing/synctest bubble for virtual time); calls still in
+// flight at the end complete and count. A cancelled ctx stops the run and
+// returns its error.
+func Run(ctx context.Context, sc *Scenario, p Policy) (*Result, error) {
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	pol, _ := sc.policy()
+	f := newFleet(sc)
+	client, err := tpsroute.New(tpsroute.Config{
+		Deployments: f.deployments(),
+		Policy:      pol,
+		SLO:         route.SLO{MinTPS: sc.SLO.MinTPS, MaxTTFT: time.Duration(sc.SLO.MaxTTFT)},
+		Route:       route.Options{Seed: sc.Seed},
+		HTTPClient:  &http.Client{Transport: f},
+		Tokenizer:   tokenWords{},
+	})
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{sc: sc, f: f, c: client, p: p, pending: make([]atomic.Int64, len(sc.Deployments))}
+	r.keys = map[measure.Key]int{}
+	for i, d := range client.Deployments() {
+		r.keys[d.Key()] = i
+	}
+	r.workload = workload(sc)
+	r.run(ctx)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	res := &Result{Policy: p.Name(), Calls: r.calls}
+	res.summarise(sc)
+	return res, nil
+}
+
+// workload is the scenario's load as a bench workload: prompts of the
+// scenario's sizes, each with its output cap.
+func workload(sc *Scenario) bench.Workload {
+	in, out := sc.Workload.inputs(), sc.Workload.outputs()
+	n := len(in) * len(out)
+	w := bench.Workload{Model: model, Seed: sc.Seed}
+	for i := range n {
+		w.Prompts = append(w.Prompts, bench.Prompt{
+			Messages:  []bench.Message{{Role: "user", Content: bench.Words(in[i%len(in)], sc.Seed, uint64(i)+1)}},
+			MaxTokens: out[i%len(out)],
+		})
+	}
+	return w
+}
+
+type runner struct {
+	sc       *Scenario
+	f        *fleet
+	c        *tpsroute.Client
+	p        Policy
+	keys     map[measure.Key]int
+	workload bench.Workload
+	pending  []atomic.Int64
+	seq      atomic.Int64
+
+	mu    sync.Mutex
+	calls []Call
+}
+
+func (r *runner) run(ctx context.Context) {
+	end := r.f.start.Add(time.Duration(r.sc.Duration))
+	var wg sync.WaitGroup
+	w := r.sc.Workload
+	if w.Concurrency > 0 {
+		for range w.Concurrency {
+			wg.Go(func() {
+				buf := make([]byte, 32<<10)
+				for ctx.Err() == nil && time.Now().Before(end) {
+					r.call(ctx, buf)
+				}
+			})
+		}
+		wg.Wait()
+		return
+	}
+	rng := rand.New(rand.NewPCG(r.sc.Seed, 5))
+	gap := time.Duration(float64(time.Second) / w.Rate)
+	next := r.f.start
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for ctx.Err() == nil {
+		if w.Poisson {
+			next = next.Add(time.Duration(rng.ExpFloat64() * float64(gap)))
+		} else {
+			next = next.Add(gap)
+		}
+		if !next.Before(end) {
+			break
+		}
+		t.Reset(time.Until(next))
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+			wg.Go(func() { r.call(ctx, make([]byte, 8<<10)) })
+		}
+	}
+	wg.Wait()
+}
+
+// available returns the deployments present at elapsed and the ignore option
+// for those not yet joined.
+func (r *runner) available(elapsed time.Duration) ([]int, []string) {
+	var av []int
+	var ignore []string
+	for i, d := range r.sc.Deployments {
+		if time.Duration(d.Join) <= elapsed {
+			av = append(av, i)
+		} else {
+			ignore = append(ignore, d.Provider)
+		}
+	}
+	return av, ignore
+}
+
+// call sends one call and records it.
+func (r *runner) call(ctx context.Context, buf []byte) {
+	i := int(r.seq.Add(1) - 1)
+	body := r.workload.Body(i, bench.Cold, "sim")
+	if r.sc.Workload.Warm {
+		body = r.workload.Body(i, bench.Warm, "sim")
+	}
+	now := time.Now()
+	elapsed := now.Sub(r.f.start)
+	av, ignore := r.available(elapsed)
+	prompt, _ := replay.PromptTokens(body)
+	out := r.workload.Prompts[i%len(r.workload.Prompts)].MaxTokens
+	v := &View{
+		Now: now, Elapsed: elapsed, Available: av, Deployments: r.sc.Deployments,
+		Pending:      func(i int) int { return int(r.pending[i].Load()) },
+		PromptTokens: prompt, OutputTokens: out,
+		fleet: r.f, obj: r.sc.Objective, slo: r.sc.SLO,
+	}
+	chosen := r.p.Choose(v)
+	var opts []tpsroute.CallOption
+	if len(ignore) > 0 {
+		opts = append(opts, tpsroute.WithIgnore(ignore...))
+	}
+	if chosen >= 0 {
+		d := r.sc.Deployments[chosen]
+		opts = append(opts, tpsroute.WithPin(d.Provider, d.Region))
+		r.pending[chosen].Add(1)
+		defer r.pending[chosen].Add(-1)
+	}
+	o := Outcome{Chosen: chosen, Sent: -1, Answered: -1, Start: now}
+	c := Call{Start: elapsed, Sent: -1, Answered: -1}
+	res, err := r.c.Do(ctx, body, opts...)
+	var attempts []fallback.Attempt
+	if err == nil {
+		var rerr error
+		for rerr == nil {
+			_, rerr = res.Body.Read(buf)
+		}
+		_ = res.Body.Close()
+		attempts = res.Attempts()
+		s := res.Sample()
+		o.End = time.Now()
+		if rerr != io.EOF {
+			err = rerr
+		} else {
+			d := r.keys[res.Deployment().Key()]
+			o.Answered, c.Answered = d, d
+			o.TTFT = s.TTFT + s.Start.Sub(now)
+			if s.TPSOK {
+				o.TPS = s.TPS
+			}
+			o.OutputTokens = s.OutputTokens
+			c.TTFT, c.TPS, c.InputTokens, c.OutputTokens = o.TTFT, o.TPS, s.InputTokens, s.OutputTokens
+			pr := r.sc.Deployments[d].Price
+			cached := s.CachedTokens
+			ci := pr.CachedInput
+			if ci == 0 {
+				ci = pr.Input
+			}
+			c.Cost = (float64(s.InputTokens-cached)*pr.Input + float64(cached)*ci + float64(s.OutputTokens)*pr.Output) / 1e6
+		}
+	}
+	if err != nil {
+		o.End = time.Now()
+		o.Failed, c.Failed = true, true
+		var fe *fallback.Error
+		if errors.As(err, &fe) {
+			attempts = fe.Attempts
+		}
+		o.Timeout = errors.Is(err, fallback.ErrTTFTTimeout) || errors.Is(err, fallback.ErrHeadersTimeout) ||
+			errors.Is(err, fallback.ErrStall) || errors.Is(err, fallback.ErrMaxDuration) || errors.Is(err, context.DeadlineExceeded)
+	}
+	for _, a := range attempts {
+		d, ok := r.keys[a.Key]
+		if !ok || a.Class == fallback.ClassSkipped {
+			continue
+		}
+		if o.Sent < 0 {
+			o.Sent, c.Sent = d, d
+		}
+		if a.Class != fallback.ClassNone && a.Class != fallback.ClassCanceled {
+			o.Troubled = append(o.Troubled, d)
+		}
+	}
+	r.p.Observe(o)
+	r.mu.Lock()
+	r.calls = append(r.calls, c)
+	r.mu.Unlock()
+}

@@ -1,0 +1,311 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tpsroute/tpsroute/route"
+)
+
+// docsDir, when set, is where TestScenarios writes each scenario's Markdown
+// table and SVG plots for docs/ROUTING.md:
+//
+//	go test ./sim -run TestScenarios -sim.docs ../docs/routing
+var docsDir = flag.String("sim.docs", "", "write each scenario's table and plots to this directory")
+
+func writeDocs(t *testing.T, rep *Report) {
+	require.NoError(t, os.MkdirAll(*docsDir, 0o755))
+	var b bytes.Buffer
+	require.NoError(t, rep.WriteMarkdown(&b))
+	require.NoError(t, os.WriteFile(filepath.Join(*docsDir, rep.Scenario.Name+".md"), b.Bytes(), 0o644))
+	for _, c := range rep.Charts() {
+		require.NoError(t, os.WriteFile(filepath.Join(*docsDir, rep.Scenario.Name+"-"+c.ID+".svg"), []byte(c.SVG()+"\n"), 0o644))
+	}
+}
+
+// run runs sc under policies in a synctest bubble and logs the table.
+func run(t *testing.T, sc *Scenario, policies ...Policy) *Report {
+	t.Helper()
+	var rep *Report
+	synctest.Test(t, func(t *testing.T) {
+		var err error
+		rep, err = Compare(context.Background(), sc, policies)
+		require.NoError(t, err)
+	})
+	var b bytes.Buffer
+	require.NoError(t, rep.WriteTable(&b))
+	t.Logf("scenario %s\n%s", sc.Name, b.String())
+	return rep
+}
+
+func mustBundled(t *testing.T, name string) *Scenario {
+	t.Helper()
+	sc, err := Bundled(name)
+	require.NoError(t, err)
+	return sc
+}
+
+// score is the scenario objective's figure of merit, higher is better: mean
+// delivered TPS for throughput, 1/TTFT p95 for latency, 1/cost for cost.
+func score(obj string, s Summary) float64 {
+	switch obj {
+	case "latency":
+		return 1 / s.TTFTP95.Seconds()
+	case "cost":
+		return 1 / s.CostPerMOutput
+	}
+	return s.TPSMean
+}
+
+// floors are, per bundled scenario, the least ratio of the defaults' score
+// to each policy's that holds today (measured, rounded down by about 0.05),
+// so that a regression fails. A ratio below 1 is a loss of the defaults to
+// that policy; docs/ROUTING.md lists them.
+var floors = map[string]map[string]float64{
+	"static":      {"oracle": 0.90, "round-robin": 1.72, "random": 1.72, "litellm-latency": 1.78, "p2c-peak-ewma": 1.22, "openrouter-price": 1.72},
+	"degrade":     {"oracle": 0.80, "round-robin": 1.37, "random": 1.37, "litellm-latency": 1.35, "p2c-peak-ewma": 1.07, "openrouter-price": 1.33},
+	"outage":      {"oracle": 0.92, "round-robin": 1.23, "random": 1.23, "litellm-latency": 0.93, "p2c-peak-ewma": 1.09, "openrouter-price": 1.25},
+	"latency":     {"oracle": 0.37, "round-robin": 2.9, "random": 2.9, "litellm-latency": 0.37, "p2c-peak-ewma": 2.6, "openrouter-price": 2.9},
+	"cost-slo":    {"oracle": 0.88, "round-robin": 1.33, "random": 1.30, "litellm-latency": 1.30, "p2c-peak-ewma": 1.90, "openrouter-price": 1.08},
+	"load":        {"oracle": 0.89, "round-robin": 1.05, "random": 1.05, "litellm-latency": 1.0, "p2c-peak-ewma": 0.80, "openrouter-price": 1.07},
+	"prompt-size": {"oracle": 0.73, "round-robin": 0.95, "random": 0.95, "litellm-latency": 0.95, "p2c-peak-ewma": 0.95, "openrouter-price": 0.94},
+	"noisy":       {"oracle": 0.72, "round-robin": 0.98, "random": 0.97, "litellm-latency": 0.85, "p2c-peak-ewma": 0.84, "openrouter-price": 0.97},
+	"cold-start":  {"oracle": 0.91, "round-robin": 1.19, "random": 1.17, "litellm-latency": 1.20, "p2c-peak-ewma": 1.04, "openrouter-price": 1.19},
+}
+
+// raceScenarios are the scenarios TestScenarios runs under the race
+// detector: the self-check, a degradation with recovery, and an outage.
+var raceScenarios = map[string]bool{"static": true, "degrade": true, "outage": true}
+
+// TestScenarios runs every bundled scenario for the defaults, the oracle and
+// every baseline, and checks the defaults' ratios that hold today.
+func TestScenarios(t *testing.T) {
+	for _, name := range BundledNames() {
+		t.Run(name, func(t *testing.T) {
+			if raceEnabled && !raceScenarios[name] {
+				t.Skip("skipped under the race detector (about 25 s of CPU per scenario); run go test ./sim without -race for every scenario")
+			}
+			sc := mustBundled(t, name)
+			rep := run(t, sc, Baselines(sc.Seed)...)
+			def := rep.Result("tpsroute")
+			require.NotNil(t, def)
+			want := floors[name]
+			require.NotNil(t, want, "a floor for every bundled scenario")
+			var got []string
+			for _, r := range rep.Results {
+				if r == def {
+					continue
+				}
+				ratio := score(sc.Objective, def.Summary) / score(sc.Objective, r.Summary)
+				got = append(got, fmt.Sprintf("%q: %.2f", r.Policy, ratio))
+				assert.GreaterOrEqual(t, ratio, want[r.Policy], "defaults over %s", r.Policy)
+			}
+			sort.Strings(got)
+			t.Logf("ratios of the defaults: %s", strings.Join(got, ", "))
+			for _, r := range rep.Results {
+				assert.Zero(t, r.Summary.Failed, "%s: failed calls", r.Policy)
+			}
+			if *docsDir != "" {
+				writeDocs(t, rep)
+			}
+		})
+	}
+}
+
+// The simulator validated against itself, in static: the oracle delivers the
+// analytic optimum (always the 1500 tok/s deployment), round-robin the
+// analytic average (1500+600+300)/3, and a policy pinned to a deployment its
+// rate.
+func TestStaticAnalytic(t *testing.T) {
+	sc := mustBundled(t, "static")
+	rep := run(t, sc, Oracle(), RoundRobin(), Pinned(1))
+	o, rr, pin := rep.Result("oracle").Summary, rep.Result("round-robin").Summary, rep.Result("pinned-1").Summary
+	assert.InDelta(t, 1500, o.TPSMean, 0.5)
+	assert.InDelta(t, 1500, o.TPSP50, 0.5)
+	n := rep.Result("round-robin").Summary.Calls
+	// Round-robin cycles exactly: the mean is the average over whole cycles
+	// plus at most two leftover calls.
+	assert.InDelta(t, 800, rr.TPSMean, 1500.0*2/float64(n))
+	assert.InDelta(t, 600, pin.TPSMean, 0.5)
+	assert.InDelta(t, 600, pin.TPSP50, 0.5)
+	for _, c := range rep.Result("pinned-1").Calls {
+		require.Equal(t, 1, c.Sent)
+	}
+	assert.Equal(t, 200*time.Millisecond, o.TTFTP50)
+	assert.InDelta(t, 3.615, o.CostPerMOutput, 0.01, "(prompt tokens × $1 + 200 × $2) / 200 per million")
+}
+
+// Load dependence: three callers pinned to a deployment with LoadK 2 run
+// three concurrent streams, each at 2000/(1+2/2) tok/s, with TTFT doubled.
+func TestLoadDependence(t *testing.T) {
+	sc := &Scenario{Name: "load-check", Duration: Duration(time.Minute),
+		Workload:    Workload{Concurrency: 3, OutputTokens: []int{200}},
+		Deployments: []Deployment{{Provider: "p", TTFT: Duration(100 * time.Millisecond), TPS: 2000, LoadK: 2}}}
+	s := run(t, sc, Pinned(0)).Results[0].Summary
+	assert.InDelta(t, 1000, s.TPSP50, 0.5)
+	assert.Equal(t, 200*time.Millisecond, s.TTFTP50)
+}
+
+// Prompt-size dependence: TTFT grows by prompt/PrefillTPS and TPS falls by
+// 1/(1+prompt/ContextK).
+func TestPromptDependence(t *testing.T) {
+	sc := &Scenario{Name: "prompt-check", Duration: Duration(time.Minute),
+		Workload:    Workload{Rate: 1, InputTokens: []int{1000}, OutputTokens: []int{200}},
+		Deployments: []Deployment{{Provider: "p", TTFT: Duration(100 * time.Millisecond), TPS: 1000, PrefillTPS: 10000, ContextK: 1000}}}
+	res := run(t, sc, Pinned(0)).Results[0]
+	c := res.Calls[0]
+	prompt := float64(c.InputTokens)
+	require.Greater(t, prompt, 1000.0)
+	assert.InDelta(t, 0.1+prompt/10000, c.TTFT.Seconds(), 0.001)
+	assert.InDelta(t, 1000/(1+prompt/1000), c.TPS, 1)
+}
+
+// A deployment that rate-limits every call is failed over by the Client even
+// when a policy pins it: the baseline's choice, the same fallback.
+func TestPinnedFailsOver(t *testing.T) {
+	sc := &Scenario{Name: "failover", Duration: Duration(30 * time.Second),
+		Workload: Workload{Rate: 1, OutputTokens: []int{50}},
+		Deployments: []Deployment{
+			{Provider: "limited", TTFT: Duration(100 * time.Millisecond), TPS: 1000, Errors: Errors{RateLimit: 1}},
+			{Provider: "ok", TTFT: Duration(100 * time.Millisecond), TPS: 500},
+		}}
+	res := run(t, sc, Pinned(0)).Results[0]
+	assert.Zero(t, res.Summary.Failed)
+	assert.InDelta(t, 500, res.Summary.TPSMean, 0.5)
+	for _, c := range res.Calls {
+		assert.Equal(t, 1, c.Answered)
+	}
+}
+
+// An outage of the whole fleet fails every call, as the caller sees it.
+func TestWholeOutageFails(t *testing.T) {
+	sc := &Scenario{Name: "down", Duration: Duration(10 * time.Second),
+		Workload:    Workload{Rate: 1},
+		Deployments: []Deployment{{Provider: "p", TTFT: Duration(time.Millisecond), TPS: 100, Phases: []Phase{{Status: 503}}}}}
+	s := run(t, sc, Defaults()).Results[0].Summary
+	assert.Equal(t, s.Calls, s.Failed)
+	assert.Equal(t, 9, s.Calls, "arrivals at 1 s to 9 s")
+}
+
+func TestScenarioValidate(t *testing.T) {
+	ok := func() *Scenario {
+		return &Scenario{Name: "x", Duration: Duration(time.Minute), Workload: Workload{Rate: 1},
+			Deployments: []Deployment{{Provider: "p", TTFT: Duration(time.Millisecond), TPS: 1}}}
+	}
+	require.NoError(t, ok().Validate())
+	for name, tc := range map[string]struct {
+		mod   func(*Scenario)
+		field string
+	}{
+		"no name":        {func(s *Scenario) { s.Name = "" }, "name"},
+		"both loops":     {func(s *Scenario) { s.Workload.Concurrency = 2 }, "workload"},
+		"bad objective":  {func(s *Scenario) { s.Objective = "fun" }, "objective"},
+		"zero tps":       {func(s *Scenario) { s.Deployments[0].TPS = 0 }, "deployments[0].tps"},
+		"duplicate":      {func(s *Scenario) { s.Deployments = append(s.Deployments, s.Deployments[0]) }, "deployments[1].provider"},
+		"probabilities":  {func(s *Scenario) { s.Deployments[0].Errors = Errors{Cut: 0.7, Stall: 0.7} }, "deployments[0].errors"},
+		"all join later": {func(s *Scenario) { s.Deployments[0].Join = Duration(time.Second) }, "deployments"},
+		"short output":   {func(s *Scenario) { s.Workload.OutputTokens = []int{1} }, "workload.output_tokens[0]"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := ok()
+			tc.mod(s)
+			err := s.Validate()
+			var se *ScenarioError
+			require.ErrorAs(t, err, &se)
+			assert.Equal(t, tc.field, se.Field)
+		})
+	}
+	_, err := ParseScenario(strings.NewReader(`{"name":"x","unknown":1}`))
+	assert.ErrorContains(t, err, "unknown field")
+	_, err = Bundled("nope")
+	assert.ErrorContains(t, err, "no bundled scenario")
+}
+
+// OpenRouter's documented example: $1 is 9× as likely as $3 (inverse square).
+func TestOpenRouterInverseSquare(t *testing.T) {
+	p := OpenRouter(1)
+	v := &View{Available: []int{0, 1, 2}, Deployments: []Deployment{
+		{Price: priceOut(1)}, {Price: priceOut(2)}, {Price: priceOut(3)},
+	}}
+	n := [3]int{}
+	for range 49000 {
+		n[p.Choose(v)]++
+	}
+	// Weights 1, 1/4, 1/9 of 49/36.
+	assert.InDelta(t, 36000, n[0], 600)
+	assert.InDelta(t, 9000, n[1], 400)
+	assert.InDelta(t, 4000, n[2], 300)
+	// A failure demotes a deployment for 30 s.
+	now := time.Unix(1000, 0)
+	p.Observe(Outcome{Troubled: []int{0}, End: now, Answered: -1, Failed: true})
+	v.Now = now.Add(10 * time.Second)
+	for range 100 {
+		assert.NotEqual(t, 0, p.Choose(v))
+	}
+	v.Now = now.Add(31 * time.Second)
+	seen := false
+	for range 100 {
+		seen = seen || p.Choose(v) == 0
+	}
+	assert.True(t, seen)
+}
+
+// LiteLLM: untried deployments count as 0 and are tried first; then the
+// lowest average of TTFT per output token wins, with ties within 10%.
+func TestLiteLLMLowestLatency(t *testing.T) {
+	p := LiteLLM(1)
+	v := &View{Available: []int{0, 1, 2}}
+	for i, ttft := range []time.Duration{300, 100, 105} {
+		p.Observe(Outcome{Answered: i, TTFT: ttft * time.Millisecond, OutputTokens: 100})
+	}
+	n := [3]int{}
+	for range 1000 {
+		n[p.Choose(v)]++
+	}
+	assert.Zero(t, n[0])
+	assert.InDelta(t, 500, n[1], 80)
+	assert.InDelta(t, 500, n[2], 80)
+	// Ten slow calls push deployment 1's average out of the buffer.
+	for range 10 {
+		p.Observe(Outcome{Answered: 1, TTFT: 200 * time.Millisecond, OutputTokens: 100})
+	}
+	assert.Equal(t, 2, p.Choose(v))
+	// A timeout costs 1000 s.
+	p.Observe(Outcome{Sent: 2, Answered: -1, Failed: true, Timeout: true})
+	assert.Equal(t, 1, p.Choose(v))
+}
+
+// P2C: of two random deployments, the one with the lower peak-EWMA latency ×
+// (pending + 1).
+func TestP2CPeakEWMA(t *testing.T) {
+	p := P2C(1).(*p2c)
+	t0 := time.Unix(0, 0)
+	p.Observe(Outcome{Sent: 0, Start: t0, End: t0.Add(time.Second)})
+	p.Observe(Outcome{Sent: 1, Start: t0, End: t0.Add(2 * time.Second)})
+	pending := map[int]int{}
+	v := &View{Available: []int{0, 1}, Pending: func(i int) int { return pending[i] }}
+	assert.Equal(t, 0, p.Choose(v))
+	pending[0] = 2 // cost 3 s against 2 s
+	assert.Equal(t, 1, p.Choose(v))
+	// The EWMA jumps up at once and decays down with PeakEWMADecay.
+	e := p.ewma[0]
+	e.observe(5, t0.Add(2*time.Second))
+	assert.Equal(t, 5.0, e.v)
+	e.observe(1, t0.Add(2*time.Second+PeakEWMADecay))
+	assert.InDelta(t, 5*math.Exp(-1)+1*(1-math.Exp(-1)), e.v, 1e-9)
+}
+
+func priceOut(v float64) route.Price { return route.Price{Output: v} }
