@@ -188,11 +188,15 @@ func publicDeployment(d route.Deployment) route.Deployment {
 	return d
 }
 
-// Models returns the logical models the Client serves, in configuration
-// order, each once: every model name, followed by "model@revision" for each
-// revision configured for it. Wildcard deployments ("*") add nothing. The
-// Transport's GET .../models and examples/gateway list these.
-func (c *Client) Models() []string {
+// ModelIDs returns the logical model ids the Client serves, in
+// configuration order, each once: every model name, followed by
+// "model@revision" for each revision configured for it. Wildcard deployments
+// ("*") add nothing. The Transport's GET .../models and examples/gateway list
+// these. (It is named ModelIDs, not Models, so that it is not mistaken for
+// openai-go's client.Models service: tpsroute has no model service, and an
+// openai-go client plugged in through Transport lists these ids with
+// client.Models.List.)
+func (c *Client) ModelIDs() []string {
 	var out []string
 	seen := make(map[string]bool)
 	add := func(id string) {

@@ -137,7 +137,7 @@ func TestModels(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := mustNew(t, Config{Deployments: tt.deps})
-			assert.Equal(t, tt.want, c.Models())
+			assert.Equal(t, tt.want, c.ModelIDs())
 		})
 	}
 }

@@ -154,17 +154,17 @@ type Options struct {
 }
 
 // Stats counts what a Picker did since it was made. It is a snapshot value,
-// safe for concurrent reads.
+// safe for concurrent reads. It marshals to JSON with snake_case names.
 type Stats struct {
-	Picks          uint64 // Pick calls that returned a Plan
-	NoDeployment   uint64 // Pick calls that returned ErrNoDeployment
-	AffinityHits   uint64 // picks that put the cache key's deployment first
-	AffinityMisses uint64 // picks with a CacheKey and no live entry
-	AffinityBroken uint64 // picks whose cache key's deployment was unhealthy, off-SLO, expired or not eligible
-	ColdProbes     uint64 // picks that put a cold deployment first
-	Explorations   uint64 // picks that put a random deployment first by the exploration share
-	BandPicks      uint64 // picks whose first place was drawn among near-equal candidates and was not the top score
-	HalfOpenProbes uint64 // picks that put a half-open deployment first (Options.HalfOpenProbeInterval)
+	Picks          uint64 `json:"picks"`            // Pick calls that returned a Plan
+	NoDeployment   uint64 `json:"no_deployment"`    // Pick calls that returned ErrNoDeployment
+	AffinityHits   uint64 `json:"affinity_hits"`    // picks that put the cache key's deployment first
+	AffinityMisses uint64 `json:"affinity_misses"`  // picks with a CacheKey and no live entry
+	AffinityBroken uint64 `json:"affinity_broken"`  // picks whose cache key's deployment was unhealthy, off-SLO, expired or not eligible
+	ColdProbes     uint64 `json:"cold_probes"`      // picks that put a cold deployment first
+	Explorations   uint64 `json:"explorations"`     // picks that put a random deployment first by the exploration share
+	BandPicks      uint64 `json:"band_picks"`       // picks whose first place was drawn among near-equal candidates and was not the top score
+	HalfOpenProbes uint64 `json:"half_open_probes"` // picks that put a half-open deployment first (Options.HalfOpenProbeInterval)
 }
 
 // Picker orders deployments for each call. It is safe for concurrent use;
