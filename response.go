@@ -21,8 +21,8 @@ import (
 // chat-completions request: "model" is the logical model (optionally
 // "model@revision") and "messages" is required; every other field passes
 // through to the provider byte for byte, except that each attempt gets the
-// chosen deployment's model id, "stream": true, include_usage where the
-// deployment declares it, and cache hints (prompt_cache_key, cache_control)
+// chosen deployment's model id, "stream": true, include_usage unless the
+// deployment declares NoStreamOptions, and cache hints (prompt_cache_key, cache_control)
 // only where it declares cache_control. No caller header is forwarded. The
 // routing is that of NewStreaming, with the same CallOptions (WithRequestOptions
 // excepted: Do ignores it).

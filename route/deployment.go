@@ -52,10 +52,17 @@ type Limits struct {
 	MaxInFlight int // concurrent requests
 }
 
-// Capabilities says what the deployment supports. It is a value, safe for
-// concurrent reads.
+// Capabilities says what the deployment supports. The zero value is an
+// OpenAI-compatible deployment that honours stream_options and nothing more.
+// It is a value, safe for concurrent reads.
 type Capabilities struct {
-	IncludeUsage     bool // honours stream_options.include_usage
+	// NoStreamOptions marks a provider that rejects the "stream_options"
+	// field. By default every call asks for usage
+	// ("stream_options": {"include_usage": true}), so that input, cached and
+	// output tokens, and their cost, are metered from the provider's own
+	// count; with NoStreamOptions tpsroute adds no stream_options, and input
+	// tokens stay unknown unless the provider sends usage anyway.
+	NoStreamOptions  bool
 	AssistantPrefill bool // continues a final assistant message
 	CacheControl     bool // accepts cache_control and prompt_cache_key
 }
