@@ -3,7 +3,6 @@ package tpsroute
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
@@ -122,13 +121,9 @@ func (c *Client) send(ctx context.Context, body []byte, hdr http.Header, cc *cal
 		fillReport(cc.report, res, err)
 		return nil, err
 	}
-	var acc accumulator
-	forEachData(raw, acc.add)
-	out, err := json.Marshal(acc.completion())
-	if err != nil {
-		fillReport(cc.report, res, err)
-		return nil, err
-	}
+	var acc tps.Accumulator
+	tps.ForEachData(raw, acc.Add)
+	out := acc.JSON()
 	c.served(cl, res.Deployment())
 	fillReport(cc.report, res, nil)
 	r.Header.Set("Content-Type", "application/json")
