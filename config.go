@@ -65,6 +65,14 @@ type Config struct {
 	// the first chunk's tokens always. Nil means usage, or else output chunks,
 	// are counted (see tps.Sample.TokenSource).
 	Tokenizer tps.Tokenizer
+	// MaxWildcardModels is how many distinct models each wildcard deployment
+	// (Model "*") serves, and keeps statistics for, at a time; a model
+	// unused for 15 minutes gives its place up. A call for a further model is
+	// not sent to that deployment, and is a *ModelError (404) when no other
+	// deployment serves it; Client.RefusedModels counts these refusals. Zero
+	// means DefaultMaxWildcardModels (64); a wildcard deployment with a
+	// Models list serves exactly those instead.
+	MaxWildcardModels int
 
 	// OnDecision, if not nil, is called with each call's request and plan
 	// after routing and before the first attempt, on the caller's goroutine.
@@ -171,6 +179,8 @@ type fileConfig struct {
 	Route       fileRoute        `json:"route"`
 	Measure     fileMeasure      `json:"measure"`
 	Fallback    fileFallback     `json:"fallback"`
+	// MaxWildcardModels is Config.MaxWildcardModels.
+	MaxWildcardModels int `json:"max_wildcard_models"`
 }
 
 type fileDeployment struct {
@@ -202,7 +212,8 @@ type fileDeployment struct {
 		AssistantPrefill bool  `json:"assistant_prefill"`
 		CacheControl     bool  `json:"cache_control"`
 	} `json:"capabilities"`
-	Weight float64 `json:"weight"`
+	Weight float64  `json:"weight"`
+	Models []string `json:"models"`
 }
 
 type fileSLO struct {
@@ -322,6 +333,10 @@ func (p *converter) config(f *fileConfig) (Config, error) {
 	if c.Fallback, err = p.fallback(&f.Fallback); err != nil {
 		return Config{}, err
 	}
+	if f.MaxWildcardModels < 0 {
+		return Config{}, p.errorf("max_wildcard_models", "negative")
+	}
+	c.MaxWildcardModels = f.MaxWildcardModels
 	return c, nil
 }
 
@@ -343,6 +358,7 @@ func (p *converter) deployment(i int, fd *fileDeployment) (route.Deployment, err
 			CacheControl:     fd.Capabilities.CacheControl,
 		},
 		Weight: fd.Weight,
+		Models: fd.Models,
 	}
 	if iu := fd.Capabilities.IncludeUsage; iu != nil && !*iu {
 		return route.Deployment{}, p.errorf(at+".capabilities.include_usage",

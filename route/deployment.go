@@ -33,6 +33,12 @@ type Deployment struct {
 	ContextWindow int64 // in tokens; 0 means unknown
 	Capabilities  Capabilities
 	Weight        float64 // static weight among near-equal candidates; 0 means 1, negative is invalid
+
+	// Models, for a wildcard deployment, lists the models it serves; a call
+	// for any other model is not sent to it, and creates no statistics. Nil
+	// means any model (bounded by the tpsroute Client's MaxWildcardModels).
+	// It must be nil for a deployment that is not a wildcard.
+	Models []string
 }
 
 // Price is in US dollars per million tokens. A zero Price means free or unknown.
@@ -113,6 +119,8 @@ func (d Deployment) Validate() error {
 		return bad("Revision", "contains '@'")
 	case d.BaseURL == "":
 		return bad("BaseURL", "empty")
+	case len(d.Models) > 0 && !d.IsWildcard():
+		return bad("Models", "only a wildcard deployment (Model \"*\") lists models")
 	}
 	u, err := url.Parse(d.BaseURL)
 	if err != nil {

@@ -75,6 +75,7 @@ func TestDebugEndpoints(t *testing.T) {
 		assert.Equal(t, int64(5), gjson.Get(body, "route.picks").Int())
 		assert.True(t, gjson.Get(body, "route.no_deployment").Exists(), "route counters are snake_case")
 		assert.False(t, gjson.Get(body, "route.Picks").Exists())
+		assert.True(t, gjson.Get(body, "refused_models").Exists())
 		assert.NotContains(t, body, "secret")
 	})
 	t.Run("ui", func(t *testing.T) {
