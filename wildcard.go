@@ -57,17 +57,6 @@ func newWildcards(ds []route.Deployment, max int) *wildcards {
 	return w
 }
 
-// lists reports whether some wildcard deployment would serve model by its
-// Models list (true for a deployment without one).
-func (w *wildcards) lists(model string) bool {
-	for _, s := range w.deps {
-		if s.list == nil || slices.Contains(s.list, model) {
-			return true
-		}
-	}
-	return false
-}
-
 // admit removes from plan the wildcard candidates that may not serve model,
 // counting those refused for the cap. A candidate it keeps has its model's place
 // reserved until wildcardIdle after now.
