@@ -99,7 +99,7 @@ func BenchmarkStream1000(b *testing.B) {
 	hc := &http.Client{Transport: tr}
 	plain := openai.NewClient(option.WithBaseURL(url), option.WithAPIKey("k"), option.WithHTTPClient(hc), option.WithMaxRetries(0))
 	c, err := New(Config{HTTPClient: hc, Deployments: []route.Deployment{
-		{Provider: "local", Model: "m", BaseURL: url, APIKey: "k", Capabilities: route.Capabilities{IncludeUsage: true}},
+		{Provider: "local", Model: "m", BaseURL: url, APIKey: "k"},
 	}})
 	if err != nil {
 		b.Fatal(err)
@@ -149,7 +149,7 @@ func BenchmarkCall16(b *testing.B) {
 	hc := &http.Client{Transport: h.Transport()}
 	plain := openai.NewClient(option.WithBaseURL("http://mem/v1"), option.WithAPIKey("k"), option.WithHTTPClient(hc), option.WithMaxRetries(0))
 	c, err := New(Config{HTTPClient: hc, Deployments: []route.Deployment{
-		{Provider: "local", Model: "m", BaseURL: "http://mem/v1", APIKey: "k", Capabilities: route.Capabilities{IncludeUsage: true}},
+		{Provider: "local", Model: "m", BaseURL: "http://mem/v1", APIKey: "k"},
 	}})
 	if err != nil {
 		b.Fatal(err)

@@ -63,7 +63,9 @@ func TestAttemptBuild(t *testing.T) {
 	plain := route.Deployment{Provider: "a", Model: "llama", ProviderModel: "llama-3.3-70b-versatile", BaseURL: "http://a.invalid/v1", APIKey: "key-a",
 		Headers: map[string]string{"X-Route-Region": "us-east-1"}}
 	caching := plain
-	caching.Capabilities = route.Capabilities{CacheControl: true, IncludeUsage: true}
+	caching.Capabilities = route.Capabilities{CacheControl: true}
+	noOpts := plain
+	noOpts.Capabilities = route.Capabilities{NoStreamOptions: true}
 	wild := route.Deployment{Provider: "gw", Model: "*", BaseURL: "http://gw.invalid/v1"}
 	build := func(t *testing.T, cl *call, d route.Deployment, body string) (*http.Request, []byte) {
 		t.Helper()
@@ -87,7 +89,7 @@ func TestAttemptBuild(t *testing.T) {
 		assert.Equal(t, "llama-3.3-70b-versatile", gjson.GetBytes(out, "model").Str)
 		assert.Equal(t, "there", gjson.GetBytes(out, "messages.1.content.1.text").Str)
 		assert.Equal(t, "f", gjson.GetBytes(out, "tools.0.function.name").Str)
-		assert.False(t, gjson.GetBytes(out, "stream_options").Exists())
+		assert.True(t, gjson.GetBytes(out, "stream_options.include_usage").Bool(), "usage is asked for by default")
 		assert.Equal(t, "http://a.invalid/v1/chat/completions", req.URL.String())
 		assert.Equal(t, "Bearer key-a", req.Header.Get("Authorization"))
 	})
@@ -111,8 +113,12 @@ func TestAttemptBuild(t *testing.T) {
 		_, out := build(t, &call{info: requestInfo{Model: "qwen"}}, wild, `{"model":"qwen@7","stream":true}`)
 		assert.Equal(t, "qwen", gjson.GetBytes(out, "model").Str)
 	})
-	t.Run("keeps the caller's include_usage where not declared", func(t *testing.T) {
-		_, out := build(t, llama, plain, `{"model":"llama","stream":true,"stream_options":{"include_usage":true}}`)
+	t.Run("NoStreamOptions adds no stream_options", func(t *testing.T) {
+		_, out := build(t, llama, noOpts, `{"model":"llama","stream":true}`)
+		assert.False(t, gjson.GetBytes(out, "stream_options").Exists())
+	})
+	t.Run("keeps the caller's include_usage where NoStreamOptions", func(t *testing.T) {
+		_, out := build(t, llama, noOpts, `{"model":"llama","stream":true,"stream_options":{"include_usage":true}}`)
 		assert.True(t, gjson.GetBytes(out, "stream_options.include_usage").Bool())
 	})
 	t.Run("caller headers are forwarded without credentials, and never over the deployment's", func(t *testing.T) {

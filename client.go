@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -43,6 +44,7 @@ type Client struct {
 	hedgeDefault bool         // Config.Fallback.Hedge was configured: every call may hedge
 
 	deps   []route.Deployment // as configured, for serves
+	wild   *wildcards         // wildcard deployments' admitted models; nil without one
 	known  map[string]bool    // "provider:NAME" and "region:NAME" of every deployment
 	redact *strings.Replacer  // every configured API key and credential header value -> [REDACTED]
 
@@ -119,6 +121,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c.picker = p
 	c.deps = p.Deployments()
+	c.wild = newWildcards(c.deps, cfg.MaxWildcardModels)
 	c.known = make(map[string]bool)
 	var keys []string
 	for _, d := range cfg.Deployments {
@@ -193,11 +196,15 @@ func publicDeployment(d route.Deployment) route.Deployment {
 	return d
 }
 
-// Models returns the logical models the Client serves, in configuration
-// order, each once: every model name, followed by "model@revision" for each
-// revision configured for it. Wildcard deployments ("*") add nothing. The
-// Transport's GET .../models and examples/gateway list these.
-func (c *Client) Models() []string {
+// ModelIDs returns the logical model ids the Client serves, in
+// configuration order, each once: every model name, followed by
+// "model@revision" for each revision configured for it. Wildcard deployments
+// ("*") add nothing. The Transport's GET .../models and examples/gateway list
+// these. (It is named ModelIDs, not Models, so that it is not mistaken for
+// openai-go's client.Models service: tpsroute has no model service, and an
+// openai-go client plugged in through Transport lists these ids with
+// client.Models.List.)
+func (c *Client) ModelIDs() []string {
 	var out []string
 	seen := make(map[string]bool)
 	add := func(id string) {
@@ -222,6 +229,18 @@ func (c *Client) Models() []string {
 // Status returns the breaker, cooldown and limiter state of the deployment
 // with key k now.
 func (c *Client) Status(k measure.Key) route.Status { return c.exec.Status(k, time.Now()) }
+
+// RefusedModels returns how many times a model was refused where wildcard
+// deployments are configured: a call for a model no deployment serves (none
+// of the wildcard deployments lists it), and a wildcard deployment left out
+// of a call because it already serves Config.MaxWildcardModels other models.
+// Refusals create no statistics. It is zero without wildcard deployments.
+func (c *Client) RefusedModels() uint64 {
+	if c.wild == nil {
+		return 0
+	}
+	return c.wild.refused.Load()
+}
 
 // RouteStats returns the Picker's counters: picks, affinity hits and misses,
 // cold probes, explorations.
@@ -291,6 +310,14 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 	if pinned {
 		req.NoFallbacks = false // the pin decides the first; trimmed below
 	}
+	if c.wild != nil {
+		// A model no deployment serves is refused before routing, so that it
+		// creates no state.
+		if err := c.modelError(req, nil); err != nil {
+			c.wild.refused.Add(1)
+			return nil, cl, err
+		}
+	}
 	now := time.Now()
 	c.refresh(now)
 	plan, err := c.picker.PickAt(req, now)
@@ -298,6 +325,12 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 		// A pinned deployment left out (open breaker, off-SLO) is still the
 		// caller's explicit choice: pin below honours it.
 		return nil, cl, c.modelError(req, err)
+	}
+	if c.wild != nil && err == nil {
+		model, _ := route.ParseModel(req.Model)
+		if plan = c.wild.admit(plan, model, now); len(plan.Deployments) == 0 {
+			return nil, cl, &ModelError{Param: "model", Model: req.Model, Capped: true}
+		}
 	}
 	if cc.maxInput > 0 || cc.maxOutput > 0 {
 		if plan, err = priceCap(plan, cc.maxInput, cc.maxOutput); err != nil {
@@ -376,7 +409,7 @@ func (c *Client) serves(model string) bool {
 	name, rev := route.ParseModel(model)
 	for i := range c.deps {
 		d := &c.deps[i]
-		if (d.IsWildcard() && rev == "") || (d.Model == name && (rev == "" || d.Revision == rev)) {
+		if (d.IsWildcard() && rev == "" && (d.Models == nil || slices.Contains(d.Models, name))) || (d.Model == name && (rev == "" || d.Revision == rev)) {
 			return true
 		}
 	}

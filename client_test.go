@@ -27,7 +27,7 @@ func TestSmoke(t *testing.T) {
 	f := newTCPFleet(t)
 	a := f.add("a", map[string]replay.Script{"m-a": &replay.Profile{OutputTokens: 20}})
 	c := mustNew(t, Config{HTTPClient: f.client, Deployments: []route.Deployment{
-		{Provider: "a", Model: "m", ProviderModel: "m-a", BaseURL: a, APIKey: "ka", Capabilities: route.Capabilities{IncludeUsage: true}},
+		{Provider: "a", Model: "m", ProviderModel: "m-a", BaseURL: a, APIKey: "ka"},
 	}})
 	s, text, err := streamOnce(t, c, "m")
 	require.NoError(t, err)
@@ -140,7 +140,7 @@ func TestModels(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := mustNew(t, Config{Deployments: tt.deps})
-			assert.Equal(t, tt.want, c.Models())
+			assert.Equal(t, tt.want, c.ModelIDs())
 		})
 	}
 }
@@ -224,4 +224,52 @@ func TestWithDeadlines(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestMeteringByDefault is the README's example with prices: a deployment
+// that declares no capabilities is asked for usage, so input tokens and
+// their cost are metered on every path (New, NewStreaming, Transport);
+// NoStreamOptions is the explicit opt-out.
+func TestMeteringByDefault(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newMemFleet()
+		prof := map[string]replay.Script{"llama": &replay.Profile{OutputTokens: 10}}
+		priced := route.Price{Input: 1, Output: 2}
+		c := mustNew(t, Config{HTTPClient: &http.Client{Transport: f}, Deployments: []route.Deployment{
+			{Provider: "usage", Model: "llama", BaseURL: f.add("usage", prof), Price: priced},
+			{Provider: "nousage", Model: "other", ProviderModel: "llama", BaseURL: f.add("nousage", prof), Price: priced,
+				Capabilities: route.Capabilities{NoStreamOptions: true}},
+		}})
+		ctx := context.Background()
+		for _, model := range []string{"llama", "other"} {
+			_, err := c.Chat.Completions.New(ctx, userParams(model, "Hi there"))
+			require.NoError(t, err)
+			_, _, err = streamOnce(t, c, model)
+			require.NoError(t, err)
+			req, err := http.NewRequest(http.MethodPost, "http://x.invalid/v1/chat/completions",
+				strings.NewReader(`{"model":"`+model+`","stream":true,"messages":[{"role":"user","content":"Hi there"}]}`))
+			require.NoError(t, err)
+			resp, err := c.Transport().RoundTrip(req)
+			require.NoError(t, err)
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		snap := c.Stats()
+		st, ok := snap.Lookup(measure.Key{Provider: "usage", Model: "llama"})
+		require.True(t, ok)
+		assert.EqualValues(t, 3, st.Requests)
+		assert.Positive(t, st.InputTokens, "input tokens are metered without any capability declared")
+		assert.EqualValues(t, 30, st.OutputTokens)
+		assert.InDelta(t, (float64(st.InputTokens)*1+30*2)/1e6, st.Cost, 1e-12, "input cost included")
+		for _, r := range f.providers["usage"].requests() {
+			assert.Contains(t, r.Body, `"include_usage":true`)
+		}
+
+		st, ok = snap.Lookup(measure.Key{Provider: "nousage", Model: "other"})
+		require.True(t, ok)
+		assert.Zero(t, st.InputTokens, "the opt-out asks for no usage")
+		for _, r := range f.providers["nousage"].requests() {
+			assert.NotContains(t, r.Body, "stream_options")
+		}
+	})
 }

@@ -1,6 +1,7 @@
 package tpsroute
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -64,6 +65,14 @@ type Config struct {
 	// the first chunk's tokens always. Nil means usage, or else output chunks,
 	// are counted (see tps.Sample.TokenSource).
 	Tokenizer tps.Tokenizer
+	// MaxWildcardModels is how many distinct models each wildcard deployment
+	// (Model "*") serves, and keeps statistics for, at a time; a model
+	// unused for 15 minutes gives its place up. A call for a further model is
+	// not sent to that deployment, and is a *ModelError (404) when no other
+	// deployment serves it; Client.RefusedModels counts these refusals. Zero
+	// means DefaultMaxWildcardModels (64); a wildcard deployment with a
+	// Models list serves exactly those instead.
+	MaxWildcardModels int
 
 	// OnDecision, if not nil, is called with each call's request and plan
 	// after routing and before the first attempt, on the caller's goroutine.
@@ -170,6 +179,8 @@ type fileConfig struct {
 	Route       fileRoute        `json:"route"`
 	Measure     fileMeasure      `json:"measure"`
 	Fallback    fileFallback     `json:"fallback"`
+	// MaxWildcardModels is Config.MaxWildcardModels.
+	MaxWildcardModels int `json:"max_wildcard_models"`
 }
 
 type fileDeployment struct {
@@ -193,18 +204,23 @@ type fileDeployment struct {
 	} `json:"limits"`
 	ContextWindow int64 `json:"context_window"`
 	Capabilities  struct {
-		IncludeUsage     bool `json:"include_usage"`
-		AssistantPrefill bool `json:"assistant_prefill"`
-		CacheControl     bool `json:"cache_control"`
+		NoStreamOptions bool `json:"no_stream_options"`
+		// IncludeUsage is the former opt-in, now the default: true is
+		// accepted and changes nothing; false is refused with a pointer to
+		// no_stream_options.
+		IncludeUsage     *bool `json:"include_usage"`
+		AssistantPrefill bool  `json:"assistant_prefill"`
+		CacheControl     bool  `json:"cache_control"`
 	} `json:"capabilities"`
 	ModelCapabilities map[string]fileModelCapabilities `json:"model_capabilities"`
 	Weight            float64                          `json:"weight"`
+	Models            []string                         `json:"models"`
 }
 
 // fileModelCapabilities overrides, for one model of a wildcard deployment,
 // the capabilities given; nil fields keep the deployment's.
 type fileModelCapabilities struct {
-	IncludeUsage     *bool `json:"include_usage"`
+	NoStreamOptions  *bool `json:"no_stream_options"`
 	AssistantPrefill *bool `json:"assistant_prefill"`
 	CacheControl     *bool `json:"cache_control"`
 }
@@ -217,20 +233,21 @@ type fileSLO struct {
 	Strict       bool    `json:"strict"`
 }
 
-// fileRoute uses pointers where an explicit 0 in the file means "off" while
-// route's zero value means "default".
+// fileRoute keeps the shares and counts whose zero value in route.Options
+// means "default" as raw JSON: a number, or "off" (route.Off). An explicit 0
+// is refused, so that 0 never means one thing in Go and another in a file.
 type fileRoute struct {
-	LatencyMetric     string   `json:"latency_metric"`
-	TTFTPercentile    string   `json:"ttft_percentile"`
-	TPSPercentile     string   `json:"tps_percentile"`
-	Exploration       *float64 `json:"exploration"`
-	Band              *float64 `json:"band"`
-	ColdProbes        *int     `json:"cold_probes"`
-	ColdShare         *float64 `json:"cold_share"`
-	ColdProbeInterval string   `json:"cold_probe_interval"`
-	AffinityTTL       *string  `json:"affinity_ttl"`
-	AffinityEntries   int      `json:"affinity_entries"`
-	Seed              uint64   `json:"seed"`
+	LatencyMetric     string          `json:"latency_metric"`
+	TTFTPercentile    string          `json:"ttft_percentile"`
+	TPSPercentile     string          `json:"tps_percentile"`
+	Exploration       json.RawMessage `json:"exploration"`
+	Band              json.RawMessage `json:"band"`
+	ColdProbes        json.RawMessage `json:"cold_probes"`
+	ColdShare         json.RawMessage `json:"cold_share"`
+	ColdProbeInterval string          `json:"cold_probe_interval"`
+	AffinityTTL       *string         `json:"affinity_ttl"`
+	AffinityEntries   int             `json:"affinity_entries"`
+	Seed              uint64          `json:"seed"`
 }
 
 type fileMeasure struct {
@@ -328,6 +345,10 @@ func (p *converter) config(f *fileConfig) (Config, error) {
 	if c.Fallback, err = p.fallback(&f.Fallback); err != nil {
 		return Config{}, err
 	}
+	if f.MaxWildcardModels < 0 {
+		return Config{}, p.errorf("max_wildcard_models", "negative")
+	}
+	c.MaxWildcardModels = f.MaxWildcardModels
 	return c, nil
 }
 
@@ -344,11 +365,16 @@ func (p *converter) deployment(i int, fd *fileDeployment) (route.Deployment, err
 		Limits:        route.Limits{RPM: fd.Limits.RPM, TPM: fd.Limits.TPM, MaxInFlight: fd.Limits.MaxInFlight},
 		ContextWindow: fd.ContextWindow,
 		Capabilities: route.Capabilities{
-			IncludeUsage:     fd.Capabilities.IncludeUsage,
+			NoStreamOptions:  fd.Capabilities.NoStreamOptions,
 			AssistantPrefill: fd.Capabilities.AssistantPrefill,
 			CacheControl:     fd.Capabilities.CacheControl,
 		},
 		Weight: fd.Weight,
+		Models: fd.Models,
+	}
+	if iu := fd.Capabilities.IncludeUsage; iu != nil && !*iu {
+		return route.Deployment{}, p.errorf(at+".capabilities.include_usage",
+			"usage is requested by default; for a provider that rejects stream_options write \"no_stream_options\": true")
 	}
 	if len(fd.ModelCapabilities) > 0 {
 		if d.Model != route.Wildcard {
@@ -360,7 +386,7 @@ func (p *converter) deployment(i int, fd *fileDeployment) (route.Deployment, err
 			for _, f := range []struct {
 				v   *bool
 				dst *bool
-			}{{fc.IncludeUsage, &c.IncludeUsage}, {fc.AssistantPrefill, &c.AssistantPrefill}, {fc.CacheControl, &c.CacheControl}} {
+			}{{fc.NoStreamOptions, &c.NoStreamOptions}, {fc.AssistantPrefill, &c.AssistantPrefill}, {fc.CacheControl, &c.CacheControl}} {
 				if f.v != nil {
 					*f.dst = *f.v
 				}
@@ -498,33 +524,28 @@ func (p *converter) route(f *fileRoute) (route.Options, error) {
 	if o.TPSPercentile, err = p.percentile("route.tps_percentile", f.TPSPercentile); err != nil {
 		return o, err
 	}
-	// In the file an explicit 0 means "off"; in route.Options 0 means default
-	// and a negative value means off.
-	if f.Exploration != nil {
-		if o.Exploration, err = p.share("route.exploration", *f.Exploration); err != nil {
+	// Omitted means route's default, "off" is route.Off, and a number is
+	// the setting itself; 0 is refused (see offOr).
+	for _, sh := range []struct {
+		path string
+		raw  json.RawMessage
+		out  *float64
+	}{
+		{"route.exploration", f.Exploration, &o.Exploration},
+		{"route.band", f.Band, &o.Band},
+		{"route.cold_share", f.ColdShare, &o.ColdShare},
+	} {
+		v, err := p.offOr(sh.path, sh.raw, "a share in (0, 1]", func(v float64) bool { return v > 0 && v <= 1 })
+		if err != nil {
 			return o, err
 		}
+		*sh.out = v
 	}
-	if f.Band != nil {
-		if o.Band, err = p.share("route.band", *f.Band); err != nil {
-			return o, err
-		}
+	probes, err := p.offOr("route.cold_probes", f.ColdProbes, "a positive integer", func(v float64) bool { return v >= 1 && v == math.Trunc(v) && v <= math.MaxInt32 })
+	if err != nil {
+		return o, err
 	}
-	if f.ColdShare != nil {
-		if o.ColdShare, err = p.share("route.cold_share", *f.ColdShare); err != nil {
-			return o, err
-		}
-	}
-	if f.ColdProbes != nil {
-		switch {
-		case *f.ColdProbes < 0:
-			return o, p.errorf("route.cold_probes", "negative")
-		case *f.ColdProbes == 0:
-			o.ColdProbes = -1
-		default:
-			o.ColdProbes = *f.ColdProbes
-		}
-	}
+	o.ColdProbes = int(probes)
 	if o.ColdProbeInterval, err = p.duration("route.cold_probe_interval", f.ColdProbeInterval); err != nil {
 		return o, err
 	}
@@ -546,14 +567,30 @@ func (p *converter) route(f *fileRoute) (route.Options, error) {
 	return o, nil
 }
 
-// share converts a file share in [0,1], where 0 means off, to route's
-// convention, where 0 means default and negative means off.
-func (p *converter) share(path string, v float64) (float64, error) {
-	if math.IsNaN(v) || v < 0 || v > 1 {
-		return 0, p.errorf(path, "want a share in [0, 1], got %v", v)
+// offOr reads a route setting that is a number or "off": omitted gives 0
+// (route's default), "off" gives route.Off, and a number that ok accepts
+// gives itself. An explicit 0 is refused: route.Options reads 0 as the
+// default, and older files read it as off, so the file must say which.
+func (p *converter) offOr(path string, raw json.RawMessage, want string, ok func(float64) bool) (float64, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, nil
+	}
+	var word string
+	if json.Unmarshal(raw, &word) == nil {
+		if strings.EqualFold(word, "off") {
+			return route.Off, nil
+		}
+		return 0, p.errorf(path, "want %s or \"off\", got %q", want, word)
+	}
+	var v float64
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return 0, p.errorf(path, "want %s or \"off\", got %s", want, raw)
 	}
 	if v == 0 {
-		return -1, nil
+		return 0, p.errorf(path, "0 is ambiguous: write \"off\" to turn it off, or omit the field for the default")
+	}
+	if math.IsNaN(v) || !ok(v) {
+		return 0, p.errorf(path, "want %s or \"off\", got %v", want, v)
 	}
 	return v, nil
 }

@@ -34,7 +34,7 @@ func TestParseConfigExampleFile(t *testing.T) {
 	assert.Equal(t, "gsk-1", g.APIKey)
 	assert.Equal(t, route.Price{Input: 0.59, Output: 0.79}, g.Price)
 	assert.Equal(t, route.Limits{RPM: 1000, TPM: 300000}, g.Limits)
-	assert.True(t, g.Capabilities.IncludeUsage)
+	assert.False(t, g.Capabilities.NoStreamOptions)
 	assert.True(t, cfg.Deployments[2].Capabilities.CacheControl)
 	assert.Equal(t, route.Wildcard, cfg.Deployments[3].Model)
 	assert.Empty(t, cfg.Deployments[3].APIKey)
@@ -54,7 +54,7 @@ func TestParseConfigExampleFile(t *testing.T) {
 	assert.Equal(t, 4, cfg.Fallback.MaxAttempts)
 	assert.Equal(t, fallback.MidStreamSameModel, cfg.Fallback.MidStream)
 	w := cfg.Deployments[3]
-	assert.Equal(t, map[string]route.Capabilities{"gpt-oss-120b": {IncludeUsage: true}}, w.ModelCapabilities,
+	assert.Equal(t, map[string]route.Capabilities{"gpt-oss-120b": {}}, w.ModelCapabilities,
 		"fields left out keep the deployment's")
 	assert.False(t, w.ForModel("gpt-oss-120b").Capabilities.AssistantPrefill)
 	assert.True(t, w.ForModel("qwen3-32b").Capabilities.AssistantPrefill)
@@ -97,8 +97,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"bad finish_grace", "{\"deployments\":[" + okDep + "],\n\"fallback\":{\n\n\"finish_grace\":\"2 s\"}}", nil, 4, "fallback.finish_grace", "duration"},
 		{"negative finish_grace", "{\"deployments\":[" + okDep + "],\"fallback\":{\"finish_grace\":\"-2s\"}}", nil, 1, "fallback.finish_grace", "negative"},
 		{"numeric finish_grace", "{\"deployments\":[" + okDep + "],\"fallback\":{\"finish_grace\":2}}", nil, 1, "", "want string"},
-		{"exploration out of range", "{\"deployments\":[" + okDep + "],\"route\":{\"exploration\":1.5}}", nil, 1, "route.exploration", "[0, 1]"},
-		{"cold share out of range", "{\"deployments\":[" + okDep + "],\"route\":{\"cold_share\":-0.1}}", nil, 1, "route.cold_share", "[0, 1]"},
+		{"exploration out of range", "{\"deployments\":[" + okDep + "],\"route\":{\"exploration\":1.5}}", nil, 1, "route.exploration", "(0, 1]"},
+		{"cold share out of range", "{\"deployments\":[" + okDep + "],\"route\":{\"cold_share\":-0.1}}", nil, 1, "route.cold_share", "(0, 1]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -117,20 +117,65 @@ func TestParseConfigErrors(t *testing.T) {
 	}
 }
 
-func TestParseConfigZeroMeansOff(t *testing.T) {
-	const js = `{"deployments":[{"provider":"a","model":"m","base_url":"http://x/v1"}],
-	"route":{"exploration":0,"band":0,"cold_probes":0,"cold_share":0,"affinity_ttl":"0s"}}`
-	cfg, err := ParseConfigLookup(strings.NewReader(js), nil)
+func TestParseConfigOffIsSpelledOff(t *testing.T) {
+	const dep = `{"deployments":[{"provider":"a","model":"m","base_url":"http://x/v1"}]`
+	cfg, err := ParseConfigLookup(strings.NewReader(dep+`,
+	"route":{"exploration":"off","band":"off","cold_probes":"off","cold_share":"off","affinity_ttl":"0s"}}`), nil)
 	require.NoError(t, err)
-	assert.Negative(t, cfg.Route.Exploration)
-	assert.Negative(t, cfg.Route.Band)
-	assert.Negative(t, cfg.Route.ColdProbes)
-	assert.Negative(t, cfg.Route.ColdShare, "0 lifts the share cap")
+	assert.Equal(t, float64(route.Off), cfg.Route.Exploration)
+	assert.Equal(t, float64(route.Off), cfg.Route.Band)
+	assert.Equal(t, route.Off, cfg.Route.ColdProbes)
+	assert.Equal(t, float64(route.Off), cfg.Route.ColdShare, "off lifts the share cap")
 	assert.Negative(t, cfg.Route.AffinityTTL)
 
-	cfg, err = ParseConfigLookup(strings.NewReader(`{"deployments":[{"provider":"a","model":"m","base_url":"http://x/v1"}]}`), nil)
+	cfg, err = ParseConfigLookup(strings.NewReader(dep+`}`), nil)
 	require.NoError(t, err)
-	assert.Zero(t, cfg.Route.Exploration, "omitted means route's default")
+	assert.Zero(t, cfg.Route.Exploration, "omitted means route's default, as 0 does in Go")
+	assert.Zero(t, cfg.Route.ColdProbes)
+
+	cfg, err = ParseConfigLookup(strings.NewReader(dep+`,"route":{"exploration":0.2,"cold_probes":4}}`), nil)
+	require.NoError(t, err)
+	assert.Equal(t, 0.2, cfg.Route.Exploration)
+	assert.Equal(t, 4, cfg.Route.ColdProbes)
+
+	// 0 would mean the default in Go and used to mean off in files: refused.
+	for _, field := range []string{"exploration", "band", "cold_probes", "cold_share"} {
+		_, err := ParseConfigLookup(strings.NewReader(dep+`,"route":{"`+field+`":0}}`), nil)
+		var ce *ConfigError
+		require.ErrorAs(t, err, &ce, field)
+		assert.Equal(t, "route."+field, ce.Field)
+		assert.Contains(t, err.Error(), `"off"`)
+	}
+	for _, bad := range []string{`"none"`, `1.5`, `-1`, `true`} {
+		_, err := ParseConfigLookup(strings.NewReader(dep+`,"route":{"exploration":`+bad+`}}`), nil)
+		assert.ErrorContains(t, err, "route.exploration", bad)
+	}
+	_, err = ParseConfigLookup(strings.NewReader(dep+`,"route":{"cold_probes":2.5}}`), nil)
+	assert.ErrorContains(t, err, "positive integer")
+}
+
+func TestParseConfigUsageIsRequestedByDefault(t *testing.T) {
+	parse := func(caps string) (route.Deployment, error) {
+		cfg, err := ParseConfigLookup(strings.NewReader(`{"deployments":[{"provider":"a","model":"m","base_url":"http://x/v1","capabilities":`+caps+`}]}`), nil)
+		if err != nil {
+			return route.Deployment{}, err
+		}
+		return cfg.Deployments[0], nil
+	}
+	d, err := parse(`{}`)
+	require.NoError(t, err)
+	assert.False(t, d.Capabilities.NoStreamOptions)
+	d, err = parse(`{"no_stream_options":true}`)
+	require.NoError(t, err)
+	assert.True(t, d.Capabilities.NoStreamOptions)
+	d, err = parse(`{"include_usage":true}`)
+	require.NoError(t, err, "the former opt-in is still accepted")
+	assert.False(t, d.Capabilities.NoStreamOptions)
+	_, err = parse(`{"include_usage":false}`)
+	var ce *ConfigError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, "deployments[0].capabilities.include_usage", ce.Field)
+	assert.Contains(t, err.Error(), "no_stream_options")
 }
 
 func TestParseConfigFallbackDeadlines(t *testing.T) {

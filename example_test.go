@@ -24,7 +24,7 @@ func ExampleChatCompletionService_NewStreaming() {
 
 	client, err := tpsroute.New(tpsroute.Config{Deployments: []route.Deployment{{
 		Provider: "groq", Region: "us", Model: "llama-3.3-70b", ProviderModel: "llama-3.3-70b-versatile",
-		BaseURL: groq.URL(), Capabilities: route.Capabilities{IncludeUsage: true},
+		BaseURL: groq.URL(),
 	}}})
 	if err != nil {
 		log.Fatal(err)

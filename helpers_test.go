@@ -144,7 +144,7 @@ func (f *tcpFleet) add(name string, scripts map[string]replay.Script) string {
 
 func dep(provider, region, model, baseURL string) route.Deployment {
 	return route.Deployment{Provider: provider, Region: region, Model: model, BaseURL: baseURL,
-		APIKey: "key-" + provider + "-" + region, Capabilities: route.Capabilities{IncludeUsage: true}}
+		APIKey: "key-" + provider + "-" + region}
 }
 
 func userParams(model, text string) openai.ChatCompletionNewParams {

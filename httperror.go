@@ -45,10 +45,17 @@ type ModelError struct {
 	Param string
 	// Model is the unknown model, as requested ("name" or "name@revision").
 	Model string
+	// Capped reports that only wildcard deployments serve the model and each
+	// already serves Config.MaxWildcardModels others.
+	Capped bool
 }
 
-// Error returns `tpsroute: PARAM: the model "MODEL" is not served by any deployment`.
+// Error returns `tpsroute: PARAM: the model "MODEL" is not served by any
+// deployment`, or says that the wildcard deployments are at their cap.
 func (e *ModelError) Error() string {
+	if e.Capped {
+		return "tpsroute: " + e.Param + ": the model " + strconv.Quote(e.Model) + " is not served: the wildcard deployments serve their maximum number of models"
+	}
 	return "tpsroute: " + e.Param + ": the model " + strconv.Quote(e.Model) + " is not served by any deployment"
 }
 

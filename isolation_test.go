@@ -35,9 +35,9 @@ func TestKeysHeadersAndHintsStayWithTheirDeployment(t *testing.T) {
 		down := replay.WithFaults(&replay.Profile{}, replay.Status(503, "", nil))
 		a := route.Deployment{Provider: "a", Region: "us", Model: "m", ProviderModel: "m-at-a", BaseURL: f.add("a", map[string]replay.Script{"m-at-a": down}),
 			APIKey: "secret-key-of-a", Headers: map[string]string{"X-Route-Region": "us-a"},
-			Capabilities: route.Capabilities{CacheControl: true, IncludeUsage: true}}
+			Capabilities: route.Capabilities{CacheControl: true}}
 		b := route.Deployment{Provider: "b", Region: "us", Model: "m", BaseURL: f.add("b", map[string]replay.Script{"m": &replay.Profile{OutputTokens: 5}}),
-			APIKey: "secret-key-of-b"}
+			APIKey: "secret-key-of-b", Capabilities: route.Capabilities{NoStreamOptions: true}}
 		c := mustNew(t, Config{HTTPClient: &http.Client{Transport: f}, Deployments: []route.Deployment{a, b}})
 
 		body := `{"model":"m","stream":true,"prompt_cache_key":"sess-9","messages":[` +
@@ -86,7 +86,7 @@ func TestKeysHeadersAndHintsStayWithTheirDeployment(t *testing.T) {
 			assert.NotContains(t, all, "cache_control", "b does not declare cache_control")
 			assert.NotContains(t, all, "prompt_cache_key")
 			assert.Equal(t, "m", gjson.Get(r.Body, "model").Str)
-			assert.False(t, gjson.Get(r.Body, "stream_options").Exists(), "b does not declare include_usage")
+			assert.False(t, gjson.Get(r.Body, "stream_options").Exists(), "b declares NoStreamOptions")
 			assert.NotEmpty(t, r.Header.Get("X-Trace"), "caller's other headers are forwarded (request %d)", i)
 		}
 		// a declares cache_control: it receives the hints.

@@ -3,7 +3,6 @@ package tpsroute
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
@@ -21,8 +20,8 @@ import (
 // chat-completions request: "model" is the logical model (optionally
 // "model@revision") and "messages" is required; every other field passes
 // through to the provider byte for byte, except that each attempt gets the
-// chosen deployment's model id, "stream": true, include_usage where the
-// deployment declares it, and cache hints (prompt_cache_key, cache_control)
+// chosen deployment's model id, "stream": true, include_usage unless the
+// deployment declares NoStreamOptions, and cache hints (prompt_cache_key, cache_control)
 // only where it declares cache_control. No caller header is forwarded. The
 // routing is that of NewStreaming, with the same CallOptions (WithRequestOptions
 // excepted: Do ignores it).
@@ -127,13 +126,9 @@ func (c *Client) send(ctx context.Context, body []byte, hdr http.Header, cc *cal
 		fillReport(cc.report, res, err)
 		return nil, err
 	}
-	var acc accumulator
-	forEachData(raw, acc.add)
-	out, err := json.Marshal(acc.completion())
-	if err != nil {
-		fillReport(cc.report, res, err)
-		return nil, err
-	}
+	var acc tps.Accumulator
+	tps.ForEachData(raw, acc.Add)
+	out := acc.JSON()
 	c.served(cl, res.Deployment())
 	fillReport(cc.report, res, nil)
 	r.Header.Set("Content-Type", "application/json")

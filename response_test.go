@@ -18,6 +18,7 @@ import (
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
+	"github.com/tpsroute/tpsroute/tps"
 )
 
 // doFleet is a Client over model "m" on a (us, cheap, down when aDown) and
@@ -237,7 +238,7 @@ func TestHTTPError(t *testing.T) {
 // sseText concatenates the delta.content of an SSE body.
 func sseText(raw []byte) string {
 	var b strings.Builder
-	forEachData(raw, func(d []byte) {
+	tps.ForEachData(raw, func(d []byte) {
 		b.WriteString(gjson.GetBytes(d, "choices.0.delta.content").Str)
 	})
 	return b.String()

@@ -21,8 +21,8 @@ import (
 // NewStreaming starts a routed streaming chat completion, as openai-go's
 // NewStreaming does. params.Model is the logical model, optionally
 // "model@revision"; each attempt sends the chosen deployment's own model id,
-// URL, key and headers. include_usage is asked for where the deployment
-// declares it. Failover happens before the first output chunk (the commit
+// URL, key and headers. Usage (include_usage) is asked for unless the
+// deployment declares NoStreamOptions. Failover happens before the first output chunk (the commit
 // point); after it, a failure ends the stream with a *fallback.Error from Err,
 // never a clean end. openai-go's own retries are off: the fallback rules own
 // them.

@@ -177,7 +177,7 @@ func TestConcurrentStreams(t *testing.T) {
 func TestMidStreamContinue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newMemFleet()
-		prefill := route.Capabilities{IncludeUsage: true, AssistantPrefill: true}
+		prefill := route.Capabilities{AssistantPrefill: true}
 		a := dep("a", "", "m", f.add("a", map[string]replay.Script{"m-a": replay.WithFaults(&replay.Profile{TPS: 100, OutputTokens: 60}, replay.CutAfter(20))}))
 		a.ProviderModel, a.Capabilities = "m-a", prefill
 		b := dep("b", "", "m", f.add("b", map[string]replay.Script{"m-b": &replay.Profile{TPS: 100, OutputTokens: 60}}))

@@ -103,7 +103,7 @@ func (t *transport) chat(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// models lists Client.Models as an OpenAI model list.
+// models lists Client.ModelIDs as an OpenAI model list.
 func (t *transport) models(req *http.Request) *http.Response {
 	type model struct {
 		ID      string `json:"id"`
@@ -115,7 +115,7 @@ func (t *transport) models(req *http.Request) *http.Response {
 		Object string  `json:"object"`
 		Data   []model `json:"data"`
 	}{Object: "list", Data: []model{}}
-	for _, id := range t.c.Models() {
+	for _, id := range t.c.ModelIDs() {
 		list.Data = append(list.Data, model{ID: id, Object: "model", OwnedBy: "tpsroute"})
 	}
 	b, _ := json.Marshal(list)

@@ -26,8 +26,7 @@ import (
 func benchmarkHarness(b *testing.B, rt http.RoundTripper, url string) {
 	cfg := Config{
 		Router: tpsroute.Config{
-			Deployments: []route.Deployment{{Provider: "local", Region: "lo", Model: "m", BaseURL: url,
-				Capabilities: route.Capabilities{IncludeUsage: true}}},
+			Deployments: []route.Deployment{{Provider: "local", Region: "lo", Model: "m", BaseURL: url}},
 		},
 		Workload:    Workload{InputTokens: []int{16}},
 		Concurrency: []int{64},

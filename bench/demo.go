@@ -64,7 +64,7 @@ func Demo(outputTokens int, seed uint64) tpsroute.Config {
 			Model:        DemoModel,
 			BaseURL:      "http://" + host + "/v1",
 			Price:        route.Price{Input: 0.6, CachedInput: 0.15, Output: 0.8},
-			Capabilities: route.Capabilities{IncludeUsage: true, CacheControl: true},
+			Capabilities: route.Capabilities{CacheControl: true},
 		})
 	}
 	return tpsroute.Config{

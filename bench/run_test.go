@@ -39,7 +39,6 @@ func knownConfigScripts(scripts map[string]replay.Script) tpsroute.Config {
 		hosts[host] = replay.NewHandler(map[string]replay.Script{"m": p}).Transport()
 		deps = append(deps, route.Deployment{
 			Provider: name, Region: "r1", Model: "m", BaseURL: "http://" + host + "/v1",
-			Capabilities: route.Capabilities{IncludeUsage: true},
 		})
 	}
 	return tpsroute.Config{Deployments: deps, HTTPClient: &http.Client{Transport: hosts}}

@@ -14,8 +14,8 @@ import (
 )
 
 // DefaultBuild builds a POST to d.BaseURL+"/chat/completions" with body's
-// "model" set to d.WireModel(), "stream_options.include_usage" set when d
-// declares Capabilities.IncludeUsage, "Authorization: Bearer d.APIKey" (when
+// "model" set to d.WireModel(), "stream_options.include_usage" set unless d
+// declares Capabilities.NoStreamOptions, "Authorization: Bearer d.APIKey" (when
 // not empty) and d.Headers. It reads nothing but d, so no credential or
 // routing header of one deployment can reach another.
 func DefaultBuild(ctx context.Context, d route.Deployment, body []byte) (*http.Request, error) {
@@ -23,7 +23,7 @@ func DefaultBuild(ctx context.Context, d route.Deployment, body []byte) (*http.R
 	if err != nil {
 		return nil, err
 	}
-	if d.Capabilities.IncludeUsage && !gjson.GetBytes(b, "stream_options.include_usage").Bool() {
+	if !d.Capabilities.NoStreamOptions && !gjson.GetBytes(b, "stream_options.include_usage").Bool() {
 		if b, err = sjson.SetBytes(b, "stream_options.include_usage", true); err != nil {
 			return nil, err
 		}

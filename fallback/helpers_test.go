@@ -28,7 +28,6 @@ func dep(provider, wire string) route.Deployment {
 	return route.Deployment{
 		Provider: provider, Model: "m", ProviderModel: wire,
 		BaseURL: "http://" + provider + ".test/v1", APIKey: "sk-" + provider + "-secret",
-		Capabilities: route.Capabilities{IncludeUsage: true},
 	}
 }
 

@@ -284,7 +284,7 @@ func TestWildcardModelCapabilities(t *testing.T) {
 		}, fallback.Options{})
 		w := route.Deployment{Provider: "w", Model: route.Wildcard, BaseURL: "http://w.test/v1",
 			Capabilities:      route.Capabilities{AssistantPrefill: true},
-			ModelCapabilities: map[string]route.Capabilities{"m": {IncludeUsage: true}}}
+			ModelCapabilities: map[string]route.Capabilities{"m": {CacheControl: true}}}
 		// As the picker makes it concrete for model "m".
 		wm := w.ForModel("m")
 		require.False(t, wm.Capabilities.AssistantPrefill)

@@ -12,6 +12,8 @@ import (
 	"os"
 	"time"
 	"unicode/utf8"
+
+	"github.com/tpsroute/tpsroute/tps"
 )
 
 // CassetteVersion is the cassette format version this package reads and
@@ -261,9 +263,9 @@ func (c *Cassette) plan(*request) *plan {
 				raw = string(b)
 			}
 			ev.kind, ev.data = eventRaw, raw
-			for _, d := range sseData(raw) {
-				ev.output = ev.output || outputChunk(d)
-			}
+			tps.ForEachData([]byte(raw), func(d []byte) {
+				ev.output = ev.output || outputChunk(string(d))
+			})
 		}
 		p.events = append(p.events, ev)
 	}

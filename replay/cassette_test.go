@@ -3,6 +3,7 @@ package replay
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -253,4 +254,49 @@ func TestCassetteOutputDetection(t *testing.T) {
 			t.Fatal("no output event")
 		})
 	}
+}
+
+// TestNonStreamedAnswerKeepsToolCallsAndChoices: a client that does not ask
+// for a stream gets every choice of an n>1 answer, each with its tool calls
+// assembled from their fragments, as the provider's own non-streamed answer
+// would carry them.
+func TestNonStreamedAnswerKeepsToolCallsAndChoices(t *testing.T) {
+	ev := func(at int, data string) string {
+		b, _ := json.Marshal(map[string]any{"at_ms": at, "data": data})
+		return string(b)
+	}
+	events := []string{
+		ev(5, `{"id":"c1","object":"chat.completion.chunk","created":7,"model":"m-1","choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"get_weather","arguments":""}}]},"finish_reason":null},{"index":1,"delta":{"role":"assistant","content":"Hel"},"finish_reason":null}]}`),
+		ev(6, `{"id":"c1","object":"chat.completion.chunk","created":7,"model":"m-1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":"}}]},"finish_reason":null},{"index":1,"delta":{"content":"lo"},"finish_reason":null}]}`),
+		ev(7, `{"id":"c1","object":"chat.completion.chunk","created":7,"model":"m-1","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"Paris\"}"}},{"index":1,"id":"call_b","type":"function","function":{"name":"get_time","arguments":"{}"}}]},"finish_reason":null}]}`),
+		ev(8, `{"id":"c1","object":"chat.completion.chunk","created":7,"model":"m-1","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"},{"index":1,"delta":{},"finish_reason":"stop"}]}`),
+		ev(9, `{"id":"c1","object":"chat.completion.chunk","created":7,"model":"m-1","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":9,"total_tokens":21}}`),
+		ev(10, `[DONE]`),
+	}
+	c, err := ParseCassette(strings.NewReader(`{"version":1,"request":{"method":"POST","path":"/v1/chat/completions"},"response":{"status":200,"headers":{"Content-Type":["text/event-stream"]},"headers_ms":1,"events":[`+strings.Join(events, ",")+`],"end":"eof","end_ms":11}}`), "tools.json")
+	require.NoError(t, err)
+	synctest.Test(t, func(t *testing.T) {
+		h := NewHandler(map[string]Script{"m": c})
+		oc := oaClient("http://x/v1", memClient(h))
+		got, err := oc.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{
+			Model: "m", N: openai.Int(2), Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("weather?")}})
+		require.NoError(t, err)
+		require.Len(t, got.Choices, 2, "every choice, not merged")
+		first, second := got.Choices[0], got.Choices[1]
+		assert.Equal(t, "tool_calls", first.FinishReason)
+		require.Len(t, first.Message.ToolCalls, 2)
+		assert.Equal(t, "call_a", first.Message.ToolCalls[0].ID)
+		assert.Equal(t, "get_weather", first.Message.ToolCalls[0].Function.Name)
+		assert.JSONEq(t, `{"city":"Paris"}`, first.Message.ToolCalls[0].Function.Arguments)
+		assert.Equal(t, "call_b", first.Message.ToolCalls[1].ID)
+		assert.Equal(t, "get_time", first.Message.ToolCalls[1].Function.Name)
+		assert.Empty(t, first.Message.Content)
+		assert.EqualValues(t, 1, second.Index)
+		assert.Equal(t, "Hello", second.Message.Content)
+		assert.Equal(t, "stop", second.FinishReason)
+		assert.Empty(t, second.Message.ToolCalls)
+		assert.Equal(t, "c1", got.ID)
+		assert.EqualValues(t, 12, got.Usage.PromptTokens)
+		assert.EqualValues(t, 9, got.Usage.CompletionTokens)
+	})
 }

@@ -16,7 +16,9 @@
 //     selected by attempt number or elapsed time.
 //
 // A request that does not ask for a stream gets the accumulated
-// chat.completion, with usage, at the time the stream would have ended.
+// chat.completion (tps.Accumulator: every choice of an n>1 answer, each with
+// its text, reasoning, refusal and tool calls), with usage, at the time the
+// stream would have ended.
 //
 // # Fake time
 //

@@ -53,7 +53,13 @@ func (r rawResult) data() []string {
 func (r rawResult) content() string {
 	var b strings.Builder
 	for _, d := range r.data() {
-		var c chunkIn
+		var c struct {
+			Choices []struct {
+				Delta *struct {
+					Content *string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
 		if json.Unmarshal([]byte(d), &c) != nil {
 			continue
 		}

@@ -1,11 +1,14 @@
 package replay
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tpsroute/tpsroute/tps"
 )
 
 // eventKind says how an event is framed on the wire.
@@ -216,32 +219,42 @@ func accumulate(p *plan) *plan {
 		q.before = beforeHang
 		return &q
 	}
+	// The answer is tps's accumulation of the chunks (every choice, tool
+	// calls, usage), as the tpsroute Client builds its own.
 	var (
-		acc       completion
-		content   strings.Builder
-		reasoning strings.Builder
-		seen      bool
-		rawBody   strings.Builder
-		allRaw    = true
+		acc     tps.Accumulator
+		errBody []byte
+		errCode int
+		seen    bool
+		rawBody strings.Builder
+		allRaw  = true
 	)
-	acc.Object = "chat.completion"
+	fold := func(data []byte) {
+		if errBody != nil {
+			return
+		}
+		if !json.Valid(data) || !bytes.HasPrefix(bytes.TrimSpace(data), []byte("{")) {
+			return
+		}
+		seen = true
+		if errBody, errCode = errorEvent(data); errBody == nil {
+			acc.Add(data)
+		}
+	}
 	for _, e := range p.events {
-		if e.kind == eventComment {
+		switch e.kind {
+		case eventComment:
 			continue
-		}
-		if e.kind == eventRaw {
+		case eventRaw:
 			rawBody.WriteString(e.data)
-			for _, d := range sseData(e.data) {
-				seen = acc.add(d, &content, &reasoning) || seen
-				if acc.errBody != nil {
-					break
-				}
+			tps.ForEachData([]byte(e.data), fold)
+		default:
+			allRaw = false
+			if e.data != "[DONE]" {
+				fold([]byte(e.data))
 			}
-			continue
 		}
-		allRaw = false
-		seen = acc.add(e.data, &content, &reasoning) || seen
-		if acc.errBody != nil {
+		if errBody != nil {
 			break
 		}
 	}
@@ -250,153 +263,40 @@ func accumulate(p *plan) *plan {
 	h.Del("Cache-Control")
 	q.header = h
 	switch {
-	case acc.errBody != nil:
-		q.status = acc.errStatus
-		q.body = acc.errBody
+	case errBody != nil:
+		q.status = errCode
+		q.body = errBody
 		q.outcome = "error_event"
 	case !seen && allRaw && len(p.events) > 0:
 		// A recorded non-SSE body (a non-streaming cassette): play it as is.
 		q.header = p.header.Clone()
 		q.body = []byte(rawBody.String())
 	default:
-		q.body = acc.finish(content.String(), reasoning.String())
+		q.body = acc.JSON()
 	}
 	q.end = endEOF
 	return &q
 }
 
-// sseData extracts the data payloads of complete SSE events in raw bytes.
-func sseData(raw string) []string {
-	var out []string
-	raw = strings.ReplaceAll(raw, "\r\n", "\n")
-	for block := range strings.SplitSeq(raw, "\n\n") {
-		var data []string
-		has := false
-		for line := range strings.SplitSeq(block, "\n") {
-			if v, ok := strings.CutPrefix(line, "data:"); ok {
-				data = append(data, strings.TrimPrefix(v, " "))
-				has = true
-			}
-		}
-		if has {
-			out = append(out, strings.Join(data, "\n"))
-		}
+// errorEvent returns the body and status a chunk with a non-null top-level
+// "error" becomes in a non-streaming answer: {"error": ...} with the error's
+// numeric code when it is an HTTP status, else 500. It returns nil for a
+// chunk without an error.
+func errorEvent(data []byte) ([]byte, int) {
+	var in struct {
+		Error json.RawMessage `json:"error"`
 	}
-	return out
-}
-
-// completion accumulates chunks into a chat.completion.
-type completion struct {
-	ID                string          `json:"id"`
-	Object            string          `json:"object"`
-	Created           int64           `json:"created"`
-	Model             string          `json:"model"`
-	Choices           []choiceOut     `json:"choices"`
-	Usage             json.RawMessage `json:"usage"`
-	SystemFingerprint *string         `json:"system_fingerprint,omitempty"`
-
-	finishReason *string
-	errBody      []byte
-	errStatus    int
-}
-
-type choiceOut struct {
-	Index        int        `json:"index"`
-	Message      messageOut `json:"message"`
-	Logprobs     *struct{}  `json:"logprobs"`
-	FinishReason *string    `json:"finish_reason"`
-}
-
-type messageOut struct {
-	Role             string  `json:"role"`
-	Content          *string `json:"content"`
-	ReasoningContent *string `json:"reasoning_content,omitempty"`
-	Refusal          *string `json:"refusal"`
-}
-
-// chunkIn is the part of a streamed chunk accumulate reads.
-type chunkIn struct {
-	ID                string          `json:"id"`
-	Created           int64           `json:"created"`
-	Model             string          `json:"model"`
-	SystemFingerprint *string         `json:"system_fingerprint"`
-	Usage             json.RawMessage `json:"usage"`
-	Error             json.RawMessage `json:"error"`
-	Choices           []struct {
-		Delta *struct {
-			Content          *string `json:"content"`
-			ReasoningContent *string `json:"reasoning_content"`
-			Reasoning        *string `json:"reasoning"`
-		} `json:"delta"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-}
-
-// add folds one data payload in; it reports whether it was a decodable chunk.
-func (c *completion) add(data string, content, reasoning *strings.Builder) bool {
-	if data == "[DONE]" {
-		return false
+	if json.Unmarshal(data, &in) != nil || len(in.Error) == 0 || string(in.Error) == "null" {
+		return nil, 0
 	}
-	var in chunkIn
-	if json.Unmarshal([]byte(data), &in) != nil {
-		return false
+	status := http.StatusInternalServerError
+	var e struct {
+		Code json.RawMessage `json:"code"`
 	}
-	if len(in.Error) > 0 && string(in.Error) != "null" {
-		c.errStatus = http.StatusInternalServerError
-		var e struct {
-			Code json.RawMessage `json:"code"`
-		}
-		if json.Unmarshal(in.Error, &e) == nil {
-			if n, err := strconv.Atoi(strings.Trim(string(e.Code), `"`)); err == nil && n >= 400 && n < 600 {
-				c.errStatus = n
-			}
-		}
-		c.errBody = []byte(`{"error":` + string(in.Error) + `}`)
-		return true
-	}
-	if in.ID != "" {
-		c.ID = in.ID
-	}
-	if in.Created != 0 {
-		c.Created = in.Created
-	}
-	if in.Model != "" {
-		c.Model = in.Model
-	}
-	if in.SystemFingerprint != nil {
-		c.SystemFingerprint = in.SystemFingerprint
-	}
-	if len(in.Usage) > 0 && string(in.Usage) != "null" {
-		c.Usage = in.Usage
-	}
-	for _, ch := range in.Choices {
-		if ch.Delta != nil {
-			if ch.Delta.Content != nil {
-				content.WriteString(*ch.Delta.Content)
-			}
-			if ch.Delta.ReasoningContent != nil {
-				reasoning.WriteString(*ch.Delta.ReasoningContent)
-			}
-			if ch.Delta.Reasoning != nil {
-				reasoning.WriteString(*ch.Delta.Reasoning)
-			}
-		}
-		if ch.FinishReason != nil {
-			c.finishReason = ch.FinishReason
+	if json.Unmarshal(in.Error, &e) == nil {
+		if n, err := strconv.Atoi(strings.Trim(string(e.Code), `"`)); err == nil && n >= 400 && n < 600 {
+			status = n
 		}
 	}
-	return true
-}
-
-func (c *completion) finish(content, reasoning string) []byte {
-	msg := messageOut{Role: "assistant", Content: &content}
-	if reasoning != "" {
-		msg.ReasoningContent = &reasoning
-	}
-	c.Choices = []choiceOut{{Message: msg, FinishReason: c.finishReason}}
-	if len(c.Usage) == 0 {
-		c.Usage = json.RawMessage("null")
-	}
-	b, _ := json.Marshal(c)
-	return b
+	return []byte(`{"error":` + string(in.Error) + `}`), status
 }

@@ -39,6 +39,12 @@ type Deployment struct {
 	// a deployment that is not a wildcard.
 	ModelCapabilities map[string]Capabilities
 	Weight            float64 // static weight among near-equal candidates; 0 means 1, negative is invalid
+
+	// Models, for a wildcard deployment, lists the models it serves; a call
+	// for any other model is not sent to it, and creates no statistics. Nil
+	// means any model (bounded by the tpsroute Client's MaxWildcardModels).
+	// It must be nil for a deployment that is not a wildcard.
+	Models []string
 }
 
 // Price is in US dollars per million tokens. A zero Price means free or unknown.
@@ -58,10 +64,17 @@ type Limits struct {
 	MaxInFlight int // concurrent requests
 }
 
-// Capabilities says what the deployment supports. It is a value, safe for
-// concurrent reads.
+// Capabilities says what the deployment supports. The zero value is an
+// OpenAI-compatible deployment that honours stream_options and nothing more.
+// It is a value, safe for concurrent reads.
 type Capabilities struct {
-	IncludeUsage     bool // honours stream_options.include_usage
+	// NoStreamOptions marks a provider that rejects the "stream_options"
+	// field. By default every call asks for usage
+	// ("stream_options": {"include_usage": true}), so that input, cached and
+	// output tokens, and their cost, are metered from the provider's own
+	// count; with NoStreamOptions tpsroute adds no stream_options, and input
+	// tokens stay unknown unless the provider sends usage anyway.
+	NoStreamOptions  bool
 	AssistantPrefill bool // continues a final assistant message
 	CacheControl     bool // accepts cache_control and prompt_cache_key
 }
@@ -114,6 +127,8 @@ func (d Deployment) Validate() error {
 		return bad("BaseURL", "empty")
 	case len(d.ModelCapabilities) > 0 && !d.IsWildcard():
 		return bad("ModelCapabilities", "only for a wildcard deployment (Model \"*\")")
+	case len(d.Models) > 0 && !d.IsWildcard():
+		return bad("Models", "only a wildcard deployment (Model \"*\") lists models")
 	}
 	u, err := url.Parse(d.BaseURL)
 	if err != nil {

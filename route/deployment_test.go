@@ -135,9 +135,9 @@ func TestDeploymentKeyWireModelForModel(t *testing.T) {
 // per model; ForModel and the picker's plans apply them (issue 13 point 7).
 func TestWildcardModelCapabilities(t *testing.T) {
 	w := dep("router", "", Wildcard)
-	w.Capabilities = Capabilities{IncludeUsage: true, AssistantPrefill: true}
-	w.ModelCapabilities = map[string]Capabilities{"r1": {IncludeUsage: true}}
-	equal(t, w.ForModel("r1").Capabilities, Capabilities{IncludeUsage: true}, "ForModel with an entry")
+	w.Capabilities = Capabilities{CacheControl: true, AssistantPrefill: true}
+	w.ModelCapabilities = map[string]Capabilities{"r1": {CacheControl: true}}
+	equal(t, w.ForModel("r1").Capabilities, Capabilities{CacheControl: true}, "ForModel with an entry")
 	equal(t, w.ForModel("llama").Capabilities, w.Capabilities, "ForModel without an entry")
 
 	p := newPicker(t, []Deployment{w}, nil, Options{Seed: 1})

@@ -44,6 +44,11 @@ type HandleSource interface {
 // with a message that lists what exists; test with errors.Is.
 var ErrNoDeployment = errors.New("route: no deployment")
 
+// Off turns off the Options share or count it is assigned to (Exploration,
+// Band, ColdProbes, ColdShare), whose zero value means the default: any
+// negative value does, and Off names it. A config file spells it "off".
+const Off = -1
+
 // Defaults for the zero fields of Options.
 const (
 	// DefaultExploration is the share of picks that explore: 5%.
@@ -98,18 +103,20 @@ type Options struct {
 	SLO SLO
 	// Exploration is the share of picks, in [0,1], that put a random healthy,
 	// compliant deployment other than the best first, to keep estimates fresh.
-	// Zero means DefaultExploration (5%); a negative value disables exploration.
+	// Zero means DefaultExploration (5%); Off (any negative value) disables
+	// exploration.
 	Exploration float64
 	// Band is the relative score distance, in [0,1], within which candidates
 	// count as near-equal; the first place is then drawn among them, weighted by
 	// Deployment.Weight, so callers do not herd onto one deployment.
-	// Zero means DefaultBand (5%); a negative value always takes the best.
+	// Zero means DefaultBand (5%); Off (any negative value) always takes the
+	// best.
 	Band float64
 	// ColdProbes is at most how many picks per ColdProbeInterval put one cold
 	// deployment (one whose Estimate is not OK) first, per configured
 	// deployment, within ColdShare. Zero means DefaultColdProbes (10, the
-	// samples measure needs by default); a negative value disables cold
-	// probes (cold deployments then only go behind warm ones).
+	// samples measure needs by default); Off (any negative value) disables
+	// cold probes (cold deployments then only go behind warm ones).
 	ColdProbes int
 	// ColdProbeInterval is the window ColdProbes and ColdShare count over;
 	// zero means DefaultColdProbeInterval (10 s).
@@ -126,8 +133,8 @@ type Options struct {
 	// deployment leads: when every leading candidate is cold, a probe takes
 	// no call from a measured one, and only ColdProbes limits it (it is not
 	// counted in the share).
-	// Zero means DefaultColdShare (25%); a negative value removes the share
-	// cap (ColdProbes alone limits probes).
+	// Zero means DefaultColdShare (25%); Off (any negative value) removes the
+	// share cap (ColdProbes alone limits probes).
 	ColdShare float64
 	// HalfOpenProbeInterval is the least time between two picks that put the
 	// same half-open deployment (Status.Breaker == BreakerHalfOpen) first, as
@@ -154,7 +161,7 @@ type Options struct {
 }
 
 // Stats counts what a Picker did since it was made. It is a snapshot value,
-// safe for concurrent reads.
+// safe for concurrent reads. It marshals to JSON with snake_case names.
 type Stats struct {
 	Picks          uint64 `json:"picks"`            // Pick calls that returned a Plan
 	NoDeployment   uint64 `json:"no_deployment"`    // Pick calls that returned ErrNoDeployment

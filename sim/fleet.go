@@ -62,7 +62,7 @@ func (f *fleet) deployments() []route.Deployment {
 		out[i] = route.Deployment{
 			Provider: d.spec.Provider, Region: d.spec.Region, Model: model,
 			BaseURL: "http://" + host(i) + "/v1", APIKey: "sim-key-" + strconv.Itoa(i),
-			Price: d.spec.Price, Capabilities: route.Capabilities{IncludeUsage: true},
+			Price: d.spec.Price,
 		}
 	}
 	return out

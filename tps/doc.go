@@ -42,6 +42,13 @@
 // without a finish_reason is flagged as Sample.Truncated. Nothing in this
 // package panics on any input.
 //
+// # Framing and accumulation
+//
+// ForEachData splits a raw SSE body into its data payloads, and Accumulator
+// folds chunks into the chat.completion a non-streaming call answers (every
+// choice, tool calls, the last usage). The tpsroute Client and replay's
+// non-streamed answers both use them.
+//
 // # Observers
 //
 // WithObserver and WithCommentObserver call a function synchronously for every

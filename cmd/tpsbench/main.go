@@ -90,12 +90,31 @@ type options struct {
 	timeout                                                 time.Duration
 }
 
-func newFlags(stderr io.Writer) (*flag.FlagSet, *options) {
+// commandUsage is the usage line and summary of each command, printed by
+// "tpsbench CMD -h".
+var commandUsage = map[string]string{
+	"run":     "tpsbench run [flags]\n\nOne configuration: every deployment pinned in turn (compare mode), or through\nthe router with -routed.",
+	"compare": "tpsbench compare [flags]\n\nEvery deployment (or each of -targets) pinned in turn under identical load,\none table row per configuration and target. With -slo, exits 3 when a row\nmisses it.\n\nExample (offline):\n  tpsbench compare --demo -cache both -concurrency 4 -slo ttft=300ms,tps=60 -o out/",
+	"sweep":   "tpsbench sweep [flags]\n\nSeveral -concurrency levels or -rate values, one configuration each.",
+	"report":  "tpsbench report FILE [flags]\n\nRe-render a report.json as a table, and with -o as CSV and HTML.",
+}
+
+// newFlags returns the flag set of cmd ("" for the top level), whose -h
+// prints cmd's usage.
+func newFlags(stderr io.Writer, cmd string) (*flag.FlagSet, *options) {
 	o := &options{}
-	fs := flag.NewFlagSet("tpsbench", flag.ContinueOnError)
+	name := "tpsbench"
+	if cmd != "" {
+		name += " " + cmd
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, usageText)
+		if u, ok := commandUsage[cmd]; ok {
+			fmt.Fprintf(stderr, "Usage: %s\n\nExit codes: 0 ok; 1 run failed or no request succeeded; 2 bad usage or config;\n3 -slo given and a configuration missed it; 130 interrupted.\n\nFlags:\n", u)
+		} else {
+			fmt.Fprint(stderr, usageText)
+		}
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&o.config, "config", "", "router config `file` (docs/CONFIG.md schema)")
@@ -125,7 +144,7 @@ func newFlags(stderr io.Writer) (*flag.FlagSet, *options) {
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fs, _ := newFlags(stderr)
+		fs, _ := newFlags(stderr, "")
 		fs.Usage()
 		if len(args) == 0 {
 			return exitUsage
@@ -136,7 +155,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if cmd == "sim" {
 		return simCommand(rest, stdout, stderr)
 	}
-	fs, o := newFlags(stderr)
+	fs, o := newFlags(stderr, cmd)
 	if cmd == "report" {
 		// "report FILE [flags]" or "report [flags] FILE".
 		var file string
@@ -367,6 +386,7 @@ func finish(rep *bench.Report, o *options, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	if !rep.SLO.IsZero() && !rep.SLOMet() {
+		fmt.Fprintf(stderr, "tpsbench: SLO %s missed by the rows marked *; exit status %d (-h lists the exit codes)\n", o.sloText, exitSLOMissed)
 		return exitSLOMissed
 	}
 	return exitOK

@@ -26,6 +26,8 @@ func TestUsage(t *testing.T) {
 		{name: "no args", args: nil, code: exitUsage, err: "Examples:"},
 		{name: "help", args: []string{"-h"}, code: exitOK, err: "tpsbench compare --demo"},
 		{name: "subcommand help", args: []string{"run", "-h"}, code: exitOK, err: "Exit codes"},
+		{name: "compare help is compare's", args: []string{"compare", "-h"}, code: exitOK, err: "Usage: tpsbench compare [flags]"},
+		{name: "report help is report's", args: []string{"report", "-h"}, code: exitOK, err: "Usage: tpsbench report FILE"},
 		{name: "unknown command", args: []string{"bogus"}, code: exitUsage, err: `unknown command "bogus"`},
 		{name: "no config", args: []string{"run"}, code: exitUsage, err: "-config FILE or --demo"},
 		{name: "too few", args: []string{"run", "--demo", "-n", "5"}, code: exitUsage, err: "set Force"},
@@ -92,6 +94,7 @@ func TestDemoRunAndReport(t *testing.T) {
 		code := run([]string{"report", filepath.Join(dir, "report.json"), "-slo", "ttft=1ms"}, &out3, &errb3)
 		assert.Equal(t, exitSLOMissed, code)
 		assert.Contains(t, out3.String(), "* = missed")
+		assert.Contains(t, errb3.String(), "tpsbench: SLO ttft=1ms missed by the rows marked *; exit status 3", "the status is explained")
 	})
 }
 

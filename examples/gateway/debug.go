@@ -71,7 +71,11 @@ type debugView struct {
 	Uptime      string           `json:"uptime"`
 	Deployments []deploymentView `json:"deployments"`
 	Route       route.Stats      `json:"route"`
-	Snapshot    measure.Snapshot `json:"snapshot"` // measure's full statistics per key
+	// RefusedModels counts models refused without creating statistics
+	// (tpsroute.Client.RefusedModels): unknown to every deployment's list,
+	// or over a wildcard deployment's cap.
+	RefusedModels uint64           `json:"refused_models"`
+	Snapshot      measure.Snapshot `json:"snapshot"` // measure's full statistics per key
 }
 
 func breakerName(b route.BreakerState) string {
@@ -102,7 +106,7 @@ func (g *gateway) view() debugView {
 	for _, s := range snap.All() {
 		total += s.Requests
 	}
-	v := debugView{Time: now, Uptime: now.Sub(g.started).Round(time.Second).String(), Route: g.c.RouteStats(), Snapshot: snap,
+	v := debugView{Time: now, Uptime: now.Sub(g.started).Round(time.Second).String(), Route: g.c.RouteStats(), RefusedModels: g.c.RefusedModels(), Snapshot: snap,
 		Deployments: make([]deploymentView, 0, len(keys))}
 	for k := range keys {
 		st := g.c.Status(k)

@@ -29,6 +29,9 @@
 //   - GET /debug/tpsroute/ui: the same as an HTML table that reloads itself
 //     every 2 s, without script or external asset.
 //
+// Another method on a known endpoint is a 405 with an Allow header; an
+// unknown endpoint is a 404. Every JSON name is snake_case.
+//
 // # Routing directives
 //
 // In the body, following OpenRouter's conventions: "models" (ordered model

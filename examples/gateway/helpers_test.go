@@ -122,7 +122,6 @@ func dep(provider, region, model string) route.Deployment {
 	return route.Deployment{
 		Provider: provider, Region: region, Model: model, ProviderModel: provider + "-" + model,
 		BaseURL: "http://" + provider + ".test/v1", APIKey: "sk-" + provider + "-secret-key",
-		Capabilities: route.Capabilities{IncludeUsage: true},
 	}
 }
 

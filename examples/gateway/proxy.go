@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,11 +72,26 @@ func newGateway(c *tpsroute.Client, opts options) *gateway {
 	g.mux.HandleFunc("GET /healthz", g.healthz)
 	g.mux.HandleFunc("GET /debug/tpsroute", g.debugJSON)
 	g.mux.HandleFunc("GET /debug/tpsroute/ui", g.debugUI)
+	// A known endpoint asked with another method is a 405 naming the allowed
+	// one, not the catch-all's 404.
+	g.mux.HandleFunc("/v1/chat/completions", methodNotAllowed(http.MethodPost))
+	g.mux.HandleFunc("/v1/models", methodNotAllowed(http.MethodGet, http.MethodHead))
 	g.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		(&tpsroute.HTTPError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
 			Message: "gateway: unknown endpoint " + r.Method + " " + r.URL.Path}).Write(w)
 	})
 	return g
+}
+
+// methodNotAllowed answers 405 with an Allow header listing allowed, as an
+// OpenAI-shaped error.
+func methodNotAllowed(allowed ...string) http.HandlerFunc {
+	allow := strings.Join(allowed, ", ")
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		(&tpsroute.HTTPError{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Code: "method_not_allowed",
+			Message: "gateway: " + r.Method + " " + r.URL.Path + " is not allowed; use " + allow}).Write(w)
+	}
 }
 
 // ServeHTTP authenticates the request, then dispatches it.

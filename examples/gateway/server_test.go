@@ -73,6 +73,9 @@ func TestDebugEndpoints(t *testing.T) {
 		assert.Equal(t, int64(0), ra.Get("in_flight").Int())
 		assert.True(t, gjson.Get(body, "snapshot").Exists())
 		assert.Equal(t, int64(5), gjson.Get(body, "route.picks").Int())
+		assert.True(t, gjson.Get(body, "route.no_deployment").Exists(), "route counters are snake_case")
+		assert.False(t, gjson.Get(body, "route.Picks").Exists())
+		assert.True(t, gjson.Get(body, "refused_models").Exists())
 		assert.NotContains(t, body, "secret")
 	})
 	t.Run("ui", func(t *testing.T) {
@@ -117,6 +120,19 @@ func TestDebugEndpoints(t *testing.T) {
 		code, _, body := get(t, base+"/v1/embeddings")
 		require.Equal(t, 404, code)
 		errorOf(t, []byte(body))
+	})
+	t.Run("wrong_method", func(t *testing.T) {
+		code, h, body := get(t, base+"/v1/chat/completions")
+		require.Equal(t, http.StatusMethodNotAllowed, code)
+		assert.Equal(t, "POST", h.Get("Allow"))
+		assert.Equal(t, "method_not_allowed", errorOf(t, []byte(body)).Get("code").Str)
+		req, err := http.NewRequest(http.MethodDelete, base+"/v1/models", nil)
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+		assert.Equal(t, "GET, HEAD", resp.Header.Get("Allow"))
 	})
 }
 

@@ -52,9 +52,9 @@ func run(ctx context.Context, w io.Writer) error {
 
 	router, err := tpsroute.New(tpsroute.Config{Deployments: []route.Deployment{
 		{Provider: "fast", Region: "us-east", Model: "llama-3.3-70b", ProviderModel: "llama-3.3-70b-versatile",
-			BaseURL: fast.URL(), APIKey: "fast-key", Capabilities: route.Capabilities{IncludeUsage: true}},
+			BaseURL: fast.URL(), APIKey: "fast-key"},
 		{Provider: "steady", Region: "us-west", Model: "llama-3.3-70b", ProviderModel: "meta-llama/Llama-3.3-70B-Instruct-Turbo",
-			BaseURL: steady.URL(), APIKey: "steady-key", Capabilities: route.Capabilities{IncludeUsage: true}},
+			BaseURL: steady.URL(), APIKey: "steady-key"},
 	}})
 	if err != nil {
 		return err

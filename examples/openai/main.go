@@ -161,15 +161,14 @@ func config(path string) (tpsroute.Config, func(), error) {
 
 	// This is the part to edit for your own providers: one Deployment per
 	// provider and region, each with its own URL, key and model id.
-	usage := route.Capabilities{IncludeUsage: true}
 	cfg := tpsroute.Config{
 		Deployments: []route.Deployment{
 			{Provider: "groq", Region: "us-east", Model: "llama-3.3-70b", ProviderModel: "llama-3.3-70b-versatile",
-				BaseURL: groq.URL(), APIKey: "demo-groq-key", Price: route.Price{Input: 0.59, Output: 0.79}, Capabilities: usage},
+				BaseURL: groq.URL(), APIKey: "demo-groq-key", Price: route.Price{Input: 0.59, Output: 0.79}},
 			{Provider: "together", Region: "us-east", Model: "llama-3.3-70b", ProviderModel: "meta-llama/Llama-3.3-70B-Instruct-Turbo",
-				BaseURL: together.URL(), APIKey: "demo-together-key", Price: route.Price{Input: 0.88, Output: 0.88}, Capabilities: usage},
+				BaseURL: together.URL(), APIKey: "demo-together-key", Price: route.Price{Input: 0.88, Output: 0.88}},
 			{Provider: "nebius", Region: "eu-west", Model: "llama-3.3-70b", ProviderModel: "meta-llama/Llama-3.3-70B-Instruct",
-				BaseURL: nebius.URL(), APIKey: "demo-nebius-key", Price: route.Price{Input: 0.13, Output: 0.40}, Capabilities: usage},
+				BaseURL: nebius.URL(), APIKey: "demo-nebius-key", Price: route.Price{Input: 0.13, Output: 0.40}},
 		},
 		Policy: route.Throughput, // or route.Latency, route.Cost
 	}

@@ -150,6 +150,6 @@ func (p simProvider) deployment(baseURL string) route.Deployment {
 		// Every simulated provider reports usage when asked and continues a
 		// final assistant message, so a stream cut mid-answer can be resumed
 		// on another provider (fallback.MidStreamContinue).
-		Capabilities: route.Capabilities{IncludeUsage: true, AssistantPrefill: true},
+		Capabilities: route.Capabilities{AssistantPrefill: true},
 	}
 }

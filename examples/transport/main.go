@@ -51,10 +51,9 @@ func run(ctx context.Context, w io.Writer) error {
 	defer backup.Close()
 
 	router, err := tpsroute.New(tpsroute.Config{Deployments: []route.Deployment{
-		{Provider: "primary", Region: "us", Model: "gpt-4.1-mini", BaseURL: primary.URL(), APIKey: "primary-key",
-			Capabilities: route.Capabilities{IncludeUsage: true}},
+		{Provider: "primary", Region: "us", Model: "gpt-4.1-mini", BaseURL: primary.URL(), APIKey: "primary-key"},
 		{Provider: "backup", Region: "eu", Model: "gpt-4.1-mini", ProviderModel: "gpt-4.1-mini-2025-04-14",
-			BaseURL: backup.URL(), APIKey: "backup-key", Capabilities: route.Capabilities{IncludeUsage: true}},
+			BaseURL: backup.URL(), APIKey: "backup-key"},
 	}})
 	if err != nil {
 		return err

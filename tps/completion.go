@@ -1,4 +1,4 @@
-package tpsroute
+package tps
 
 import (
 	"bytes"
@@ -9,10 +9,11 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// forEachData calls fn with the data of every SSE event in b, except [DONE].
-// It accepts "data:" with or without a space, CRLF line ends and multi-line
-// data; comments and other fields are skipped.
-func forEachData(b []byte, fn func(data []byte)) {
+// ForEachData calls fn with the data of every complete or final SSE event in
+// b, except [DONE]. It accepts "data:" with or without a space, CRLF line ends
+// and multi-line data (joined with "\n"); comments and other fields are
+// skipped. fn's argument may alias b and is valid only during the call.
+func ForEachData(b []byte, fn func(data []byte)) {
 	var data []byte
 	multi := false
 	flush := func() {
@@ -51,11 +52,13 @@ func forEachData(b []byte, fn func(data []byte)) {
 	flush()
 }
 
-// accumulator builds a chat.completion from the data of raw chunks: text,
-// reasoning, refusal and tool calls per choice; id, model, created,
-// system_fingerprint and service_tier; and the last usage object, passed
-// through as the provider sent it (never summed).
-type accumulator struct {
+// Accumulator builds the chat.completion a non-streaming call answers from
+// the data of streamed chunks: text, reasoning, refusal and tool calls per
+// choice (every choice of an n>1 request, in index order); id, model,
+// created, system_fingerprint and service_tier; and the last usage object,
+// passed through as the provider sent it (never summed). The zero value is
+// ready to use. An Accumulator is not safe for concurrent use.
+type Accumulator struct {
 	id, model, fingerprint, serviceTier string
 	created                             int64
 	choices                             map[int64]*choiceAcc
@@ -75,7 +78,9 @@ type toolAcc struct {
 	args          strings.Builder
 }
 
-func (a *accumulator) add(data []byte) {
+// Add folds in the data of one chunk (one SSE event, without "data:").
+// Payloads that are not JSON objects, and [DONE], add nothing.
+func (a *Accumulator) Add(data []byte) {
 	c := gjson.ParseBytes(data)
 	if v := c.Get("id"); v.Str != "" && a.id == "" {
 		a.id = v.Str
@@ -186,7 +191,16 @@ type wireCompletion struct {
 	Usage             json.RawMessage `json:"usage,omitempty"`
 }
 
-func (a *accumulator) completion() wireCompletion {
+// JSON returns the chat.completion accumulated so far, as JSON: a message
+// per choice with "content" (null only for a tool-call-only choice),
+// "reasoning_content" when any reasoning was streamed, "refusal",
+// "tool_calls" and "finish_reason", and "usage" when a chunk carried one.
+func (a *Accumulator) JSON() []byte {
+	b, _ := json.Marshal(a.completion())
+	return b
+}
+
+func (a *Accumulator) completion() wireCompletion {
 	out := wireCompletion{ID: a.id, Object: "chat.completion", Created: a.created, Model: a.model,
 		SystemFingerprint: a.fingerprint, ServiceTier: a.serviceTier, Choices: []wireChoice{}, Usage: a.usage}
 	idx := make([]int64, 0, len(a.choices))
