@@ -2,6 +2,7 @@ package fallback
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -387,6 +388,13 @@ func (cl *call) tryDeployment(i int, d *route.Deployment, st *keyState) (res *Re
 		if !st.acquire(time.Now(), cl.est) {
 			done(&classified{ClassSkipped})
 			cl.skip(i, ErrNoBudget)
+			return nil, false
+		}
+		if done, err = e.admitShared(d.Key(), cl.est, done); err != nil {
+			st.release()
+			done(&classified{ClassSkipped})
+			cl.skip(i, err)
+			cl.slots[i].excluded = errors.Is(err, ErrOpen)
 			return nil, false
 		}
 		cl.real++

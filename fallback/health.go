@@ -78,6 +78,10 @@ func (e *Executor) newState(k measure.Key, d *route.Deployment) *keyState {
 			if e.opts.OnStateChange != nil {
 				e.opts.OnStateChange(k, breakerState(from), breakerState(to))
 			}
+			if sh := e.opts.Shared; sh != nil && to == gobreaker.StateOpen {
+				now := time.Now()
+				sh.Opened(k, now, now.Add(bs.Timeout))
+			}
 		},
 		IsExcluded: func(err error) bool {
 			ce, ok := err.(*classified)
@@ -218,10 +222,13 @@ func (st *keyState) correct(now time.Time, estimated, used int64) {
 func (e *Executor) Status(k measure.Key, now time.Time) route.Status {
 	st := e.existing(k)
 	if st == nil {
-		return route.Status{}
+		var s route.Status
+		e.sharedBreaker(k, now, &s)
+		return s
 	}
 	var s route.Status
 	s.Breaker = breakerState(st.breaker.State())
+	e.sharedBreaker(k, now, &s)
 	if u, ok := st.cooling(now); ok {
 		s.CoolingUntil = u
 	}
