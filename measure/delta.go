@@ -3,6 +3,7 @@ package measure
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"sync"
 	"time"
@@ -561,4 +562,12 @@ func (d *Delta) UnmarshalBinary(data []byte) error {
 	}
 	*d = nd
 	return nil
+}
+
+// Options returns the Registry's options with defaults filled in (Prices
+// and Classify included).
+func (r *Registry) Options() Options {
+	o := r.opts
+	o.Prices = maps.Clone(o.Prices)
+	return o
 }
