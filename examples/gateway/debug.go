@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tpsroute/tpsroute/fleet"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 )
@@ -72,6 +73,14 @@ type debugView struct {
 	Deployments []deploymentView `json:"deployments"`
 	Route       route.Stats      `json:"route"`
 	Snapshot    measure.Snapshot `json:"snapshot"` // measure's full statistics per key
+	Fleet       *fleetView       `json:"fleet,omitempty"`
+}
+
+// fleetView is the fleet's status on the debug page (absent without -redis
+// or a "fleet" section).
+type fleetView struct {
+	fleet.Status
+	LastSyncAge float64 `json:"last_sync_age_s"` // seconds since the last successful sync; -1 before the first
 }
 
 func breakerName(b route.BreakerState) string {
@@ -104,6 +113,13 @@ func (g *gateway) view() debugView {
 	}
 	v := debugView{Time: now, Uptime: now.Sub(g.started).Round(time.Second).String(), Route: g.c.RouteStats(), Snapshot: snap,
 		Deployments: make([]deploymentView, 0, len(keys))}
+	if g.opts.Fleet != nil {
+		fv := &fleetView{Status: g.opts.Fleet.Status(now), LastSyncAge: -1}
+		if !fv.LastSync.IsZero() {
+			fv.LastSyncAge = now.Sub(fv.LastSync).Seconds()
+		}
+		v.Fleet = fv
+	}
 	for k := range keys {
 		st := g.c.Status(k)
 		dv := deploymentView{Key: k, Breaker: breakerName(st.Breaker), NoHeadroom: st.NoHeadroom, RateLimited: st.RateLimited}
