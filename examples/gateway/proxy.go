@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/tpsroute/tpsroute"
-	"github.com/tpsroute/tpsroute/fleet"
 	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/fleet"
 	"github.com/tpsroute/tpsroute/route"
 )
 
