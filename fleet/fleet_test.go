@@ -58,8 +58,13 @@ func (s *syncBuffer) String() string {
 
 func newReplica(t *testing.T, url, name string) *replica {
 	t.Helper()
+	return newReplicaIn(t, url, "test", name)
+}
+
+func newReplicaIn(t *testing.T, url, fleetName, name string) *replica {
+	t.Helper()
 	r := &replica{reg: measure.NewRegistry(measure.Options{}), logs: &syncBuffer{}, learned: map[string]measure.Key{}}
-	f, err := New(Options{URL: url, Name: "test", Replica: name,
+	f, err := New(Options{URL: url, Name: fleetName, Replica: name,
 		Logger: slog.New(slog.NewTextHandler(r.logs, nil))})
 	require.NoError(t, err)
 	f.manual = true
