@@ -385,16 +385,15 @@ func (cl *call) tryDeployment(i int, d *route.Deployment, st *keyState) (res *Re
 			cl.slots[i].excluded = true
 			return nil, false
 		}
-		if !st.acquire(time.Now(), cl.est) {
-			done(&classified{ClassSkipped})
-			cl.skip(i, ErrNoBudget)
-			return nil, false
-		}
 		if done, err = e.admitShared(d.Key(), cl.est, done); err != nil {
-			st.release()
 			done(&classified{ClassSkipped})
 			cl.skip(i, err)
 			cl.slots[i].excluded = errors.Is(err, ErrOpen)
+			return nil, false
+		}
+		if !st.acquire(time.Now(), cl.est) {
+			done(&classified{ClassSkipped})
+			cl.skip(i, ErrNoBudget)
 			return nil, false
 		}
 		cl.real++

@@ -19,7 +19,8 @@ import (
 // implementations must be safe for concurrent use, answer from memory and
 // never wait on a network (synchronise in the background instead).
 type Shared interface {
-	// Admit reports whether the fleet lets an attempt on k start at now,
+	// Admit reports whether the fleet lets an attempt on k start at now
+	// (asked after the local breaker allowed it, before the local limiters),
 	// charging tokens (an estimate, 0 for none) to the fleet-wide TPM
 	// budget: nil, ErrOpen (open on another replica, or another replica
 	// holds the half-open probe) or ErrNoBudget (the fleet-wide limit is
@@ -27,7 +28,8 @@ type Shared interface {
 	Admit(k measure.Key, now time.Time, tokens int64) error
 	// Done reports the end of an admitted attempt; failure is the breaker's
 	// verdict (errors the breaker excludes, such as a 400 or a canceled
-	// call, are not failures).
+	// call, are not failures; an attempt the local limiters then refused is
+	// one).
 	Done(k measure.Key, now time.Time, failure bool)
 	// Opened reports that k's breaker opened in this Executor at now and
 	// goes half-open at until.
@@ -50,8 +52,12 @@ func (e *Executor) admitShared(k measure.Key, tokens int64, done func(error)) (f
 	}
 	return func(err error) {
 		done(err)
-		ce, excluded := err.(*classified)
-		sh.Done(k, time.Now(), err != nil && !(excluded && !ce.class.breakerFailure()))
+		ce, ok := err.(*classified)
+		// An admitted attempt the local limiter then refused (ClassSkipped)
+		// was never sent: it reports a failure, so that a half-open probe
+		// that could not go out reopens the breaker rather than closing it.
+		failure := err != nil && (!ok || ce.class.breakerFailure() || ce.class == ClassSkipped)
+		sh.Done(k, time.Now(), failure)
 	}, nil
 }
 

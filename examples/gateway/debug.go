@@ -64,6 +64,10 @@ type deploymentView struct {
 	TTFTP95      float64     `json:"ttft_p95_s"`
 	TPSP50       float64     `json:"tps_p50"` // generation tokens/s; 0 when unknown
 	TPSP95       float64     `json:"tps_p95"`
+	// FleetTTFTP50 and FleetRequests are what the other replicas of the
+	// fleet measured (fleet mode only; routing reads both theirs and ours).
+	FleetTTFTP50  float64 `json:"fleet_ttft_p50_s,omitempty"`
+	FleetRequests int64   `json:"fleet_requests,omitempty"`
 }
 
 // debugView is the body of GET /debug/tpsroute.
@@ -131,6 +135,9 @@ func (g *gateway) view() debugView {
 			dv.InFlight, dv.Requests, dv.ErrorRate = s.InFlight, s.Requests, s.ErrorRate
 			dv.TTFTP50, dv.TTFTP95 = s.TTFT.P50, s.TTFT.P95
 			dv.TPSP50, dv.TPSP95 = s.TPS.P50, s.TPS.P95
+			if s.Fleet != nil {
+				dv.FleetTTFTP50, dv.FleetRequests = s.Fleet.TTFT.P50, s.Fleet.Requests
+			}
 			if total > 0 {
 				dv.TrafficShare = float64(s.Requests) / float64(total)
 			}
