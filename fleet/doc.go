@@ -32,6 +32,11 @@
 // replica routes, trips breakers and limits alone (with the local
 // x/time/rate limiters); when Redis is back the next round rejoins.
 //
+// go-redis itself logs failed dials through its package-level logger
+// (redis.SetLogger), which this package leaves alone since other code in the
+// program may use go-redis; a program that wants only the Fleet's line
+// silences it, as the gateway does.
+//
 // # Safety
 //
 // Keys are "tpsroute:v<SchemaVersion>:<name>:..."; values hold numbers,

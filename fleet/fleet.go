@@ -128,7 +128,8 @@ func New(o Options) (*Fleet, error) {
 		o.Replica = hex.EncodeToString(b[:])
 	}
 	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = o.Timeout, o.Timeout, o.Timeout
-	ro.MaxRetries = -1 // the loop retries at the next tick
+	ro.MaxRetries = -1   // the loop retries at the next tick
+	ro.DialerRetries = 1 // a dead Redis fails the round at once
 	ro.PoolSize = 4
 	ro.DisableIdentity = true
 	ro.Protocol = 2

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tpsroute/tpsroute"
 	"github.com/tpsroute/tpsroute/fleet"
 )
@@ -111,6 +113,9 @@ func run(ctx context.Context, args []string, stderr io.Writer, lookup func(strin
 	}
 	var fl *fleet.Fleet
 	if fs.RedisURL != "" {
+		// The fleet logs Redis going away and coming back once each;
+		// go-redis would log every failed dial on its own.
+		redis.SetLogger(quietRedis{})
 		if fl, err = fleet.Open(fs, logger); err != nil {
 			return fmt.Errorf("gateway: %w", err)
 		}
@@ -217,3 +222,8 @@ func isLoopback(a net.Addr) bool {
 	ta, ok := a.(*net.TCPAddr)
 	return ok && ta.IP.IsLoopback()
 }
+
+// quietRedis discards go-redis's own log lines.
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
