@@ -327,3 +327,29 @@ func TestLoopAndClose(t *testing.T) {
 	_, err = f.JoinClient(reg, nil, nil)
 	require.ErrorIs(t, err, ErrClosed)
 }
+
+// TestOpenedGrowth: trips within one open period do not grow the interval;
+// a trip after it (the deployment failed again) doubles it, capped.
+func TestOpenedGrowth(t *testing.T) {
+	mr := miniredis.RunT(t)
+	r := newReplica(t, "redis://"+mr.Addr(), "r1")
+	k := slow.Key()
+	now := time.Now()
+	r.round(now)
+	interval := func() time.Duration {
+		ks := r.f.state(k)
+		ks.mu.Lock()
+		defer ks.mu.Unlock()
+		return ks.interval
+	}
+	r.f.Opened(k, now, now.Add(2*time.Second))
+	r.f.Opened(k, now.Add(time.Second), now.Add(3*time.Second)) // in-flight calls failing
+	assert.Equal(t, 2*time.Second, interval())
+	r.f.Opened(k, now.Add(4*time.Second), now.Add(6*time.Second))
+	assert.Equal(t, 4*time.Second, interval())
+	for i := range 8 {
+		at := now.Add(time.Duration(10+i*100) * time.Second)
+		r.f.Opened(k, at, at.Add(2*time.Second))
+	}
+	assert.Equal(t, MaxOpen, interval())
+}

@@ -157,8 +157,16 @@ func (f *Fleet) Opened(k measure.Key, now, until time.Time) {
 	}
 	ks.mu.Lock()
 	iv := until.Sub(now)
-	if ks.recorded && ks.interval > 0 {
-		iv = max(iv, min(2*ks.interval, MaxOpen)) // tripped again: grow
+	switch {
+	case ks.recorded && now.Before(ks.openUntil):
+		// Another trip within the same open period (calls that were in
+		// flight): keep the later end, do not grow.
+		if !until.After(ks.openUntil) {
+			ks.mu.Unlock()
+			return
+		}
+	case ks.recorded && ks.interval > 0:
+		iv = max(iv, min(2*ks.interval, MaxOpen)) // tripped again after it: grow
 		until = now.Add(iv)
 	}
 	ks.wantOpen, ks.wantIntvl, ks.wantClose = until, iv, false
