@@ -87,3 +87,25 @@ func TestSharedSeam(t *testing.T) {
 		assert.Equal(t, route.BreakerClosed, e.ex.Status(measure.Key{Provider: "d", Model: "m"}, time.Now()).Breaker)
 	})
 }
+
+// TestSharedRefusalKeepsLocalBudget: calls the fleet refuses must not spend
+// the local limiter's tokens, or a replica that was refused for a while
+// would then refuse on its own once the fleet has room again.
+func TestSharedRefusalKeepsLocalBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sh := &fakeShared{deny: map[string]error{"a": fallback.ErrNoBudget}}
+		e := newEnv(map[string]replay.Script{"a-m": prof(4)}, fallback.Options{Shared: sh, MaxWait: -1})
+		a := dep("a", "a-m")
+		a.Limits.RPM = 2
+		for range 5 {
+			_, err := e.do(t, planOf(a), fallback.Call{Stream: true})
+			require.ErrorIs(t, err, fallback.ErrNoBudget)
+		}
+		sh.mu.Lock()
+		sh.deny = nil
+		sh.mu.Unlock()
+		res, err := e.do(t, planOf(a), fallback.Call{Stream: true})
+		require.NoError(t, err)
+		drain(t, res.Body)
+	})
+}
