@@ -2,6 +2,8 @@ package tpsroute
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -38,6 +40,7 @@ type Client struct {
 	exec   *fallback.Executor
 	picker *route.Picker
 	logger *slog.Logger
+	fleet  Fleet // nil unless Config.Fleet
 
 	onDecision   func(route.Request, route.Plan)
 	nextRefresh  atomic.Int64 // unix ns of the next registry refresh
@@ -109,9 +112,25 @@ func New(cfg Config) (*Client, error) {
 	if fo.MeasuredTTFT == nil {
 		fo.MeasuredTTFT = c.measuredTTFT
 	}
+	ro := cfg.Route
+	if cfg.Fleet != nil {
+		c.fleet = cfg.Fleet
+		// The Picker is built below; affinity learned before then is dropped.
+		var picker atomic.Pointer[route.Picker]
+		learn := func(cacheKey string, k measure.Key, at time.Time) {
+			if p := picker.Load(); p != nil {
+				p.Served(cacheKey, k, at)
+			}
+		}
+		defer func() { picker.Store(c.picker) }()
+		sh, err := cfg.Fleet.JoinClient(c.reg, publicDeployments(cfg.Deployments), learn)
+		if err != nil {
+			return nil, err
+		}
+		fo.Shared = sh
+	}
 	c.exec = fallback.New(fo)
 
-	ro := cfg.Route
 	ro.Health = c.exec
 	ro.Policy = cfg.Policy
 	ro.SLO = cfg.SLO
@@ -178,6 +197,22 @@ func (c *Client) Deployments() []route.Deployment {
 // with auth, key, token, secret, password, signature or credential in it)
 // replaced by "[REDACTED]" in a copy of Headers. Routing headers such as
 // X-Route-Region are kept.
+func publicDeployments(ds []route.Deployment) []route.Deployment {
+	out := make([]route.Deployment, len(ds))
+	for i, d := range ds {
+		out[i] = publicDeployment(d)
+	}
+	return out
+}
+
+// fleetCacheKey is the form of a cache key routed on and shared in fleet
+// mode: a SHA-256 digest, so that the fleet's store never holds the caller's
+// key (which may be derived from a prompt).
+func fleetCacheKey(k string) string {
+	h := sha256.Sum256([]byte(k))
+	return "fleet:" + hex.EncodeToString(h[:16])
+}
+
 func publicDeployment(d route.Deployment) route.Deployment {
 	d.APIKey = ""
 	for k := range d.Headers {
@@ -297,6 +332,9 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 		if req.CacheKey == "" {
 			req.CacheKey = prefixCacheKey(body)
 		}
+	}
+	if c.fleet != nil && req.CacheKey != "" {
+		req.CacheKey = fleetCacheKey(req.CacheKey)
 	}
 	cl.cacheKey = req.CacheKey
 	req.ExpectedInputTokens = int64(len(body)/4) + 1
@@ -438,7 +476,11 @@ const refreshInterval = time.Second
 // served records cache affinity after a call succeeded.
 func (c *Client) served(cl *call, d route.Deployment) {
 	if cl.cacheKey != "" {
-		c.picker.Served(cl.cacheKey, d.Key(), time.Now())
+		now := time.Now()
+		c.picker.Served(cl.cacheKey, d.Key(), now)
+		if c.fleet != nil {
+			c.fleet.Served(cl.cacheKey, d.Key(), now)
+		}
 	}
 }
 

@@ -82,6 +82,41 @@ type Config struct {
 	// deployments skipped for an open breaker or a cooldown. It runs on the
 	// goroutine that ended the attempt and must not block.
 	OnAttempt func(fallback.Attempt)
+
+	// Fleet, if not nil, joins the Client to the other replicas of its
+	// service (fleet mode): they share measurements, breakers, rate limits
+	// and cache affinity. fleet.New returns one, backed by Redis; the caller
+	// closes it after the Client's last call. A Fleet serves one Client. Its
+	// Fallback.Shared must then be left nil. Nil means this Client learns
+	// alone.
+	Fleet Fleet
+	// FleetSettings is what a config file's "fleet" section says. New does
+	// not read it: a program that loads a file passes it to fleet.Open and
+	// sets Fleet. The zero value means no fleet.
+	FleetSettings FleetSettings
+}
+
+// Fleet shares a Client's state with the other replicas of a fleet, off the
+// call's critical path; *fleet.Fleet implements it. Implementations are safe
+// for concurrent use.
+type Fleet interface {
+	// JoinClient is called once by New with the Client's statistics, its
+	// deployments and learn, which records in the Client's cache affinity
+	// that the deployment with key k served cacheKey at time at. It returns
+	// the breaker and limit state the Client's executor consults.
+	JoinClient(reg *measure.Registry, deployments []route.Deployment, learn func(cacheKey string, k measure.Key, at time.Time)) (fallback.Shared, error)
+	// Served is called when a call with a cache key succeeded on the
+	// deployment with key k. It must not block. The cache key is already
+	// hashed: a Fleet never sees the caller's key.
+	Served(cacheKey string, k measure.Key, now time.Time)
+}
+
+// FleetSettings is the "fleet" section of a config file: the Redis URL,
+// the fleet name and the sync interval. It is a plain value.
+type FleetSettings struct {
+	RedisURL string        // redis://[user:password@]host:port/db or rediss://...; "" means no fleet
+	Name     string        // fleet name; "" means "default"
+	Sync     time.Duration // sync interval; 0 means 1 s
 }
 
 // validate checks the fields New owns and names the bad one.
@@ -110,6 +145,8 @@ func (c *Config) validate() error {
 		return &ConfigError{Field: "Fallback.Observe", Msg: "must be nil; the Client records every sample (see Client.Stats and Stream.Sample)"}
 	case c.Fallback.OnAttempt != nil:
 		return &ConfigError{Field: "Fallback.OnAttempt", Msg: "must be nil; set Config.OnAttempt"}
+	case c.Fallback.Shared != nil && c.Fleet != nil:
+		return &ConfigError{Field: "Fallback.Shared", Msg: "must be nil when Config.Fleet is set; the Client wires the fleet's"}
 	}
 	if err := checkSLO("SLO", c.SLO); err != nil {
 		return err
@@ -179,6 +216,7 @@ type fileConfig struct {
 	Route       fileRoute        `json:"route"`
 	Measure     fileMeasure      `json:"measure"`
 	Fallback    fileFallback     `json:"fallback"`
+	Fleet       fileFleet        `json:"fleet"`
 	// MaxWildcardModels is Config.MaxWildcardModels.
 	MaxWildcardModels int `json:"max_wildcard_models"`
 }
@@ -275,6 +313,12 @@ type fileFallback struct {
 	Seed                  uint64      `json:"seed"`
 }
 
+type fileFleet struct {
+	RedisURL string `json:"redis_url"`
+	Name     string `json:"name"`
+	Sync     string `json:"sync"`
+}
+
 type fileHedge struct {
 	Delay  string  `json:"delay"`
 	Budget float64 `json:"budget"`
@@ -349,6 +393,10 @@ func (p *converter) config(f *fileConfig) (Config, error) {
 		return Config{}, p.errorf("max_wildcard_models", "negative")
 	}
 	c.MaxWildcardModels = f.MaxWildcardModels
+	c.FleetSettings = FleetSettings{RedisURL: f.Fleet.RedisURL, Name: f.Fleet.Name}
+	if c.FleetSettings.Sync, err = p.duration("fleet.sync", f.Fleet.Sync); err != nil {
+		return Config{}, err
+	}
 	return c, nil
 }
 

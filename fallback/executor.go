@@ -2,6 +2,7 @@ package fallback
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -451,6 +452,12 @@ func (cl *call) tryDeployment(i int, d *route.Deployment, st *keyState) (res *Re
 		if err != nil {
 			cl.skip(i, ErrOpen)
 			cl.slots[i].excluded = true
+			return nil, false
+		}
+		if done, err = e.admitShared(d.Key(), cl.est, done); err != nil {
+			done(&classified{ClassSkipped})
+			cl.skip(i, err)
+			cl.slots[i].excluded = errors.Is(err, ErrOpen)
 			return nil, false
 		}
 		if !st.acquire(time.Now(), cl.est) {

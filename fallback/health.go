@@ -78,9 +78,13 @@ func (e *Executor) newState(k measure.Key, d *route.Deployment) *keyState {
 			return c.Requests >= bs.MinRequests && float64(c.TotalFailures) >= bs.FailureRatio*float64(c.Requests)
 		},
 		OnStateChange: func(_ string, from, to gobreaker.State) {
-			st.onBreaker(to, time.Now(), bs)
+			now := time.Now()
+			until := st.onBreaker(to, now, bs)
 			if e.opts.OnStateChange != nil {
 				e.opts.OnStateChange(k, breakerState(from), breakerState(to))
+			}
+			if sh := e.opts.Shared; sh != nil && to == gobreaker.StateOpen {
+				sh.Opened(k, now, until) // the grown interval, not Timeout
 			}
 		},
 		IsExcluded: func(err error) bool {
@@ -103,8 +107,8 @@ func (e *Executor) newState(k measure.Key, d *route.Deployment) *keyState {
 // these trips; a close starts again from Timeout. gobreaker's
 // own open interval is Timeout, so once it has passed the breaker is
 // half-open underneath, and allow holds the probe back until openUntil. It
-// runs under the breaker's lock and takes only st.mu.
-func (st *keyState) onBreaker(to gobreaker.State, now time.Time, bs BreakerSettings) {
+// returns openUntil. It runs under the breaker's lock and takes only st.mu.
+func (st *keyState) onBreaker(to gobreaker.State, now time.Time, bs BreakerSettings) time.Time {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	switch to {
@@ -122,6 +126,7 @@ func (st *keyState) onBreaker(to gobreaker.State, now time.Time, bs BreakerSetti
 		st.trips = 0
 		st.openUntil = time.Time{}
 	}
+	return st.openUntil
 }
 
 // allow asks the breaker for an attempt at now: refused (gobreaker's
@@ -276,10 +281,13 @@ func (st *keyState) correct(now time.Time, estimated, used int64) {
 func (e *Executor) Status(k measure.Key, now time.Time) route.Status {
 	st := e.existing(k)
 	if st == nil {
-		return route.Status{}
+		var s route.Status
+		e.sharedBreaker(k, now, &s)
+		return s
 	}
 	var s route.Status
 	s.Breaker = st.breakerAt(now)
+	e.sharedBreaker(k, now, &s)
 	if u, ok := st.cooling(now); ok {
 		s.CoolingUntil = u
 	}

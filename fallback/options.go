@@ -338,6 +338,10 @@ type Options struct {
 	Observe func(d route.Deployment, s tps.Sample)
 	// Logger receives one debug record per failed attempt. Nil means silent.
 	Logger *slog.Logger
+	// Shared, if not nil, shares breaker and limit state with the executors
+	// of other processes (fleet mode); see Shared. Nil means this Executor
+	// decides alone.
+	Shared Shared
 }
 
 // Call is one chat-completion call. Zero override fields inherit the

@@ -186,3 +186,58 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 	b.ReportMetric(heap, "heap-B/key")
 	b.ReportMetric(accounted, "accounted-B/key")
 }
+
+// BenchmarkRecordFleet is BenchmarkRecord on a key that also holds another
+// registry's merged data (fleet mode): the refresh folds the remote windows
+// in, Record itself does nothing more.
+func BenchmarkRecordFleet(b *testing.B) {
+	r := NewRegistry(Options{Prices: benchPrices})
+	other := NewRegistry(Options{Prices: benchPrices})
+	x := other.NewExporter()
+	ss := samples(4096, 1)
+	now := t0
+	for i := range 20_000 {
+		now = now.Add(20 * time.Millisecond)
+		r.RecordAt(now, kA, ss[i%len(ss)])
+		other.RecordAt(now, kA, ss[(i+7)%len(ss)])
+		if i%50 == 0 {
+			for _, d := range x.Export() {
+				if err := r.MergeAt(now, &d); err != nil {
+					b.Fatal(err)
+				}
+			}
+			x.Commit()
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := cpuTime()
+	for i := 0; b.Loop(); i++ {
+		now = now.Add(time.Millisecond)
+		r.RecordAt(now, kA, ss[i&4095])
+	}
+	reportCPU(b, cpu)
+}
+
+// BenchmarkEstimateFleet is BenchmarkEstimate with merged fleet data.
+func BenchmarkEstimateFleet(b *testing.B) {
+	r, other := NewRegistry(Options{}), NewRegistry(Options{})
+	ss := samples(1024, 3)
+	for j, s := range ss {
+		r.RecordAt(t0.Add(time.Duration(j)*100*time.Millisecond), kA, s)
+		other.RecordAt(t0.Add(time.Duration(j)*100*time.Millisecond), kA, s)
+	}
+	for _, d := range other.NewExporter().Export() {
+		if err := r.MergeAt(t0.Add(102*time.Second), &d); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	var sink float64
+	for b.Loop() {
+		e, _ := r.Estimate(kA)
+		sink += e.TPSP50
+	}
+	_ = sink
+}

@@ -96,6 +96,20 @@
 // Counters are totals since the key was first seen; distributions and
 // error_rate cover the window. No field is ever NaN or Inf: empty values are 0.
 //
+// # Fleets: deltas and merges
+//
+// Several Registries (the replicas of a service) can pool what they measure.
+// An Exporter (Registry.NewExporter) returns, per key, a Delta of what the
+// Registry measured since the last committed export: the values added to
+// each TTFT and TPS sub-window (exact DDSketch bins), the outcomes per
+// sub-window, the weighted sums and weights the averages gained, and the
+// meters' increments, cache states folded. Registry.MergeAt merges another
+// Registry's Delta into a per-key remote layer that every published Estimate
+// includes: quantiles over local and remote sub-windows together, the error
+// rate over both, the EWMAs by sum and weight. Record does no extra work for
+// either; Stats.Fleet shows the remote layer. Package fleet moves Deltas
+// between replicas through Redis.
+//
 // # Memory and speed
 //
 // Keys idle (no Record or Begin, nothing in flight) for longer than

@@ -148,6 +148,7 @@ type entry struct {
 	gapE        EWMA
 	ttftE       PeakEWMA // the key-level TTFT EWMA; the others combine the states'
 	classes     map[string]int64
+	remote      *remoteStats // merged from other Registries (MergeAt); nil until then
 }
 
 // stateStats holds one key's statistics for one cache state.
@@ -511,6 +512,14 @@ func (r *Registry) refresh(e *entry, now time.Time) {
 		ok += o
 		fail += f
 	}
+	rs := e.remote
+	if rs != nil {
+		tq.add(&rs.ttft, now)
+		pq.add(&rs.tps, now)
+		o, f := rs.ring.sum(t)
+		ok += o
+		fail += f
+	}
 	var out [2]float64
 	if tq.n > 0 {
 		tq.quantiles(estimateQs, out[:])
@@ -522,13 +531,30 @@ func (r *Registry) refresh(e *entry, now time.Time) {
 	}
 	est.TTFTEWMA, _ = e.ttftE.Value()
 	est.TPSEWMA, _ = e.combined(func(s *stateStats) *EWMA { return &s.tpsE })
+	newest := e.newest
+	if rs != nil {
+		hl := float64(r.opts.HalfLife)
+		if v, ok := rs.ttftE.add(e.ttftE.e.state(), hl).value(); ok {
+			est.TTFTEWMA = v
+		}
+		tpsE := rs.tpsE
+		for _, st := range e.states {
+			if st != nil {
+				tpsE = tpsE.add(st.tpsE.state(), hl)
+			}
+		}
+		if v, ok := tpsE.value(); ok {
+			est.TPSEWMA = v
+		}
+		newest = max(newest, rs.newest)
+	}
 	if ok+fail > 0 {
 		est.ErrorRate = float64(fail) / float64(ok+fail)
 	}
 	est.Samples = ok
 	est.TPSSamples = int64(pq.n)
-	if e.newest != 0 {
-		est.Newest = time.Unix(0, e.newest)
+	if newest != 0 {
+		est.Newest = time.Unix(0, newest)
 	}
 	est.OK = ok >= int64(r.opts.MinSamples) && tq.n > 0
 	est.sanitize()

@@ -82,6 +82,29 @@ type Stats struct {
 	Unknown CacheStats `json:"cache_unknown"` // tps.CacheUnknown
 	Cold    CacheStats `json:"cache_cold"`    // tps.CacheCold
 	Warm    CacheStats `json:"cache_warm"`    // tps.CacheWarm
+
+	// Fleet is what other Registries measured for this key and this one
+	// merged (Registry.MergeAt), nil when nothing was: everything above is
+	// this Registry's own. Routing (Estimate) reads both.
+	Fleet *FleetStats `json:"fleet,omitempty"`
+}
+
+// FleetStats are the statistics other Registries contributed to one key
+// (fleet mode), cache states folded: TTFT and TPS over the window and their
+// averages, the windowed error rate, and the meters merged so far. A
+// FleetStats is a plain value, safe for concurrent reads.
+type FleetStats struct {
+	TTFT         Dist      `json:"ttft"`
+	TPS          Dist      `json:"tps"`
+	ErrorRate    float64   `json:"error_rate"`
+	Requests     int64     `json:"requests"`
+	Errors       int64     `json:"errors"`
+	InputTokens  int64     `json:"input_tokens"`
+	CachedTokens int64     `json:"cached_tokens"`
+	OutputTokens int64     `json:"output_tokens"`
+	Cost         float64   `json:"cost_usd"`
+	CostExact    Money     `json:"cost_exact"`
+	Newest       time.Time `json:"newest"` // zero if none
 }
 
 // Cache returns the statistics for cache state c; an out-of-range c gives
@@ -268,6 +291,22 @@ func (r *Registry) stats(e *entry, now time.Time) Stats {
 	a.TPS = dist(&all[1], ewmaValue(e.combined(func(s *stateStats) *EWMA { return &s.tpsE })))
 	a.TPOT = dist(&all[2], ewmaValue(e.combined(func(s *stateStats) *EWMA { return &s.tpotE })))
 	a.E2E = dist(&all[3], ewmaValue(e.combined(func(s *stateStats) *EWMA { return &s.e2eE })))
+	if rs := e.remote; rs != nil {
+		fs := &FleetStats{Requests: rs.requests, Errors: rs.errors, InputTokens: rs.input, CachedTokens: rs.cached,
+			OutputTokens: rs.output, CostExact: rs.cost, Cost: rs.cost.Float()}
+		var tq, pq query
+		tq.add(&rs.ttft, now)
+		pq.add(&rs.tps, now)
+		fs.TTFT = dist(&tq, ewmaValue(rs.ttftE.value()))
+		fs.TPS = dist(&pq, ewmaValue(rs.tpsE.value()))
+		if o, f := rs.ring.sum(t); o+f > 0 {
+			fs.ErrorRate = float64(f) / float64(o+f)
+		}
+		if rs.newest != 0 {
+			fs.Newest = time.Unix(0, rs.newest).UTC()
+		}
+		st.Fleet = fs
+	}
 	return st
 }
 

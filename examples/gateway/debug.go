@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tpsroute/tpsroute/fleet"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 )
@@ -63,6 +64,10 @@ type deploymentView struct {
 	TTFTP95      float64     `json:"ttft_p95_s"`
 	TPSP50       float64     `json:"tps_p50"` // generation tokens/s; 0 when unknown
 	TPSP95       float64     `json:"tps_p95"`
+	// FleetTTFTP50 and FleetRequests are what the other replicas of the
+	// fleet measured (fleet mode only; routing reads both theirs and ours).
+	FleetTTFTP50  float64 `json:"fleet_ttft_p50_s,omitempty"`
+	FleetRequests int64   `json:"fleet_requests,omitempty"`
 }
 
 // debugView is the body of GET /debug/tpsroute.
@@ -76,6 +81,14 @@ type debugView struct {
 	// or over a wildcard deployment's cap.
 	RefusedModels uint64           `json:"refused_models"`
 	Snapshot      measure.Snapshot `json:"snapshot"` // measure's full statistics per key
+	Fleet         *fleetView       `json:"fleet,omitempty"`
+}
+
+// fleetView is the fleet's status on the debug page (absent without -redis
+// or a "fleet" section).
+type fleetView struct {
+	fleet.Status
+	LastSyncAge float64 `json:"last_sync_age_s"` // seconds since the last successful sync; -1 before the first
 }
 
 func breakerName(b route.BreakerState) string {
@@ -108,6 +121,13 @@ func (g *gateway) view() debugView {
 	}
 	v := debugView{Time: now, Uptime: now.Sub(g.started).Round(time.Second).String(), Route: g.c.RouteStats(), RefusedModels: g.c.RefusedModels(), Snapshot: snap,
 		Deployments: make([]deploymentView, 0, len(keys))}
+	if g.opts.Fleet != nil {
+		fv := &fleetView{Status: g.opts.Fleet.Status(now), LastSyncAge: -1}
+		if !fv.LastSync.IsZero() {
+			fv.LastSyncAge = now.Sub(fv.LastSync).Seconds()
+		}
+		v.Fleet = fv
+	}
 	for k := range keys {
 		st := g.c.Status(k)
 		dv := deploymentView{Key: k, Breaker: breakerName(st.Breaker), NoHeadroom: st.NoHeadroom, RateLimited: st.RateLimited}
@@ -119,6 +139,9 @@ func (g *gateway) view() debugView {
 			dv.InFlight, dv.Requests, dv.ErrorRate = s.InFlight, s.Requests, s.ErrorRate
 			dv.TTFTP50, dv.TTFTP95 = s.TTFT.P50, s.TTFT.P95
 			dv.TPSP50, dv.TPSP95 = s.TPS.P50, s.TPS.P95
+			if s.Fleet != nil {
+				dv.FleetTTFTP50, dv.FleetRequests = s.Fleet.TTFT.P50, s.Fleet.Requests
+			}
 			if total > 0 {
 				dv.TrafficShare = float64(s.Requests) / float64(total)
 			}

@@ -25,6 +25,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(fleetChildEnv) != "" {
+		fleetChild()
+		return
+	}
 	if up := os.Getenv(childUpstreamEnv); up != "" {
 		benchChild(up)
 		return

@@ -15,7 +15,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tpsroute/tpsroute"
+	"github.com/tpsroute/tpsroute/fleet"
 )
 
 func main() {
@@ -36,6 +39,7 @@ type flags struct {
 	maxBody      int64
 	drain        time.Duration
 	verbose      bool
+	redis        string
 }
 
 func parseFlags(args []string, stderr io.Writer) (flags, error) {
@@ -49,8 +53,9 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.Int64Var(&f.maxBody, "max-body", defaultMaxBody, "largest request body in bytes")
 	fs.DurationVar(&f.drain, "drain", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight streams may finish")
 	fs.BoolVar(&f.verbose, "v", false, "log every request")
+	fs.StringVar(&f.redis, "redis", "", "fleet mode: Redis URL (redis://[user:pass@]host:port/db or rediss://...) shared with the other replicas; overrides the config's fleet.redis_url (fleet name from the config, else \"default\")")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: gateway (-config FILE | -demo) [-addr host:port] [-auth-token-env NAME] [-max-body N] [-drain D] [-v]")
+		fmt.Fprintln(fs.Output(), "usage: gateway (-config FILE | -demo) [-addr host:port] [-auth-token-env NAME] [-max-body N] [-drain D] [-redis URL] [-v]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -102,6 +107,21 @@ func run(ctx context.Context, args []string, stderr io.Writer, lookup func(strin
 			return err
 		}
 	}
+	fs := cfg.FleetSettings
+	if f.redis != "" {
+		fs.RedisURL = f.redis
+	}
+	var fl *fleet.Fleet
+	if fs.RedisURL != "" {
+		// The fleet logs Redis going away and coming back once each;
+		// go-redis would log every failed dial on its own.
+		redis.SetLogger(quietRedis{})
+		if fl, err = fleet.Open(fs, logger); err != nil {
+			return fmt.Errorf("gateway: %w", err)
+		}
+		defer fl.Close()
+		cfg.Fleet = fl
+	}
 	client, err := newClient(cfg, transport)
 	if err != nil {
 		return err
@@ -118,7 +138,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, lookup func(strin
 			return fmt.Errorf("gateway: -auth-token-env %s: the variable is unset or holds no token", f.authTokenEnv)
 		}
 	}
-	g := newGateway(client, options{MaxBody: f.maxBody, Tokens: tokens, Logger: logger})
+	g := newGateway(client, options{MaxBody: f.maxBody, Tokens: tokens, Logger: logger, Fleet: fl})
 
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
@@ -202,3 +222,8 @@ func isLoopback(a net.Addr) bool {
 	ta, ok := a.(*net.TCPAddr)
 	return ok && ta.IP.IsLoopback()
 }
+
+// quietRedis discards go-redis's own log lines.
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}

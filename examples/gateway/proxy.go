@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tpsroute/tpsroute"
+	"github.com/tpsroute/tpsroute/fleet"
 	"github.com/tpsroute/tpsroute/route"
 )
 
@@ -28,6 +29,9 @@ type options struct {
 	Tokens []string
 	// Logger receives one record per request. Nil means silent.
 	Logger *slog.Logger
+	// Fleet, when not nil, is the fleet the Client joined; /debug/tpsroute
+	// shows its status.
+	Fleet *fleet.Fleet
 }
 
 // defaultMaxBody is the default request-size limit: 4 MiB holds a long

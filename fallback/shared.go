@@ -1,0 +1,71 @@
+package fallback
+
+import (
+	"time"
+
+	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/route"
+)
+
+// Shared is breaker and rate-limit state an Executor shares with the
+// executors of other processes (fleet mode, see the fleet package): a breaker
+// opened by one replica keeps the others off the deployment, one replica at a
+// time probes a half-open deployment, and RPM/TPM limits hold across the
+// fleet. The Executor keeps its own breakers and limiters as they are and
+// consults Shared in addition: Shared can only hold attempts back, never
+// admit what the local breaker or limiter refuses.
+//
+// Every method is called on the call path and from concurrent calls:
+// implementations must be safe for concurrent use, answer from memory and
+// never wait on a network (synchronise in the background instead).
+type Shared interface {
+	// Admit reports whether the fleet lets an attempt on k start at now
+	// (asked after the local breaker allowed it, before the local limiters),
+	// charging tokens (an estimate, 0 for none) to the fleet-wide TPM
+	// budget: nil, ErrOpen (open on another replica, or another replica
+	// holds the half-open probe) or ErrNoBudget (the fleet-wide limit is
+	// spent). An admitted attempt is always followed by one Done.
+	Admit(k measure.Key, now time.Time, tokens int64) error
+	// Done reports the end of an admitted attempt; failure is the breaker's
+	// verdict (errors the breaker excludes, such as a 400 or a canceled
+	// call, are not failures; an attempt the local limiters then refused is
+	// one).
+	Done(k measure.Key, now time.Time, failure bool)
+	// Opened reports that k's breaker opened in this Executor at now and
+	// goes half-open at until.
+	Opened(k measure.Key, now, until time.Time)
+	// Breaker returns the fleet's view of k's breaker at now (closed when
+	// the fleet knows nothing), which Status reports when it is worse than
+	// the local breaker.
+	Breaker(k measure.Key, now time.Time) route.BreakerState
+}
+
+// admitShared asks o.Shared, if set, to admit an attempt on k, and wraps the
+// breaker's done so that the outcome reaches Shared too.
+func (e *Executor) admitShared(k measure.Key, tokens int64, done func(error)) (func(error), error) {
+	sh := e.opts.Shared
+	if sh == nil {
+		return done, nil
+	}
+	if err := sh.Admit(k, time.Now(), tokens); err != nil {
+		return done, err
+	}
+	return func(err error) {
+		done(err)
+		ce, ok := err.(*classified)
+		// An admitted attempt the local limiter then refused (ClassSkipped)
+		// was never sent: it reports a failure, so that a half-open probe
+		// that could not go out reopens the breaker rather than closing it.
+		failure := err != nil && (!ok || ce.class.breakerFailure() || ce.class == ClassSkipped)
+		sh.Done(k, time.Now(), failure)
+	}, nil
+}
+
+// sharedBreaker raises s.Breaker to the fleet's view of k's breaker.
+func (e *Executor) sharedBreaker(k measure.Key, now time.Time, s *route.Status) {
+	if sh := e.opts.Shared; sh != nil {
+		if b := sh.Breaker(k, now); b > s.Breaker {
+			s.Breaker = b
+		}
+	}
+}

@@ -1,0 +1,111 @@
+package fallback_test
+
+import (
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/replay"
+	"github.com/tpsroute/tpsroute/route"
+)
+
+// fakeShared is a fleet that denies keys it is told to and records what the
+// Executor reports.
+type fakeShared struct {
+	mu     sync.Mutex
+	deny   map[string]error // provider -> Admit's answer
+	view   map[string]route.BreakerState
+	done   []string // provider:failure
+	opened []string
+}
+
+func (f *fakeShared) Admit(k measure.Key, _ time.Time, _ int64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.deny[k.Provider]
+}
+
+func (f *fakeShared) Done(k measure.Key, _ time.Time, failure bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := k.Provider + ":ok"
+	if failure {
+		s = k.Provider + ":fail"
+	}
+	f.done = append(f.done, s)
+}
+
+func (f *fakeShared) Opened(k measure.Key, now, until time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.opened = append(f.opened, k.Provider+":"+until.Sub(now).String())
+}
+
+func (f *fakeShared) Breaker(k measure.Key, _ time.Time) route.BreakerState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.view[k.Provider]
+}
+
+// TestSharedSeam: a deployment the fleet holds open is skipped without a
+// request, one without fleet budget too, every admitted attempt reports its
+// breaker verdict, a local trip is reported with its half-open time, and
+// Status shows the fleet's view of a breaker this Executor never tripped.
+func TestSharedSeam(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sh := &fakeShared{
+			deny: map[string]error{"a": fallback.ErrOpen, "b": fallback.ErrNoBudget},
+			view: map[string]route.BreakerState{"a": route.BreakerOpen},
+		}
+		e := newEnv(map[string]replay.Script{
+			"a-m": prof(8), "b-m": prof(8), "c-m": replay.WithFaults(prof(8), replay.Status(502, "", nil)), "d-m": prof(8),
+		}, fallback.Options{Shared: sh, Breaker: fallback.BreakerSettings{ConsecutiveFailures: 1, Timeout: 7 * time.Second}, AttemptsPerDeployment: 1})
+		res, err := e.do(t, planOf(dep("a", "a-m"), dep("b", "b-m"), dep("c", "c-m"), dep("d", "d-m")), fallback.Call{Stream: true})
+		require.NoError(t, err)
+		drain(t, res.Body)
+		assert.Empty(t, attemptsFor(e.h, "a-m"))
+		assert.Empty(t, attemptsFor(e.h, "b-m"))
+		var errs []error
+		for _, a := range res.Attempts() {
+			errs = append(errs, a.Err)
+		}
+		require.GreaterOrEqual(t, len(errs), 3)
+		assert.ErrorIs(t, errs[0], fallback.ErrOpen)
+		assert.ErrorIs(t, errs[1], fallback.ErrNoBudget)
+		sh.mu.Lock()
+		assert.Equal(t, []string{"c:fail", "d:ok"}, sh.done)
+		assert.Equal(t, []string{"c:7s"}, sh.opened)
+		sh.mu.Unlock()
+		assert.Equal(t, route.BreakerOpen, e.ex.Status(measure.Key{Provider: "a", Model: "m"}, time.Now()).Breaker)
+		assert.Equal(t, route.BreakerOpen, e.ex.Status(measure.Key{Provider: "c", Model: "m"}, time.Now()).Breaker)
+		assert.Equal(t, route.BreakerClosed, e.ex.Status(measure.Key{Provider: "d", Model: "m"}, time.Now()).Breaker)
+	})
+}
+
+// TestSharedRefusalKeepsLocalBudget: calls the fleet refuses must not spend
+// the local limiter's tokens, or a replica that was refused for a while
+// would then refuse on its own once the fleet has room again.
+func TestSharedRefusalKeepsLocalBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sh := &fakeShared{deny: map[string]error{"a": fallback.ErrNoBudget}}
+		e := newEnv(map[string]replay.Script{"a-m": prof(4)}, fallback.Options{Shared: sh, MaxWait: -1})
+		a := dep("a", "a-m")
+		a.Limits.RPM = 2
+		for range 5 {
+			_, err := e.do(t, planOf(a), fallback.Call{Stream: true})
+			require.ErrorIs(t, err, fallback.ErrNoBudget)
+		}
+		sh.mu.Lock()
+		sh.deny = nil
+		sh.mu.Unlock()
+		res, err := e.do(t, planOf(a), fallback.Call{Stream: true})
+		require.NoError(t, err)
+		drain(t, res.Body)
+	})
+}

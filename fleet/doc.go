@@ -1,0 +1,49 @@
+// Package fleet makes the replicas of a service act as one router: they
+// share measurements, breakers, rate limits and cache affinity through Redis.
+//
+// # Model
+//
+// A Fleet joins one tpsroute.Client (set Config.Fleet; tpsroute.New calls
+// Join). One background goroutine per Fleet, stopped by Close, talks to
+// Redis every Options.Sync (default 1 s):
+//
+//   - Measurements: it exports what the Client's measure.Registry measured
+//     since the last successful publish (measure.Exporter: new DDSketch bins
+//     per sub-window, outcomes, EWMA sums and weights, meters), appends them
+//     to the fleet's stream, reads what the other replicas appended, and
+//     merges it into the Registry (measure.Registry.MergeAt). A replica
+//     routes on the merge of the fleet's data and its own newest samples.
+//   - Breakers: a breaker that trips on one replica is recorded with its
+//     half-open time; the others keep the deployment off until then, and
+//     exactly one replica (the one whose SET NX wins) sends the half-open
+//     probe. A failed probe reopens it for twice as long, at most MaxOpen.
+//   - Limits: Deployment.Limits.RPM and TPM hold across the fleet. Each
+//     replica leases small batches of units from a GCRA kept in Redis (a Lua
+//     script, atomic) and spends them locally.
+//   - Cache affinity: the cache keys a deployment served (hashed by the
+//     Client) are shared, so the next call with that key on any replica
+//     prefers the same deployment.
+//
+// # Failure
+//
+// Redis is never on a call's critical path: calls read only memory
+// (fallback.Shared's methods and Served). When Redis is slow or down, the
+// round fails, the Fleet logs once, Status says Connected false, and every
+// replica routes, trips breakers and limits alone (with the local
+// x/time/rate limiters); when Redis is back the next round rejoins.
+//
+// go-redis itself logs failed dials through its package-level logger
+// (redis.SetLogger), which this package leaves alone since other code in the
+// program may use go-redis; a program that wants only the Fleet's line
+// silences it, as the gateway does.
+//
+// # Safety
+//
+// Keys are "tpsroute:v<SchemaVersion>:<name>:..."; values hold numbers,
+// deployment keys (provider/region/model) and hashed cache keys, never API
+// keys, prompts or completions. Every key expires when no replica refreshes
+// it. The URL may carry AUTH (redis://user:pass@host) and TLS (rediss://).
+//
+// See docs/FLEET.md for the merge semantics, memory per key and a
+// three-replica example.
+package fleet

@@ -1,0 +1,355 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/route"
+	"github.com/tpsroute/tpsroute/tps"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var (
+	t0   = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	slow = route.Deployment{Provider: "slow", Model: "m", BaseURL: "http://slow.test/v1"}
+	fast = route.Deployment{Provider: "fast", Model: "m", BaseURL: "http://fast.test/v1",
+		Limits: route.Limits{RPM: 60}}
+)
+
+// replica is one Client's side of the fleet, driven round by round.
+type replica struct {
+	f    *Fleet
+	reg  *measure.Registry
+	logs *syncBuffer
+
+	mu      sync.Mutex
+	learned map[string]measure.Key
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func newReplica(t *testing.T, url, name string) *replica {
+	t.Helper()
+	return newReplicaIn(t, url, "test", name)
+}
+
+func newReplicaIn(t *testing.T, url, fleetName, name string) *replica {
+	t.Helper()
+	r := &replica{reg: measure.NewRegistry(measure.Options{}), logs: &syncBuffer{}, learned: map[string]measure.Key{}}
+	f, err := New(Options{URL: url, Name: fleetName, Replica: name,
+		Logger: slog.New(slog.NewTextHandler(r.logs, nil))})
+	require.NoError(t, err)
+	f.manual = true
+	_, err = f.JoinClient(r.reg, []route.Deployment{slow, fast}, func(ck string, k measure.Key, _ time.Time) {
+		r.mu.Lock()
+		r.learned[ck] = k
+		r.mu.Unlock()
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, f.Close()) })
+	r.f = f
+	return r
+}
+
+func (r *replica) round(now time.Time) { r.f.syncAt(context.Background(), now, true) }
+
+func sample(ttft time.Duration, rate float64) tps.Sample {
+	return tps.Sample{TTFT: ttft, TPS: rate, TPSOK: true, E2E: ttft + time.Second, Total: ttft + time.Second, OutputTokens: 100}
+}
+
+// TestStatsShared: a degradation measured by replica 1 moves replica 2's
+// estimate within one round each side, without replica 2 calling it.
+func TestStatsShared(t *testing.T) {
+	mr := miniredis.RunT(t)
+	url := "redis://" + mr.Addr()
+	r1, r2 := newReplica(t, url, "r1"), newReplica(t, url, "r2")
+	now := t0
+	for range 20 {
+		now = now.Add(50 * time.Millisecond)
+		r1.reg.RecordAt(now, slow.Key(), sample(200*time.Millisecond, 100))
+	}
+	r1.round(now)
+	r2.round(now)
+	e, ok := r2.reg.Estimate(slow.Key())
+	require.True(t, ok, "replica 2 learned the key from replica 1")
+	assert.InEpsilon(t, 0.2, e.TTFTP50, 0.02)
+
+	for range 20 {
+		now = now.Add(50 * time.Millisecond)
+		r1.reg.RecordAt(now, slow.Key(), sample(4*time.Second, 5))
+	}
+	now = now.Add(time.Second)
+	r1.round(now)
+	r2.round(now)
+	e, _ = r2.reg.Estimate(slow.Key())
+	assert.Greater(t, e.TTFTEWMA, 2.0)
+	assert.Greater(t, e.TTFTP95, 3.9)
+	// Replica 1 does not merge its own data back.
+	rt, ok := r1.reg.Remote(slow.Key())
+	assert.False(t, ok, "%+v", rt)
+	rt, ok = r2.reg.Remote(slow.Key())
+	require.True(t, ok)
+	assert.Equal(t, int64(40), rt.Requests)
+
+	st := r2.f.Status(now)
+	assert.True(t, st.Connected)
+	assert.Equal(t, 1, st.Replicas)
+	assert.True(t, now.Equal(st.LastSync), "%v", st.LastSync)
+	assert.Positive(t, r1.f.Status(now).SentBytes)
+	assert.Positive(t, st.RecvBytes)
+
+	// Nothing secret or textual is stored: only the fleet's namespaced keys.
+	for _, k := range mr.Keys() {
+		assert.True(t, strings.HasPrefix(k, "tpsroute:v1:test:") || k == "tpsroute:test:replicas", k)
+	}
+	assert.Positive(t, mr.TTL("tpsroute:v1:test:stats"))
+	assert.Positive(t, mr.TTL("tpsroute:test:replicas"))
+}
+
+// TestBreakerShared: a breaker tripped on replica 1 keeps replica 2 off the
+// deployment; after the interval exactly one replica gets the probe; a
+// failed probe reopens for twice as long, a good one closes it everywhere.
+func TestBreakerShared(t *testing.T) {
+	mr := miniredis.RunT(t)
+	url := "redis://" + mr.Addr()
+	r1, r2 := newReplica(t, url, "r1"), newReplica(t, url, "r2")
+	k := slow.Key()
+	now := time.Now() // breaker records carry wall-clock ms
+	r1.round(now)
+	r2.round(now)
+	require.NoError(t, r2.f.Admit(k, now, 0))
+	r2.f.Done(k, now, false)
+
+	r1.f.Opened(k, now, now.Add(2*time.Second))
+	r1.round(now)
+	r2.round(now)
+	assert.ErrorIs(t, r2.f.Admit(k, now, 0), fallback.ErrOpen)
+	assert.Equal(t, route.BreakerOpen, r2.f.Breaker(k, now))
+	assert.NoError(t, r1.f.Admit(k, now, 0), "the opener's own breaker decides for itself")
+
+	later := now.Add(3 * time.Second)
+	r1.round(later)
+	r2.round(later)
+	e1, e2 := r1.f.Admit(k, later, 0), r2.f.Admit(k, later, 0)
+	assert.True(t, (e1 == nil) != (e2 == nil), "exactly one probe: %v, %v", e1, e2)
+	prober, other := r1, r2
+	if e2 == nil {
+		prober, other = r2, r1
+	}
+	assert.ErrorIs(t, prober.f.Admit(k, later, 0), fallback.ErrOpen, "one probe only")
+	prober.f.Done(k, later, true) // the probe failed: reopen, for longer
+	prober.round(later)
+	other.round(later)
+	assert.ErrorIs(t, other.f.Admit(k, later.Add(3*time.Second), 0), fallback.ErrOpen)
+	ks := other.f.state(k)
+	ks.mu.Lock()
+	assert.Equal(t, 4*time.Second, ks.interval)
+	ks.mu.Unlock()
+
+	end := later.Add(5 * time.Second)
+	r1.round(end)
+	r2.round(end)
+	e1, e2 = r1.f.Admit(k, end, 0), r2.f.Admit(k, end, 0)
+	require.True(t, (e1 == nil) != (e2 == nil), "%v, %v", e1, e2)
+	prober, other = r1, r2
+	if e2 == nil {
+		prober, other = r2, r1
+	}
+	prober.f.Done(k, end, false)
+	prober.round(end)
+	other.round(end)
+	assert.NoError(t, other.f.Admit(k, end, 0))
+	assert.Equal(t, route.BreakerClosed, other.f.Breaker(k, end))
+	assert.False(t, mr.Exists("tpsroute:v1:test:breaker:slow//m"))
+}
+
+// TestLimitShared: 60 RPM holds across three replicas calling as fast as
+// they can; each replica alone would allow 60 at once.
+func TestLimitShared(t *testing.T) {
+	mr := miniredis.RunT(t)
+	url := "redis://" + mr.Addr()
+	rs := []*replica{newReplica(t, url, "r1"), newReplica(t, url, "r2"), newReplica(t, url, "r3")}
+	k := fast.Key()
+	start := time.Now()
+	admitted := 0
+	// Ten seconds of virtual calls, ten per replica per second. Redis's
+	// clock (miniredis's TIME) is moved along with ours.
+	for step := range 100 {
+		now := start.Add(time.Duration(step) * 100 * time.Millisecond)
+		mr.SetTime(now)
+		for _, r := range rs {
+			r.f.syncAt(context.Background(), now, false)
+			if r.f.Admit(k, now, 0) == nil {
+				admitted++
+			}
+		}
+	}
+	// 1/s for 10 s, plus the burst of 1 and the first call of each replica
+	// admitted on credit.
+	assert.LessOrEqual(t, admitted, 10+1+3)
+	assert.GreaterOrEqual(t, admitted, 9)
+}
+
+// TestAffinityShared: a cache key served on replica 1 is learned by 2.
+func TestAffinityShared(t *testing.T) {
+	mr := miniredis.RunT(t)
+	url := "redis://" + mr.Addr()
+	r1, r2 := newReplica(t, url, "r1"), newReplica(t, url, "r2")
+	r1.f.Served("fleet:abc", fast.Key(), t0)
+	r1.round(t0)
+	r2.round(t0)
+	r2.mu.Lock()
+	assert.Equal(t, fast.Key(), r2.learned["fleet:abc"])
+	r2.mu.Unlock()
+	r1.mu.Lock()
+	assert.Empty(t, r1.learned)
+	r1.mu.Unlock()
+}
+
+// TestRedisDown: a dead Redis costs no call (every method answers at once,
+// admitting everything), is logged once, shows in Status, and the replica
+// rejoins when Redis is back, publishing what it measured meanwhile.
+func TestRedisDown(t *testing.T) {
+	mr := miniredis.RunT(t)
+	url := "redis://" + mr.Addr()
+	r1, r2 := newReplica(t, url, "r1"), newReplica(t, url, "r2")
+	now := t0
+	r1.round(now)
+	r2.round(now)
+	r1.f.Opened(slow.Key(), time.Now(), time.Now().Add(time.Hour))
+	r1.round(now)
+	r2.round(now)
+	require.ErrorIs(t, r2.f.Admit(slow.Key(), time.Now(), 0), fallback.ErrOpen)
+
+	addr := mr.Addr()
+	mr.Close()
+	for range 3 {
+		now = now.Add(time.Second)
+		r2.reg.RecordAt(now, fast.Key(), sample(time.Second, 50))
+		r2.round(now)
+	}
+	st := r2.f.Status(now)
+	assert.False(t, st.Connected)
+	assert.Equal(t, int64(3), st.Failures)
+	assert.Equal(t, 1, strings.Count(r2.logs.String(), "Redis unreachable"), r2.logs.String())
+	assert.NoError(t, r2.f.Admit(slow.Key(), time.Now(), 0), "alone, the local breaker decides")
+	assert.Equal(t, route.BreakerClosed, r2.f.Breaker(slow.Key(), time.Now()))
+
+	mr2 := miniredis.NewMiniRedis()
+	require.NoError(t, mr2.StartAddr(addr))
+	defer mr2.Close()
+	now = now.Add(time.Second)
+	r2.round(now)
+	r1.round(now)
+	assert.True(t, r2.f.Status(now).Connected)
+	assert.Contains(t, r2.logs.String(), "rejoined")
+	rt, ok := r1.reg.Remote(fast.Key())
+	require.True(t, ok, "what r2 measured while alone reached r1")
+	assert.Equal(t, int64(3), rt.Requests)
+}
+
+// TestOtherSchemaIgnored: a replica announcing another schema version is
+// logged once and not counted.
+func TestOtherSchemaIgnored(t *testing.T) {
+	mr := miniredis.RunT(t)
+	r1 := newReplica(t, "redis://"+mr.Addr(), "r1")
+	mr.HSet("tpsroute:test:replicas", "future", "v2 "+time.Now().Format("0"))
+	r1.round(t0)
+	r1.round(t0.Add(time.Second))
+	assert.Equal(t, 1, strings.Count(r1.logs.String(), "ignoring replica"), r1.logs.String())
+	assert.Equal(t, 0, r1.f.Status(t0).Replicas)
+}
+
+// TestAuthAndURL: AUTH in the URL works, and a bad password leaves no
+// password in the log.
+func TestAuthAndURL(t *testing.T) {
+	mr := miniredis.RunT(t)
+	mr.RequireUserAuth("u", "s3cret-pass")
+	ok := newReplica(t, "redis://u:s3cret-pass@"+mr.Addr(), "r1")
+	ok.round(t0)
+	assert.True(t, ok.f.Status(t0).Connected)
+	bad := newReplica(t, "redis://u:wrong-pass@"+mr.Addr(), "r2")
+	bad.round(t0)
+	assert.False(t, bad.f.Status(t0).Connected)
+	assert.NotContains(t, bad.logs.String(), "wrong-pass")
+
+	_, err := New(Options{URL: "http://x"})
+	require.Error(t, err)
+	_, err = New(Options{URL: "rediss://u:pw@127.0.0.1:1/0"})
+	require.NoError(t, err)
+	_, err = New(Options{})
+	require.Error(t, err)
+}
+
+// TestLoopAndClose: the real loop syncs on its own, Close stops it (goleak
+// checks in TestMain), and Join after Close fails.
+func TestLoopAndClose(t *testing.T) {
+	mr := miniredis.RunT(t)
+	f, err := New(Options{URL: "redis://" + mr.Addr(), Name: "test", Sync: 10 * time.Millisecond})
+	require.NoError(t, err)
+	reg := measure.NewRegistry(measure.Options{})
+	_, err = f.JoinClient(reg, []route.Deployment{fast}, nil)
+	require.NoError(t, err)
+	_, err = f.JoinClient(reg, nil, nil)
+	require.Error(t, err)
+	require.Eventually(t, func() bool { return f.Status(time.Now()).Connected }, 5*time.Second, 5*time.Millisecond)
+	require.NoError(t, f.Close())
+	require.NoError(t, f.Close())
+	assert.False(t, f.Status(time.Now()).Connected)
+	_, err = f.JoinClient(reg, nil, nil)
+	require.ErrorIs(t, err, ErrClosed)
+}
+
+// TestOpenedGrowth: trips within one open period do not grow the interval;
+// a trip after it (the deployment failed again) doubles it, capped.
+func TestOpenedGrowth(t *testing.T) {
+	mr := miniredis.RunT(t)
+	r := newReplica(t, "redis://"+mr.Addr(), "r1")
+	k := slow.Key()
+	now := time.Now()
+	r.round(now)
+	interval := func() time.Duration {
+		ks := r.f.state(k)
+		ks.mu.Lock()
+		defer ks.mu.Unlock()
+		return ks.interval
+	}
+	r.f.Opened(k, now, now.Add(2*time.Second))
+	r.f.Opened(k, now.Add(time.Second), now.Add(3*time.Second)) // in-flight calls failing
+	assert.Equal(t, 2*time.Second, interval())
+	r.f.Opened(k, now.Add(4*time.Second), now.Add(6*time.Second))
+	assert.Equal(t, 4*time.Second, interval())
+	for i := range 8 {
+		at := now.Add(time.Duration(10+i*100) * time.Second)
+		r.f.Opened(k, at, at.Add(2*time.Second))
+	}
+	assert.Equal(t, MaxOpen, interval())
+}

@@ -1,0 +1,174 @@
+package measure
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// ship exports x's deltas, sends them through the binary encoding and
+// merges them into dst at now, then commits.
+func ship(t *testing.T, x *Exporter, dst *Registry, now time.Time) int {
+	t.Helper()
+	ds := x.Export()
+	for i := range ds {
+		b, err := ds[i].MarshalBinary()
+		require.NoError(t, err)
+		var d Delta
+		require.NoError(t, d.UnmarshalBinary(b))
+		require.NoError(t, dst.MergeAt(now, &d))
+	}
+	x.Commit()
+	return len(ds)
+}
+
+// TestDeltaMergeMatchesUnion checks the merge against an oracle: replica B,
+// holding its own samples plus every delta replica A published, estimates
+// exactly what one registry that recorded all the samples estimates
+// (quantiles and error rate exactly, the linear TPS EWMA to rounding).
+func TestDeltaMergeMatchesUnion(t *testing.T) {
+	a, b, all := NewRegistry(Options{}), NewRegistry(Options{}), NewRegistry(Options{})
+	x := a.NewExporter()
+	ss := samples(3000, 42)
+	now := t0
+	for round := range 30 {
+		for i := range 100 {
+			s := ss[round*100+i]
+			now = now.Add(37 * time.Millisecond)
+			if i%3 == 0 {
+				b.RecordAt(now, kA, s)
+			} else {
+				a.RecordAt(now, kA, s)
+			}
+			all.RecordAt(now, kA, s)
+		}
+		ship(t, x, b, now)
+		// An export with nothing new sends nothing.
+		assert.Empty(t, x.Export(), "round %d", round)
+		x.Commit()
+	}
+	for _, r := range []*Registry{a, b, all} {
+		r.PruneAt(now) // refresh every estimate at the same time
+	}
+	got, okB := b.Estimate(kA)
+	want, okAll := all.Estimate(kA)
+	require.True(t, okB)
+	require.True(t, okAll)
+	assert.Equal(t, want.TTFTP50, got.TTFTP50)
+	assert.Equal(t, want.TTFTP95, got.TTFTP95)
+	assert.Equal(t, want.TPSP50, got.TPSP50)
+	assert.Equal(t, want.TPSP95, got.TPSP95)
+	assert.Equal(t, want.Samples, got.Samples)
+	assert.Equal(t, want.TPSSamples, got.TPSSamples)
+	assert.Equal(t, want.ErrorRate, got.ErrorRate)
+	assert.InEpsilon(t, want.TPSEWMA, got.TPSEWMA, 1e-9)
+	assert.Equal(t, want.Newest, got.Newest)
+	// The peak-sensitive TTFT average is not linear in its updates: the
+	// merge is a weighted average of the replicas' peak averages.
+	assert.InEpsilon(t, want.TTFTEWMA, got.TTFTEWMA, 0.5)
+
+	rt, ok := b.Remote(kA)
+	require.True(t, ok)
+	sa, _ := a.SnapshotAt(now).Lookup(kA)
+	assert.Equal(t, sa.Requests, rt.Requests)
+	assert.Equal(t, sa.Errors, rt.Errors)
+	assert.Equal(t, sa.OutputTokens, rt.OutputTokens)
+	assert.Equal(t, sa.Cost, rt.Cost.Float())
+}
+
+// TestDeltaNotCommittedIsResent checks that a failed publish (no Commit)
+// loses nothing: the next Export carries the older changes too.
+func TestDeltaNotCommittedIsResent(t *testing.T) {
+	a, b, all := NewRegistry(Options{}), NewRegistry(Options{}), NewRegistry(Options{})
+	x := a.NewExporter()
+	now := t0
+	for i, s := range samples(60, 7) {
+		now = now.Add(time.Second)
+		a.RecordAt(now, kA, s)
+		all.RecordAt(now, kA, s)
+		if i == 29 {
+			require.Len(t, x.Export(), 1) // publish failed: no Commit
+		}
+	}
+	require.Equal(t, 1, ship(t, x, b, now))
+	b.PruneAt(now)
+	all.PruneAt(now)
+	got, _ := b.Estimate(kA)
+	want, _ := all.Estimate(kA)
+	assert.Equal(t, want.Samples, got.Samples)
+	assert.Equal(t, want.TTFTP95, got.TTFTP95)
+}
+
+// TestRemoteDegradationMovesEstimate is the point of fleet mode: B never
+// calls the slow deployment, yet its estimate turns slow from A's data.
+func TestRemoteDegradationMovesEstimate(t *testing.T) {
+	a, b := NewRegistry(Options{}), NewRegistry(Options{})
+	x := a.NewExporter()
+	now := t0
+	for range 20 {
+		now = now.Add(100 * time.Millisecond)
+		s := okSample(200*time.Millisecond, 100, 0)
+		a.RecordAt(now, kA, s)
+		b.RecordAt(now, kA, s)
+	}
+	ship(t, x, b, now)
+	before, _ := b.Estimate(kA)
+	for range 20 {
+		now = now.Add(100 * time.Millisecond)
+		a.RecordAt(now, kA, okSample(3*time.Second, 10, 0))
+	}
+	ship(t, x, b, now)
+	after, ok := b.Estimate(kA)
+	require.True(t, ok)
+	assert.InEpsilon(t, 0.2, before.TTFTEWMA, 0.05)
+	assert.Greater(t, after.TTFTEWMA, 1.0)
+	assert.Greater(t, after.TTFTP95, 2.9)
+	assert.Less(t, after.TPSEWMA, before.TPSEWMA)
+}
+
+func TestMergeIncompatible(t *testing.T) {
+	a := NewRegistry(Options{Window: WindowOptions{Length: time.Minute}})
+	b := NewRegistry(Options{})
+	a.RecordAt(t0, kA, okSample(time.Second, 50, 0))
+	ds := a.NewExporter().Export()
+	require.Len(t, ds, 1)
+	require.ErrorIs(t, b.MergeAt(t0, &ds[0]), ErrIncompatible)
+	_, ok := b.Remote(kA)
+	assert.False(t, ok)
+}
+
+func TestDeltaUnmarshalRejectsGarbage(t *testing.T) {
+	a := NewRegistry(Options{})
+	a.RecordAt(t0, kA, okSample(time.Second, 50, 0))
+	ds := a.NewExporter().Export()
+	require.Len(t, ds, 1)
+	good, err := ds[0].MarshalBinary()
+	require.NoError(t, err)
+	for n := range len(good) {
+		var d Delta
+		require.ErrorIs(t, d.UnmarshalBinary(good[:n]), ErrEncoding, "truncated at %d", n)
+	}
+	var d Delta
+	require.ErrorIs(t, d.UnmarshalBinary(append(good, 0)), ErrEncoding)
+}
+
+// TestHotPathAllocsWithRemote checks that merged fleet data leaves Record
+// and Estimate allocation-free.
+func TestHotPathAllocsWithRemote(t *testing.T) {
+	a, b := NewRegistry(Options{}), NewRegistry(Options{})
+	ss := samples(100, 3)
+	for i, s := range ss {
+		a.RecordAt(t0.Add(time.Duration(i)*time.Millisecond), kA, s)
+		b.RecordAt(t0.Add(time.Duration(i)*time.Millisecond), kA, s)
+	}
+	ds := a.NewExporter().Export()
+	require.NoError(t, b.MergeAt(t0, &ds[0]))
+	now := t0.Add(time.Second)
+	s := ss[0]
+	s.Err, s.ErrPhase = nil, 0
+	b.RecordAt(now, kA, s)
+	assert.Zero(t, testing.AllocsPerRun(100, func() { b.RecordAt(now, kA, s) }))
+	assert.Zero(t, testing.AllocsPerRun(100, func() { b.Estimate(kA) }))
+}
