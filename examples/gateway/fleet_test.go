@@ -185,7 +185,7 @@ func TestFleetEndToEnd(t *testing.T) {
 		deployment("e", "r", e, `,"limits":{"rpm":60}`),
 	}, ",") + `],
 		"policy": "latency",
-		"route": {"exploration": 0, "band": 0, "cold_probes": 0},
+		"route": {"exploration": "off", "band": "off", "cold_probes": "off"},
 		"measure": {"min_samples": 3},
 		"fallback": {"attempts_per_deployment": 1, "max_wait": "0s", "backoff_base": "1ms", "backoff_max": "2ms",
 			"breaker": {"consecutive_failures": 2, "timeout": "60s"}},
