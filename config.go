@@ -12,6 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
@@ -73,6 +76,16 @@ type Config struct {
 	// deployments skipped for an open breaker or a cooldown. It runs on the
 	// goroutine that ended the attempt and must not block.
 	OnAttempt func(fallback.Attempt)
+
+	// MeterProvider creates the Client's OpenTelemetry instruments: the GenAI
+	// client metrics and tpsroute's own (docs/OBSERVABILITY.md lists them).
+	// Nil means otel.GetMeterProvider(), the global one, which does nothing
+	// until an SDK is installed.
+	MeterProvider metric.MeterProvider
+	// TracerProvider creates a span per call ("chat {model}") with a child
+	// span per attempt, under the span of the call's context. Nil means
+	// otel.GetTracerProvider(), which does nothing until an SDK is installed.
+	TracerProvider trace.TracerProvider
 }
 
 // validate checks the fields New owns and names the bad one.

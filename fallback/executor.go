@@ -14,6 +14,7 @@ import (
 
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
+	"github.com/tpsroute/tpsroute/tps"
 )
 
 // Executor walks a route.Plan: it tries deployments in order under breakers,
@@ -114,6 +115,7 @@ type call struct {
 	stream                     bool
 	noFallback                 bool
 	hedge                      bool
+	obs                        CallObserver
 
 	mu          sync.Mutex // attempts: appended by Read during a continuation
 	attempts    []Attempt
@@ -166,6 +168,7 @@ func (e *Executor) Do(ctx context.Context, plan route.Plan, c Call) (*Result, er
 		stream:     c.Stream,
 		noFallback: c.NoFallback,
 		hedge:      !c.NoHedge && e.opts.Hedge.enabled(),
+		obs:        c.Observer,
 	}
 	cl.attempts = cl.attemptsBuf[:0]
 	if n <= len(cl.slotBuf) {
@@ -204,10 +207,15 @@ func (cl *call) err() *Error {
 	return e
 }
 
-func (cl *call) record(a Attempt) {
+// record appends attempt a on plan entry i, whose sample is s (nil if it
+// never started), and tells the hooks.
+func (cl *call) record(i int, a Attempt, s *tps.Sample) {
 	cl.mu.Lock()
 	cl.attempts = append(cl.attempts, a)
 	cl.mu.Unlock()
+	if cl.obs != nil {
+		cl.obs.AttemptEnd(i, a, s)
+	}
 	if h := cl.e.opts.OnAttempt; h != nil {
 		h(a)
 	}
@@ -223,7 +231,7 @@ func (cl *call) skip(i int, err error) {
 		return
 	}
 	cl.slots[i].skipped = true
-	cl.record(Attempt{Key: cl.plan[i].Deployment.Key(), Class: ClassSkipped, Err: err})
+	cl.record(i, Attempt{Key: cl.plan[i].Deployment.Key(), Class: ClassSkipped, Err: err}, nil)
 }
 
 // eligible reports whether candidate i may still be tried in this call.
@@ -375,7 +383,7 @@ func (cl *call) tryDeployment(i int, d *route.Deployment, st *keyState) (res *Re
 	e := cl.e
 	for cl.eligible(i) && cl.real < cl.maxAttempts {
 		if cl.ctx.Err() != nil {
-			cl.record(Attempt{Key: d.Key(), Class: ClassCanceled, Err: context.Cause(cl.ctx), Waited: cl.waited})
+			cl.record(i, Attempt{Key: d.Key(), Class: ClassCanceled, Err: context.Cause(cl.ctx), Waited: cl.waited}, nil)
 			return nil, true
 		}
 		done, err := st.breaker.Allow()
