@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"html/template"
 	"io"
 	"log/slog"
 	"net/http"
@@ -28,6 +27,12 @@ type options struct {
 	Tokens []string
 	// Logger receives one record per request. Nil means silent.
 	Logger *slog.Logger
+	// Metrics, if not nil, serves GET /metrics (the Prometheus exporter).
+	Metrics http.Handler
+	// History, if not nil, is the debug page's history, already fed with
+	// failed attempts through Config.OnAttempt. Nil means a new one that sees
+	// no failover.
+	History *history
 }
 
 // defaultMaxBody is the default request-size limit: 4 MiB holds a long
@@ -47,8 +52,8 @@ type gateway struct {
 	mux      *http.ServeMux
 	draining atomic.Bool
 	started  time.Time
-	bufs     sync.Pool          // *[]byte of copyBufSize, for stream copies
-	ui       *template.Template // the debug page
+	bufs     sync.Pool // *[]byte of copyBufSize, for stream copies
+	hist     *history  // the debug page's sparklines and failovers
 }
 
 // copyBufSize is the read size of a stream copy: many events at once when
@@ -62,7 +67,10 @@ func newGateway(c *tpsroute.Client, opts options) *gateway {
 	}
 	g := &gateway{c: c, deps: c.Deployments(), opts: opts, logger: opts.Logger, started: time.Now()}
 	g.bufs.New = func() any { b := make([]byte, copyBufSize); return &b }
-	g.ui = newUITemplate()
+	g.hist = opts.History
+	if g.hist == nil {
+		g.hist = newHistory()
+	}
 	if g.logger == nil {
 		g.logger = slog.New(slog.DiscardHandler)
 	}
@@ -72,6 +80,11 @@ func newGateway(c *tpsroute.Client, opts options) *gateway {
 	g.mux.HandleFunc("GET /healthz", g.healthz)
 	g.mux.HandleFunc("GET /debug/tpsroute", g.debugJSON)
 	g.mux.HandleFunc("GET /debug/tpsroute/ui", g.debugUI)
+	g.mux.HandleFunc("GET /debug/tpsroute/ui.js", g.debugUIScript)
+	g.mux.HandleFunc("GET /debug/tpsroute/history", g.debugHistory)
+	if opts.Metrics != nil {
+		g.mux.Handle("GET /metrics", opts.Metrics)
+	}
 	g.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		(&tpsroute.HTTPError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
 			Message: "gateway: unknown endpoint " + r.Method + " " + r.URL.Path}).Write(w)

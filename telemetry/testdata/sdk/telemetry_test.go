@@ -112,7 +112,7 @@ func histogram(t *testing.T, m metricdata.Metrics) metricdata.Histogram[float64]
 
 func attr(set attribute.Set, k string) string {
 	v, _ := set.Value(attribute.Key(k))
-	return v.Emit()
+	return v.String()
 }
 
 // TestMetricsKnownStream replays one stream with a known shape (TTFT 200 ms,
@@ -283,7 +283,7 @@ func spanTree(t *testing.T, spans []sdktrace.ReadOnlySpan, call string) (sdktrac
 func spanAttr(sp sdktrace.ReadOnlySpan, k string) string {
 	for _, kv := range sp.Attributes() {
 		if string(kv.Key) == k {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
