@@ -92,7 +92,7 @@ func (c *Call) OutputGap(i int, gap time.Duration) {
 	if !c.gaps || i >= len(c.deps) || c.deps[i] == nil {
 		return
 	}
-	c.t.tpoc.Record(c.ctx, gap.Seconds(), c.deps[i].record...)
+	c.t.tpoc.Record(context.Background(), gap.Seconds(), c.deps[i].record...)
 }
 
 // AttemptEnd records one ended attempt: its counters, its TTFT, TPS and cost,
@@ -178,8 +178,10 @@ func (c *Call) AttemptEnd(i int, a fallback.Attempt, s *tps.Sample) {
 	}
 	_, sp := c.t.tracer.Start(ctx, "tpsroute.attempt", trace.WithTimestamp(begin), trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(AttrDeployment.String(d.name), keyProvider.String(d.d.Provider), AttrRegion.String(d.d.Region),
-			keyRequestModel.String(d.model), AttrOutcome.String(outcome), AttrClass.String(a.Class.String()),
-			AttrPhase.String(a.Phase.String())))
+			keyRequestModel.String(d.model), AttrOutcome.String(outcome), AttrClass.String(a.Class.String())))
+	if a.Phase != tps.PhaseNone {
+		sp.SetAttributes(AttrPhase.String(a.Phase.String()))
+	}
 	if a.Status != 0 {
 		sp.SetAttributes(attribute.Int("http.response.status_code", a.Status))
 	}

@@ -128,7 +128,7 @@ type dep struct {
 	model  string                 // bounded: configured, or Other
 	attrs  []attribute.KeyValue   // gen_ai.operation.name first, then the deployment's
 	set    attribute.Set          // attrs: the operation instruments
-	record []metric.RecordOption  // WithAttributeSet(set): per-chunk records allocate nothing
+	record []metric.RecordOption  // time_per_output_chunk's attributes, precomputed: per-chunk records allocate nothing
 	own    []metric.RecordOption  // attrs[1:]: tpsroute's histograms
 	add    []metric.AddOption     // attrs[1:]: tpsroute's counters
 	obs    []metric.ObserveOption // attrs[1:]: tpsroute's gauges
@@ -253,7 +253,16 @@ func newDep(d route.Deployment, model string) *dep {
 		x.attrs = append(x.attrs, keyServerAddress.String(u.Hostname()), keyServerPort.Int(port(u)))
 	}
 	x.set = attribute.NewSet(x.attrs...)
-	x.record = []metric.RecordOption{metric.WithAttributeSet(x.set)}
+	// Per chunk, the SDK's cost grows with the number of attributes: the
+	// chunk gaps carry the conventions' required and conditionally required
+	// ones and server.address, not the response model or the region.
+	var chunk []attribute.KeyValue
+	for _, kv := range x.attrs {
+		if kv.Key != keyResponseModel && kv.Key != AttrRegion {
+			chunk = append(chunk, kv)
+		}
+	}
+	x.record = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(chunk...))}
 	own := metric.WithAttributeSet(attribute.NewSet(x.attrs[1:]...))
 	x.own, x.add, x.obs = []metric.RecordOption{own}, []metric.AddOption{own}, []metric.ObserveOption{own}
 	return x

@@ -23,6 +23,7 @@ import (
 	"github.com/tpsroute/tpsroute"
 	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
+	"github.com/tpsroute/tpsroute/telemetry"
 )
 
 // benchServerEnv makes the test binary serve a replay server for the
@@ -137,8 +138,10 @@ func BenchmarkRoutedStream1000(b *testing.B) {
 	calls := 0
 	b.ReportAllocs()
 	b.ResetTimer()
-	for b.Loop() {
-		for i, c := range cs {
+	for round := 0; b.Loop(); round++ {
+		for j := range cs {
+			i := (j + round) % len(cs) // rotate the order too
+			c := cs[i]
 			t0 := cpuTime()
 			call(c)
 			if i == 2 {
@@ -157,4 +160,27 @@ func BenchmarkRoutedStream1000(b *testing.B) {
 	b.ReportMetric(float64(cpu[2].Microseconds())/n, "sdk-cpu-µs/call")
 	b.ReportMetric(float64(cpu[1])/float64(cpu[0]), "global/off")
 	b.ReportMetric(float64(cpu[2])/float64(cpu[0]), "sdk/off")
+}
+
+// BenchmarkOutputGap is the per-chunk work of telemetry through the SDK: one
+// time_per_output_chunk record with the attempt's precomputed attributes, in
+// a call whose span is sampled (so the SDK also offers an exemplar).
+func BenchmarkOutputGap(b *testing.B) {
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{}))
+	b.Cleanup(func() { _ = mp.Shutdown(context.Background()); _ = tp.Shutdown(context.Background()) })
+	d := route.Deployment{Provider: "local", Region: "eu", Model: "m", BaseURL: "http://local.test/v1"}
+	tel, err := telemetry.New(telemetry.Options{MeterProvider: mp, TracerProvider: tp, Deployments: []route.Deployment{d}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, call := tel.Start(context.Background(), "m", true)
+	call.Plan(route.Plan{Deployments: []route.Candidate{{Deployment: &d}}})
+	b.ReportAllocs()
+	t0 := cpuTime()
+	for b.Loop() {
+		call.OutputGap(0, 20*time.Millisecond)
+	}
+	b.ReportMetric(float64(cpuTime()-t0)/float64(b.N), "cpu-ns/op")
+	call.End(nil)
 }

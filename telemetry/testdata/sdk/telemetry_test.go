@@ -2,6 +2,7 @@ package sdk_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -316,6 +317,7 @@ func TestSpansFailover(t *testing.T) {
 		require.NoError(t, err)
 
 		root, attempts := spanTree(t, s.spans.Ended(), "chat m")
+		t.Logf("trace:\n%s", render(s.spans.Ended(), root))
 		assert.Equal(t, caller.SpanContext().SpanID(), root.Parent().SpanID(), "the call's span is under the caller's")
 		assert.Equal(t, caller.SpanContext().TraceID(), root.SpanContext().TraceID())
 		require.Len(t, attempts, 2)
@@ -359,6 +361,7 @@ func TestSpansContinuation(t *testing.T) {
 		require.NoError(t, err)
 
 		root, attempts := spanTree(t, s.spans.Ended(), "chat m")
+		t.Logf("trace:\n%s", render(s.spans.Ended(), root))
 		require.Len(t, attempts, 2)
 		assert.Equal(t, "mid-stream", spanAttr(attempts[0], "tpsroute.class"))
 		assert.Equal(t, "mid-stream", spanAttr(attempts[0], "tpsroute.phase"))
@@ -392,4 +395,41 @@ func TestErrorType(t *testing.T) {
 		assert.Equal(t, "rate-limited", spanAttr(root, "error.type"))
 		assert.Equal(t, "Error", root.Status().Code.String())
 	})
+}
+
+// render draws the span tree under root as text, with times relative to the
+// root's start: the trace rendering of docs/OBSERVABILITY.md.
+func render(spans []sdktrace.ReadOnlySpan, root sdktrace.ReadOnlySpan) string {
+	var b strings.Builder
+	t0 := root.StartTime()
+	keep := map[string]bool{
+		"gen_ai.provider.name": true, "gen_ai.request.model": true, "gen_ai.usage.output_tokens": true,
+		"tpsroute.outcome": true, "tpsroute.class": true, "tpsroute.phase": true, "http.response.status_code": true,
+		"tpsroute.region": true, "gen_ai.response.time_to_first_chunk": true, "tpsroute.attempts": true,
+	}
+	var walk func(sp sdktrace.ReadOnlySpan, depth int)
+	walk = func(sp sdktrace.ReadOnlySpan, depth int) {
+		pad := strings.Repeat("    ", depth)
+		fmt.Fprintf(&b, "%s%s  [%v +%v]", pad, sp.Name(), sp.StartTime().Sub(t0), sp.EndTime().Sub(sp.StartTime()))
+		for _, kv := range sp.Attributes() {
+			if keep[string(kv.Key)] {
+				fmt.Fprintf(&b, " %s=%s", kv.Key, kv.Value.String())
+			}
+		}
+		b.WriteString("\n")
+		for _, e := range sp.Events() {
+			fmt.Fprintf(&b, "%s    event %s at %v", pad, e.Name, e.Time.Sub(t0))
+			for _, kv := range e.Attributes {
+				fmt.Fprintf(&b, " %s=%s", kv.Key, kv.Value.String())
+			}
+			b.WriteString("\n")
+		}
+		for _, c := range spans {
+			if c.Parent().SpanID() == sp.SpanContext().SpanID() {
+				walk(c, depth+1)
+			}
+		}
+	}
+	walk(root, 0)
+	return b.String()
 }
