@@ -22,7 +22,10 @@
 //   - gen_ai.client.operation.time_to_first_chunk (s, DurationBuckets), from
 //     the call's start to its first output chunk, streaming calls only
 //   - gen_ai.client.operation.time_per_output_chunk (s, ChunkBuckets), the gap
-//     before each output chunk after an attempt's first, streaming calls only
+//     before each output chunk after an attempt's first, streaming calls only;
+//     recorded per chunk, it carries only gen_ai.operation.name,
+//     gen_ai.provider.name, gen_ai.request.model, server.address and
+//     server.port
 //
 // Attempts and routing, with the deployment's attributes (provider, region,
 // models, server) and no operation name:
