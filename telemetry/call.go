@@ -159,7 +159,9 @@ func (c *Call) AttemptEnd(i int, a fallback.Attempt, s *tps.Sample) {
 	var event string
 	if started && prev.ok {
 		switch {
-		case prev.class == fallback.ClassMidStream:
+		case prev.class == fallback.ClassMidStream && c.stream:
+			// Only a streaming caller's call continues; a buffered call
+			// restarts from scratch, which is a failover.
 			event = "tpsroute.continuation"
 			c.t.continuations.Add(ctx, 1, d.add...)
 		case prev.class != fallback.ClassNone && prev.class != fallback.ClassCanceled && prev.i != i:

@@ -378,6 +378,33 @@ func TestSpansContinuation(t *testing.T) {
 	})
 }
 
+// TestBufferedRestartIsFailover: a call through New whose first deployment
+// is cut after some output restarts on the second from scratch, with
+// continuation enabled or not: that is a failover, not a continuation.
+func TestBufferedRestartIsFailover(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSDK(t)
+		f := fleet{}
+		good := &replay.Profile{TTFT: 100 * time.Millisecond, TPS: 50, OutputTokens: 10}
+		a := deployment("a", "m", f.add("a", map[string]replay.Script{"m": replay.WithFaults(good, replay.CutAfter(4))}))
+		b := deployment("b", "m", f.add("b", map[string]replay.Script{"m": good}))
+		c := s.client(t, f, tpsroute.Config{
+			Deployments: []route.Deployment{a, b},
+			Fallback:    fallback.Options{MidStream: fallback.MidStreamContinue},
+		})
+		_, err := c.Chat.Completions.New(context.Background(), params("m"), tpsroute.WithPin("a", ""))
+		require.NoError(t, err)
+		ms := s.metrics(t)
+		assert.NotContains(t, ms, "tpsroute.continuations")
+		fo, ok := ms["tpsroute.failovers"].Data.(metricdata.Sum[int64])
+		require.True(t, ok)
+		require.Len(t, fo.DataPoints, 1)
+		assert.Equal(t, "mid-stream", attr(fo.DataPoints[0].Attributes, "tpsroute.class"))
+		root, _ := spanTree(t, s.spans.Ended(), "chat m")
+		assert.Equal(t, []string{"tpsroute.failover"}, events(root))
+	})
+}
+
 // TestErrorType: a call that fails everywhere records error.type on its
 // duration and an error status on its span.
 func TestErrorType(t *testing.T) {
