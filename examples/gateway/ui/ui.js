@@ -3,7 +3,7 @@
 "use strict";
 
 const SVG = "http://www.w3.org/2000/svg";
-const W = 150, H = 28;
+const W = 120, H = 28;
 
 function el(tag, attrs, text) {
   const e = document.createElement(tag);
