@@ -23,6 +23,7 @@ import (
 	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
+	"github.com/tpsroute/tpsroute/telemetry"
 	"github.com/tpsroute/tpsroute/tps"
 )
 
@@ -37,6 +38,7 @@ type Client struct {
 	Chat ChatService
 
 	reg    *measure.Registry
+	tel    *telemetry.Telemetry
 	exec   *fallback.Executor
 	picker *route.Picker
 	logger *slog.Logger
@@ -99,7 +101,8 @@ func New(cfg Config) (*Client, error) {
 		base = cfg.HTTPClient.Transport
 	}
 	fo := cfg.Fallback
-	fo.Transport = &inFlightTransport{next: base, reg: c.reg}
+	inflight := &inFlightTransport{next: base, reg: c.reg}
+	fo.Transport = inflight
 	fo.Tokenizer = cfg.Tokenizer
 	fo.Logger = cfg.Logger
 	fo.OnAttempt = cfg.OnAttempt
@@ -130,6 +133,14 @@ func New(cfg Config) (*Client, error) {
 		fo.Shared = sh
 	}
 	c.exec = fallback.New(fo)
+	tel, err := telemetry.New(telemetry.Options{
+		MeterProvider: cfg.MeterProvider, TracerProvider: cfg.TracerProvider,
+		Deployments: cfg.Deployments, Health: c.exec,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tpsroute: telemetry: %w", err)
+	}
+	c.tel, inflight.tel = tel, tel
 
 	ro.Health = c.exec
 	ro.Policy = cfg.Policy
@@ -324,6 +335,7 @@ type call struct {
 // readRequest, and runs it through the executor. The returned Result's Body
 // must be closed.
 func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http.Header, cc *callConfig, stream bool) (*fallback.Result, *call, error) {
+	ctx, cc.tel = c.tel.Start(ctx, info.RawModel, stream)
 	cl := &call{cfg: *cc, info: info, hdr: hdr, stream: stream}
 	req := cc.req
 	req.Model = info.RawModel
@@ -383,6 +395,7 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 	if c.onDecision != nil {
 		c.onDecision(req, plan)
 	}
+	cc.tel.Plan(plan)
 	if c.logger.Enabled(ctx, slog.LevelDebug) {
 		c.logger.DebugContext(ctx, "tpsroute: plan", "model", info.RawModel, "plan", plan.Explain())
 	}
@@ -398,6 +411,7 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 		StallTimeout:         cc.deadlines.Stall,
 		MaxDuration:          cc.deadlines.MaxDuration,
 		FinishGrace:          cc.deadlines.FinishGrace,
+		Observer:             cc.tel,
 	})
 	if err != nil {
 		return nil, cl, err
@@ -605,6 +619,7 @@ type attemptKey struct{}
 type inFlightTransport struct {
 	next http.RoundTripper
 	reg  *measure.Registry
+	tel  *telemetry.Telemetry // tpsroute.inflight, beside measure's gauge
 }
 
 func (t *inFlightTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -613,19 +628,24 @@ func (t *inFlightTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		return t.next.RoundTrip(req)
 	}
 	end := t.reg.Begin(k)
+	t.tel.InFlight(k, 1)
 	resp, err := t.next.RoundTrip(req)
 	if err != nil || resp.Body == nil {
 		end()
+		t.tel.InFlight(k, -1)
 		return resp, err
 	}
-	resp.Body = &endOnClose{ReadCloser: resp.Body, end: end}
+	resp.Body = &endOnClose{ReadCloser: resp.Body, end: end, tel: t.tel, key: k}
 	return resp, nil
 }
 
-// endOnClose calls end once, when the body is closed.
+// endOnClose calls end once, and takes the attempt out of the telemetry's
+// in-flight count, when the body is closed.
 type endOnClose struct {
 	io.ReadCloser
 	end func()
+	tel *telemetry.Telemetry
+	key measure.Key
 }
 
 func (b *endOnClose) Close() error {
@@ -633,6 +653,7 @@ func (b *endOnClose) Close() error {
 	if b.end != nil {
 		b.end()
 		b.end = nil
+		b.tel.InFlight(b.key, -1)
 	}
 	return err
 }

@@ -13,6 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
@@ -94,6 +97,15 @@ type Config struct {
 	// not read it: a program that loads a file passes it to fleet.Open and
 	// sets Fleet. The zero value means no fleet.
 	FleetSettings FleetSettings
+	// MeterProvider creates the Client's OpenTelemetry instruments: the GenAI
+	// client metrics and tpsroute's own (docs/OBSERVABILITY.md lists them).
+	// Nil means otel.GetMeterProvider(), the global one, which does nothing
+	// until an SDK is installed.
+	MeterProvider metric.MeterProvider
+	// TracerProvider creates a span per call ("chat {model}") with a child
+	// span per attempt, under the span of the call's context. Nil means
+	// otel.GetTracerProvider(), which does nothing until an SDK is installed.
+	TracerProvider trace.TracerProvider
 }
 
 // Fleet shares a Client's state with the other replicas of a fleet, off the

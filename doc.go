@@ -119,4 +119,15 @@
 // and EWMAs of TTFT, TPS, TPOT and end-to-end time, counts, error rates,
 // tokens and cost, split by cache state. Every attempt that got response
 // headers is recorded, failed ones included.
+//
+// # OpenTelemetry
+//
+// The Client records the OpenTelemetry GenAI client metrics
+// (gen_ai.client.operation.duration, gen_ai.client.token.usage,
+// gen_ai.client.operation.time_to_first_chunk and time_per_output_chunk,
+// semantic conventions v1.41.0) and its own tpsroute.* instruments, and a
+// "chat {model}" span per call with a child span per attempt, through
+// Config.MeterProvider and Config.TracerProvider (the globals when nil). It
+// depends on the OpenTelemetry API only: without an SDK all of it is a no-op.
+// Package telemetry and docs/OBSERVABILITY.md list every instrument.
 package tpsroute

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/route"
+	"github.com/tpsroute/tpsroute/telemetry"
 	"github.com/tpsroute/tpsroute/tps"
 )
 
@@ -30,6 +31,7 @@ type callConfig struct {
 	deadlines   Deadlines
 	reqOpts     []option.RequestOption
 	report      *Report
+	tel         *telemetry.Call // set by Client.do; ended by endCall
 }
 
 func buildCallConfig(opts []CallOption) callConfig {
@@ -213,6 +215,13 @@ type Report struct {
 // the completion, or of the Transport learns what happened. A nil r is ignored.
 func WithReport(r *Report) CallOption {
 	return func(c *callConfig) { c.report = r }
+}
+
+// endCall ends a call with the outcome res or err: its telemetry, then its
+// Report. Every path that ends a call goes through it once.
+func endCall(cc *callConfig, res *fallback.Result, err error) {
+	cc.tel.End(err)
+	fillReport(cc.report, res, err)
 }
 
 // fillReport writes the outcome of a call into r, if r is not nil.

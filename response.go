@@ -93,7 +93,7 @@ func (r *Response) Sample() tps.Sample { return r.res.Sample() }
 func (c *Client) send(ctx context.Context, body []byte, hdr http.Header, cc *callConfig) (*Response, error) {
 	info, err := readRequest(body)
 	if err != nil {
-		fillReport(cc.report, nil, err)
+		endCall(cc, nil, err)
 		return nil, err
 	}
 	// The call's own context lets an early Close end the upstream request.
@@ -101,7 +101,7 @@ func (c *Client) send(ctx context.Context, body []byte, hdr http.Header, cc *cal
 	res, cl, err := c.do(ctx, body, info, hdr, cc, info.Stream)
 	if err != nil {
 		cancel()
-		fillReport(cc.report, nil, err)
+		endCall(cc, nil, err)
 		return nil, err
 	}
 	r := &Response{StatusCode: http.StatusOK, Header: res.Header.Clone(), Stream: info.Stream, res: res}
@@ -115,7 +115,7 @@ func (c *Client) send(ctx context.Context, body []byte, hdr http.Header, cc *cal
 			if complete {
 				c.served(cl, res.Deployment())
 			}
-			fillReport(cc.report, res, err)
+			endCall(cc, res, err)
 		}}
 		return r, nil
 	}
@@ -123,14 +123,14 @@ func (c *Client) send(ctx context.Context, body []byte, hdr http.Header, cc *cal
 	raw, err := io.ReadAll(res.Body) // buffered whole by the executor
 	_ = res.Body.Close()
 	if err != nil {
-		fillReport(cc.report, res, err)
+		endCall(cc, res, err)
 		return nil, err
 	}
 	var acc tps.Accumulator
 	tps.ForEachData(raw, acc.Add)
 	out := acc.JSON()
 	c.served(cl, res.Deployment())
-	fillReport(cc.report, res, nil)
+	endCall(cc, res, nil)
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set("Content-Length", strconv.Itoa(len(out)))
 	r.Body = io.NopCloser(bytes.NewReader(out))

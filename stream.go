@@ -156,7 +156,7 @@ func (s *Stream) Close() error {
 		// once; fallback records it as the caller's cancellation (ErrClosed).
 		_ = s.raw.Close()
 		s.cancel()
-		fillReport(s.st.cfg.report, s.st.res, s.Err())
+		endCall(&s.st.cfg, s.st.res, s.Err())
 	})
 	return nil
 }

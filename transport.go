@@ -83,7 +83,7 @@ func (t *transport) chat(req *http.Request) (*http.Response, error) {
 	cc := buildCallConfig(opts)
 	body, err := readAll(req)
 	if err != nil {
-		fillReport(cc.report, nil, err)
+		endCall(&cc, nil, err)
 		return t.c.HTTPError(err).response(req), nil
 	}
 	r, err := t.c.send(req.Context(), body, req.Header, &cc)

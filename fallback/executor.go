@@ -14,6 +14,7 @@ import (
 
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
+	"github.com/tpsroute/tpsroute/tps"
 )
 
 // Executor walks a route.Plan: it tries deployments in order under breakers,
@@ -117,6 +118,7 @@ type call struct {
 	stream                     bool
 	noFallback                 bool
 	hedge                      bool
+	obs                        CallObserver
 
 	mu          sync.Mutex // attempts: appended by Read during a continuation
 	attempts    []Attempt
@@ -171,6 +173,7 @@ func (e *Executor) Do(ctx context.Context, plan route.Plan, c Call) (*Result, er
 		stream:     c.Stream,
 		noFallback: c.NoFallback,
 		hedge:      !c.NoHedge && e.opts.Hedge.enabled(),
+		obs:        c.Observer,
 	}
 	cl.attempts = cl.attemptsBuf[:0]
 	if n <= len(cl.slotBuf) {
@@ -213,18 +216,23 @@ func (cl *call) err() *Error {
 	return e
 }
 
-func (cl *call) record(a Attempt) { cl.recordAs(a, false) }
+// record appends attempt a on plan entry i, whose sample is s (nil if it
+// never started), and tells the hooks.
+func (cl *call) record(i int, a Attempt, s *tps.Sample) { cl.recordAs(i, a, s, false) }
 
 // recordRun records the end of a run started by newRun.
-func (cl *call) recordRun(a Attempt) { cl.recordAs(a, true) }
+func (cl *call) recordRun(i int, a Attempt, s *tps.Sample) { cl.recordAs(i, a, s, true) }
 
-func (cl *call) recordAs(a Attempt, run bool) {
+func (cl *call) recordAs(i int, a Attempt, s *tps.Sample, run bool) {
 	cl.mu.Lock()
 	cl.attempts = append(cl.attempts, a)
 	if run {
 		cl.pending.Add(-1)
 	}
 	cl.mu.Unlock()
+	if cl.obs != nil {
+		cl.obs.AttemptEnd(i, a, s)
+	}
 	if h := cl.e.opts.OnAttempt; h != nil {
 		h(a)
 	}
@@ -240,7 +248,7 @@ func (cl *call) skip(i int, err error) {
 		return
 	}
 	cl.slots[i].skipped = true
-	cl.record(Attempt{Key: cl.plan[i].Deployment.Key(), Class: ClassSkipped, Err: err})
+	cl.record(i, Attempt{Key: cl.plan[i].Deployment.Key(), Class: ClassSkipped, Err: err}, nil)
 }
 
 // eligible reports whether candidate i may still be tried in this call.
@@ -445,7 +453,7 @@ func (cl *call) tryDeployment(i int, d *route.Deployment, st *keyState) (res *Re
 	e := cl.e
 	for cl.eligible(i) && cl.real < cl.maxAttempts {
 		if cl.ctx.Err() != nil {
-			cl.record(Attempt{Key: d.Key(), Class: ClassCanceled, Err: context.Cause(cl.ctx), Waited: cl.waited})
+			cl.record(i, Attempt{Key: d.Key(), Class: ClassCanceled, Err: context.Cause(cl.ctx), Waited: cl.waited}, nil)
 			return nil, true
 		}
 		done, err := st.allow(time.Now())

@@ -371,4 +371,7 @@ type Call struct {
 	// start and corrected with the reported usage at the end. Zero charges
 	// nothing up front.
 	EstimatedInputTokens int64
+	// Observer, if not nil, sees this call's output chunk gaps and the end of
+	// each of its attempts.
+	Observer CallObserver
 }

@@ -402,6 +402,9 @@ func (a *run) observe(now time.Time, c *tps.Chunk) {
 		return
 	}
 	if c.Output {
+		if a.output && a.cl.obs != nil {
+			a.cl.obs.OutputGap(a.i, time.Duration(el-a.lastOut.Load()))
+		}
 		a.lastOut.Store(el)
 		if !a.output {
 			a.output = true
@@ -578,7 +581,7 @@ func (a *run) succeed() {
 	}
 	a.att = Attempt{Key: a.d.Key(), Status: a.resp.StatusCode, Class: ClassNone, Waited: a.waited}
 	a.finalize(nil)
-	a.cl.recordRun(a.att)
+	a.cl.recordRun(a.i, a.att, &a.sample)
 }
 
 // fail finalizes a failed run and records it.
@@ -586,7 +589,7 @@ func (a *run) fail(phase tps.Phase, status int, class Class, err error) {
 	a.att = Attempt{Key: a.d.Key(), Phase: phase, Status: status, Class: class, Err: err, Waited: a.waited}
 	a.finalize(err)
 	a.releaseBuf()
-	a.cl.recordRun(a.att)
+	a.cl.recordRun(a.i, a.att, &a.sample)
 }
 
 // finalize ends the run exactly once: timers, upstream, breaker, limiters,

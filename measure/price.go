@@ -75,3 +75,11 @@ func (m *Money) addMoney(o Money) {
 func (m Money) Float() float64 {
 	return float64(m.Dollars) + float64(m.Picodollars)/picoPerDollar
 }
+
+// Dollars returns what a call with input prompt tokens (cached included),
+// cached of them served from the prefix cache, and output completion tokens
+// costs at p, in US dollars: the rule Registry's cost meters use, as a float
+// for exporters. Negative counts count as zero.
+func (p Price) Dollars(input, cached, output int64) float64 {
+	return float64(p.perToken().cost(input, cached, output)) / picoPerDollar
+}

@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/subtle"
 	"encoding/json"
-	"html/template"
 	"io"
 	"net/http"
 	"sort"
@@ -164,55 +163,6 @@ func (g *gateway) view() debugView {
 // debugJSON serves GET /debug/tpsroute.
 func (g *gateway) debugJSON(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, g.view())
-}
-
-// debugUI serves GET /debug/tpsroute/ui: a self-contained HTML table that
-// reloads itself every two seconds (no script, no external asset).
-func (g *gateway) debugUI(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
-	_ = g.ui.Execute(w, g.view())
-}
-
-// newUITemplate parses the debug page's template.
-func newUITemplate() *template.Template {
-	return template.Must(template.New("ui").Funcs(template.FuncMap{
-		"ms":  func(s float64) string { return fmtNum(s*1000, "ms") },
-		"tps": func(v float64) string { return fmtNum(v, "") },
-		"pct": func(v float64) string {
-			if v == 0 {
-				return "0%"
-			}
-			return fmtNum(v*100, "%")
-		},
-	}).Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="2">
-<title>tpsroute gateway</title>
-<style>
-body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}
-table{border-collapse:collapse}th,td{padding:.3em .8em;border-bottom:1px solid #ddd;text-align:right}
-th:first-child,td:first-child{text-align:left}th{background:#f4f4f4}
-.open{color:#b00;font-weight:bold}.half-open{color:#c70}.closed{color:#070}
-small{color:#777}
-</style></head><body>
-<h1>tpsroute gateway</h1>
-<p><small>{{.Time.Format "2006-01-02 15:04:05 MST"}} · up {{.Uptime}} · {{.Route.Picks}} picks · refreshes every 2 s · JSON at <a href="/debug/tpsroute">/debug/tpsroute</a></small></p>
-<table>
-<tr><th>deployment</th><th>traffic share</th><th>TTFT p50</th><th>TTFT p95</th><th>TPS p50</th><th>TPS p95</th><th>error rate</th><th>breaker</th><th>in-flight</th><th>requests</th></tr>
-{{range .Deployments}}<tr><td>{{.Key.Provider}}/{{.Key.Region}}/{{.Key.Model}}</td><td>{{pct .TrafficShare}}</td><td>{{ms .TTFTP50}}</td><td>{{ms .TTFTP95}}</td><td>{{tps .TPSP50}}</td><td>{{tps .TPSP95}}</td><td>{{pct .ErrorRate}}</td><td class="{{.Breaker}}">{{.Breaker}}{{if .CoolingUntil}} (cooling){{end}}</td><td>{{.InFlight}}</td><td>{{.Requests}}</td></tr>
-{{end}}</table>
-</body></html>
-`))
-}
-
-// fmtNum formats v with unit, or "–" when v is not positive.
-func fmtNum(v float64, unit string) string {
-	if !(v > 0) {
-		return "–"
-	}
-	b, _ := json.Marshal(float64(int64(v*10+0.5)) / 10)
-	return string(b) + unit
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

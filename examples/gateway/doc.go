@@ -5,12 +5,18 @@
 //
 // # Running
 //
-//	go run ./examples/gateway -config gateway.json      # the shared schema of docs/CONFIG.md
-//	go run ./examples/gateway -demo                      # simulated providers, no network, no keys
+// The gateway is a module of its own (its go.mod replaces tpsroute with the
+// checkout two directories up), so that the OpenTelemetry SDK and the
+// Prometheus client stay out of the core module's go.mod:
+//
+//	cd examples/gateway
+//	go run . -config gateway.json      # the shared schema of docs/CONFIG.md
+//	go run . -demo                     # simulated providers, no network, no keys
 //
 // Flags: -addr host:port (default 127.0.0.1:8080, loopback), -auth-token-env
 // NAME (accepted bearer tokens, comma-separated, in that variable), -max-body
-// bytes (default 4 MiB), -drain duration (default 30s), -v (log each request).
+// bytes (default 4 MiB), -drain duration (default 30s), -otlp URL (export a
+// trace per call over OTLP/HTTP), -v (log each request).
 // SIGINT or SIGTERM stops accepting connections, lets in-flight streams finish
 // until -drain has passed, then cuts the rest, which cancels their upstream
 // calls; /healthz answers 503 while draining.
@@ -26,8 +32,17 @@
 //     share, in-flight, error rate, TTFT and TPS percentiles; the Picker's
 //     counters under "route", with snake_case keys such as "picks" and
 //     "cold_probes"; measure's full Snapshot).
-//   - GET /debug/tpsroute/ui: the same as an HTML table that reloads itself
-//     every 2 s, without script or external asset.
+//   - GET /debug/tpsroute/ui: a page whose plain script (ui/ui.js, no build
+//     step, no external asset) polls GET /debug/tpsroute/history every 2 s and
+//     redraws in place: per deployment, traffic share, TTFT p50 and TPS p50
+//     over the last five minutes as inline SVG sparklines, breaker state,
+//     error rate, in-flight; and the recent failovers.
+//   - GET /debug/tpsroute/history: the page's data (samples every 2 s, kept
+//     for five minutes, and the last 20 failed attempts).
+//   - GET /metrics: the Client's OpenTelemetry metrics (GenAI semantic
+//     conventions and tpsroute's own, docs/OBSERVABILITY.md) in the
+//     Prometheus exposition format, through the OpenTelemetry Prometheus
+//     exporter, plus the Go runtime and process collectors.
 //
 // Another method on a known endpoint is a 405 with an Allow header; an
 // unknown endpoint is a 404. Every JSON name is snake_case.

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tpsroute/tpsroute"
+	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/fleet"
 )
 
@@ -40,6 +41,7 @@ type flags struct {
 	drain        time.Duration
 	verbose      bool
 	redis        string
+	otlp         string
 }
 
 func parseFlags(args []string, stderr io.Writer) (flags, error) {
@@ -54,8 +56,9 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.DurationVar(&f.drain, "drain", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight streams may finish")
 	fs.BoolVar(&f.verbose, "v", false, "log every request")
 	fs.StringVar(&f.redis, "redis", "", "fleet mode: Redis URL (redis://[user:pass@]host:port/db or rediss://...) shared with the other replicas; overrides the config's fleet.redis_url (fleet name from the config, else \"default\")")
+	fs.StringVar(&f.otlp, "otlp", "", "OTLP/HTTP endpoint URL to export traces to, e.g. http://127.0.0.1:4318 (default: no traces)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: gateway (-config FILE | -demo) [-addr host:port] [-auth-token-env NAME] [-max-body N] [-drain D] [-redis URL] [-v]")
+		fmt.Fprintln(fs.Output(), "usage: gateway (-config FILE | -demo) [-addr host:port] [-auth-token-env NAME] [-max-body N] [-drain D] [-redis URL] [-otlp URL] [-v]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -122,6 +125,24 @@ func run(ctx context.Context, args []string, stderr io.Writer, lookup func(strin
 		defer fl.Close()
 		cfg.Fleet = fl
 	}
+	tel, err := newTelemetry(ctx, f.otlp)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tel.shutdown(sctx); err != nil {
+			logger.Warn("gateway: telemetry shutdown", "err", err)
+		}
+	}()
+	cfg.MeterProvider, cfg.TracerProvider = tel.meters, tel.tracers
+	hist := newHistory()
+	if prev := cfg.OnAttempt; prev != nil {
+		cfg.OnAttempt = func(a fallback.Attempt) { prev(a); hist.attempt(a) }
+	} else {
+		cfg.OnAttempt = hist.attempt
+	}
 	client, err := newClient(cfg, transport)
 	if err != nil {
 		return err
@@ -138,7 +159,10 @@ func run(ctx context.Context, args []string, stderr io.Writer, lookup func(strin
 			return fmt.Errorf("gateway: -auth-token-env %s: the variable is unset or holds no token", f.authTokenEnv)
 		}
 	}
-	g := newGateway(client, options{MaxBody: f.maxBody, Tokens: tokens, Logger: logger, Fleet: fl})
+	g := newGateway(client, options{MaxBody: f.maxBody, Tokens: tokens, Logger: logger, Metrics: tel.metrics, History: hist, Fleet: fl})
+	sampling := make(chan struct{})
+	defer close(sampling)
+	go g.sampleEvery(sampling)
 
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {

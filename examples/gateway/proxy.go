@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"html/template"
 	"io"
 	"log/slog"
 	"net/http"
@@ -32,6 +31,12 @@ type options struct {
 	// Fleet, when not nil, is the fleet the Client joined; /debug/tpsroute
 	// shows its status.
 	Fleet *fleet.Fleet
+	// Metrics, if not nil, serves GET /metrics (the Prometheus exporter).
+	Metrics http.Handler
+	// History, if not nil, is the debug page's history, already fed with
+	// failed attempts through Config.OnAttempt. Nil means a new one that sees
+	// no failover.
+	History *history
 }
 
 // defaultMaxBody is the default request-size limit: 4 MiB holds a long
@@ -51,8 +56,8 @@ type gateway struct {
 	mux      *http.ServeMux
 	draining atomic.Bool
 	started  time.Time
-	bufs     sync.Pool          // *[]byte of copyBufSize, for stream copies
-	ui       *template.Template // the debug page
+	bufs     sync.Pool // *[]byte of copyBufSize, for stream copies
+	hist     *history  // the debug page's sparklines and failovers
 }
 
 // copyBufSize is the read size of a stream copy: many events at once when
@@ -66,7 +71,10 @@ func newGateway(c *tpsroute.Client, opts options) *gateway {
 	}
 	g := &gateway{c: c, deps: c.Deployments(), opts: opts, logger: opts.Logger, started: time.Now()}
 	g.bufs.New = func() any { b := make([]byte, copyBufSize); return &b }
-	g.ui = newUITemplate()
+	g.hist = opts.History
+	if g.hist == nil {
+		g.hist = newHistory()
+	}
 	if g.logger == nil {
 		g.logger = slog.New(slog.DiscardHandler)
 	}
@@ -80,6 +88,11 @@ func newGateway(c *tpsroute.Client, opts options) *gateway {
 	// one, not the catch-all's 404.
 	g.mux.HandleFunc("/v1/chat/completions", methodNotAllowed(http.MethodPost))
 	g.mux.HandleFunc("/v1/models", methodNotAllowed(http.MethodGet, http.MethodHead))
+	g.mux.HandleFunc("GET /debug/tpsroute/ui.js", g.debugUIScript)
+	g.mux.HandleFunc("GET /debug/tpsroute/history", g.debugHistory)
+	if opts.Metrics != nil {
+		g.mux.Handle("GET /metrics", opts.Metrics)
+	}
 	g.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		(&tpsroute.HTTPError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
 			Message: "gateway: unknown endpoint " + r.Method + " " + r.URL.Path}).Write(w)

@@ -38,11 +38,13 @@ func TestDebugEndpoints(t *testing.T) {
 	cfg := testConfig(a, b, wild)
 	cfg.Fallback.Breaker.ConsecutiveFailures = 1
 	cfg.Fallback.AttemptsPerDeployment = 1
+	hist := newHistory()
+	cfg.OnAttempt = hist.attempt
 	e := newEnv(t, map[string]replay.Script{
 		"a-m": prof(answer),
 		"b-m": replay.WithFaults(prof(answer), replay.Status(500, "", nil)),
 		"x":   prof(answer),
-	}, cfg, options{})
+	}, cfg, options{History: hist})
 	base := e.serve(t)
 	for range 3 {
 		require.Equal(t, 200, stream(t, base, req("m", true, `"provider":{"order":["a"]}`)).status)
@@ -82,14 +84,36 @@ func TestDebugEndpoints(t *testing.T) {
 		code, h, body := get(t, base+"/debug/tpsroute/ui")
 		require.Equal(t, 200, code)
 		assert.True(t, strings.HasPrefix(h.Get("Content-Type"), "text/html"))
-		assert.Contains(t, body, `<meta http-equiv="refresh" content="2">`)
-		for _, col := range []string{"traffic share", "TTFT p50", "TTFT p95", "TPS p50", "TPS p95", "error rate", "breaker", "in-flight"} {
+		assert.Contains(t, h.Get("Content-Security-Policy"), "script-src 'self'")
+		for _, col := range []string{"traffic share", "TTFT p50", "TPS p50", "breaker", "error rate", "in-flight"} {
 			assert.Contains(t, body, "<th>"+col+"</th>")
 		}
-		assert.Contains(t, body, "<td>a/us/m</td><td>60%</td>")
-		assert.Contains(t, body, `class="open">open`)
-		assert.NotContains(t, body, "<script", "self-contained, no script")
+		assert.Contains(t, body, `<script src="/debug/tpsroute/ui.js"></script>`, "redrawn by its script, not reloaded")
+		assert.NotContains(t, body, "http-equiv=\"refresh\"")
 		assert.NotContains(t, body, "http://", "no external asset")
+		code, h, js := get(t, base+"/debug/tpsroute/ui.js")
+		require.Equal(t, 200, code)
+		assert.True(t, strings.HasPrefix(h.Get("Content-Type"), "text/javascript"))
+		assert.Contains(t, js, "/debug/tpsroute/history")
+	})
+	t.Run("history", func(t *testing.T) {
+		code, _, body := get(t, base+"/debug/tpsroute/history")
+		require.Equal(t, 200, code)
+		rows := map[string]gjson.Result{}
+		for _, r := range gjson.Get(body, "deployments").Array() {
+			rows[r.Get("deployment").Str] = r
+		}
+		require.Contains(t, rows, "a/us/m")
+		require.Contains(t, rows, "b/eu/m")
+		ra, rb := rows["a/us/m"], rows["b/eu/m"]
+		assert.InDelta(t, 0.6, ra.Get("share_total").Float(), 0.001)
+		assert.Equal(t, "open", rb.Get("breaker").Str)
+		require.NotEmpty(t, ra.Get("share").Array(), "one sample at least")
+		assert.InDelta(t, 0.6, ra.Get("share").Array()[0].Float(), 0.001, "the first sample covers every attempt so far")
+		assert.Positive(t, ra.Get("ttft_s").Array()[0].Float())
+		assert.Len(t, ra.Get("tps").Array(), len(ra.Get("share").Array()))
+		assert.Equal(t, float64(2), gjson.Get(body, "interval_s").Float())
+		assert.NotEmpty(t, gjson.Get(body, "failovers").Array(), "b's failures moved the calls on")
 		assert.NotContains(t, body, "secret")
 	})
 	t.Run("models", func(t *testing.T) {

@@ -41,8 +41,8 @@ var (
 	}
 	skipped = map[string]string{
 		"go run ./examples/openai -config tpsroute.json -model llama-3.3-70b": "needs real providers and keys",
-		"go run ./examples/gateway -demo":                                     "a server: runs until interrupted (examples/gateway tests it)",
-		"go run ./examples/gateway -config gateway.json":                      "needs real providers and keys",
+		"go run . -demo":                "the gateway (after cd examples/gateway), a server: runs until interrupted (examples/gateway tests it)",
+		"go run . -config gateway.json": "the gateway (after cd examples/gateway): needs real providers and keys",
 	}
 )
 
