@@ -30,7 +30,12 @@ const benchChunks = 1000
 // serveBench runs a replay server answering benchChunks chunks at once,
 // prints its URL and serves until stdin closes.
 func serveBench() {
-	s := replay.NewServer(map[string]replay.Script{"m": &replay.Profile{OutputTokens: benchChunks}})
+	s := replay.NewServer(map[string]replay.Script{
+		"m": &replay.Profile{OutputTokens: benchChunks},
+		// "slow" sends its first chunk at once and the next after 1,000 s:
+		// streams that stay in flight (BenchmarkMemoryInFlight).
+		"slow": &replay.Profile{OutputTokens: 3, TPS: 0.001},
+	})
 	fmt.Println(s.URL())
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	s.Close()

@@ -74,13 +74,13 @@ func (s ChatCompletionService) New(ctx context.Context, params openai.ChatComple
 type Stream struct {
 	c      *Client
 	st     *callState
-	raw    *ssestream.Stream[openai.ChatCompletionChunk] // never advanced: its Err and Close only
+	body   io.ReadCloser // the committed attempt's body; nil if none
 	cancel context.CancelFunc
 
 	sse     sseReader
 	chunk   tps.Chunk
-	cur     openai.ChatCompletionChunk
-	decoded bool // cur holds the current chunk
+	cur     *openai.ChatCompletionChunk // allocated by the first Current
+	decoded bool                        // cur holds the current chunk
 	delta   Delta
 	deltaOK bool // delta holds the current chunk
 	text    []byte
@@ -116,11 +116,12 @@ func (c *Client) newStream(ctx context.Context, params openai.ChatCompletionNewP
 		reqOpts = append(append([]option.RequestOption(nil), st.cfg.reqOpts...), c.oaiOpts...)
 	}
 	raw := c.oai.NewStreaming(context.WithValue(ctx, callStateKey{}, st), params, reqOpts...)
-	s := &Stream{c: c, st: st, raw: raw, cancel: cancel}
+	s := &Stream{c: c, st: st, cancel: cancel}
 	if st.res != nil {
-		// raw's decoder has not read yet; Next reads the committed body
-		// itself, and raw.Close still closes it.
-		s.sse.r = bufio.NewReaderSize(st.res.Body, sseBufSize)
+		// raw's decoder has not read yet and is dropped (it would hold an
+		// empty chunk per stream): Next reads the committed body itself.
+		s.body = st.res.Body
+		s.sse.r = bufio.NewReaderSize(s.body, sseBufSize)
 	}
 	if st.err != nil || st.res == nil {
 		s.ended.Store(true)
@@ -161,7 +162,8 @@ func (s *Stream) Next() bool {
 			return false
 		case tps.ParseChunk(data, &s.chunk) != nil:
 			s.ended.Store(true)
-			err := json.Unmarshal(data, &s.cur)
+			var cur openai.ChatCompletionChunk
+			err := json.Unmarshal(data, &cur)
 			if err == nil {
 				err = tps.ErrMalformed
 			}
@@ -191,14 +193,19 @@ var (
 // Current returns the chunk Next advanced to, decoded by openai-go on the
 // first call for each chunk.
 func (s *Stream) Current() openai.ChatCompletionChunk {
+	if len(s.sse.data) == 0 || s.done.Load() {
+		return openai.ChatCompletionChunk{}
+	}
 	if !s.decoded {
 		s.decoded = true
-		s.cur = openai.ChatCompletionChunk{}
-		if len(s.sse.data) > 0 && !s.done.Load() {
-			_ = json.Unmarshal(s.sse.data, &s.cur) // Next checked it is a JSON object
+		if s.cur == nil {
+			s.cur = new(openai.ChatCompletionChunk)
+		} else {
+			*s.cur = openai.ChatCompletionChunk{}
 		}
+		_ = json.Unmarshal(s.sse.data, s.cur) // Next checked it is a JSON object
 	}
-	return s.cur
+	return *s.cur
 }
 
 // Delta is what the chunk Next advanced to says, scanned without decoding it
@@ -308,7 +315,9 @@ func (s *Stream) Close() error {
 		s.done.Store(true)
 		// Closing the body before the end cancels the upstream request at
 		// once; fallback records it as the caller's cancellation (ErrClosed).
-		_ = s.raw.Close()
+		if s.body != nil {
+			_ = s.body.Close()
+		}
 		s.cancel()
 		endCall(&s.st.cfg, s.st.res, s.Err())
 	})
