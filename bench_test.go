@@ -30,7 +30,12 @@ const benchChunks = 1000
 // serveBench runs a replay server answering benchChunks chunks at once,
 // prints its URL and serves until stdin closes.
 func serveBench() {
-	s := replay.NewServer(map[string]replay.Script{"m": &replay.Profile{OutputTokens: benchChunks}})
+	s := replay.NewServer(map[string]replay.Script{
+		"m": &replay.Profile{OutputTokens: benchChunks},
+		// "slow" sends its first chunk at once and the next after 1,000 s:
+		// streams that stay in flight (BenchmarkMemoryInFlight).
+		"slow": &replay.Profile{OutputTokens: 3, TPS: 0.001},
+	})
 	fmt.Println(s.URL())
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	s.Close()
@@ -87,11 +92,30 @@ func drainOpenAI(b *testing.B, s interface {
 	}
 }
 
+// drainDelta reads a routed stream through its text path, Delta, without
+// ever calling Current.
+func drainDelta(b *testing.B, s *Stream) {
+	n := 0
+	for s.Next() {
+		if len(s.Delta().Content) > 0 {
+			n++
+		}
+	}
+	if err := s.Err(); err != nil {
+		b.Fatal(err)
+	}
+	_ = s.Close()
+	if n != benchChunks {
+		b.Fatalf("%d content chunks, want %d", n, benchChunks)
+	}
+}
+
 // BenchmarkStream1000 compares the client CPU of one streaming call of 1,000
-// chunks from a replay server in another process (no delays): plain openai-go,
-// the routed Client, and openai-go over Client.Transport. The three kinds of
-// call are interleaved so that drift affects them alike; each reports its
-// CPU µs per call and its ratio to plain openai-go.
+// chunks from a replay server in another process (no delays): plain openai-go
+// reading Current, the routed Client reading Current, the routed Client
+// reading only Delta (the text path), and openai-go over Client.Transport.
+// The kinds of call are interleaved so that drift affects them alike; each
+// reports its CPU µs per call and its ratio to plain openai-go.
 func BenchmarkStream1000(b *testing.B) {
 	url := benchServer(b)
 	tr := &http.Transport{MaxIdleConnsPerHost: 4}
@@ -117,11 +141,12 @@ func BenchmarkStream1000(b *testing.B) {
 		{"plain", func() { drainOpenAI(b, plain.Chat.Completions.NewStreaming(ctx, params)) }},
 		{"client", func() { drainOpenAI(b, c.Chat.Completions.NewStreaming(ctx, params)) }},
 		{"transport", func() { drainOpenAI(b, viaTransport.Chat.Completions.NewStreaming(ctx, params)) }},
+		{"delta", func() { drainDelta(b, c.Chat.Completions.NewStreaming(ctx, params)) }},
 	}
 	for _, r := range runs { // warm connections and statistics
 		r.call()
 	}
-	var cpu [3]time.Duration
+	var cpu [4]time.Duration
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -138,6 +163,8 @@ func BenchmarkStream1000(b *testing.B) {
 	b.ReportMetric(float64(cpu[2].Microseconds())/n, "transport-cpu-µs/call")
 	b.ReportMetric(float64(cpu[1])/float64(cpu[0]), "client/plain")
 	b.ReportMetric(float64(cpu[2])/float64(cpu[0]), "transport/plain")
+	b.ReportMetric(float64(cpu[3].Microseconds())/n, "delta-cpu-µs/call")
+	b.ReportMetric(float64(cpu[3])/float64(cpu[0]), "delta/plain")
 }
 
 // BenchmarkCall16 measures the per-call cost of routing on a short answer

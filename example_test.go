@@ -196,3 +196,37 @@ func ExampleClient_Do() {
 	// attempt: up/eu/m 200
 	// 404 model_not_found model
 }
+
+// Read a routed stream through its text path: Delta gives each chunk's text
+// (and tool-call fragments, finish reason, usage) without decoding it into an
+// openai.ChatCompletionChunk. Its slices are valid until the next Next.
+func ExampleStream_Delta() {
+	srv := replay.NewServer(map[string]replay.Script{"m": &replay.Profile{OutputTokens: 5}})
+	defer srv.Close()
+	client, err := tpsroute.New(tpsroute.Config{Deployments: []route.Deployment{{
+		Provider: "local", Model: "m", BaseURL: srv.URL(),
+	}}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	stream := client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+		Model:    "m",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Count to five.")},
+	})
+	defer stream.Close()
+	var text []byte
+	finish := ""
+	for stream.Next() {
+		d := stream.Delta()
+		text = append(text, d.Content...)
+		if len(d.FinishReason) > 0 {
+			finish = string(d.FinishReason)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s (finish: %s)\n", strings.TrimSpace(string(text)), finish)
+	// Output:
+	// w0 w1 w2 w3 w4 (finish: stop)
+}

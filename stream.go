@@ -1,7 +1,10 @@
 package tpsroute
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +15,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
+	"github.com/tidwall/gjson"
 
 	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/route"
@@ -43,30 +47,45 @@ func (s ChatCompletionService) NewStreaming(ctx context.Context, params openai.C
 func (s ChatCompletionService) New(ctx context.Context, params openai.ChatCompletionNewParams, opts ...CallOption) (*openai.ChatCompletion, error) {
 	st := s.c.newStream(ctx, params, opts, false)
 	defer st.Close()
-	var acc openai.ChatCompletionAccumulator
+	var acc tps.Accumulator // the text path: no chunk is decoded
 	for st.Next() {
-		if !acc.AddChunk(st.Current()) {
-			st.fail(fmt.Errorf("tpsroute: chunk %q could not be accumulated", st.Current().ID))
-			break
-		}
+		acc.Add(st.sse.data)
 	}
 	if err := st.Err(); err != nil {
 		return nil, err
 	}
-	out := acc.ChatCompletion
-	out.Object = "chat.completion"
+	var out openai.ChatCompletion
+	if err := json.Unmarshal(acc.JSON(), &out); err != nil {
+		return nil, fmt.Errorf("tpsroute: decoding the accumulated completion: %w", err)
+	}
 	return &out, nil
 }
 
 // Stream is a routed streaming chat completion, a pull iterator like
 // openai-go's ssestream.Stream: call Next until it returns false, read each
-// chunk with Current, then check Err. A Stream is for one goroutine, except
-// Close, which may be called from another goroutine to abort the stream.
+// chunk with Current or Delta, then check Err. A Stream is for one
+// goroutine, except Close, which may be called from another goroutine to
+// abort the stream.
+//
+// Next only scans each chunk (as tps does to time it); Current decodes it into
+// an openai.ChatCompletionChunk on first call, with openai-go's own decoder.
+// Delta returns the scanned text, tool-call fragments, finish reason and usage
+// without that decode, for a fraction of its CPU and no allocation.
 type Stream struct {
 	c      *Client
 	st     *callState
-	raw    *ssestream.Stream[openai.ChatCompletionChunk]
+	body   io.ReadCloser // the committed attempt's body; nil if none
 	cancel context.CancelFunc
+
+	sse     sseReader
+	chunk   tps.Chunk
+	cur     *openai.ChatCompletionChunk // allocated by the first Current
+	decoded bool                        // cur holds the current chunk
+	delta   Delta
+	deltaOK bool // delta holds the current chunk
+	text    []byte
+	tools   []ToolCallDelta
+	ends    []int
 
 	mu        sync.Mutex // guards err: Close may run on another goroutine
 	err       error
@@ -97,7 +116,13 @@ func (c *Client) newStream(ctx context.Context, params openai.ChatCompletionNewP
 		reqOpts = append(append([]option.RequestOption(nil), st.cfg.reqOpts...), c.oaiOpts...)
 	}
 	raw := c.oai.NewStreaming(context.WithValue(ctx, callStateKey{}, st), params, reqOpts...)
-	s := &Stream{c: c, st: st, raw: raw, cancel: cancel}
+	s := &Stream{c: c, st: st, cancel: cancel}
+	if st.res != nil {
+		// raw's decoder has not read yet and is dropped (it would hold an
+		// empty chunk per stream): Next reads the committed body itself.
+		s.body = st.res.Body
+		s.sse.r = bufio.NewReaderSize(s.body, sseBufSize)
+	}
 	if st.err != nil || st.res == nil {
 		s.ended.Store(true)
 		err := st.err
@@ -118,14 +143,41 @@ func (s *Stream) Next() bool {
 	if s.done.Load() {
 		return false
 	}
-	if s.raw.Next() {
-		return true
+	s.decoded, s.deltaOK = false, false
+	if s.sse.next() {
+		data := s.sse.data
+		// As openai-go's ssestream.Stream: [DONE] ends, an "error" key is a
+		// *ssestream.StreamError, and a chunk that is not JSON ends the
+		// stream with the decoder's error.
+		switch {
+		case bytes.HasPrefix(data, doneData):
+			// the end, below
+		case bytes.Contains(data, errorKey) && gjson.GetBytes(data, "error").Exists():
+			ev := ssestream.Event{Type: string(s.sse.event), Data: bytes.Clone(data)}
+			s.ended.Store(true)
+			s.fail(&ssestream.StreamError{
+				Message: fmt.Sprintf("received error while streaming: %s", gjson.GetBytes(data, "error").String()),
+				Event:   ev,
+			})
+			return false
+		case tps.ParseChunk(data, &s.chunk) != nil:
+			s.ended.Store(true)
+			var cur openai.ChatCompletionChunk
+			err := json.Unmarshal(data, &cur)
+			if err == nil {
+				err = tps.ErrMalformed
+			}
+			s.fail(err)
+			return false
+		default:
+			return true
+		}
 	}
 	if s.done.Load() {
 		return false // closed by Close
 	}
 	s.ended.Store(true)
-	if err := s.raw.Err(); err != nil {
+	if err := s.sse.err; err != nil {
 		s.fail(err)
 		return false
 	}
@@ -133,8 +185,117 @@ func (s *Stream) Next() bool {
 	return false
 }
 
-// Current returns the chunk Next advanced to.
-func (s *Stream) Current() openai.ChatCompletionChunk { return s.raw.Current() }
+var (
+	doneData = []byte("[DONE]")
+	errorKey = []byte(`"error"`)
+)
+
+// Current returns the chunk Next advanced to, decoded by openai-go on the
+// first call for each chunk.
+func (s *Stream) Current() openai.ChatCompletionChunk {
+	if len(s.sse.data) == 0 || s.done.Load() {
+		return openai.ChatCompletionChunk{}
+	}
+	if !s.decoded {
+		s.decoded = true
+		if s.cur == nil {
+			s.cur = new(openai.ChatCompletionChunk)
+		} else {
+			*s.cur = openai.ChatCompletionChunk{}
+		}
+		_ = json.Unmarshal(s.sse.data, s.cur) // Next checked it is a JSON object
+	}
+	return *s.cur
+}
+
+// Delta is what the chunk Next advanced to says, scanned without decoding it
+// into an openai.ChatCompletionChunk. Content, Reasoning and Refusal are the
+// chunk's text with JSON escapes resolved, joined over its choices in order
+// (a single choice unless n > 1); ToolCalls are its tool-call fragments. Byte
+// slices and Chunk are valid only until the next call of Next; copy what you
+// keep. Reasoning, which openai-go's chunk keeps only among its extra fields,
+// is reasoning_content or reasoning.
+type Delta struct {
+	Content   []byte
+	Reasoning []byte
+	Refusal   []byte
+	ToolCalls []ToolCallDelta
+	// FinishReason is the last non-null finish_reason of the chunk, empty
+	// when none.
+	FinishReason []byte
+	// Usage is the chunk's usage block, nil when it carried none.
+	Usage *tps.Usage
+	// Chunk is everything tps scanned from the chunk, per choice, raw.
+	Chunk *tps.Chunk
+}
+
+// ToolCallDelta is one tool-call fragment of a Delta, text decoded. Arguments
+// arrive in pieces; join them per (Choice, Index).
+type ToolCallDelta struct {
+	Choice    int64  // the index of the choice it belongs to
+	Index     int64  // tool_calls[].index
+	ID        []byte // tool_calls[].id, empty after the first fragment
+	Type      []byte // tool_calls[].type
+	Name      []byte // tool_calls[].function.name
+	Arguments []byte // tool_calls[].function.arguments
+}
+
+// Delta returns what the chunk Next advanced to says, without decoding it:
+// the text path. After the first chunk's buffers have grown it allocates
+// nothing. It is the zero Delta before the first Next and after the end.
+func (s *Stream) Delta() Delta {
+	if s.deltaOK {
+		return s.delta
+	}
+	s.deltaOK = true
+	if s.done.Load() || len(s.sse.data) == 0 {
+		s.delta = Delta{}
+		return s.delta
+	}
+	c := &s.chunk
+	text := s.text[:0]
+	var span [3][2]int
+	for f := range span {
+		span[f][0] = len(text)
+		for i := range c.Choices {
+			ch := &c.Choices[i]
+			text = tps.AppendUnescaped(text, [3][]byte{ch.Content, ch.Reasoning, ch.Refusal}[f])
+		}
+		span[f][1] = len(text)
+	}
+	// Every field is appended to text first and sliced after, since text
+	// may move while it grows.
+	ends := s.ends[:0]
+	for _, t := range c.ToolCalls {
+		for _, raw := range [4][]byte{t.ID, t.Type, t.Name, t.Arguments} {
+			text = tps.AppendUnescaped(text, raw)
+			ends = append(ends, len(text))
+		}
+	}
+	field := func(from, to int) []byte { return text[from:to:to] }
+	d := Delta{Chunk: c, FinishReason: c.FinishReason,
+		Content:   field(span[0][0], span[0][1]),
+		Reasoning: field(span[1][0], span[1][1]),
+		Refusal:   field(span[2][0], span[2][1]),
+	}
+	tools := s.tools[:0]
+	pos := span[2][1]
+	for i, t := range c.ToolCalls {
+		e := ends[4*i : 4*i+4]
+		tools = append(tools, ToolCallDelta{Choice: t.Choice, Index: t.Index,
+			ID: field(pos, e[0]), Type: field(e[0], e[1]), Name: field(e[1], e[2]), Arguments: field(e[2], e[3])})
+		pos = e[3]
+	}
+	if len(tools) > 0 {
+		d.ToolCalls = tools
+	}
+	if c.HasUsage {
+		d.Usage = &c.Usage
+	}
+	s.text, s.tools, s.ends = text, tools, ends
+	s.delta = d
+	return d
+}
 
 // Err returns the error that ended the stream, or nil after a clean end or an
 // early Close. Routing errors wrap route.ErrNoDeployment; failover failures
@@ -154,7 +315,9 @@ func (s *Stream) Close() error {
 		s.done.Store(true)
 		// Closing the body before the end cancels the upstream request at
 		// once; fallback records it as the caller's cancellation (ErrClosed).
-		_ = s.raw.Close()
+		if s.body != nil {
+			_ = s.body.Close()
+		}
 		s.cancel()
 		endCall(&s.st.cfg, s.st.res, s.Err())
 	})
@@ -295,4 +458,94 @@ func readAll(req *http.Request) ([]byte, error) {
 		return nil, &RequestError{Reason: "read request body: " + err.Error()}
 	}
 	return b, nil
+}
+
+// sseBufSize is the read buffer of a Stream, as openai-go's decoder starts
+// with.
+const sseBufSize = 4096
+
+// sseMaxLine is the longest line a Stream reads, openai-go's decoder's limit.
+const sseMaxLine = bufio.MaxScanTokenSize << 9
+
+// sseReader reads the events of a committed body the way openai-go's
+// ssestream decoder does, so that Current yields what openai-go would: lines
+// end at LF (a CR before it is dropped), an event is dispatched at a blank
+// line when it has data, data lines are joined each with a trailing LF, and
+// a final event without its blank line is dropped. Unlike that decoder it
+// reuses its buffers: data and event are valid until the next call of next.
+type sseReader struct {
+	r     *bufio.Reader
+	eof   bool
+	line  []byte // a line longer than r's buffer
+	data  []byte
+	event []byte
+	err   error
+}
+
+// next reads up to the next event and reports whether there is one. At the
+// end, err holds the read error (nil at EOF).
+func (d *sseReader) next() bool {
+	d.data, d.event = d.data[:0], d.event[:0]
+	if d.r == nil || d.eof || d.err != nil {
+		return false
+	}
+	for {
+		line, ok := d.readLine()
+		if !ok {
+			return false
+		}
+		if len(line) == 0 {
+			if len(d.data) == 0 {
+				d.event = d.event[:0]
+				continue
+			}
+			return true
+		}
+		name, value, _ := bytes.Cut(line, []byte(":"))
+		if len(value) > 0 && value[0] == ' ' {
+			value = value[1:]
+		}
+		switch string(name) {
+		case "event":
+			d.event = append(d.event[:0], value...)
+		case "data":
+			d.data = append(append(d.data, value...), '\n')
+		}
+	}
+}
+
+// readLine returns the next line without its line end.
+func (d *sseReader) readLine() ([]byte, bool) {
+	if d.eof {
+		return nil, false
+	}
+	line, err := d.r.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		d.line = append(d.line[:0], line...)
+		for err == bufio.ErrBufferFull {
+			line, err = d.r.ReadSlice('\n')
+			d.line = append(d.line, line...)
+			if len(d.line) > sseMaxLine {
+				d.err = bufio.ErrTooLong
+				return nil, false
+			}
+		}
+		line = d.line
+	}
+	switch {
+	case err == io.EOF:
+		d.eof = true
+		if len(line) == 0 {
+			return nil, false
+		}
+	case err != nil:
+		d.err = err
+		return nil, false
+	default:
+		line = line[:len(line)-1]
+	}
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	return line, true
 }

@@ -83,11 +83,49 @@ type Chunk struct {
 	// stream cannot be relied on to be framed after it. Set by Tap only.
 	Unframed bool
 
+	// Choices holds each choice of the chunk as scanned, in order: its
+	// index, raw text fields and finish reason. Its byte slices follow the
+	// Content rule above; its backing array is reused by the next ParseChunk.
+	Choices []ChoiceDelta
+	// ToolCalls holds the chunk's tool-call fragments (delta.tool_calls
+	// elements) of every choice, in order; reused like Choices.
+	ToolCalls []ToolCallDelta
+
 	buf      []byte // scratch for Content when several fields are joined
 	bufInUse bool
 	groq     Usage
 	groqHas  bool
 }
+
+// ChoiceDelta is what one choice of a chunk carried. Byte slices are raw,
+// still JSON-escaped string bodies (use AppendUnescaped), nil when absent,
+// null or not a string.
+type ChoiceDelta struct {
+	Index        int64  // choices[].index
+	Content      []byte // delta.content
+	Reasoning    []byte // delta.reasoning_content, or delta.reasoning
+	Refusal      []byte // delta.refusal
+	FinishReason []byte // finish_reason
+}
+
+// ToolCallDelta is one tool-call fragment: an element of a choice's
+// delta.tool_calls. Byte slices are raw, still JSON-escaped string bodies
+// (use AppendUnescaped), nil when absent. Arguments arrive in pieces over
+// many chunks; join them per (Choice, Index).
+type ToolCallDelta struct {
+	Choice    int64  // the index of the choice it belongs to
+	Index     int64  // tool_calls[].index
+	ID        []byte // tool_calls[].id
+	Type      []byte // tool_calls[].type
+	Name      []byte // tool_calls[].function.name
+	Arguments []byte // tool_calls[].function.arguments
+}
+
+// AppendUnescaped appends the text of raw, a JSON string body without its
+// quotes as the Chunk fields hold it, to dst with escapes resolved, and
+// returns the extended slice. Invalid surrogates become U+FFFD, as
+// encoding/json does.
+func AppendUnescaped(dst, raw []byte) []byte { return appendUnescaped(dst, raw) }
 
 // Usage is a usage block. Zero fields were absent or zero. A Usage is a
 // value and safe to copy.
@@ -174,8 +212,8 @@ func (c *Chunk) AppendText(dst []byte) []byte {
 }
 
 func (c *Chunk) reset() {
-	buf := c.buf[:0]
-	*c = Chunk{buf: buf}
+	buf, choices, tools := c.buf[:0], c.Choices[:0], c.ToolCalls[:0]
+	*c = Chunk{buf: buf, Choices: choices, ToolCalls: tools}
 }
 
 // addText joins one raw text field onto c.Content without allocating in the
@@ -217,16 +255,22 @@ func (s *scanner) choices(c *Chunk) {
 		}
 		s.i++
 		out := false
+		ci := len(c.Choices)
+		c.Choices = append(c.Choices, ChoiceDelta{})
+		tools := len(c.ToolCalls)
 		for m := 0; s.more(m, '}'); m++ {
 			switch string(s.key()) {
 			case "delta":
-				if s.delta(c) {
+				if s.delta(c, &c.Choices[ci]) {
 					out = true
 				}
 			case "finish_reason":
 				if v := s.optStr(); v != nil {
 					c.FinishReason = v
+					c.Choices[ci].FinishReason = v
 				}
+			case "index":
+				c.Choices[ci].Index = s.int()
 			default:
 				s.skip(1)
 			}
@@ -235,11 +279,15 @@ func (s *scanner) choices(c *Chunk) {
 			c.Output = true
 			c.OutputDeltas++
 		}
+		for i := tools; i < len(c.ToolCalls); i++ { // "index" may follow "delta"
+			c.ToolCalls[i].Choice = c.Choices[ci].Index
+		}
 	}
 }
 
-// delta reads one choice's delta and reports whether it carried output.
-func (s *scanner) delta(c *Chunk) bool {
+// delta reads one choice's delta into c and cd and reports whether it
+// carried output.
+func (s *scanner) delta(c *Chunk, cd *ChoiceDelta) bool {
 	if s.peek() != '{' {
 		s.skip(1)
 		return false
@@ -252,7 +300,18 @@ func (s *scanner) delta(c *Chunk) bool {
 		case "content", "reasoning_content", "reasoning", "refusal":
 			switch s.peek() {
 			case '"':
-				if v := s.str(); len(v) > 0 {
+				v := s.str()
+				switch {
+				case k[0] == 'c':
+					cd.Content = v
+				case k[2] == 'a':
+					if len(v) > 0 || cd.Reasoning == nil {
+						cd.Reasoning = v
+					}
+				default:
+					cd.Refusal = v
+				}
+				if len(v) > 0 {
 					out = true
 					c.addText(v)
 					if k[0] == 'r' && k[2] == 'a' {
@@ -270,7 +329,7 @@ func (s *scanner) delta(c *Chunk) bool {
 		case "tool_calls":
 			if s.peek() != '[' {
 				s.skip(1)
-			} else if s.nonEmptyArray() {
+			} else if s.toolCalls(c) {
 				out = true
 				c.ToolCall = true
 			}
@@ -287,6 +346,55 @@ func (s *scanner) delta(c *Chunk) bool {
 		}
 	}
 	return out
+}
+
+// toolCalls reads a delta.tool_calls array into c.ToolCalls and reports
+// whether it had an element other than null.
+func (s *scanner) toolCalls(c *Chunk) bool {
+	s.i++ // '['
+	found := false
+	for n := 0; s.more(n, ']'); n++ {
+		if s.null() {
+			continue
+		}
+		found = true
+		if s.peek() != '{' {
+			s.skip(1)
+			continue
+		}
+		s.i++
+		c.ToolCalls = append(c.ToolCalls, ToolCallDelta{})
+		tc := &c.ToolCalls[len(c.ToolCalls)-1]
+		for m := 0; s.more(m, '}'); m++ {
+			switch string(s.key()) {
+			case "index":
+				tc.Index = s.int()
+			case "id":
+				tc.ID = s.optStr()
+			case "type":
+				tc.Type = s.optStr()
+			case "function":
+				if s.peek() != '{' {
+					s.skip(2)
+					continue
+				}
+				s.i++
+				for f := 0; s.more(f, '}'); f++ {
+					switch string(s.key()) {
+					case "name":
+						tc.Name = s.optStr()
+					case "arguments":
+						tc.Arguments = s.optStr()
+					default:
+						s.skip(3)
+					}
+				}
+			default:
+				s.skip(2)
+			}
+		}
+	}
+	return found && !s.bad
 }
 
 // nonEmptyArray consumes an array and reports whether it had an element

@@ -184,39 +184,15 @@ func BenchmarkRelayCPUPerChunk(b *testing.B) { benchChildCPU(b, true) }
 func benchChildCPU(b *testing.B, relay bool) {
 	up := replay.NewServer(map[string]replay.Script{"m-wire": &replay.Profile{OutputTokens: benchChunks}})
 	defer up.Close()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childUpstreamEnv+"="+up.URL())
-	if relay {
-		cmd.Env = append(cmd.Env, childRelayEnv+"=1")
-	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		stdin.Close()
-		_ = cmd.Wait()
-	}()
-	addr, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		b.Fatal(err)
-	}
+	ch := startChild(b, up.URL(), relay)
 	e := &benchEnv{
 		client:  &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128, DisableCompression: true}},
-		gateway: "http://" + strings.TrimSpace(addr) + "/v1/chat/completions",
+		gateway: ch.url,
 		bodyGw:  `{"model":"m","stream":true,` + hi + `}`,
 	}
 	defer e.client.CloseIdleConnections()
 	const c = 32
-	pid := cmd.Process.Pid
+	pid := ch.pid
 	e.load(b, e.gateway, e.bodyGw, 4*c, c) // warm connections and statistics
 	n := max(b.N, c)
 	b.ResetTimer()
@@ -236,6 +212,212 @@ func benchChildCPU(b *testing.B, relay bool) {
 	b.ReportMetric(float64(s1-s0)/chunks, "gw-syscalls/chunk")
 	b.ReportMetric(cpu/1e3/float64(n), "gw-cpu-µs/stream")
 	b.ReportMetric(float64(n)/wall.Seconds(), "streams/s")
+}
+
+// child is a gateway or bare relay process started by startChild.
+type child struct {
+	url string // its chat-completions URL
+	pid int
+}
+
+// startChild re-executes this test binary as a gateway (or, with relay, a
+// bare relay) in front of the provider at upstream, and stops it when b ends.
+func startChild(b *testing.B, upstream string, relay bool) child {
+	b.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childUpstreamEnv+"="+upstream)
+	if relay {
+		cmd.Env = append(cmd.Env, childRelayEnv+"=1")
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		stdin.Close()
+		_ = cmd.Wait()
+	})
+	addr, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		b.Fatal(err)
+	}
+	return child{url: "http://" + strings.TrimSpace(addr) + "/v1/chat/completions", pid: cmd.Process.Pid}
+}
+
+// perEventGap is the pause perEventUpstream makes after each event: long
+// enough that the proxy in front reads every event on its own (at 0.1 µs
+// between flushes loopback coalesces them), far shorter than real providers'
+// 10-50 ms between tokens.
+const perEventGap = 100 * time.Microsecond
+
+// perEventUpstream is a provider that writes every SSE event of its answer
+// on its own, flushes it at once and pauses perEventGap, as real providers
+// do when they stream tokens as they are generated: a role chunk,
+// benchChunks content chunks, a finish chunk, a usage chunk and [DONE],
+// whatever the request.
+func perEventUpstream() http.Handler {
+	const head = `data: {"id":"chatcmpl-b","object":"chat.completion.chunk","created":1700000000,"model":"m-wire","choices":[`
+	first := []byte(head + `{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}],"usage":null}` + "\n\n")
+	tail := [][]byte{
+		[]byte(head + `{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}` + "\n\n"),
+		[]byte(head + `],"usage":{"prompt_tokens":8,"completion_tokens":` + strconv.Itoa(benchChunks) + `,"total_tokens":` + strconv.Itoa(benchChunks+8) + `}}` + "\n\n"),
+		[]byte("data: [DONE]\n\n"),
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		rc := http.NewResponseController(w)
+		send := func(ev []byte) bool {
+			if _, err := w.Write(ev); err != nil || rc.Flush() != nil {
+				return false
+			}
+			time.Sleep(perEventGap)
+			return true
+		}
+		if !send(first) {
+			return
+		}
+		ev := make([]byte, 0, 256)
+		for range benchChunks {
+			// Each content chunk carries the moment it was written, so that
+			// a client in this process can time its way through the proxy.
+			ev = append(ev[:0], head+`{"index":0,"delta":{"content":"t`...)
+			ev = strconv.AppendInt(ev, int64(time.Since(benchEpoch)), 10)
+			ev = append(ev, ` "},"finish_reason":null}],"usage":null}`+"\n\n"...)
+			if !send(ev) {
+				return
+			}
+		}
+		for _, ev := range tail {
+			if !send(ev) {
+				return
+			}
+		}
+	})
+}
+
+// benchEpoch is the origin of the send times perEventUpstream writes.
+var benchEpoch = time.Now()
+
+// eventDelays streams one answer of perEventUpstream through url and returns,
+// for every content chunk, how long it took from the upstream's write to
+// this client's read.
+func (e *benchEnv) eventDelays(b *testing.B, url, body string) []time.Duration {
+	resp, err := e.client.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	r := bufio.NewReader(resp.Body)
+	marker := []byte(`"content":"t`)
+	var out []time.Duration
+	for {
+		line, err := r.ReadSlice('\n')
+		now := time.Since(benchEpoch)
+		if i := bytes.Index(line, marker); i >= 0 {
+			digits := line[i+len(marker):]
+			digits = digits[:bytes.IndexByte(digits, ' ')]
+			sent, perr := strconv.ParseInt(string(digits), 10, 64)
+			if perr != nil {
+				b.Fatal(perr)
+			}
+			out = append(out, now-time.Duration(sent))
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	if len(out) != benchChunks {
+		b.Fatalf("%d timed chunks, want %d", len(out), benchChunks)
+	}
+	return out
+}
+
+// BenchmarkGatewayVsRelay measures the gateway against its floor, a bare
+// net/http relay (bareRelay), in the same run, for both upstream shapes:
+// batched (replay with no delays: the events already due go out in one
+// write, so a 200-chunk answer arrives in a few reads) and per-event (every
+// event written and flushed on its own and a pause after it, as real
+// providers stream, so that every event arrives in a read of its own). Both
+// proxies run as child processes in front of the same upstream. Each round
+// streams 32 answers on 32 concurrent clients through the gateway, then
+// through the relay, then one answer at a time through each in alternation;
+// it reports each proxy's process CPU per relayed chunk and their ratio
+// (gw/relay-cpu), its syscalls per chunk, and p50 latencies at concurrency 1
+// through each and their difference (added-p50-µs): with the batched upstream
+// of a whole stream, with the per-event upstream of every chunk, from the
+// upstream's write to the client's read.
+func BenchmarkGatewayVsRelay(b *testing.B) {
+	for _, shape := range []string{"batched", "per-event"} {
+		b.Run("upstream="+shape, func(b *testing.B) {
+			var upURL string
+			if shape == "batched" {
+				up := replay.NewServer(map[string]replay.Script{"m-wire": &replay.Profile{OutputTokens: benchChunks}})
+				b.Cleanup(up.Close)
+				upURL = up.URL()
+			} else {
+				up := httptest.NewServer(perEventUpstream())
+				b.Cleanup(up.Close)
+				upURL = up.URL + "/v1"
+			}
+			gw, relay := startChild(b, upURL, false), startChild(b, upURL, true)
+			e := &benchEnv{
+				client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128, DisableCompression: true}},
+				bodyGw: `{"model":"m","stream":true,` + hi + `}`,
+			}
+			b.Cleanup(e.client.CloseIdleConnections)
+			const c = 32
+			for _, ch := range []child{gw, relay} { // warm connections and statistics
+				e.load(b, ch.url, e.bodyGw, 4*c, c)
+			}
+			var cpu [2]time.Duration
+			var sys [2]int64
+			lat := [2][]time.Duration{}
+			streams := 0
+			b.ResetTimer()
+			for streams < max(b.N, c) {
+				for i, ch := range []child{gw, relay} {
+					c0, s0 := procClock(b, ch.pid), procSyscalls(b, ch.pid)
+					e.load(b, ch.url, e.bodyGw, c, c)
+					cpu[i] += procClock(b, ch.pid) - c0
+					sys[i] += procSyscalls(b, ch.pid) - s0
+				}
+				for range 2 {
+					for i, ch := range []child{gw, relay} {
+						if shape == "batched" {
+							lat[i] = append(lat[i], e.one(b, ch.url, e.bodyGw))
+						} else {
+							lat[i] = append(lat[i], e.eventDelays(b, ch.url, e.bodyGw)...)
+						}
+					}
+				}
+				streams += c
+			}
+			b.StopTimer()
+			chunks := float64(streams * benchChunks)
+			b.ReportMetric(float64(cpu[0].Nanoseconds())/chunks, "gw-cpu-ns/chunk")
+			b.ReportMetric(float64(cpu[1].Nanoseconds())/chunks, "relay-cpu-ns/chunk")
+			b.ReportMetric(float64(cpu[0])/float64(cpu[1]), "gw/relay-cpu")
+			b.ReportMetric(float64(sys[0])/chunks, "gw-syscalls/chunk")
+			b.ReportMetric(float64(sys[1])/chunks, "relay-syscalls/chunk")
+			pg, pr := p50(lat[0]), p50(lat[1])
+			b.ReportMetric(float64(pg.Microseconds()), "gw-p50-µs")
+			b.ReportMetric(float64(pr.Microseconds()), "relay-p50-µs")
+			b.ReportMetric(float64((pg - pr).Microseconds()), "added-p50-µs")
+		})
+	}
 }
 
 // procClock reads the CPU time (user+system, all threads, living and exited)
