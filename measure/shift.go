@@ -9,7 +9,10 @@ import "math"
 // of up to shiftMemory samples since). Until the window holds only samples
 // taken after the change, the Estimate's p50 and EWMA are that level (the
 // p95 keeps the window's spread around it), so the Estimate describes the
-// new level at once instead of after minutes of ageing. The windows
+// new level at once instead of after minutes of ageing, in both directions.
+// (Rebasing only on falls protects the sim's load scenario, whose fast
+// deployment slows with concurrency, but halves the gain on recovery:
+// docs/ROUTING.md gives both figures.) The windows
 // themselves are untouched: Stats, exports and snapshots still see every
 // sample. docs/ROUTING.md gives the simulator's
 // figures behind the constants.
