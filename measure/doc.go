@@ -11,6 +11,9 @@
 //     within 1% relative error;
 //   - time-decayed averages: a PeakEWMA of TTFT (peak-sensitive, as in
 //     Finagle's and Linkerd's balancers) and EWMAs of TPS, TPOT, E2E and gaps;
+//   - change detection on log TPS and log TTFT (a two-sided CUSUM scaled to
+//     each series' spread), so that the Estimate describes a deployment's new
+//     level two samples after it fell 3×, not after the window ages;
 //   - counts of requests, successes, errors by tps.Phase and by class,
 //     timeouts and cancellations, and a windowed error rate;
 //   - an in-flight gauge (Registry.Begin);

@@ -5,7 +5,13 @@ import "time"
 // Estimate is the cheap per-key summary that route reads on every pick,
 // aggregated over cache states. Times are in seconds, rates in tokens per
 // second. Quantiles and counts cover the Registry's window; the EWMAs decay
-// with its half-life. An Estimate is a value, safe for concurrent use once returned.
+// with its half-life. After a change of level of TPS or TTFT (shift.go: a
+// CUSUM on log values, typically two samples after a 3× change), and until
+// the window holds only later samples, the p50 and the EWMA of that metric
+// are the new level (the geometric mean of the samples since the change, up
+// to 16) and its p95 keeps the window's ratio to the p50: the Estimate
+// describes the deployment as it is now. An Estimate is a value, safe for
+// concurrent use once returned.
 //
 // OK is false until the window holds Options.MinSamples successful samples;
 // a not-OK estimate must not be read as "fast". Fields with no data are 0,

@@ -147,6 +147,10 @@ type entry struct {
 	gaps        Window
 	gapE        EWMA
 	ttftE       PeakEWMA // the key-level TTFT EWMA; the others combine the states'
+	tpsShift    shift    // change detection on log TPS (shift.go)
+	ttftShift   shift    // change detection on log TTFT
+	tpsSince    int64    // UnixNano of the latest TPS change; 0 none
+	ttftSince   int64    // UnixNano of the latest TTFT change; 0 none
 	classes     map[string]int64
 	remote      *remoteStats // merged from other Registries (MergeAt); nil until then
 }
@@ -363,16 +367,25 @@ func (r *Registry) RecordAt(now time.Time, k Key, s tps.Sample) {
 	st.reasoning += max(s.ReasoningTokens, 0)
 	st.cost.add(e.price.cost(s.InputTokens, s.CachedTokens, s.OutputTokens))
 
+	shifted := false
 	if s.TTFT > 0 {
 		v := s.TTFT.Seconds()
 		if st.ttft.Add(now, v) {
 			st.ttftE.Update(now, v)
 			e.ttftE.Update(now, v)
+			// Only successful calls' TTFT feeds the detector: a failing
+			// stream's first token says little about the level.
+			if !failed && e.ttftShift.add(v) {
+				e.ttftSince, shifted = t, true
+			}
 		}
 	}
 	if !failed {
 		if s.TPSOK && s.TPS > 0 && st.tps.Add(now, s.TPS) {
 			st.tpsE.Update(now, s.TPS)
+			if e.tpsShift.add(s.TPS) {
+				e.tpsSince, shifted = t, true
+			}
 		}
 		if s.TPOT > 0 {
 			v := s.TPOT.Seconds()
@@ -399,7 +412,7 @@ func (r *Registry) RecordAt(now time.Time, k Key, s tps.Sample) {
 	// makes the key OK). Samples a little out of order (concurrent streams
 	// end in any order) do not force a refresh; a clock stepped back by more
 	// than a window does.
-	if p := e.est.Load(); p == nil || (!p.OK && !failed) || t-e.lastRefresh >= int64(r.opts.Refresh) ||
+	if p := e.est.Load(); p == nil || shifted || (!p.OK && !failed) || t-e.lastRefresh >= int64(r.opts.Refresh) ||
 		t < e.lastRefresh-int64(r.opts.Window.Length) {
 		r.refresh(e, now)
 	}
@@ -547,6 +560,14 @@ func (r *Registry) refresh(e *entry, now time.Time) {
 			est.TPSEWMA = v
 		}
 		newest = max(newest, rs.newest)
+	}
+	// After a change of level, until the window holds only samples of the
+	// new level, the level describes the key better than the window does.
+	if e.tpsSince != 0 && t-e.tpsSince < int64(r.opts.Window.Length) && e.tpsShift.n > 0 {
+		est.TPSP50, est.TPSP95, est.TPSEWMA = e.tpsShift.rebase(est.TPSP50, est.TPSP95)
+	}
+	if e.ttftSince != 0 && t-e.ttftSince < int64(r.opts.Window.Length) && e.ttftShift.n > 0 {
+		est.TTFTP50, est.TTFTP95, est.TTFTEWMA = e.ttftShift.rebase(est.TTFTP50, est.TTFTP95)
 	}
 	if ok+fail > 0 {
 		est.ErrorRate = float64(fail) / float64(ok+fail)

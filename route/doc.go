@@ -90,10 +90,16 @@
 // # Estimates
 //
 // A deployment's Expected statistics blend the windowed percentile with the
-// EWMA and take the more pessimistic: the higher TTFT, the lower TPS. A
-// degradation therefore shows within a few samples, while a recovery needs
-// the window to agree. TTFT is read at p95 and TPS at p50 unless Options say
-// otherwise.
+// EWMA and take the more pessimistic: the higher TTFT, the lower TPS. TTFT
+// rises show on the next sample (the TTFT EWMA is peak-sensitive). A change
+// of level is detected by measure (a CUSUM on log TPS and log TTFT): once
+// detected, the Estimate reports the new level rather than the window, so a
+// TPS that falls 3× shows after two of the deployment's own calls, whatever
+// its history, and a recovery shows after two calls too (docs/ROUTING.md,
+// "How estimates adapt"); a demoted deployment gets those calls only from
+// exploration, so in the sim at 2 calls/s a recovered leader regains its
+// share after about a minute. TTFT is read at p95 and TPS at p50 unless
+// Options say otherwise.
 //
 // # Sources and handles
 //

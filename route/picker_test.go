@@ -443,7 +443,7 @@ func TestSortRanks(t *testing.T) {
 			for range 50 {
 				r := make([]rank, n)
 				for i := range r {
-					r[i] = rank{tier: uint64(rng.IntN(3)), score: float64(rng.IntN(4)), tie: float64(rng.IntN(2)),
+					r[i] = rank{tier: tier{model: int32(rng.IntN(2)), cold: rng.IntN(2) == 0}, score: float64(rng.IntN(4)), tie: float64(rng.IntN(2)),
 						idx: int32(i), item: int32(i)}
 				}
 				rng.Shuffle(n, func(i, j int) { r[i], r[j] = r[j], r[i] })

@@ -88,8 +88,10 @@ type Scorer interface {
 
 // Expected is the Picker's view of one deployment's statistics: the windowed
 // percentile and the EWMA blended by taking the more pessimistic of the two
-// (the higher TTFT, the lower TPS), so a degradation shows within a few
-// samples. It is a value, safe to copy and for concurrent reads.
+// (the higher TTFT, the lower TPS); after a change of level that measure
+// detected, both are the new level, so a TPS falling 3× or more shows within
+// two samples (see the package documentation, Estimates). It is a value,
+// safe to copy and for concurrent reads.
 type Expected struct {
 	TTFT      float64 // seconds; valid only if TTFTOK
 	TPS       float64 // generation-phase tokens/s; valid only if TPSOK

@@ -71,19 +71,21 @@ func score(obj string, s Summary) float64 {
 }
 
 // floors are, per bundled scenario, the least ratio of the defaults' score
-// to each policy's that holds today (measured, rounded down by about 0.05),
-// so that a regression fails. A ratio below 1 is a loss of the defaults to
+// to each policy's that holds today (measured, rounded down by about 0.03
+// to 0.05), so that a regression fails. load's floors were lowered by 0.02
+// with measure's change detection (issue 16): it follows load-induced
+// slow-downs as level changes; load-aware routing is still to come. A ratio below 1 is a loss of the defaults to
 // that policy; docs/ROUTING.md lists them.
 var floors = map[string]map[string]float64{
 	"static":      {"oracle": 0.90, "round-robin": 1.72, "random": 1.72, "litellm-latency": 1.78, "p2c-peak-ewma": 1.22, "openrouter-price": 1.72},
-	"degrade":     {"oracle": 0.80, "round-robin": 1.37, "random": 1.37, "litellm-latency": 1.35, "p2c-peak-ewma": 1.07, "openrouter-price": 1.33},
+	"degrade":     {"oracle": 0.91, "round-robin": 1.55, "random": 1.55, "litellm-latency": 1.53, "p2c-peak-ewma": 1.22, "openrouter-price": 1.50},
 	"outage":      {"oracle": 0.92, "round-robin": 1.23, "random": 1.23, "litellm-latency": 0.93, "p2c-peak-ewma": 1.09, "openrouter-price": 1.25},
 	"latency":     {"oracle": 0.37, "round-robin": 2.9, "random": 2.9, "litellm-latency": 0.37, "p2c-peak-ewma": 2.6, "openrouter-price": 2.9},
-	"cost-slo":    {"oracle": 0.88, "round-robin": 1.33, "random": 1.30, "litellm-latency": 1.30, "p2c-peak-ewma": 1.90, "openrouter-price": 1.08},
-	"load":        {"oracle": 0.89, "round-robin": 1.05, "random": 1.05, "litellm-latency": 1.0, "p2c-peak-ewma": 0.80, "openrouter-price": 1.07},
+	"cost-slo":    {"oracle": 0.90, "round-robin": 1.35, "random": 1.33, "litellm-latency": 1.32, "p2c-peak-ewma": 1.92, "openrouter-price": 1.10},
+	"load":        {"oracle": 0.86, "round-robin": 1.02, "random": 1.02, "litellm-latency": 0.96, "p2c-peak-ewma": 0.78, "openrouter-price": 1.04},
 	"prompt-size": {"oracle": 0.73, "round-robin": 0.95, "random": 0.95, "litellm-latency": 0.95, "p2c-peak-ewma": 0.95, "openrouter-price": 0.94},
-	"noisy":       {"oracle": 0.72, "round-robin": 0.98, "random": 0.97, "litellm-latency": 0.85, "p2c-peak-ewma": 0.84, "openrouter-price": 0.97},
-	"cold-start":  {"oracle": 0.91, "round-robin": 1.19, "random": 1.17, "litellm-latency": 1.20, "p2c-peak-ewma": 1.04, "openrouter-price": 1.19},
+	"noisy":       {"oracle": 0.84, "round-robin": 1.13, "random": 1.13, "litellm-latency": 0.98, "p2c-peak-ewma": 0.97, "openrouter-price": 1.13},
+	"cold-start":  {"oracle": 0.93, "round-robin": 1.21, "random": 1.19, "litellm-latency": 1.22, "p2c-peak-ewma": 1.06, "openrouter-price": 1.21},
 }
 
 // raceScenarios are the scenarios TestScenarios runs under the race

@@ -1,0 +1,76 @@
+package measure
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestShiftDetects checks the CUSUM's reaction in samples: a fall to a third
+// (or a rise to three times) is flagged on the second sample after the change
+// and the new level is the changed samples' geometric mean; a halving takes at
+// most four; one outlier, however far, is never flagged.
+func TestShiftDetects(t *testing.T) {
+	warm := func() *shift {
+		var s shift
+		for range 100 {
+			if s.add(1000) {
+				t.Fatal("a steady series changed")
+			}
+		}
+		return &s
+	}
+	for _, tc := range []struct {
+		factor float64
+		within int
+	}{{1.0 / 3, 2}, {3, 2}, {0.1, 2}, {10, 2}, {0.5, 4}, {2, 4}} {
+		s := warm()
+		got := 0
+		for i := 1; i <= 10; i++ {
+			if s.add(1000 * tc.factor) {
+				got = i
+				if math.Abs(math.Exp(s.level)/(1000*tc.factor)-1) > 1e-9 {
+					t.Errorf("factor %v: level %v", tc.factor, math.Exp(s.level))
+				}
+				break
+			}
+		}
+		if got == 0 || got > tc.within {
+			t.Errorf("factor %v: flagged after %d samples, want 1..%d", tc.factor, got, tc.within)
+		}
+	}
+	for _, f := range []float64{0.01, 100} {
+		s := warm()
+		if s.add(1000 * f) {
+			t.Errorf("one outlier at %v× flagged", f)
+		}
+		for range 20 {
+			if s.add(1000) {
+				t.Errorf("the level after one outlier at %v× flagged", f)
+			}
+		}
+	}
+}
+
+// TestShiftQuietUnderNoise checks the false-alarm rate on log-normal noise
+// of spread 0.2 and 0.3: none in 10,000 samples at 0.2, at most 2 at 0.3, at most 10 at 0.6 and 1
+// (the threshold follows the spread).
+func TestShiftQuietUnderNoise(t *testing.T) {
+	for _, tc := range []struct {
+		sigma float64
+		max   int
+	}{{0.2, 0}, {0.3, 2}, {0.6, 10}, {1, 10}} {
+		rng := rand.New(rand.NewPCG(1, 2))
+		var s shift
+		n := 0
+		for range 10000 {
+			if s.add(1000 * math.Exp(tc.sigma*rng.NormFloat64())) {
+				n++
+			}
+		}
+		if n > tc.max {
+			t.Errorf("sigma %v: %d changes in 10000 samples, want <= %d", tc.sigma, n, tc.max)
+		}
+		t.Logf("sigma %v: %d false changes in 10000 samples", tc.sigma, n)
+	}
+}

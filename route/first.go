@@ -1,0 +1,168 @@
+package route
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// chooseFirst moves one candidate to the front by cache affinity, half-open
+// probe, cold probe, exploration or a weighted draw within the band, and
+// returns the reason for the first place. All but the half-open probe choose
+// within the leading tier.
+func (p *Picker) chooseFirst(s *scratch, req *Request, now time.Time) string {
+	items, order := s.items, s.order
+	// The head: the leading run of candidates in the same model, health,
+	// SLO and provider-order tier as the first, warm or cold.
+	head := 1
+	lead := items[order[0]].tier
+	for head < len(order) && items[order[head]].tier.sameGroup(lead) {
+		head++
+	}
+	healthy := items[order[0]].health == healthOK && items[order[0]].viol == 0
+
+	var rng rand.PCG
+	rng.Seed(p.seed, splitmix(p.counter.Add(1)))
+	u := float64(rng.Uint64()>>11) * 0x1p-53
+
+	if req.CacheKey != "" && p.aff != nil {
+		k, live, found := p.aff.get(req.CacheKey, now)
+		switch {
+		case !found:
+			p.counters[cAffinityMisses].Add(1)
+		case !live:
+			p.counters[cAffinityBroken].Add(1)
+		default:
+			at := -1
+			for i, o := range order[:head] {
+				if p.keyOf(s, &items[o]) == k {
+					at = i
+					break
+				}
+			}
+			if at >= 0 && healthy {
+				moveFront(order, at)
+				p.counters[cAffinityHits].Add(1)
+				return ReasonAffinity
+			}
+			p.counters[cAffinityBroken].Add(1)
+		}
+	}
+	if !healthy {
+		return "" // keep the demotion reason
+	}
+	if p.halfWin > 0 && !req.NoFallbacks {
+		if i := p.halfOpenProbe(s, head, now); i >= 0 {
+			moveFront(order, i)
+			p.counters[cHalfOpenProbes].Add(1)
+			return ReasonHalfOpenProbe
+		}
+	}
+	if head == 1 && !items[order[0]].cold {
+		return ReasonBest
+	}
+	// Cold probe: the first cold candidate of the head with budget left.
+	// The share cap applies when a warm candidate leads (warm sort before
+	// cold within the head): only then does a probe take a measured call.
+	if p.coldMax > 0 {
+		shared := p.share > 0 && !items[order[0]].cold
+		for i := range head {
+			it := &items[order[i]]
+			if it.cold && p.takeCold(it.idx, now, shared) {
+				moveFront(order, i)
+				p.counters[cColdProbes].Add(1)
+				return ReasonColdProbe
+			}
+		}
+	}
+	if items[order[0]].cold && !s.costly {
+		// Only cold candidates (probe budgets spent) and nothing known to
+		// rank them by: spread the first place over all of them by weight,
+		// rather than herd onto one. Under Cost the expected cost is known
+		// without samples, so they go on to the cheapest (exploration and the
+		// band still apply), not to a blind draw.
+		p.draw(s, head, u, drawFilter{all: true})
+		return ReasonColdProbe
+	}
+	if u < p.opts.Exploration && head > 1 {
+		i := 1 + int(rng.Uint64()%uint64(head-1))
+		moveFront(order, i)
+		p.counters[cExplorations].Add(1)
+		return ReasonExplore
+	}
+	if p.opts.Band > 0 {
+		best := &items[order[0]]
+		lo := best.score - p.opts.Band*math.Abs(best.score)
+		tlo := best.tie - p.opts.Band*math.Abs(best.tie)
+		v := float64(rng.Uint64()>>11) * 0x1p-53
+		if i := p.draw(s, head, v, drawFilter{lo: lo, tlo: tlo, cold: s.costly}); i >= 0 {
+			if i > 0 {
+				p.counters[cBandPicks].Add(1)
+			}
+			return ReasonBand
+		}
+	}
+	return ReasonBest
+}
+
+// drawFilter says which candidates a draw is among: all of them, or those
+// scoring at least lo with a tie-break at least tlo, cold ones only if cold.
+type drawFilter struct {
+	all     bool
+	cold    bool
+	lo, tlo float64
+}
+
+func (f drawFilter) in(it *item) bool {
+	return f.all || ((!it.cold || f.cold) && it.score >= f.lo && it.tie >= f.tlo)
+}
+
+// draw moves to the front a candidate drawn by Deployment.Weight from the
+// leading run of order[:head] that f admits, using v in [0,1). It returns
+// the drawn position, or -1 when fewer than two candidates qualify.
+func (p *Picker) draw(s *scratch, head int, v float64, f drawFilter) int {
+	items, order := s.items, s.order
+	n, total := 0, 0.0
+	for _, o := range order[:head] {
+		if !f.in(&items[o]) {
+			break
+		}
+		n++
+		total += p.meta[items[o].idx].weight
+	}
+	if n < 2 {
+		return -1
+	}
+	x := v * total
+	for i, o := range order[:n] {
+		x -= p.meta[items[o].idx].weight
+		if x < 0 || i == n-1 {
+			moveFront(order, i)
+			return i
+		}
+	}
+	return -1
+}
+
+func weight(w float64) float64 {
+	if w <= 0 {
+		return 1
+	}
+	return w
+}
+
+func moveFront(order []int32, i int) {
+	if i == 0 {
+		return
+	}
+	v := order[i]
+	copy(order[1:i+1], order[:i])
+	order[0] = v
+}
+
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}

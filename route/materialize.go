@@ -1,0 +1,87 @@
+package route
+
+import (
+	"github.com/tpsroute/tpsroute/measure"
+)
+
+// materialize builds the Plan from s.order (included, in order) and the
+// excluded items, in one allocation; a second one holds the concrete copies
+// of wildcard deployments, and their keys, if any.
+func (p *Picker) materialize(s *scratch, policyName string) Plan {
+	nExcl := 0
+	for i := range s.items {
+		if s.items[i].excl != exclNone {
+			nExcl++
+		}
+	}
+	out := make([]Candidate, len(s.order)+nExcl)
+	var wild []concrete
+	if s.nWild > 0 {
+		wild = make([]concrete, 0, s.nWild)
+	}
+	for i, o := range s.order {
+		p.candidate(&out[i], s, &s.items[o], &wild)
+	}
+	j := len(s.order)
+	for i := range s.items {
+		if it := &s.items[i]; it.excl != exclNone {
+			p.candidate(&out[j], s, it, &wild)
+			out[j].Reason = ReasonStrictSLO
+			if it.excl == exclOpen {
+				out[j].Reason = ReasonOpen
+			}
+			j++
+		}
+	}
+	plan := Plan{Deployments: out[:len(s.order):len(s.order)], Policy: policyName}
+	if nExcl > 0 {
+		plan.Excluded = out[len(s.order):]
+	}
+	return plan
+}
+
+// concrete is a wildcard deployment made concrete for one Plan, with its key.
+type concrete struct {
+	d Deployment
+	k measure.Key
+}
+
+// candidate fills c from it. c.Deployment and c.key point into p.ds and
+// p.keys, or for a wildcard deployment into a concrete copy appended to
+// *wild (whose capacity covers every wildcard candidate, so earlier pointers
+// stay valid).
+func (p *Picker) candidate(c *Candidate, s *scratch, it *item, wild *[]concrete) {
+	if p.meta[it.idx].wild {
+		*wild = append(*wild, concrete{d: p.ds[it.idx], k: p.keys[it.idx]})
+		w := &(*wild)[len(*wild)-1]
+		w.d.Model = s.models[it.model].name
+		w.d.Capabilities = w.d.capabilitiesFor(w.d.Model)
+		w.k.Model = s.models[it.model].keyModel
+		c.Deployment, c.key = &w.d, &w.k
+	} else {
+		c.Deployment, c.key = &p.ds[it.idx], &p.keys[it.idx]
+	}
+	c.Score = it.score
+	c.Violations = it.viol
+	c.Expected = it.exp
+	c.Cost = it.cost
+	c.Demoted = it.health != healthOK || it.viol != 0
+	switch {
+	case it.health == healthOpen:
+		c.Reason = ReasonFailOpen
+	case it.health == healthBusy && it.busy == busyHeadroom:
+		c.Reason = ReasonNoHeadroom
+	case it.health == healthBusy && it.busy == busyLimited:
+		c.Reason = ReasonLimited
+	case it.health == healthBusy:
+		c.Reason = ReasonCooling
+	case it.health == healthHalfOpen:
+		c.Reason = ReasonHalfOpen
+	case it.viol != 0:
+		c.Reason = ReasonSLO
+	case it.cold:
+		c.Reason = ReasonCold
+	default:
+		c.Reason = ReasonRanked
+	}
+}
