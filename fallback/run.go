@@ -273,7 +273,7 @@ func (a *run) streamFailure(err error) (Class, error) {
 		if status == 0 {
 			status = http.StatusOK
 		}
-		var err error = newAPIError(status, &pe, redacted(a.resp.Request), nil)
+		var err error = newAPIError(status, &pe, route.RedactRequest(a.resp.Request), nil)
 		if (class == ClassPolicy || class == ClassContextLength) && pe.Message != "" {
 			err = &reasonError{err, truncate(pe.Message, 200)}
 		}
@@ -331,7 +331,7 @@ func (a *run) httpError(req *http.Request, resp *http.Response) {
 	// The error keeps a copy of the response whose Request is redacted too:
 	// resp.Request is the request as sent, credentials included.
 	rc := *resp
-	rc.Request, rc.Body = redacted(req), http.NoBody
+	rc.Request, rc.Body = route.RedactRequest(req), http.NoBody
 	apiErr := newAPIError(resp.StatusCode, &pe, rc.Request, &rc)
 	ra, hasRA := retryAfter(resp.Header, now)
 	st := a.st

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tpsroute/tpsroute/route"
 )
 
 // RecorderOption configures a Recorder at construction. Options are pure
@@ -19,13 +21,13 @@ import (
 type RecorderOption func(*Recorder)
 
 // RedactRecordedHeaders adds header names (case-insensitive) whose values are
-// written as "REDACTED", in requests and responses, besides the defaults
-// Authorization, Api-Key, X-Api-Key, Cookie and Set-Cookie.
+// written as "REDACTED", in requests and responses, besides every credential
+// header (route.IsCredentialName: Authorization, Api-Key, X-Goog-Api-Key,
+// Cookie, Set-Cookie, any name with auth, key, token, secret, password,
+// signature or credential in it).
 func RedactRecordedHeaders(names ...string) RecorderOption {
 	return func(r *Recorder) {
-		for _, n := range names {
-			r.headers[http.CanonicalHeaderKey(n)] = true
-		}
+		r.headers = append(r.headers, names...)
 	}
 }
 
@@ -59,7 +61,7 @@ func RecorderNaming(name func(seq int, req *http.Request, model string) string) 
 type Recorder struct {
 	next    http.RoundTripper
 	dir     string
-	headers map[string]bool
+	headers []string // redacted besides route.IsCredentialName
 	fields  map[string]bool
 	name    func(seq int, req *http.Request, model string) string
 
@@ -76,11 +78,8 @@ func NewRecorder(next http.RoundTripper, dir string, opts ...RecorderOption) *Re
 		next = http.DefaultTransport
 	}
 	r := &Recorder{
-		next: next,
-		dir:  dir,
-		headers: map[string]bool{
-			"Authorization": true, "Api-Key": true, "X-Api-Key": true, "Cookie": true, "Set-Cookie": true,
-		},
+		next:   next,
+		dir:    dir,
 		fields: map[string]bool{},
 		name: func(seq int, _ *http.Request, model string) string {
 			return fmt.Sprintf("%04d-%s.json", seq, sanitize(model))
@@ -176,15 +175,7 @@ func (r *Recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 func (r *Recorder) redactHeader(h http.Header) http.Header {
-	out := http.Header{}
-	for k, v := range h {
-		if r.headers[http.CanonicalHeaderKey(k)] {
-			out[k] = []string{"REDACTED"}
-			continue
-		}
-		out[k] = append([]string(nil), v...)
-	}
-	return out
+	return route.RedactHeader(h, r.headers...)
 }
 
 // redactBody returns the request body for the cassette: JSON with the named
@@ -225,7 +216,7 @@ func (r *Recorder) walk(v any) bool {
 	case map[string]any:
 		for k, x := range t {
 			if r.fields[k] {
-				t[k] = "REDACTED"
+				t[k] = route.Redacted
 				changed = true
 				continue
 			}
