@@ -489,7 +489,7 @@ func (a *run) fill() error {
 			a.rel = s
 		}
 	case len(a.buf) > from:
-		if b := lastBoundary(a.buf, max(from-1, a.rel)); b > a.rel {
+		if b := tps.LastEventEnd(a.buf, max(from-1, a.rel)); b > a.rel {
 			a.rel = b
 		}
 	}
@@ -541,24 +541,6 @@ func (a *run) releaseText() {
 		i++
 	}
 	a.marks = a.marks[:copy(a.marks, a.marks[i:])]
-}
-
-// lastBoundary returns the index just after the last blank line ending an
-// event in b (searching no earlier than from), or -1.
-func lastBoundary(b []byte, from int) int {
-	for j := len(b) - 1; j > from && j > 0; j-- {
-		if b[j] != '\n' && b[j] != '\r' {
-			continue
-		}
-		p := b[j-1]
-		if p == '\n' || (p == '\r' && b[j] == '\r') {
-			return j + 1
-		}
-		if p == '\r' && j >= 2 && b[j-2] == '\n' {
-			return j + 1
-		}
-	}
-	return -1
 }
 
 // releaseBuf returns the read buffer to the Executor's pool once no byte of it

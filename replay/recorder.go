@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tpsroute/tpsroute/route"
+	"github.com/tpsroute/tpsroute/tps"
 )
 
 // RecorderOption configures a Recorder at construction. Options are pure
@@ -291,7 +292,7 @@ func (b *recBody) split(at time.Duration) {
 		return
 	}
 	for {
-		i := blockEnd(b.buf)
+		i := tps.EventEnd(b.buf)
 		if i < 0 {
 			return
 		}
@@ -319,32 +320,13 @@ func (b *recBody) event(block string) (kind eventKind, name, data string) {
 			data = string(out)
 		}
 	case eventRaw:
-		if ev := parseSSE([]byte(block)); ev.hasData {
-			if out, changed, ok := b.rec.redactJSON([]byte(ev.data)); ok && changed {
-				kind, name, data = eventData, ev.name, string(out)
+		if ev := tps.ParseEvent([]byte(block)); ev.HasData {
+			if out, changed, ok := b.rec.redactJSON([]byte(ev.Data)); ok && changed {
+				kind, name, data = eventData, ev.Name, string(out)
 			}
 		}
 	}
 	return kind, name, data
-}
-
-// blockEnd returns the length of the first complete SSE block in buf
-// (through the blank line that ends it, with any leading blank lines), or -1.
-// It splits lines as sseReader does, without its buffer.
-func blockEnd(buf []byte) int {
-	i := 0
-	for {
-		j := bytes.IndexByte(buf[i:], '\n')
-		if j < 0 {
-			return -1
-		}
-		line := buf[i : i+j+1]
-		blank := len(line) == 1 || (len(line) == 2 && line[0] == '\r')
-		if blank && i > 0 {
-			return i + j + 1
-		}
-		i += j + 1
-	}
 }
 
 func (b *recBody) add(e Event) {
