@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -51,7 +50,7 @@ type Client struct {
 	deps   []route.Deployment // as configured, for serves
 	wild   *wildcards         // wildcard deployments' admitted models; nil without one
 	known  map[string]bool    // "provider:NAME" and "region:NAME" of every deployment
-	redact *strings.Replacer  // every configured API key and credential header value -> [REDACTED]
+	redact *route.Scrubber    // every configured API key and credential header value -> REDACTED
 
 	oai     openai.ChatCompletionService // serialises params and decodes chunks over rt
 	oaiOpts []option.RequestOption       // appended to every call's options: routing owns these
@@ -153,20 +152,11 @@ func New(cfg Config) (*Client, error) {
 	c.deps = p.Deployments()
 	c.wild = newWildcards(c.deps, cfg.MaxWildcardModels)
 	c.known = make(map[string]bool)
-	var keys []string
 	for _, d := range cfg.Deployments {
 		c.known["provider:"+d.Provider] = true
 		c.known["region:"+d.Region] = true
-		if len(d.APIKey) >= 4 {
-			keys = append(keys, d.APIKey, "[REDACTED]")
-		}
-		for k, v := range d.Headers {
-			if len(v) >= 4 && fallback.IsCredentialName(k) {
-				keys = append(keys, v, "[REDACTED]")
-			}
-		}
 	}
-	c.redact = strings.NewReplacer(keys...)
+	c.redact = route.NewScrubber(cfg.Deployments...)
 
 	c.rt = internalTransport{c: c}
 	c.oaiOpts = []option.RequestOption{
@@ -193,25 +183,20 @@ func (c *Client) Stats() measure.Snapshot { return c.reg.Snapshot() }
 // credentials: APIKey is empty, and the value of every header whose name
 // suggests a credential (Authorization, api-key, X-Goog-Api-Key, Cookie, any
 // name with auth, key, token, secret, password, signature or credential in
-// it) reads "[REDACTED]". Routing headers such as X-Route-Region are kept.
+// it) reads "REDACTED" (route.Redact). Routing headers such as X-Route-Region are kept.
 func (c *Client) Deployments() []route.Deployment {
 	ds := c.picker.Deployments()
 	for i := range ds {
-		ds[i] = publicDeployment(ds[i])
+		ds[i] = route.Redact(ds[i])
 	}
 	return ds
 }
 
-// publicDeployment returns d as it may be handed back to a caller, logged or
-// reported: APIKey cleared, and the value of every header whose name suggests
-// a credential (Authorization, api-key, X-Goog-Api-Key, Cookie, any name
-// with auth, key, token, secret, password, signature or credential in it)
-// replaced by "[REDACTED]" in a copy of Headers. Routing headers such as
-// X-Route-Region are kept.
+// publicDeployments returns route.Redact of each of ds.
 func publicDeployments(ds []route.Deployment) []route.Deployment {
 	out := make([]route.Deployment, len(ds))
 	for i, d := range ds {
-		out[i] = publicDeployment(d)
+		out[i] = route.Redact(d)
 	}
 	return out
 }
@@ -222,24 +207,6 @@ func publicDeployments(ds []route.Deployment) []route.Deployment {
 func fleetCacheKey(k string) string {
 	h := sha256.Sum256([]byte(k))
 	return "fleet:" + hex.EncodeToString(h[:16])
-}
-
-func publicDeployment(d route.Deployment) route.Deployment {
-	d.APIKey = ""
-	for k := range d.Headers {
-		if fallback.IsCredentialName(k) {
-			h := make(map[string]string, len(d.Headers))
-			for k, v := range d.Headers {
-				if fallback.IsCredentialName(k) {
-					v = "[REDACTED]"
-				}
-				h[k] = v
-			}
-			d.Headers = h
-			break
-		}
-	}
-	return d
 }
 
 // ModelIDs returns the logical model ids the Client serves, in
@@ -598,12 +565,14 @@ func (cl *call) build(ctx context.Context, d route.Deployment, body []byte) (*ht
 }
 
 // forwardable reports whether a caller's header may go to a provider: not a
-// credential, not the caller's OpenAI organisation or project, not
-// hop-by-hop, and nothing the transport computes.
+// credential (route.IsCredentialName), not the caller's OpenAI organisation
+// or project, not hop-by-hop, and nothing the transport computes.
 func forwardable(name string) bool {
+	if route.IsCredentialName(name) {
+		return false
+	}
 	switch http.CanonicalHeaderKey(name) {
-	case "Authorization", "Api-Key", "X-Api-Key", "Proxy-Authorization", "Cookie",
-		"Openai-Organization", "Openai-Project", "Host", "Content-Length", "Content-Type", "Accept",
+	case "Openai-Organization", "Openai-Project", "Host", "Content-Length", "Content-Type", "Accept",
 		"Accept-Encoding", "Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
 		"X-Stainless-Retry-Count", "X-Stainless-Timeout":
 		return false

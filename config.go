@@ -457,7 +457,7 @@ func (p *converter) deployment(i int, fd *fileDeployment) (route.Deployment, err
 	if len(fd.Headers) > 0 {
 		d.Headers = make(map[string]string, len(fd.Headers))
 		for k, v := range fd.Headers {
-			if isCredentialHeader(k) {
+			if route.IsCredentialName(k) {
 				return route.Deployment{}, p.errorf(at+".headers."+k, "credentials are refused in config files; use \"api_key_env\"")
 			}
 			d.Headers[k] = v
@@ -488,15 +488,6 @@ func (p *converter) deployment(i int, fd *fileDeployment) (route.Deployment, err
 		return route.Deployment{}, p.errorf(at, "%v", err)
 	}
 	return d, nil
-}
-
-// isCredentialHeader reports whether a header carries a credential.
-func isCredentialHeader(name string) bool {
-	switch strings.ToLower(name) {
-	case "authorization", "api-key", "x-api-key", "proxy-authorization", "cookie":
-		return true
-	}
-	return false
 }
 
 // jsonFieldName maps a route.DeploymentError field ("Price.Output") to the

@@ -161,13 +161,13 @@ func (e *HTTPError) response(req *http.Request) *http.Response {
 //   - anything else: 500 server_error.
 //
 // Every configured API key and credential header value is replaced by
-// "[REDACTED]" in the message, so a
+// "REDACTED" in the message, so a
 // provider that echoes the key does not leak it. A nil err returns nil.
 func (c *Client) HTTPError(err error) *HTTPError {
 	if err == nil {
 		return nil
 	}
-	e := &HTTPError{Message: c.redact.Replace(err.Error())}
+	e := &HTTPError{Message: c.redact.Scrub(err.Error())}
 	var (
 		re *RequestError
 		pe *PinError

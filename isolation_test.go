@@ -165,7 +165,7 @@ func TestNoCredentialHandedBack(t *testing.T) {
 		}
 		for name, d := range got {
 			assert.Empty(t, d.APIKey, name)
-			assert.Equal(t, "[REDACTED]", d.Headers["api-key"], name)
+			assert.Equal(t, "REDACTED", d.Headers["api-key"], name)
 			assert.Equal(t, "eastus", d.Headers["X-Route-Region"], "%s: routing headers are kept", name)
 		}
 		msg := c.HTTPError(err).Message

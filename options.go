@@ -199,7 +199,7 @@ func WithoutFallback() CallOption {
 type Report struct {
 	// Deployment answered the call (after a mid-stream continuation, the one
 	// that continued), without credentials (APIKey empty, credential
-	// headers "[REDACTED]"). Zero if none answered.
+	// headers "REDACTED"). Zero if none answered.
 	Deployment route.Deployment
 	// Sample is the answering attempt's timing and usage.
 	Sample tps.Sample
@@ -231,7 +231,7 @@ func fillReport(r *Report, res *fallback.Result, err error) {
 	}
 	*r = Report{Err: err}
 	if res != nil {
-		r.Deployment = publicDeployment(res.Deployment())
+		r.Deployment = route.Redact(res.Deployment())
 		r.Sample = res.Sample()
 		r.Attempts = res.Attempts()
 		return

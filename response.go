@@ -68,10 +68,10 @@ type Response struct {
 
 // Deployment returns the deployment that answered (after a mid-stream
 // continuation, the one that continued), without credentials (APIKey empty,
-// credential headers "[REDACTED]"). For a wildcard deployment, Model is the
+// credential headers "REDACTED"). For a wildcard deployment, Model is the
 // model requested.
 func (r *Response) Deployment() route.Deployment {
-	return publicDeployment(r.res.Deployment())
+	return route.Redact(r.res.Deployment())
 }
 
 // Attempts returns every attempt of the call so far, in order: failed ones

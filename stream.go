@@ -362,12 +362,12 @@ func (s *Stream) Sample() tps.Sample {
 // Deployment returns the deployment that answered (after a mid-stream
 // continuation, the one that continued), or the zero Deployment if none did.
 // For a wildcard deployment, Model is the model requested. It carries no
-// credential: APIKey is empty and credential headers read "[REDACTED]".
+// credential: APIKey is empty and credential headers read "REDACTED".
 func (s *Stream) Deployment() route.Deployment {
 	if s.st.res == nil {
 		return route.Deployment{}
 	}
-	return publicDeployment(s.st.res.Deployment())
+	return route.Redact(s.st.res.Deployment())
 }
 
 // Attempts returns every attempt of the call, in order: failed ones,

@@ -178,7 +178,7 @@ func classify(err error, status int, code string, phase tps.Phase) string {
 	switch {
 	case errors.Is(err, fallback.ErrOpen), errors.Is(err, fallback.ErrCoolingDown), errors.Is(err, fallback.ErrNoBudget):
 		return "skipped"
-	case errors.Is(err, route.ErrNoDeployment), errors.Is(err, fallback.ErrNoDeployment):
+	case errors.Is(err, route.ErrNoDeployment):
 		return "no_deployment"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, fallback.ErrHeadersTimeout), errors.Is(err, fallback.ErrTTFTTimeout):
 		return "timeout"

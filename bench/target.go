@@ -88,8 +88,6 @@ func (k caller) failed(ctx context.Context, err error, r *Result) {
 	switch {
 	case ctx.Err() != nil:
 		r.setError(msg, "canceled", tps.PhaseConnect)
-	case errors.As(err, &me), errors.Is(err, route.ErrNoDeployment):
-		r.setError(msg, "no_deployment", tps.PhaseNone)
 	case errors.As(err, &fe):
 		a, ok := fe.Last()
 		switch {
@@ -107,6 +105,8 @@ func (k caller) failed(ctx context.Context, err error, r *Result) {
 			}
 			r.setError(msg, classify(err, a.Status, "", phase), phase)
 		}
+	case errors.As(err, &me), errors.Is(err, route.ErrNoDeployment):
+		r.setError(msg, "no_deployment", tps.PhaseNone)
 	default: // a *RequestError, or what the Client reports as a 500
 		r.setError(msg, classify(err, he.Status, he.Code, tps.PhaseNone), tps.PhaseNone)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -61,77 +60,11 @@ func streamBody(body []byte) ([]byte, error) {
 	return sjson.SetBytes(body, "stream", true)
 }
 
-// redacted returns a copy of req without credentials, for errors that may be
-// logged or dumped: credential headers (Authorization, Cookie, and any whose
-// name mentions a key, token, secret, password, signature or credential),
-// URL user info and query parameters with such names are replaced by
-// "REDACTED", and the body is dropped.
-func redacted(req *http.Request) *http.Request {
-	if req == nil {
-		return nil
-	}
-	r := req.Clone(context.Background())
-	for k := range r.Header {
-		if IsCredentialName(k) {
-			r.Header.Set(k, "REDACTED")
-		}
-	}
-	if u := r.URL; u != nil {
-		if u.User != nil {
-			u.User = url.User("REDACTED")
-		}
-		if u.RawQuery != "" {
-			q := u.Query()
-			changed := false
-			for k := range q {
-				if IsCredentialName(k) {
-					q.Set(k, "REDACTED")
-					changed = true
-				}
-			}
-			if changed {
-				u.RawQuery = q.Encode()
-			}
-		}
-	}
-	r.Body, r.GetBody = nil, nil
-	return r
-}
-
-// IsCredentialName reports whether a header or query parameter name suggests a
-// credential ("Authorization", "api-key", "X-Goog-Api-Key", "Cookie", a
-// "token" or "signature" parameter, ...): its value is redacted wherever
-// fallback or the root package hands a request or a deployment back. The
-// match is by case-insensitive substring, so it errs towards redacting.
-func IsCredentialName(name string) bool {
-	n := strings.ToLower(name)
-	for _, w := range [...]string{"auth", "cookie", "key", "token", "secret", "password", "signature", "credential"} {
-		if strings.Contains(n, w) {
-			return true
-		}
-	}
-	return false
-}
-
-// scrub replaces d's credentials in s, a provider's message that may echo
-// them, by "REDACTED". Values shorter than 8 bytes are left alone: they are
-// not credentials and would mangle the message.
-func scrub(s string, d *route.Deployment) string {
-	if len(d.APIKey) >= 8 {
-		s = strings.ReplaceAll(s, d.APIKey, "REDACTED")
-	}
-	for k, v := range d.Headers {
-		if len(v) >= 8 && IsCredentialName(k) {
-			s = strings.ReplaceAll(s, v, "REDACTED")
-		}
-	}
-	return s
-}
-
 // scrub replaces d's credentials in every field of pe, so that neither the
 // error's message nor the *openai.Error built from it (Message, RawJSON)
 // repeats a key the provider echoed.
 func (pe *providerError) scrub(d *route.Deployment) {
-	pe.Code, pe.Type = scrub(pe.Code, d), scrub(pe.Type, d)
-	pe.Message, pe.Param, pe.Raw = scrub(pe.Message, d), scrub(pe.Param, d), scrub(pe.Raw, d)
+	sc := route.NewScrubber(*d)
+	pe.Code, pe.Type = sc.Scrub(pe.Code), sc.Scrub(pe.Type)
+	pe.Message, pe.Param, pe.Raw = sc.Scrub(pe.Message), sc.Scrub(pe.Param), sc.Scrub(pe.Raw)
 }

@@ -113,25 +113,6 @@ func TestRetryAfter(t *testing.T) {
 	}
 }
 
-func TestLastBoundary(t *testing.T) {
-	tests := []struct {
-		name string
-		b    string
-		want int
-	}{
-		{"lf", "data: a\n\ndata: b", 9},
-		{"crlf", "data: a\r\n\r\ndata: b", 11},
-		{"cr", "data: a\r\rdata: b", 9},
-		{"none", "data: a\ndata: b", -1},
-		{"two", "data: a\n\ndata: b\n\n", 18},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, lastBoundary([]byte(tt.b), -1))
-		})
-	}
-}
-
 func TestJitterBounded(t *testing.T) {
 	e := New(Options{Seed: 1})
 	for n := range 12 {

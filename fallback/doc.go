@@ -200,8 +200,9 @@
 // A failed call returns a *Error listing every attempt (key, phase, status,
 // class, duration, time waited, tokens, error) with a one-line message that
 // never contains credentials. errors.Is finds the sentinels (ErrOpen,
-// ErrNoDeployment, ErrMidStream, ErrStall, ErrTTFTTimeout, ...) and errors.As
-// the provider's *openai.Error, most recent attempt first.
+// ErrMidStream, ErrStall, ErrTTFTTimeout, ...; route.ErrNoDeployment when the
+// plan was empty or no deployment in it could be tried) and errors.As the
+// provider's *openai.Error, most recent attempt first.
 //
 // # Credential isolation
 //

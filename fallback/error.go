@@ -14,9 +14,6 @@ import (
 
 // Sentinel errors. They are found with errors.Is on a *Error.
 var (
-	// ErrNoDeployment means the plan was empty, or no deployment in it could be
-	// tried (all open, cooling down, without budget, or too small a context).
-	ErrNoDeployment = errors.New("fallback: no deployment available")
 	// ErrOpen means the deployment's circuit breaker was open (or half-open and
 	// out of probes).
 	ErrOpen = errors.New("fallback: circuit breaker open")
@@ -148,7 +145,7 @@ type Error struct {
 	// Last, Phase, errors.Is and errors.As look at Attempts only.
 	Continuations []Attempt
 
-	cause error // ErrNoDeployment when nothing could be tried
+	cause error // route.ErrNoDeployment when nothing could be tried
 	cont  error // why MidStreamContinue made no continuation (wraps ErrContinuation), nil otherwise
 }
 

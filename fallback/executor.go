@@ -197,7 +197,7 @@ func (e *Executor) Do(ctx context.Context, plan route.Plan, c Call) (*Result, er
 	}
 	e.calls.Add(1)
 	if n == 0 {
-		cl.cause = ErrNoDeployment
+		cl.cause = route.ErrNoDeployment
 		return nil, cl.err()
 	}
 	return cl.run()
@@ -210,7 +210,7 @@ func (cl *call) err() *Error {
 	if cl.real == 0 && len(e.Attempts) > 0 || cl.cause != nil {
 		e.cause = cl.cause
 		if e.cause == nil {
-			e.cause = ErrNoDeployment
+			e.cause = route.ErrNoDeployment
 		}
 	}
 	return e

@@ -29,7 +29,7 @@ func TestExecutor(t *testing.T) {
 
 	t.Run("empty_plan", func(t *testing.T) {
 		_, err := fallback.New(fallback.Options{}).Do(context.Background(), route.Plan{}, fallback.Call{Body: []byte(reqBody)})
-		assert.ErrorIs(t, err, fallback.ErrNoDeployment)
+		assert.ErrorIs(t, err, route.ErrNoDeployment)
 	})
 
 	t.Run("auth_trips_breaker_and_cools_down", func(t *testing.T) {
@@ -163,7 +163,7 @@ func TestExecutor(t *testing.T) {
 			assert.Len(t, attemptsFor(e.h, "a-m"), 5)
 			_, err = e.do(t, planOf(a), fallback.Call{Stream: true})
 			assert.ErrorIs(t, err, fallback.ErrOpen)
-			assert.ErrorIs(t, err, fallback.ErrNoDeployment)
+			assert.ErrorIs(t, err, route.ErrNoDeployment)
 			assert.Len(t, attemptsFor(e.h, "a-m"), 5)
 		})
 	})

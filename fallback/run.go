@@ -273,7 +273,7 @@ func (a *run) streamFailure(err error) (Class, error) {
 		if status == 0 {
 			status = http.StatusOK
 		}
-		var err error = newAPIError(status, &pe, redacted(a.resp.Request), nil)
+		var err error = newAPIError(status, &pe, route.RedactRequest(a.resp.Request), nil)
 		if (class == ClassPolicy || class == ClassContextLength) && pe.Message != "" {
 			err = &reasonError{err, truncate(pe.Message, 200)}
 		}
@@ -331,7 +331,7 @@ func (a *run) httpError(req *http.Request, resp *http.Response) {
 	// The error keeps a copy of the response whose Request is redacted too:
 	// resp.Request is the request as sent, credentials included.
 	rc := *resp
-	rc.Request, rc.Body = redacted(req), http.NoBody
+	rc.Request, rc.Body = route.RedactRequest(req), http.NoBody
 	apiErr := newAPIError(resp.StatusCode, &pe, rc.Request, &rc)
 	ra, hasRA := retryAfter(resp.Header, now)
 	st := a.st
@@ -489,7 +489,7 @@ func (a *run) fill() error {
 			a.rel = s
 		}
 	case len(a.buf) > from:
-		if b := lastBoundary(a.buf, max(from-1, a.rel)); b > a.rel {
+		if b := tps.LastEventEnd(a.buf, max(from-1, a.rel)); b > a.rel {
 			a.rel = b
 		}
 	}
@@ -541,24 +541,6 @@ func (a *run) releaseText() {
 		i++
 	}
 	a.marks = a.marks[:copy(a.marks, a.marks[i:])]
-}
-
-// lastBoundary returns the index just after the last blank line ending an
-// event in b (searching no earlier than from), or -1.
-func lastBoundary(b []byte, from int) int {
-	for j := len(b) - 1; j > from && j > 0; j-- {
-		if b[j] != '\n' && b[j] != '\r' {
-			continue
-		}
-		p := b[j-1]
-		if p == '\n' || (p == '\r' && b[j] == '\r') {
-			return j + 1
-		}
-		if p == '\r' && j >= 2 && b[j-2] == '\n' {
-			return j + 1
-		}
-	}
-	return -1
 }
 
 // releaseBuf returns the read buffer to the Executor's pool once no byte of it

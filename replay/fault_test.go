@@ -19,7 +19,7 @@ import (
 func firstOutput(t *testing.T, r rawResult) time.Duration {
 	t.Helper()
 	for _, e := range r.events {
-		if e.ev.hasData && strings.Contains(e.ev.data, `"content":"w`) {
+		if e.ev.HasData && strings.Contains(e.ev.Data, `"content":"w`) {
 			return e.at
 		}
 	}
@@ -131,7 +131,7 @@ func TestFaultsRaw(t *testing.T) {
 		}},
 		{"error event groq", ErrorEventAt(2, UsageTwice), func(t *testing.T, r rawResult, a Attempt) {
 			last := r.events[len(r.events)-1]
-			assert.Equal(t, "error", last.ev.name)
+			assert.Equal(t, "error", last.ev.Name)
 			assert.True(t, strings.HasPrefix(last.block, "event: error\ndata: {\"error\""), last.block)
 		}},
 		{"no done", NoDone(), func(t *testing.T, r rawResult, a Attempt) {

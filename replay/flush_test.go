@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tpsroute/tpsroute/tps"
 )
 
 // recWrite is one Write a Handler made, with its virtual time offset.
@@ -80,13 +82,13 @@ func groupCassette(t *testing.T) *Cassette {
 func chunkNumbers(data string) string {
 	var out []string
 	for _, blk := range strings.Split(strings.TrimSuffix(data, "\n\n"), "\n\n") {
-		ev := parseSSE([]byte(blk + "\n\n"))
+		ev := tps.ParseEvent([]byte(blk + "\n\n"))
 		switch {
-		case ev.data == "[DONE]":
+		case ev.Data == "[DONE]":
 			out = append(out, "D")
-		case strings.Contains(ev.data, `"content":"w`):
-			i := strings.Index(ev.data, `"content":"w`) + len(`"content":"`)
-			out = append(out, ev.data[i:i+2])
+		case strings.Contains(ev.Data, `"content":"w`):
+			i := strings.Index(ev.Data, `"content":"w`) + len(`"content":"`)
+			out = append(out, ev.Data[i:i+2])
 		default:
 			out = append(out, "M")
 		}

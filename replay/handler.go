@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tpsroute/tpsroute/route"
 )
 
 // Script decides how a fake provider answers one model's requests. It is
@@ -31,13 +33,13 @@ var ErrConnReset = errors.New("replay: connection reset by peer")
 type Option func(*Handler)
 
 // RedactHeaders adds request header names (case-insensitive) whose values the
-// attempt log replaces with "REDACTED", besides the defaults Authorization,
-// Api-Key, X-Api-Key, Cookie and Set-Cookie.
+// attempt log replaces with "REDACTED", besides every credential header
+// (route.IsCredentialName: Authorization, Api-Key, X-Goog-Api-Key, Cookie,
+// Set-Cookie, any name with auth, key, token, secret, password, signature or
+// credential in it).
 func RedactHeaders(names ...string) Option {
 	return func(h *Handler) {
-		for _, n := range names {
-			h.redact[http.CanonicalHeaderKey(n)] = true
-		}
+		h.redact = append(h.redact, names...)
 	}
 }
 
@@ -69,7 +71,7 @@ type Attempt struct {
 type Handler struct {
 	scripts map[string]Script
 	created time.Time
-	redact  map[string]bool
+	redact  []string
 
 	mu       sync.Mutex
 	attempts []*Attempt
@@ -117,11 +119,8 @@ func NewHandler(scripts map[string]Script, opts ...Option) *Handler {
 	h := &Handler{
 		scripts: make(map[string]Script, len(scripts)),
 		created: time.Now(),
-		redact: map[string]bool{
-			"Authorization": true, "Api-Key": true, "X-Api-Key": true, "Cookie": true, "Set-Cookie": true,
-		},
-		models: map[string]*modelState{},
-		done:   make(chan struct{}),
+		models:  map[string]*modelState{},
+		done:    make(chan struct{}),
 	}
 	for m, s := range scripts {
 		if s == nil {
@@ -233,13 +232,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) redactHeader(in http.Header) http.Header {
-	out := in.Clone()
-	for k := range out {
-		if h.redact[http.CanonicalHeaderKey(k)] {
-			out[k] = []string{"REDACTED"}
-		}
-	}
-	return out
+	return route.RedactHeader(in, h.redact...)
 }
 
 func (h *Handler) serveModels(w http.ResponseWriter) {

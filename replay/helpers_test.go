@@ -15,6 +15,8 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/tpsroute/tpsroute/tps"
 )
 
 func TestMain(m *testing.M) {
@@ -25,7 +27,7 @@ func TestMain(m *testing.M) {
 type rawEvent struct {
 	at    time.Duration
 	block string
-	ev    sseEvent
+	ev    tps.Event
 }
 
 // rawResult is everything a raw HTTP client saw of one call.
@@ -42,8 +44,8 @@ type rawResult struct {
 func (r rawResult) data() []string {
 	var out []string
 	for _, e := range r.events {
-		if e.ev.hasData {
-			out = append(out, e.ev.data)
+		if e.ev.HasData {
+			out = append(out, e.ev.Data)
 		}
 	}
 	return out
@@ -75,7 +77,7 @@ func (r rawResult) content() string {
 func (r rawResult) comments() int {
 	n := 0
 	for _, e := range r.events {
-		if e.ev.isComm {
+		if e.ev.OnlyComment {
 			n++
 		}
 	}
@@ -100,11 +102,21 @@ func rawCall(ctx context.Context, client *http.Client, url string, body any) raw
 		res.body, res.err = string(all), err
 		return res
 	}
-	sr := newSSEReader(resp.Body)
+	var buf []byte
+	chunk := make([]byte, 16<<10)
 	for {
-		block, err := sr.next()
-		if len(block) > 0 {
-			res.events = append(res.events, rawEvent{at: time.Since(start), block: string(block), ev: parseSSE(block)})
+		n, err := resp.Body.Read(chunk)
+		buf = append(buf, chunk[:n]...)
+		for {
+			i := tps.EventEnd(buf)
+			if err != nil && i < 0 && len(buf) > 0 {
+				i = len(buf) // the tail of an unterminated block
+			}
+			if i < 0 {
+				break
+			}
+			res.events = append(res.events, rawEvent{at: time.Since(start), block: string(buf[:i]), ev: tps.ParseEvent(buf[:i])})
+			buf = buf[i:]
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) {

@@ -48,7 +48,7 @@ func TestProfileTiming(t *testing.T) {
 		require.NoError(t, r.err)
 		var at []time.Duration
 		for _, e := range r.events {
-			if strings.Contains(e.ev.data, `"content":"w`) {
+			if strings.Contains(e.ev.Data, `"content":"w`) {
 				at = append(at, e.at)
 			}
 		}

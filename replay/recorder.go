@@ -12,6 +12,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tpsroute/tpsroute/route"
+	"github.com/tpsroute/tpsroute/tps"
 )
 
 // RecorderOption configures a Recorder at construction. Options are pure
@@ -19,13 +22,13 @@ import (
 type RecorderOption func(*Recorder)
 
 // RedactRecordedHeaders adds header names (case-insensitive) whose values are
-// written as "REDACTED", in requests and responses, besides the defaults
-// Authorization, Api-Key, X-Api-Key, Cookie and Set-Cookie.
+// written as "REDACTED", in requests and responses, besides every credential
+// header (route.IsCredentialName: Authorization, Api-Key, X-Goog-Api-Key,
+// Cookie, Set-Cookie, any name with auth, key, token, secret, password,
+// signature or credential in it).
 func RedactRecordedHeaders(names ...string) RecorderOption {
 	return func(r *Recorder) {
-		for _, n := range names {
-			r.headers[http.CanonicalHeaderKey(n)] = true
-		}
+		r.headers = append(r.headers, names...)
 	}
 }
 
@@ -59,7 +62,7 @@ func RecorderNaming(name func(seq int, req *http.Request, model string) string) 
 type Recorder struct {
 	next    http.RoundTripper
 	dir     string
-	headers map[string]bool
+	headers []string // redacted besides route.IsCredentialName
 	fields  map[string]bool
 	name    func(seq int, req *http.Request, model string) string
 
@@ -76,11 +79,8 @@ func NewRecorder(next http.RoundTripper, dir string, opts ...RecorderOption) *Re
 		next = http.DefaultTransport
 	}
 	r := &Recorder{
-		next: next,
-		dir:  dir,
-		headers: map[string]bool{
-			"Authorization": true, "Api-Key": true, "X-Api-Key": true, "Cookie": true, "Set-Cookie": true,
-		},
+		next:   next,
+		dir:    dir,
 		fields: map[string]bool{},
 		name: func(seq int, _ *http.Request, model string) string {
 			return fmt.Sprintf("%04d-%s.json", seq, sanitize(model))
@@ -176,15 +176,7 @@ func (r *Recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 func (r *Recorder) redactHeader(h http.Header) http.Header {
-	out := http.Header{}
-	for k, v := range h {
-		if r.headers[http.CanonicalHeaderKey(k)] {
-			out[k] = []string{"REDACTED"}
-			continue
-		}
-		out[k] = append([]string(nil), v...)
-	}
-	return out
+	return route.RedactHeader(h, r.headers...)
 }
 
 // redactBody returns the request body for the cassette: JSON with the named
@@ -225,7 +217,7 @@ func (r *Recorder) walk(v any) bool {
 	case map[string]any:
 		for k, x := range t {
 			if r.fields[k] {
-				t[k] = "REDACTED"
+				t[k] = route.Redacted
 				changed = true
 				continue
 			}
@@ -300,7 +292,7 @@ func (b *recBody) split(at time.Duration) {
 		return
 	}
 	for {
-		i := blockEnd(b.buf)
+		i := tps.EventEnd(b.buf)
 		if i < 0 {
 			return
 		}
@@ -328,32 +320,13 @@ func (b *recBody) event(block string) (kind eventKind, name, data string) {
 			data = string(out)
 		}
 	case eventRaw:
-		if ev := parseSSE([]byte(block)); ev.hasData {
-			if out, changed, ok := b.rec.redactJSON([]byte(ev.data)); ok && changed {
-				kind, name, data = eventData, ev.name, string(out)
+		if ev := tps.ParseEvent([]byte(block)); ev.HasData {
+			if out, changed, ok := b.rec.redactJSON([]byte(ev.Data)); ok && changed {
+				kind, name, data = eventData, ev.Name, string(out)
 			}
 		}
 	}
 	return kind, name, data
-}
-
-// blockEnd returns the length of the first complete SSE block in buf
-// (through the blank line that ends it, with any leading blank lines), or -1.
-// It splits lines as sseReader does, without its buffer.
-func blockEnd(buf []byte) int {
-	i := 0
-	for {
-		j := bytes.IndexByte(buf[i:], '\n')
-		if j < 0 {
-			return -1
-		}
-		line := buf[i : i+j+1]
-		blank := len(line) == 1 || (len(line) == 2 && line[0] == '\r')
-		if blank && i > 0 {
-			return i + j + 1
-		}
-		i += j + 1
-	}
 }
 
 func (b *recBody) add(e Event) {

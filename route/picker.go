@@ -40,7 +40,10 @@ type HandleSource interface {
 // ErrNoDeployment means no configured deployment can serve the request: the
 // model, a pinned provider, region or revision is unknown, the pins leave
 // nothing, or a strict SLO drops everything. The error Pick returns wraps it
-// with a message that lists what exists; test with errors.Is.
+// with a message that lists what exists; test with errors.Is. It is the
+// library's one "no deployment" sentinel: a *fallback.Error matches it too
+// when the plan was empty or no deployment in it could be tried (all open,
+// cooling down, without budget, or too small a context).
 var ErrNoDeployment = errors.New("route: no deployment")
 
 // Off turns off the Options share or count it is assigned to (Exploration,

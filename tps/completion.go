@@ -1,56 +1,12 @@
 package tps
 
 import (
-	"bytes"
 	"encoding/json"
 	"sort"
 	"strings"
 
 	"github.com/tidwall/gjson"
 )
-
-// ForEachData calls fn with the data of every complete or final SSE event in
-// b, except [DONE]. It accepts "data:" with or without a space, CRLF line ends
-// and multi-line data (joined with "\n"); comments and other fields are
-// skipped. fn's argument may alias b and is valid only during the call.
-func ForEachData(b []byte, fn func(data []byte)) {
-	var data []byte
-	multi := false
-	flush := func() {
-		if len(data) > 0 && !bytes.Equal(data, []byte("[DONE]")) {
-			fn(data)
-		}
-		data, multi = nil, false
-	}
-	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
-		line = bytes.TrimSuffix(line, []byte("\r"))
-		if len(line) == 0 {
-			flush()
-			continue
-		}
-		v, ok := bytes.CutPrefix(line, []byte("data:"))
-		if !ok {
-			continue
-		}
-		v = bytes.TrimPrefix(v, []byte(" "))
-		if data == nil {
-			data = v
-		} else {
-			if !multi {
-				data = append([]byte(nil), data...)
-				multi = true
-			}
-			data = append(append(data, '\n'), v...)
-		}
-	}
-	flush()
-}
 
 // Accumulator builds the chat.completion a non-streaming call answers from
 // the data of streamed chunks: text, reasoning, refusal and tool calls per
