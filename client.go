@@ -87,8 +87,8 @@ func New(cfg Config) (*Client, error) {
 	mo := cfg.Measure
 	mo.Prices = make(map[measure.Key]measure.Price, len(cfg.Deployments))
 	for _, d := range cfg.Deployments {
-		if !d.IsWildcard() && d.Price != (route.Price{}) {
-			mo.Prices[d.Key()] = measure.Price{Input: d.Price.Input, CachedInput: d.Price.CachedInput, Output: d.Price.Output}
+		if !d.IsWildcard() && d.Price != (measure.Price{}) {
+			mo.Prices[d.Key()] = d.Price
 		}
 	}
 	if mo.Classify == nil {

@@ -234,7 +234,7 @@ func TestMeteringByDefault(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newMemFleet()
 		prof := map[string]replay.Script{"llama": &replay.Profile{OutputTokens: 10}}
-		priced := route.Price{Input: 1, Output: 2}
+		priced := measure.Price{Input: 1, Output: 2}
 		c := mustNew(t, Config{HTTPClient: &http.Client{Transport: f}, Deployments: []route.Deployment{
 			{Provider: "usage", Model: "llama", BaseURL: f.add("usage", prof), Price: priced},
 			{Provider: "nousage", Model: "other", ProviderModel: "llama", BaseURL: f.add("nousage", prof), Price: priced,

@@ -32,7 +32,7 @@ func doFleet(aDown bool) (*Client, *memFleet) {
 	ua := f.add("a", map[string]replay.Script{"m": sa})
 	ub := f.add("b", map[string]replay.Script{"m": &replay.Profile{OutputTokens: 8}})
 	a, b := dep("a", "us", "m", ua), dep("b", "eu", "m", ub)
-	a.Price, b.Price = route.Price{Input: 0.1, Output: 0.2}, route.Price{Input: 1, Output: 4}
+	a.Price, b.Price = measure.Price{Input: 0.1, Output: 0.2}, measure.Price{Input: 1, Output: 4}
 	b.Capabilities.CacheControl = true
 	cfg := Config{HTTPClient: &http.Client{Transport: f}, Deployments: []route.Deployment{a, b}}
 	cfg.Route.Exploration, cfg.Route.Band, cfg.Route.ColdProbes = -1, -1, -1

@@ -28,7 +28,7 @@ type Deployment struct {
 	APIKey        string            // sent only to this deployment, as a bearer token
 	Headers       map[string]string // extra headers sent only to this deployment, e.g. X-Route-Region
 
-	Price         Price
+	Price         measure.Price // USD per million tokens; zero means free or unknown
 	Limits        Limits
 	ContextWindow int64 // in tokens; 0 means unknown
 	Capabilities  Capabilities
@@ -45,14 +45,6 @@ type Deployment struct {
 	// means any model (bounded by the tpsroute Client's MaxWildcardModels).
 	// It must be nil for a deployment that is not a wildcard.
 	Models []string
-}
-
-// Price is in US dollars per million tokens. A zero Price means free or unknown.
-// It is a value, safe for concurrent reads.
-type Price struct {
-	Input       float64 // USD per million uncached input tokens
-	CachedInput float64 // USD per million cached input tokens; 0 means the same as Input
-	Output      float64 // USD per million output tokens
 }
 
 // Limits are the provider's rate limits for this deployment. Zero means unlimited.

@@ -18,9 +18,9 @@ import (
 //	cheap: ttft 0.40s, tps 120, $0.20/M out  -> cheapest
 func fleet() ([]Deployment, *fakeSource) {
 	fast, snappy, cheap := dep("fast", "us", "llama"), dep("snappy", "us", "llama"), dep("cheap", "eu", "llama")
-	fast.Price = Price{Input: 0.5, Output: 0.9}
-	snappy.Price = Price{Input: 0.5, Output: 0.6}
-	cheap.Price = Price{Input: 0.1, Output: 0.2}
+	fast.Price = measure.Price{Input: 0.5, Output: 0.9}
+	snappy.Price = measure.Price{Input: 0.5, Output: 0.6}
+	cheap.Price = measure.Price{Input: 0.1, Output: 0.2}
 	src := newSource()
 	src.set(fast.Key(), warm(0.8, 300))
 	src.set(snappy.Key(), warm(0.1, 50))
@@ -75,7 +75,7 @@ func TestPolicyOrder(t *testing.T) {
 func TestCostTiesGoToThroughput(t *testing.T) {
 	a, b, c := dep("a", "", "m"), dep("b", "", "m"), dep("c", "", "m")
 	for _, d := range []*Deployment{&a, &b, &c} {
-		d.Price = Price{Input: 1, Output: 2}
+		d.Price = measure.Price{Input: 1, Output: 2}
 	}
 	c.Price.Output = 3
 	src := newSource()
