@@ -35,7 +35,7 @@ type Config struct {
 	// Policy orders the deployments of each call unless the call overrides it
 	// with WithPolicy. Zero means route.Throughput.
 	Policy route.Policy
-	// SLO applies to every call; WithSLO and WithMaxPrice override its fields
+	// SLO applies to every call; WithSLO overrides its fields
 	// per call. The zero SLO has no constraints.
 	SLO route.SLO
 

@@ -7,6 +7,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/telemetry"
 	"github.com/tpsroute/tpsroute/tps"
@@ -20,18 +21,12 @@ type CallOption func(*callConfig)
 
 // callConfig is the per-call state the options build.
 type callConfig struct {
-	req         route.Request // Model is filled from the request body
-	pinProvider string
-	pinRegion   string
-	pinned      bool
-	maxPrice    float64
-	maxInput    float64 // WithPriceCap
-	maxOutput   float64
-	hedge       bool
-	deadlines   Deadlines
-	reqOpts     []option.RequestOption
-	report      *Report
-	tel         *telemetry.Call // set by Client.do; ended by endCall
+	req       route.Request // Model is filled from the request body
+	hedge     bool
+	deadlines Deadlines
+	reqOpts   []option.RequestOption
+	report    *Report
+	tel       *telemetry.Call // set by Client.do; ended by endCall
 }
 
 func buildCallConfig(opts []CallOption) callConfig {
@@ -41,9 +36,6 @@ func buildCallConfig(opts []CallOption) callConfig {
 			o(&c)
 		}
 	}
-	if c.maxPrice > 0 {
-		c.req.SLO.MaxPrice = c.maxPrice
-	}
 	return c
 }
 
@@ -51,11 +43,9 @@ func buildCallConfig(opts []CallOption) callConfig {
 // policy would choose. An empty region matches any region of provider.
 // Failover to the rest of the plan is still allowed unless WithoutFallback is
 // also given. A pin that matches no deployment of the model fails the call
-// with an error wrapping route.ErrNoDeployment.
+// with a *route.PinError. It sets route.Request.Pin.
 func WithPin(provider, region string) CallOption {
-	return func(c *callConfig) {
-		c.pinProvider, c.pinRegion, c.pinned = provider, region, true
-	}
+	return func(c *callConfig) { c.req.Pin = route.Pin{Provider: provider, Region: region} }
 }
 
 // WithRegion restricts the call to deployments in one of regions (data
@@ -92,27 +82,26 @@ func WithPolicy(p route.Policy) CallOption {
 // Config.SLO; Strict applies if either sets it. Without Strict a deployment
 // that misses them is demoted, not dropped: route.SLO{MinTPS: 100} prefers
 // deployments expected to generate at least 100 tokens/s, route.SLO{MaxTTFT:
-// 800 * time.Millisecond} those expected to answer within 800 ms.
+// 800 * time.Millisecond} those expected to answer within 800 ms, and
+// route.SLO{MaxPrice: 2} those whose output price is at most 2 USD per
+// million tokens (the soft price control; WithPriceCap is the hard one).
+// It sets route.Request.SLO.
 func WithSLO(slo route.SLO) CallOption {
 	return func(c *callConfig) { c.req.SLO = slo }
 }
 
-// WithMaxPrice demotes (or, with a Strict SLO, drops) deployments whose output
-// price is above usdPerMillion US dollars per million output tokens. It takes
-// precedence over the MaxPrice of WithSLO and Config.SLO. Zero or negative
-// means no limit from this option.
-func WithMaxPrice(usdPerMillion float64) CallOption {
-	return func(c *callConfig) { c.maxPrice = usdPerMillion }
-}
-
 // WithPriceCap drops, for this call, every deployment whose configured
 // Price.Input is above input or whose Price.Output is above output, both in
-// US dollars per million tokens: a hard cap, unlike WithMaxPrice, which only
-// demotes. Zero or negative means no cap on that price; a deployment without
-// a configured price is kept. When nothing is left the call fails with an
-// error wrapping route.ErrNoDeployment.
+// US dollars per million tokens: the hard price control, where the SLO's
+// MaxPrice (WithSLO, Config.SLO) is the soft one that demotes. Zero or
+// negative means no cap on that price; a deployment without a configured
+// price is kept. When nothing is left the call fails with an error wrapping
+// route.ErrNoDeployment (503). It sets route.Request.PriceCap (whose
+// CachedInput field caps the cached-input price too).
 func WithPriceCap(input, output float64) CallOption {
-	return func(c *callConfig) { c.maxInput, c.maxOutput = input, output }
+	return func(c *callConfig) {
+		c.req.PriceCap = measure.Price{Input: max(input, 0), Output: max(output, 0)}
+	}
 }
 
 // WithModels adds logical models to fall back through, in order, after the

@@ -203,7 +203,7 @@ func TestHTTPError(t *testing.T) {
 		code   string
 	}{
 		{name: "request", err: &RequestError{Param: "model", Reason: "x"}, status: 400, typ: "invalid_request_error"},
-		{name: "pin", err: &PinError{Provider: "zz"}, status: 400, typ: "invalid_request_error"},
+		{name: "pin", err: &route.PinError{Provider: "zz"}, status: 400, typ: "invalid_request_error"},
 		{name: "model", err: &ModelError{Param: "model", Model: "x"}, status: 404, typ: "invalid_request_error", code: "model_not_found"},
 		{name: "last_status", err: fe(500, 0, 429), status: 429, typ: "upstream_error"},
 		{name: "last_status_before_a_statusless_attempt", err: fe(502, 0), status: 502, typ: "upstream_error"},

@@ -175,7 +175,7 @@ func TestCallOptionsConstrainThePlan(t *testing.T) {
 		{"unknown pin", func(t *testing.T, c *Client) {
 			_, _, err := streamOnce(t, c, "m", WithPin("zz", ""))
 			require.ErrorIs(t, err, route.ErrNoDeployment)
-			var pe *PinError
+			var pe *route.PinError
 			require.ErrorAs(t, err, &pe)
 		}},
 		{"region restriction never leaves the region", func(t *testing.T, c *Client) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/tpsroute/tpsroute/measure"
@@ -184,6 +185,12 @@ func (d Deployment) WireModel() string {
 
 // IsWildcard reports whether d serves any model (Model is "*").
 func (d Deployment) IsWildcard() bool { return d.Model == Wildcard }
+
+// admits reports whether wildcard deployment d may serve model: its Models
+// list, when not nil, names it.
+func (d *Deployment) admits(model string) bool {
+	return d.Models == nil || slices.Contains(d.Models, model)
+}
 
 // ForModel returns the concrete deployment a wildcard deployment becomes for
 // the requested logical model: a copy with Model set to model, so that Key and
