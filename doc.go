@@ -65,7 +65,8 @@
 //
 // # Call options
 //
-// Per-call routing: WithPin (a provider and region first, failover still
+// Per-call routing is one route.Request: WithRequest passes it whole, and
+// these shorthands set one field each: WithPin (a provider and region first, failover still
 // allowed), WithoutFallback, WithRegion (a restriction, e.g. data
 // residency), WithProviders (an order), WithOnly, WithIgnore, WithPolicy,
 // WithSLO (demotes deployments expected to miss a TTFT, TPS or price

@@ -17,6 +17,14 @@ import (
 // option of the same kind replaces an earlier one, except WithRequestOptions,
 // which appends. CallOptions are values and safe to reuse across calls and
 // goroutines.
+//
+// The routing of a call is one route.Request. WithRequest sets it whole;
+// WithPin, WithRegion, WithProviders, WithOnly, WithIgnore, WithPolicy,
+// WithSLO, WithPriceCap, WithModels, WithCacheKey and WithoutFallback are
+// thin shorthands that each set one of its fields (and nothing else), so
+// that a later one changes that field of an earlier WithRequest. The other
+// options (WithHedge, WithDeadlines, WithRequestOptions, WithReport) are
+// about the call, not its routing.
 type CallOption func(*callConfig)
 
 // callConfig is the per-call state the options build.
@@ -39,6 +47,19 @@ func buildCallConfig(opts []CallOption) callConfig {
 	return c
 }
 
+// WithRequest sets this call's routing to r, whole: the form for code that
+// builds a route.Request, such as a gateway translating a request's routing
+// fields. r.Model is ignored: the request body names the model (fallback
+// models go in r.Models). Zero ExpectedInputTokens and ExpectedOutputTokens
+// are estimated from the body (its size, max_tokens), and an empty CacheKey
+// is taken from the body (see WithCacheKey). It replaces every field that
+// earlier options set; later shorthands (WithPin, WithRegion, ...) change
+// single fields of it. r's slices are shared, not copied: do not modify them
+// while a call may be using them.
+func WithRequest(r route.Request) CallOption {
+	return func(c *callConfig) { c.req = r }
+}
+
 // WithPin puts the deployment of provider in region first, ahead of what the
 // policy would choose. An empty region matches any region of provider.
 // Failover to the rest of the plan is still allowed unless WithoutFallback is
@@ -51,6 +72,7 @@ func WithPin(provider, region string) CallOption {
 // WithRegion restricts the call to deployments in one of regions (data
 // residency, for example). Failover stays inside the set. No regions means no
 // restriction.
+// It sets route.Request.Regions.
 func WithRegion(regions ...string) CallOption {
 	return func(c *callConfig) { c.req.Regions = append([]string(nil), regions...) }
 }
@@ -58,22 +80,26 @@ func WithRegion(regions ...string) CallOption {
 // WithProviders sets a preferred provider order: deployments of order[0]
 // first, then order[1], and so on, then the rest. Health and the SLO still
 // come first.
+// It sets route.Request.Providers.
 func WithProviders(order ...string) CallOption {
 	return func(c *callConfig) { c.req.Providers = append([]string(nil), order...) }
 }
 
 // WithOnly keeps only the deployments of these providers.
+// It sets route.Request.Only.
 func WithOnly(providers ...string) CallOption {
 	return func(c *callConfig) { c.req.Only = append([]string(nil), providers...) }
 }
 
 // WithIgnore drops the deployments of these providers.
+// It sets route.Request.Ignore.
 func WithIgnore(providers ...string) CallOption {
 	return func(c *callConfig) { c.req.Ignore = append([]string(nil), providers...) }
 }
 
 // WithPolicy orders the deployments for this call by p instead of
 // Config.Policy.
+// It sets route.Request.Policy.
 func WithPolicy(p route.Policy) CallOption {
 	return func(c *callConfig) { c.req.Policy = p }
 }
@@ -106,6 +132,7 @@ func WithPriceCap(input, output float64) CallOption {
 
 // WithModels adds logical models to fall back through, in order, after the
 // requested model's deployments. Each may be "model@revision".
+// It sets route.Request.Models.
 func WithModels(fallbackModels ...string) CallOption {
 	return func(c *callConfig) { c.req.Models = append([]string(nil), fallbackModels...) }
 }
@@ -115,6 +142,7 @@ func WithModels(fallbackModels ...string) CallOption {
 // deployment that declares Capabilities.CacheControl receives it as
 // prompt_cache_key unless the request already carries one. Without it the key
 // is the request's prompt_cache_key, if any, or a hash of a long first message.
+// It sets route.Request.CacheKey.
 func WithCacheKey(key string) CallOption {
 	return func(c *callConfig) { c.req.CacheKey = key }
 }
@@ -177,6 +205,7 @@ func WithRequestOptions(opts ...option.RequestOption) CallOption {
 
 // WithoutFallback limits the call to the first deployment of the plan (the
 // pinned one with WithPin): no failover to another deployment.
+// It sets route.Request.NoFallbacks.
 func WithoutFallback() CallOption {
 	return func(c *callConfig) { c.req.NoFallbacks = true }
 }

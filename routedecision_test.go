@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
 )
@@ -109,5 +110,41 @@ func TestPricePair(t *testing.T) {
 			assert.Equal(t, 503, he.Status)
 			assert.Equal(t, "no_deployment_available", he.Code)
 		})
+	})
+}
+
+// TestWithRequest: WithRequest passes a whole route.Request (its Model is
+// ignored: the body names the model); a later shorthand changes one field
+// of it, and an earlier one is replaced by it.
+func TestWithRequest(t *testing.T) {
+	route1 := func(t *testing.T, c *Client, opts ...CallOption) (route.Request, *Response, error) {
+		var got route.Request
+		c.onDecision = func(r route.Request, _ route.Plan) { got = r }
+		r, err := c.Do(context.Background(), []byte(doBody), opts...)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, r.Body)
+			require.NoError(t, r.Body.Close())
+		}
+		return got, r, err
+	}
+	synctest.Test(t, func(t *testing.T) {
+		c, _ := doFleet(false)
+		got, r, err := route1(t, c, WithOnly("a"), WithRequest(route.Request{Model: "ignored", Pin: route.Pin{Provider: "b"}, Regions: []string{"eu"}}))
+		require.NoError(t, err)
+		assert.Equal(t, "b", r.Deployment().Provider)
+		assert.Equal(t, "m", got.Model, "the body names the model")
+		assert.Empty(t, got.Only, "WithRequest replaced the earlier WithOnly")
+		assert.Equal(t, []string{"eu"}, got.Regions)
+
+		_, r, err = route1(t, c, WithRequest(route.Request{Pin: route.Pin{Provider: "b"}}), WithPin("a", ""))
+		require.NoError(t, err)
+		assert.Equal(t, "a", r.Deployment().Provider, "a later shorthand changes its field")
+
+		_, _, err = route1(t, c, WithRequest(route.Request{PriceCap: measure.Price{Output: 0.1}}))
+		require.ErrorIs(t, err, route.ErrNoDeployment, "the price cap travels")
+		_, _, err = route1(t, c, WithRequest(route.Request{Models: []string{"gpt-9"}}))
+		var me *ModelError
+		require.ErrorAs(t, err, &me)
+		assert.Equal(t, "models", me.Param)
 	})
 }
