@@ -10,8 +10,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -47,9 +47,8 @@ type Client struct {
 	nextRefresh  atomic.Int64 // unix ns of the next registry refresh
 	hedgeDefault bool         // Config.Fallback.Hedge was configured: every call may hedge
 
-	deps   []route.Deployment // as configured, for serves
+	deps   []route.Deployment // as configured, for ModelIDs
 	wild   *wildcards         // wildcard deployments' admitted models; nil without one
-	known  map[string]bool    // "provider:NAME" and "region:NAME" of every deployment
 	redact *route.Scrubber    // every configured API key and credential header value -> REDACTED
 
 	oai     openai.ChatCompletionService // serialises params and decodes chunks over rt
@@ -86,8 +85,8 @@ func New(cfg Config) (*Client, error) {
 	mo := cfg.Measure
 	mo.Prices = make(map[measure.Key]measure.Price, len(cfg.Deployments))
 	for _, d := range cfg.Deployments {
-		if !d.IsWildcard() && d.Price != (route.Price{}) {
-			mo.Prices[d.Key()] = measure.Price{Input: d.Price.Input, CachedInput: d.Price.CachedInput, Output: d.Price.Output}
+		if !d.IsWildcard() && d.Price != (measure.Price{}) {
+			mo.Prices[d.Key()] = d.Price
 		}
 	}
 	if mo.Classify == nil {
@@ -151,11 +150,6 @@ func New(cfg Config) (*Client, error) {
 	c.picker = p
 	c.deps = p.Deployments()
 	c.wild = newWildcards(c.deps, cfg.MaxWildcardModels)
-	c.known = make(map[string]bool)
-	for _, d := range cfg.Deployments {
-		c.known["provider:"+d.Provider] = true
-		c.known["region:"+d.Region] = true
-	}
 	c.redact = route.NewScrubber(cfg.Deployments...)
 
 	c.rt = internalTransport{c: c}
@@ -210,8 +204,10 @@ func fleetCacheKey(k string) string {
 }
 
 // ModelIDs returns the logical model ids the Client serves, in
-// configuration order, each once: every model name, followed by
-// "model@revision" for each revision configured for it. Wildcard deployments
+// configuration order, each once: every model name that an unversioned
+// deployment serves, followed by "model@revision" for each revision
+// configured (a model configured only with revisions is listed only with
+// them: a call for the bare name is served by no deployment). Wildcard deployments
 // ("*") add nothing. The Transport's GET .../models and examples/gateway list
 // these. (It is named ModelIDs, not Models, so that it is not mistaken for
 // openai-go's client.Models service: tpsroute has no model service, and an
@@ -227,7 +223,7 @@ func (c *Client) ModelIDs() []string {
 		}
 	}
 	for i := range c.deps {
-		if d := &c.deps[i]; !d.IsWildcard() {
+		if d := &c.deps[i]; !d.IsWildcard() && d.Revision == "" {
 			add(d.Model)
 		}
 	}
@@ -316,47 +312,22 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 		req.CacheKey = fleetCacheKey(req.CacheKey)
 	}
 	cl.cacheKey = req.CacheKey
-	req.ExpectedInputTokens = int64(len(body)/4) + 1
-	if info.MaxTokens > 0 {
+	if req.ExpectedInputTokens <= 0 {
+		req.ExpectedInputTokens = int64(len(body)/4) + 1
+	}
+	if req.ExpectedOutputTokens <= 0 && info.MaxTokens > 0 {
 		req.ExpectedOutputTokens = info.MaxTokens
-	}
-	if err := c.checkNames(cc); err != nil {
-		return nil, cl, err
-	}
-	pinned := cc.pinned && cc.req.NoFallbacks
-	if pinned {
-		req.NoFallbacks = false // the pin decides the first; trimmed below
-	}
-	if c.wild != nil {
-		// A model no deployment serves is refused before routing, so that it
-		// creates no state.
-		if err := c.modelError(req, nil); err != nil {
-			c.wild.refused.Add(1)
-			return nil, cl, err
-		}
 	}
 	now := time.Now()
 	c.refresh(now)
 	plan, err := c.picker.PickAt(req, now)
-	if err != nil && !(cc.pinned && len(plan.Excluded) > 0) {
-		// A pinned deployment left out (open breaker, off-SLO) is still the
-		// caller's explicit choice: pin below honours it.
-		return nil, cl, c.modelError(req, err)
+	if err != nil {
+		return nil, cl, c.routeError(err)
 	}
-	if c.wild != nil && err == nil {
+	if c.wild != nil {
 		model, _ := route.ParseModel(req.Model)
 		if plan = c.wild.admit(plan, model, now); len(plan.Deployments) == 0 {
 			return nil, cl, &ModelError{Param: "model", Model: req.Model, Capped: true}
-		}
-	}
-	if cc.maxInput > 0 || cc.maxOutput > 0 {
-		if plan, err = priceCap(plan, cc.maxInput, cc.maxOutput); err != nil {
-			return nil, cl, err
-		}
-	}
-	if cc.pinned {
-		if plan, err = pin(plan, cc.pinProvider, cc.pinRegion, cc.req.NoFallbacks); err != nil {
-			return nil, cl, err
 		}
 	}
 	if c.onDecision != nil {
@@ -386,53 +357,25 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 	return res, cl, nil
 }
 
-// checkNames returns a *RequestError when a routing option names a provider
-// or region that no deployment has: a typo would otherwise look like an
-// outage. WithIgnore may name anything.
-func (c *Client) checkNames(cc *callConfig) error {
-	for _, ck := range []struct {
-		param, kind string
-		names       []string
-	}{
-		{"region", "region", cc.req.Regions},
-		{"providers", "provider", cc.req.Providers},
-		{"only", "provider", cc.req.Only},
-	} {
-		for _, n := range ck.names {
-			if !c.known[ck.kind+":"+n] {
-				return &RequestError{Param: ck.param, Reason: "no deployment has the " + ck.kind + " " + strconv.Quote(n)}
-			}
-		}
+// routeError returns the Client's error for the Picker's err: a
+// *RequestError for an unknown provider or region, a *ModelError for an
+// unknown model (counted as a refusal where wildcard deployments are
+// configured), else err.
+func (c *Client) routeError(err error) error {
+	var ne *route.NameError
+	if !errors.As(err, &ne) {
+		return err
 	}
-	return nil
-}
-
-// modelError returns a *ModelError when a model of req is served by no
-// deployment, else err.
-func (c *Client) modelError(req route.Request, err error) error {
-	for i, m := range append([]string{req.Model}, req.Models...) {
-		if !c.serves(m) {
-			param := "model"
-			if i > 0 {
-				param = "models"
-			}
-			return &ModelError{Param: param, Model: m}
+	switch ne.Field {
+	case "Model", "Models":
+		if c.wild != nil {
+			c.wild.refused.Add(1)
 		}
+		return &ModelError{Param: strings.ToLower(ne.Field), Model: ne.Name}
+	case "Regions":
+		return &RequestError{Param: "region", Reason: "no deployment has the region " + strconv.Quote(ne.Name)}
 	}
-	return err
-}
-
-// serves reports whether some deployment serves the logical model (a
-// "model@revision" is matched on both).
-func (c *Client) serves(model string) bool {
-	name, rev := route.ParseModel(model)
-	for i := range c.deps {
-		d := &c.deps[i]
-		if (d.IsWildcard() && rev == "" && (d.Models == nil || slices.Contains(d.Models, name))) || (d.Model == name && (rev == "" || d.Revision == rev)) {
-			return true
-		}
-	}
-	return false
+	return &RequestError{Param: strings.ToLower(ne.Field), Reason: "no deployment has the provider " + strconv.Quote(ne.Name)}
 }
 
 // refresh republishes every key's Estimate at most once per refreshInterval,
@@ -464,77 +407,6 @@ func (c *Client) served(cl *call, d route.Deployment) {
 		}
 	}
 }
-
-// pin moves the candidates of provider (and region, if not empty) to the
-// front of plan; with only set it keeps just the first of them.
-func pin(plan route.Plan, provider, region string, only bool) (route.Plan, error) {
-	match := func(cd *route.Candidate) bool {
-		return cd.Deployment.Provider == provider && (region == "" || cd.Deployment.Region == region)
-	}
-	out := make([]route.Candidate, 0, len(plan.Deployments))
-	for i := range plan.Deployments {
-		if match(&plan.Deployments[i]) {
-			out = append(out, plan.Deployments[i])
-		}
-	}
-	if len(out) == 0 {
-		// An excluded (open or off-SLO) pinned deployment is still honoured:
-		// the pin is the caller's explicit choice.
-		for i := range plan.Excluded {
-			if match(&plan.Excluded[i]) {
-				out = append(out, plan.Excluded[i])
-			}
-		}
-	}
-	if len(out) == 0 {
-		return route.Plan{}, &PinError{Provider: provider, Region: region}
-	}
-	if only {
-		out = out[:1]
-	} else {
-		for i := range plan.Deployments {
-			if !match(&plan.Deployments[i]) {
-				out = append(out, plan.Deployments[i])
-			}
-		}
-	}
-	plan.Deployments = out
-	return plan, nil
-}
-
-// priceCap drops the candidates of plan priced above maxInput or maxOutput
-// (USD per million tokens; 0 means no cap on that price).
-func priceCap(plan route.Plan, maxInput, maxOutput float64) (route.Plan, error) {
-	keep := make([]route.Candidate, 0, len(plan.Deployments))
-	for _, cd := range plan.Deployments {
-		p := cd.Deployment.Price
-		if (maxOutput > 0 && p.Output > maxOutput) || (maxInput > 0 && p.Input > maxInput) {
-			continue
-		}
-		keep = append(keep, cd)
-	}
-	if len(keep) == 0 {
-		return plan, fmt.Errorf("tpsroute: no deployment is within the price cap (input %g, output %g USD per million tokens): %w",
-			maxInput, maxOutput, route.ErrNoDeployment)
-	}
-	plan.Deployments = keep
-	return plan, nil
-}
-
-// PinError means WithPin named a provider and region that serve none of the
-// call's models. It matches route.ErrNoDeployment with errors.Is. It is a
-// value and safe to share.
-type PinError struct {
-	Provider, Region string
-}
-
-// Error returns "tpsroute: pinned deployment provider/region serves none of the requested models".
-func (e *PinError) Error() string {
-	return "tpsroute: pinned deployment " + e.Provider + "/" + e.Region + " serves none of the requested models: " + route.ErrNoDeployment.Error()
-}
-
-// Is reports whether target is route.ErrNoDeployment.
-func (e *PinError) Is(target error) bool { return target == route.ErrNoDeployment }
 
 // build makes one attempt's request from deployment d only: its URL, key,
 // headers and model id. The caller's headers are forwarded without

@@ -133,8 +133,12 @@ func TestModels(t *testing.T) {
 	}{
 		{"one model", []route.Deployment{dep("a", "us", "m", u), dep("b", "eu", "m", u)}, []string{"m"}},
 		{"config order", []route.Deployment{dep("a", "", "z", u), dep("a", "", "b", u)}, []string{"z", "b"}},
-		{"revisions after the names", []route.Deployment{rev(dep("a", "", "m", u), "r1"), rev(dep("b", "", "m", u), "r2"), dep("c", "", "n", u)},
-			[]string{"m", "n", "m@r1", "m@r2"}},
+		{"revisions after the names", []route.Deployment{rev(dep("a", "", "m", u), "r1"), dep("b", "", "m", u), dep("c", "", "n", u)},
+			[]string{"m", "n", "m@r1"}},
+		// A call for "m" is served by no deployment here (see
+		// TestRevisionOnlyModel), so "m" is not listed.
+		{"a model configured only with revisions is listed with them only", []route.Deployment{rev(dep("a", "", "m", u), "r1"), rev(dep("b", "", "m", u), "r2"), dep("c", "", "n", u)},
+			[]string{"n", "m@r1", "m@r2"}},
 		{"wildcard adds nothing", []route.Deployment{dep("gw", "", "*", u), dep("a", "", "m", u)}, []string{"m"}},
 	}
 	for _, tt := range tests {
@@ -234,7 +238,7 @@ func TestMeteringByDefault(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newMemFleet()
 		prof := map[string]replay.Script{"llama": &replay.Profile{OutputTokens: 10}}
-		priced := route.Price{Input: 1, Output: 2}
+		priced := measure.Price{Input: 1, Output: 2}
 		c := mustNew(t, Config{HTTPClient: &http.Client{Transport: f}, Deployments: []route.Deployment{
 			{Provider: "usage", Model: "llama", BaseURL: f.add("usage", prof), Price: priced},
 			{Provider: "nousage", Model: "other", ProviderModel: "llama", BaseURL: f.add("nousage", prof), Price: priced,

@@ -35,7 +35,7 @@ type Config struct {
 	// Policy orders the deployments of each call unless the call overrides it
 	// with WithPolicy. Zero means route.Throughput.
 	Policy route.Policy
-	// SLO applies to every call; WithSLO and WithMaxPrice override its fields
+	// SLO applies to every call; WithSLO overrides its fields
 	// per call. The zero SLO has no constraints.
 	SLO route.SLO
 
@@ -421,7 +421,7 @@ func (p *converter) deployment(i int, fd *fileDeployment) (route.Deployment, err
 		ProviderModel: fd.ProviderModel,
 		Revision:      fd.Revision,
 		BaseURL:       fd.BaseURL,
-		Price:         route.Price{Input: fd.Price.Input, CachedInput: fd.Price.CachedInput, Output: fd.Price.Output},
+		Price:         measure.Price{Input: fd.Price.Input, CachedInput: fd.Price.CachedInput, Output: fd.Price.Output},
 		Limits:        route.Limits{RPM: fd.Limits.RPM, TPM: fd.Limits.TPM, MaxInFlight: fd.Limits.MaxInFlight},
 		ContextWindow: fd.ContextWindow,
 		Capabilities: route.Capabilities{

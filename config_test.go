@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tpsroute/tpsroute/measure"
+
 	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/route"
 )
@@ -32,7 +34,7 @@ func TestParseConfigExampleFile(t *testing.T) {
 	assert.Equal(t, "groq", g.Provider)
 	assert.Equal(t, "llama-3.3-70b-versatile", g.WireModel())
 	assert.Equal(t, "gsk-1", g.APIKey)
-	assert.Equal(t, route.Price{Input: 0.59, Output: 0.79}, g.Price)
+	assert.Equal(t, measure.Price{Input: 0.59, Output: 0.79}, g.Price)
 	assert.Equal(t, route.Limits{RPM: 1000, TPM: 300000}, g.Limits)
 	assert.False(t, g.Capabilities.NoStreamOptions)
 	assert.True(t, cfg.Deployments[2].Capabilities.CacheControl)

@@ -65,12 +65,13 @@
 //
 // # Call options
 //
-// Per-call routing: WithPin (a provider and region first, failover still
+// Per-call routing is one route.Request: WithRequest passes it whole, and
+// these shorthands set one field each: WithPin (a provider and region first, failover still
 // allowed), WithoutFallback, WithRegion (a restriction, e.g. data
 // residency), WithProviders (an order), WithOnly, WithIgnore, WithPolicy,
-// WithSLO (demotes deployments expected to miss a TTFT or TPS target),
-// WithMaxPrice (demotes), WithPriceCap (drops), WithModels (models to fall
-// back through),
+// WithSLO (demotes deployments expected to miss a TTFT, TPS or price
+// target), WithPriceCap (drops deployments priced above a cap), WithModels
+// (models to fall back through),
 // WithCacheKey, WithHedge, WithDeadlines (this call's headers, TTFT, stall,
 // max-duration and finish-grace deadlines instead of Config.Fallback's),
 // WithRequestOptions (openai-go options) and WithReport.
@@ -92,7 +93,7 @@
 // It is the entry point of code that relays answers, such as
 // examples/gateway. Client.HTTPError maps any error of a call to its HTTP
 // answer in one place: 400 naming the field for a bad request (*RequestError,
-// *PinError), 404 for an unknown model (*ModelError), the last attempt's
+// *route.PinError), 404 for an unknown model (*ModelError), the last attempt's
 // status, or 503 when no deployment was usable.
 //
 // # Transport

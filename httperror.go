@@ -149,7 +149,7 @@ func (e *HTTPError) response(req *http.Request) *http.Response {
 // and examples/gateway use:
 //
 //   - *RequestError: 400 invalid_request_error, Param set.
-//   - *PinError (WithPin matches nothing): 400, Param "pin".
+//   - *route.PinError (WithPin matches nothing): 400, Param "pin".
 //   - *ModelError (an unknown model): 404 model_not_found, Param "model" or "models".
 //   - the caller's cancellation (context.Canceled): StatusClientClosedRequest.
 //   - *fallback.Error: the status of the last attempt that got one, with the
@@ -170,7 +170,7 @@ func (c *Client) HTTPError(err error) *HTTPError {
 	e := &HTTPError{Message: c.redact.Scrub(err.Error())}
 	var (
 		re *RequestError
-		pe *PinError
+		pe *route.PinError
 		me *ModelError
 		fe *fallback.Error
 	)

@@ -7,6 +7,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/telemetry"
 	"github.com/tpsroute/tpsroute/tps"
@@ -16,22 +17,24 @@ import (
 // option of the same kind replaces an earlier one, except WithRequestOptions,
 // which appends. CallOptions are values and safe to reuse across calls and
 // goroutines.
+//
+// The routing of a call is one route.Request. WithRequest sets it whole;
+// WithPin, WithRegion, WithProviders, WithOnly, WithIgnore, WithPolicy,
+// WithSLO, WithPriceCap, WithModels, WithCacheKey and WithoutFallback are
+// thin shorthands that each set one of its fields (and nothing else), so
+// that a later one changes that field of an earlier WithRequest. The other
+// options (WithHedge, WithDeadlines, WithRequestOptions, WithReport) are
+// about the call, not its routing.
 type CallOption func(*callConfig)
 
 // callConfig is the per-call state the options build.
 type callConfig struct {
-	req         route.Request // Model is filled from the request body
-	pinProvider string
-	pinRegion   string
-	pinned      bool
-	maxPrice    float64
-	maxInput    float64 // WithPriceCap
-	maxOutput   float64
-	hedge       bool
-	deadlines   Deadlines
-	reqOpts     []option.RequestOption
-	report      *Report
-	tel         *telemetry.Call // set by Client.do; ended by endCall
+	req       route.Request // Model is filled from the request body
+	hedge     bool
+	deadlines Deadlines
+	reqOpts   []option.RequestOption
+	report    *Report
+	tel       *telemetry.Call // set by Client.do; ended by endCall
 }
 
 func buildCallConfig(opts []CallOption) callConfig {
@@ -41,26 +44,35 @@ func buildCallConfig(opts []CallOption) callConfig {
 			o(&c)
 		}
 	}
-	if c.maxPrice > 0 {
-		c.req.SLO.MaxPrice = c.maxPrice
-	}
 	return c
+}
+
+// WithRequest sets this call's routing to r, whole: the form for code that
+// builds a route.Request, such as a gateway translating a request's routing
+// fields. r.Model is ignored: the request body names the model (fallback
+// models go in r.Models). Zero ExpectedInputTokens and ExpectedOutputTokens
+// are estimated from the body (its size, max_tokens), and an empty CacheKey
+// is taken from the body (see WithCacheKey). It replaces every field that
+// earlier options set; later shorthands (WithPin, WithRegion, ...) change
+// single fields of it. r's slices are shared, not copied: do not modify them
+// while a call may be using them.
+func WithRequest(r route.Request) CallOption {
+	return func(c *callConfig) { c.req = r }
 }
 
 // WithPin puts the deployment of provider in region first, ahead of what the
 // policy would choose. An empty region matches any region of provider.
 // Failover to the rest of the plan is still allowed unless WithoutFallback is
 // also given. A pin that matches no deployment of the model fails the call
-// with an error wrapping route.ErrNoDeployment.
+// with a *route.PinError. It sets route.Request.Pin.
 func WithPin(provider, region string) CallOption {
-	return func(c *callConfig) {
-		c.pinProvider, c.pinRegion, c.pinned = provider, region, true
-	}
+	return func(c *callConfig) { c.req.Pin = route.Pin{Provider: provider, Region: region} }
 }
 
 // WithRegion restricts the call to deployments in one of regions (data
 // residency, for example). Failover stays inside the set. No regions means no
 // restriction.
+// It sets route.Request.Regions.
 func WithRegion(regions ...string) CallOption {
 	return func(c *callConfig) { c.req.Regions = append([]string(nil), regions...) }
 }
@@ -68,22 +80,26 @@ func WithRegion(regions ...string) CallOption {
 // WithProviders sets a preferred provider order: deployments of order[0]
 // first, then order[1], and so on, then the rest. Health and the SLO still
 // come first.
+// It sets route.Request.Providers.
 func WithProviders(order ...string) CallOption {
 	return func(c *callConfig) { c.req.Providers = append([]string(nil), order...) }
 }
 
 // WithOnly keeps only the deployments of these providers.
+// It sets route.Request.Only.
 func WithOnly(providers ...string) CallOption {
 	return func(c *callConfig) { c.req.Only = append([]string(nil), providers...) }
 }
 
 // WithIgnore drops the deployments of these providers.
+// It sets route.Request.Ignore.
 func WithIgnore(providers ...string) CallOption {
 	return func(c *callConfig) { c.req.Ignore = append([]string(nil), providers...) }
 }
 
 // WithPolicy orders the deployments for this call by p instead of
 // Config.Policy.
+// It sets route.Request.Policy.
 func WithPolicy(p route.Policy) CallOption {
 	return func(c *callConfig) { c.req.Policy = p }
 }
@@ -92,31 +108,31 @@ func WithPolicy(p route.Policy) CallOption {
 // Config.SLO; Strict applies if either sets it. Without Strict a deployment
 // that misses them is demoted, not dropped: route.SLO{MinTPS: 100} prefers
 // deployments expected to generate at least 100 tokens/s, route.SLO{MaxTTFT:
-// 800 * time.Millisecond} those expected to answer within 800 ms.
+// 800 * time.Millisecond} those expected to answer within 800 ms, and
+// route.SLO{MaxPrice: 2} those whose output price is at most 2 USD per
+// million tokens (the soft price control; WithPriceCap is the hard one).
+// It sets route.Request.SLO.
 func WithSLO(slo route.SLO) CallOption {
 	return func(c *callConfig) { c.req.SLO = slo }
 }
 
-// WithMaxPrice demotes (or, with a Strict SLO, drops) deployments whose output
-// price is above usdPerMillion US dollars per million output tokens. It takes
-// precedence over the MaxPrice of WithSLO and Config.SLO. Zero or negative
-// means no limit from this option.
-func WithMaxPrice(usdPerMillion float64) CallOption {
-	return func(c *callConfig) { c.maxPrice = usdPerMillion }
-}
-
 // WithPriceCap drops, for this call, every deployment whose configured
 // Price.Input is above input or whose Price.Output is above output, both in
-// US dollars per million tokens: a hard cap, unlike WithMaxPrice, which only
-// demotes. Zero or negative means no cap on that price; a deployment without
-// a configured price is kept. When nothing is left the call fails with an
-// error wrapping route.ErrNoDeployment.
+// US dollars per million tokens: the hard price control, where the SLO's
+// MaxPrice (WithSLO, Config.SLO) is the soft one that demotes. Zero or
+// negative means no cap on that price; a deployment without a configured
+// price is kept. When nothing is left the call fails with an error wrapping
+// route.ErrNoDeployment (503). It sets route.Request.PriceCap (whose
+// CachedInput field caps the cached-input price too).
 func WithPriceCap(input, output float64) CallOption {
-	return func(c *callConfig) { c.maxInput, c.maxOutput = input, output }
+	return func(c *callConfig) {
+		c.req.PriceCap = measure.Price{Input: max(input, 0), Output: max(output, 0)}
+	}
 }
 
 // WithModels adds logical models to fall back through, in order, after the
 // requested model's deployments. Each may be "model@revision".
+// It sets route.Request.Models.
 func WithModels(fallbackModels ...string) CallOption {
 	return func(c *callConfig) { c.req.Models = append([]string(nil), fallbackModels...) }
 }
@@ -126,6 +142,7 @@ func WithModels(fallbackModels ...string) CallOption {
 // deployment that declares Capabilities.CacheControl receives it as
 // prompt_cache_key unless the request already carries one. Without it the key
 // is the request's prompt_cache_key, if any, or a hash of a long first message.
+// It sets route.Request.CacheKey.
 func WithCacheKey(key string) CallOption {
 	return func(c *callConfig) { c.req.CacheKey = key }
 }
@@ -188,6 +205,7 @@ func WithRequestOptions(opts ...option.RequestOption) CallOption {
 
 // WithoutFallback limits the call to the first deployment of the plan (the
 // pinned one with WithPin): no failover to another deployment.
+// It sets route.Request.NoFallbacks.
 func WithoutFallback() CallOption {
 	return func(c *callConfig) { c.req.NoFallbacks = true }
 }

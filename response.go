@@ -35,7 +35,7 @@ import (
 // Do returns once the commit point is reached (the whole answer without
 // "stream"), or with an error: a *RequestError for a bad body or an unknown
 // provider or region in the options, a *ModelError for an unknown model, a
-// *PinError, an error wrapping route.ErrNoDeployment when the options leave
+// *route.PinError, an error wrapping route.ErrNoDeployment when the options leave
 // no deployment, or a *fallback.Error listing every attempt. Client.HTTPError
 // turns any of them into the HTTP answer. The caller must read Body to
 // io.EOF or Close it; Close before the end cancels the upstream request at

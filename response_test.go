@@ -32,7 +32,7 @@ func doFleet(aDown bool) (*Client, *memFleet) {
 	ua := f.add("a", map[string]replay.Script{"m": sa})
 	ub := f.add("b", map[string]replay.Script{"m": &replay.Profile{OutputTokens: 8}})
 	a, b := dep("a", "us", "m", ua), dep("b", "eu", "m", ub)
-	a.Price, b.Price = route.Price{Input: 0.1, Output: 0.2}, route.Price{Input: 1, Output: 4}
+	a.Price, b.Price = measure.Price{Input: 0.1, Output: 0.2}, measure.Price{Input: 1, Output: 4}
 	b.Capabilities.CacheControl = true
 	cfg := Config{HTTPClient: &http.Client{Transport: f}, Deployments: []route.Deployment{a, b}}
 	cfg.Route.Exploration, cfg.Route.Band, cfg.Route.ColdProbes = -1, -1, -1
@@ -203,7 +203,7 @@ func TestHTTPError(t *testing.T) {
 		code   string
 	}{
 		{name: "request", err: &RequestError{Param: "model", Reason: "x"}, status: 400, typ: "invalid_request_error"},
-		{name: "pin", err: &PinError{Provider: "zz"}, status: 400, typ: "invalid_request_error"},
+		{name: "pin", err: &route.PinError{Provider: "zz"}, status: 400, typ: "invalid_request_error"},
 		{name: "model", err: &ModelError{Param: "model", Model: "x"}, status: 404, typ: "invalid_request_error", code: "model_not_found"},
 		{name: "last_status", err: fe(500, 0, 429), status: 429, typ: "upstream_error"},
 		{name: "last_status_before_a_statusless_attempt", err: fe(502, 0), status: 502, typ: "upstream_error"},

@@ -102,11 +102,11 @@ func TestCostPicksCheapestWithinSLO(t *testing.T) {
 			return map[string]replay.Script{"m": &replay.Profile{TTFT: 50 * time.Millisecond, TPS: tps, OutputTokens: 40}}
 		}
 		cheapSlow := dep("cheap", "", "m", f.add("cheap", prof(20)))
-		cheapSlow.Price = route.Price{Input: 0.1, Output: 0.2}
+		cheapSlow.Price = measure.Price{Input: 0.1, Output: 0.2}
 		mid := dep("mid", "", "m", f.add("mid", prof(100)))
-		mid.Price = route.Price{Input: 0.5, Output: 1}
+		mid.Price = measure.Price{Input: 0.5, Output: 1}
 		dear := dep("dear", "", "m", f.add("dear", prof(300)))
-		dear.Price = route.Price{Input: 2, Output: 8}
+		dear.Price = measure.Price{Input: 2, Output: 8}
 		c := mustNew(t, Config{
 			HTTPClient:  &http.Client{Transport: f},
 			Deployments: []route.Deployment{cheapSlow, mid, dear},
@@ -175,7 +175,7 @@ func TestCallOptionsConstrainThePlan(t *testing.T) {
 		{"unknown pin", func(t *testing.T, c *Client) {
 			_, _, err := streamOnce(t, c, "m", WithPin("zz", ""))
 			require.ErrorIs(t, err, route.ErrNoDeployment)
-			var pe *PinError
+			var pe *route.PinError
 			require.ErrorAs(t, err, &pe)
 		}},
 		{"region restriction never leaves the region", func(t *testing.T, c *Client) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tpsroute/tpsroute"
+	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
 )
@@ -63,7 +64,7 @@ func Demo(outputTokens int, seed uint64) tpsroute.Config {
 			Region:       p.Region,
 			Model:        DemoModel,
 			BaseURL:      "http://" + host + "/v1",
-			Price:        route.Price{Input: 0.6, CachedInput: 0.15, Output: 0.8},
+			Price:        measure.Price{Input: 0.6, CachedInput: 0.15, Output: 0.8},
 			Capabilities: route.Capabilities{CacheControl: true},
 		})
 	}

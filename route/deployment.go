@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/tpsroute/tpsroute/measure"
@@ -28,7 +29,7 @@ type Deployment struct {
 	APIKey        string            // sent only to this deployment, as a bearer token
 	Headers       map[string]string // extra headers sent only to this deployment, e.g. X-Route-Region
 
-	Price         Price
+	Price         measure.Price // USD per million tokens; zero means free or unknown
 	Limits        Limits
 	ContextWindow int64 // in tokens; 0 means unknown
 	Capabilities  Capabilities
@@ -45,14 +46,6 @@ type Deployment struct {
 	// means any model (bounded by the tpsroute Client's MaxWildcardModels).
 	// It must be nil for a deployment that is not a wildcard.
 	Models []string
-}
-
-// Price is in US dollars per million tokens. A zero Price means free or unknown.
-// It is a value, safe for concurrent reads.
-type Price struct {
-	Input       float64 // USD per million uncached input tokens
-	CachedInput float64 // USD per million cached input tokens; 0 means the same as Input
-	Output      float64 // USD per million output tokens
 }
 
 // Limits are the provider's rate limits for this deployment. Zero means unlimited.
@@ -192,6 +185,12 @@ func (d Deployment) WireModel() string {
 
 // IsWildcard reports whether d serves any model (Model is "*").
 func (d Deployment) IsWildcard() bool { return d.Model == Wildcard }
+
+// admits reports whether wildcard deployment d may serve model: its Models
+// list, when not nil, names it.
+func (d *Deployment) admits(model string) bool {
+	return d.Models == nil || slices.Contains(d.Models, model)
+}
 
 // ForModel returns the concrete deployment a wildcard deployment becomes for
 // the requested logical model: a copy with Model set to model, so that Key and

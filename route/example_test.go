@@ -23,9 +23,9 @@ func estimate(ttft, tps float64) measure.Estimate {
 
 func example() ([]route.Deployment, stats) {
 	ds := []route.Deployment{
-		{Provider: "groq", Region: "us", Model: "llama-70b", BaseURL: "https://api.groq.com/openai/v1", Price: route.Price{Input: 0.59, Output: 0.79}},
-		{Provider: "together", Region: "us", Model: "llama-70b", BaseURL: "https://api.together.xyz/v1", Price: route.Price{Input: 0.88, Output: 0.88}},
-		{Provider: "vllm", Region: "eu", Model: "llama-70b", BaseURL: "http://10.0.0.7:8000/v1", Price: route.Price{Input: 0.2, Output: 0.2}},
+		{Provider: "groq", Region: "us", Model: "llama-70b", BaseURL: "https://api.groq.com/openai/v1", Price: measure.Price{Input: 0.59, Output: 0.79}},
+		{Provider: "together", Region: "us", Model: "llama-70b", BaseURL: "https://api.together.xyz/v1", Price: measure.Price{Input: 0.88, Output: 0.88}},
+		{Provider: "vllm", Region: "eu", Model: "llama-70b", BaseURL: "http://10.0.0.7:8000/v1", Price: measure.Price{Input: 0.2, Output: 0.2}},
 	}
 	s := stats{
 		ds[0].Key(): estimate(0.35, 280),

@@ -17,7 +17,7 @@ func spread(n int) ([]Deployment, *fakeSource) {
 	src := newSource()
 	for i := range ds {
 		ds[i] = dep(fmt.Sprintf("p%03d", i), "us", "m")
-		ds[i].Price = Price{Input: float64(i%7) / 10, Output: float64(i%5) / 5}
+		ds[i].Price = measure.Price{Input: float64(i%7) / 10, Output: float64(i%5) / 5}
 		src.set(ds[i].Key(), warm(0.1+float64(i)*0.01, 1000/float64(i+1)))
 	}
 	return ds, src
@@ -330,7 +330,7 @@ func TestConcurrentPick(t *testing.T) {
 func TestCostCold(t *testing.T) {
 	priced := func(provider string, in, out, w float64) Deployment {
 		d := dep(provider, "us", "m")
-		d.Price, d.Weight = Price{Input: in, Output: out}, w
+		d.Price, d.Weight = measure.Price{Input: in, Output: out}, w
 		return d
 	}
 	// Cheapest first: c ($0.35), a ($1.25), b ($2.50) per 1000 in + 250 out

@@ -380,13 +380,25 @@ func (p *Picker) Pick(r Request) (Plan, error) { return p.PickAt(r, time.Now()) 
 
 // PickAt orders the deployments that can serve r as seen at now. It reads
 // each candidate's statistics and health once and never blocks. It returns an
-// error wrapping ErrNoDeployment when nothing can serve r; the Plan then still
-// lists in Excluded what a strict SLO or open breakers left out.
+// error wrapping ErrNoDeployment when nothing can serve r: a *NameError when
+// r names a model, provider or region no deployment has, a *PinError when
+// r.Pin matches no candidate, else an error saying what the pins, the price
+// cap or the SLO left out; the Plan then still lists in Excluded what a
+// strict SLO or open breakers left out.
 func (p *Picker) PickAt(r Request, now time.Time) (Plan, error) {
 	s := p.scratch.Get().(*scratch)
 	defer p.scratch.Put(s)
+	pin, only := r.Pin, r.NoFallbacks
+	if pin != (Pin{}) {
+		r.NoFallbacks = false // the pin decides the first; applyPin trims
+	}
 	plan, err := p.pick(s, &r, now)
 	s.req = Request{} // drop references to the caller's slices and Scorer
+	if pin != (Pin{}) && (err == nil || len(plan.Excluded) > 0) {
+		// A pinned deployment left out (open breaker, strict SLO) is still
+		// the caller's explicit choice: applyPin honours it.
+		plan, err = applyPin(plan, pin, only)
+	}
 	if err != nil {
 		p.counters[cNoDeployment].Add(1)
 		return plan, err
@@ -490,10 +502,13 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 }
 
 // collect appends the deployments idxs of model s.models[mi] that the
-// request's revision and Only, Ignore and Regions pins keep.
+// request's revision, Only, Ignore and Regions pins and PriceCap keep (and,
+// for wildcard deployments, whose Models list admits the model).
 func (p *Picker) collect(s *scratch, req *Request, idxs []int32, mi int) {
 	rev := s.models[mi].rev
-	if rev == "" && len(req.Only) == 0 && len(req.Ignore) == 0 && len(req.Regions) == 0 {
+	capped := req.PriceCap != (measure.Price{})
+	wild := len(idxs) > 0 && p.meta[idxs[0]].wild // idxs is p.wild
+	if rev == "" && len(req.Only) == 0 && len(req.Ignore) == 0 && len(req.Regions) == 0 && !capped && !wild {
 		// No pins: keep every unversioned deployment.
 		for _, idx := range idxs {
 			if p.ds[idx].Revision == "" {
@@ -506,7 +521,9 @@ func (p *Picker) collect(s *scratch, req *Request, idxs []int32, mi int) {
 		d := &p.ds[idx]
 		if d.Revision != rev ||
 			(len(req.Only) > 0 && !contains(req.Only, d.Provider)) || contains(req.Ignore, d.Provider) ||
-			(len(req.Regions) > 0 && !contains(req.Regions, d.Region)) {
+			(len(req.Regions) > 0 && !contains(req.Regions, d.Region)) ||
+			(capped && overCap(&d.Price, &req.PriceCap)) ||
+			(wild && !d.admits(s.models[mi].name)) {
 			continue
 		}
 		s.items = append(s.items, item{idx: idx, model: int32(mi)})

@@ -18,9 +18,9 @@ import (
 //	cheap: ttft 0.40s, tps 120, $0.20/M out  -> cheapest
 func fleet() ([]Deployment, *fakeSource) {
 	fast, snappy, cheap := dep("fast", "us", "llama"), dep("snappy", "us", "llama"), dep("cheap", "eu", "llama")
-	fast.Price = Price{Input: 0.5, Output: 0.9}
-	snappy.Price = Price{Input: 0.5, Output: 0.6}
-	cheap.Price = Price{Input: 0.1, Output: 0.2}
+	fast.Price = measure.Price{Input: 0.5, Output: 0.9}
+	snappy.Price = measure.Price{Input: 0.5, Output: 0.6}
+	cheap.Price = measure.Price{Input: 0.1, Output: 0.2}
 	src := newSource()
 	src.set(fast.Key(), warm(0.8, 300))
 	src.set(snappy.Key(), warm(0.1, 50))
@@ -75,7 +75,7 @@ func TestPolicyOrder(t *testing.T) {
 func TestCostTiesGoToThroughput(t *testing.T) {
 	a, b, c := dep("a", "", "m"), dep("b", "", "m"), dep("c", "", "m")
 	for _, d := range []*Deployment{&a, &b, &c} {
-		d.Price = Price{Input: 1, Output: 2}
+		d.Price = measure.Price{Input: 1, Output: 2}
 	}
 	c.Price.Output = 3
 	src := newSource()
@@ -248,12 +248,12 @@ func TestPins(t *testing.T) {
 		{"revision in model", Request{Model: "gpt@2024"}, []string{"openai/us/gpt@2024"}, nil},
 		{"revision field", Request{Model: "gpt", Revision: "2024"}, []string{"openai/us/gpt@2024"}, nil},
 		{"no fallbacks", Request{Model: "gpt", NoFallbacks: true}, []string{"openai/us/gpt"}, nil},
-		{"unknown model", Request{Model: "claude"}, nil, []string{`unknown model "claude"`, "gpt, llama"}},
-		{"no model", Request{}, nil, []string{"names no model", "gpt, llama"}},
+		{"unknown model", Request{Model: "claude"}, nil, []string{`unknown model "claude"`, "gpt, gpt@2024, llama"}},
+		{"no model", Request{}, nil, []string{"names no model", "gpt, gpt@2024, llama"}},
 		{"unknown provider", Request{Model: "gpt", Only: []string{"anthropic"}}, nil, []string{`unknown provider "anthropic"`, `"azure", "groq", "openai", "together"`}},
 		{"unknown provider in order", Request{Model: "gpt", Providers: []string{"x"}}, nil, []string{`unknown provider "x"`}},
 		{"unknown region", Request{Model: "gpt", Regions: []string{"ap"}}, nil, []string{`unknown region "ap"`, `"eu", "us"`}},
-		{"unknown revision", Request{Model: "gpt@1999"}, nil, []string{`"gpt@1999"`, "openai/us/gpt@2024", "azure/eu/gpt"}},
+		{"unknown revision", Request{Model: "gpt@1999"}, nil, []string{`unknown model "gpt@1999"`, "gpt@2024"}},
 		{"pins leave nothing", Request{Model: "llama", Only: []string{"azure"}}, nil, []string{`no deployment of "llama" only [azure]`, "groq/us/llama"}},
 		{"region leaves nothing", Request{Model: "llama", Regions: []string{"eu"}}, nil, []string{"in regions [eu]", "together/us/llama"}},
 	}

@@ -3,25 +3,112 @@ package route
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+
+	"github.com/tpsroute/tpsroute/measure"
 )
 
-// checkPins reports a provider or region named by the request that no
-// deployment has.
+// NameError means a Request names a model, provider or region that no
+// deployment has: a typo, which would otherwise look like an outage. The
+// tpsroute Client answers an unknown model with 404 and an unknown provider
+// or region with 400. It matches ErrNoDeployment with errors.Is. It is a
+// value and safe to share.
+type NameError struct {
+	// Field is the Request field that names it: "Model", "Models",
+	// "Providers", "Only" or "Regions".
+	Field string
+	// Name is the unknown name as requested ("model" or "model@revision" for
+	// a model, with Request.Revision applied).
+	Name string
+	// Known lists what exists, sorted, for the message: the models served
+	// (wildcard deployments add "*"), or the providers or regions.
+	Known []string
+}
+
+// Error returns `route: no deployment: unknown KIND "NAME"; KINDs: KNOWN`.
+func (e *NameError) Error() string {
+	kind := "model"
+	switch e.Field {
+	case "Providers", "Only":
+		kind = "provider"
+	case "Regions":
+		kind = "region"
+	}
+	return fmt.Sprintf("%v: unknown %s %q; %ss: %s", ErrNoDeployment, kind, e.Name, kind, strings.Join(e.Known, ", "))
+}
+
+// Is reports whether target is ErrNoDeployment.
+func (e *NameError) Is(target error) bool { return target == ErrNoDeployment }
+
+// PinError means Request.Pin matches none of the deployments left for the
+// call (after the model, the other pins and the price cap). It matches
+// ErrNoDeployment with errors.Is. It is a value and safe to share.
+type PinError struct {
+	Provider, Region string
+}
+
+// Error returns "route: pinned deployment PROVIDER/REGION serves none of the requested models: route: no deployment".
+func (e *PinError) Error() string {
+	return "route: pinned deployment " + e.Provider + "/" + e.Region + " serves none of the requested models: " + ErrNoDeployment.Error()
+}
+
+// Is reports whether target is ErrNoDeployment.
+func (e *PinError) Is(target error) bool { return target == ErrNoDeployment }
+
+// checkPins returns a *NameError for a provider or region named by the
+// request that no deployment has. Ignore may name anything.
 func (p *Picker) checkPins(r *Request) error {
-	for _, list := range [2][]string{r.Only, r.Providers} {
-		for _, name := range list {
+	for _, f := range [2]struct {
+		field string
+		list  []string
+	}{{"Only", r.Only}, {"Providers", r.Providers}} {
+		for _, name := range f.list {
 			if _, ok := p.provs[name]; !ok {
-				return fmt.Errorf("%w: unknown provider %q; providers: %s", ErrNoDeployment, name, setList(p.provs))
+				return &NameError{Field: f.field, Name: name, Known: setList(p.provs)}
 			}
 		}
 	}
 	for _, name := range r.Regions {
 		if _, ok := p.regions[name]; !ok {
-			return fmt.Errorf("%w: unknown region %q; regions: %s", ErrNoDeployment, name, setList(p.regions))
+			return &NameError{Field: "Regions", Name: name, Known: setList(p.regions)}
 		}
 	}
 	return nil
+}
+
+// applyPin moves the candidates of plan that pin matches to its front, or
+// only the first of them with only set. When none is included it takes the
+// excluded ones (an open breaker, a strict SLO): the pin is the caller's
+// explicit choice.
+func applyPin(plan Plan, pin Pin, only bool) (Plan, error) {
+	out := make([]Candidate, 0, len(plan.Deployments))
+	for i := range plan.Deployments {
+		if pin.matches(plan.Deployments[i].Deployment) {
+			out = append(out, plan.Deployments[i])
+		}
+	}
+	if len(out) == 0 {
+		for i := range plan.Excluded {
+			if pin.matches(plan.Excluded[i].Deployment) {
+				out = append(out, plan.Excluded[i])
+			}
+		}
+	}
+	if len(out) == 0 {
+		return Plan{Policy: plan.Policy, Excluded: plan.Excluded}, &PinError{Provider: pin.Provider, Region: pin.Region}
+	}
+	if only {
+		out = out[:1]
+	} else {
+		for i := range plan.Deployments {
+			if !pin.matches(plan.Deployments[i].Deployment) {
+				out = append(out, plan.Deployments[i])
+			}
+		}
+	}
+	plan.Deployments = out
+	return plan, nil
 }
 
 // resolveModels fills s.models from the request's Model and Models, parsing
@@ -41,9 +128,13 @@ func (p *Picker) resolveModels(s *scratch) error {
 		if name == "" {
 			return fmt.Errorf("%w: empty model name in %q", ErrNoDeployment, spec)
 		}
-		idxs, ok := p.byModel[name]
-		if !ok && len(p.wild) == 0 {
-			return fmt.Errorf("%w: unknown model %q; models: %s", ErrNoDeployment, name, p.modelNames())
+		idxs := p.byModel[name]
+		if !p.serves(idxs, name, rev) {
+			field := "Models"
+			if r.Model != "" && len(s.models) == 0 {
+				field = "Model"
+			}
+			return &NameError{Field: field, Name: keyModel, Known: p.modelNames()}
 		}
 		for _, m := range s.models {
 			if m.name == name && m.rev == rev {
@@ -64,7 +155,7 @@ func (p *Picker) resolveModels(s *scratch) error {
 		}
 	}
 	if len(s.models) == 0 {
-		return fmt.Errorf("%w: the request names no model; models: %s", ErrNoDeployment, p.modelNames())
+		return fmt.Errorf("%w: the request names no model; models: %s", ErrNoDeployment, strings.Join(p.modelNames(), ", "))
 	}
 	return nil
 }
@@ -81,6 +172,10 @@ func (p *Picker) noDeployment(r *Request, models []model) error {
 	}
 	if len(r.Regions) > 0 {
 		fmt.Fprintf(&b, " in regions %v", r.Regions)
+	}
+	if r.PriceCap != (measure.Price{}) {
+		fmt.Fprintf(&b, " within the price cap (input %g, cached input %g, output %g USD per million tokens)",
+			r.PriceCap.Input, r.PriceCap.CachedInput, r.PriceCap.Output)
 	}
 	b.WriteString("; deployments of these models:")
 	n := 0
@@ -101,16 +196,45 @@ func (p *Picker) noDeployment(r *Request, models []model) error {
 	return fmt.Errorf("%w: %s", ErrNoDeployment, b.String())
 }
 
-func (p *Picker) modelNames() string {
+// serves reports whether a deployment serves model name at revision rev
+// ("" for an unversioned call): one of idxs (p.byModel[name]) with that
+// revision, or a wildcard deployment that admits name (its Models list, if
+// any, names it).
+func (p *Picker) serves(idxs []int32, name, rev string) bool {
+	for _, i := range idxs {
+		if p.ds[i].Revision == rev {
+			return true
+		}
+	}
+	for _, i := range p.wild {
+		if d := &p.ds[i]; d.Revision == rev && d.admits(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// modelNames lists the models served, sorted: each name, and
+// "name@revision" for each revision configured; "*" last with a wildcard
+// deployment.
+func (p *Picker) modelNames() []string {
 	names := make([]string, 0, len(p.byModel)+1)
-	for m := range p.byModel {
-		names = append(names, m)
+	for m, idxs := range p.byModel {
+		for _, i := range idxs {
+			id := m
+			if rev := p.ds[i].Revision; rev != "" {
+				id += "@" + rev
+			}
+			if !slices.Contains(names, id) {
+				names = append(names, id)
+			}
+		}
 	}
 	slices.Sort(names)
 	if len(p.wild) > 0 {
 		names = append(names, Wildcard)
 	}
-	return strings.Join(names, ", ")
+	return names
 }
 
 func modelList(models []model) string {
@@ -121,11 +245,11 @@ func modelList(models []model) string {
 	return strings.Join(parts, ", ")
 }
 
-func setList(set map[string]struct{}) string {
+func setList(set map[string]struct{}) []string {
 	names := make([]string, 0, len(set))
 	for k := range set {
-		names = append(names, fmt.Sprintf("%q", k))
+		names = append(names, strconv.Quote(k))
 	}
 	slices.Sort(names)
-	return strings.Join(names, ", ")
+	return names
 }

@@ -1,5 +1,7 @@
 package route
 
+import "github.com/tpsroute/tpsroute/measure"
+
 // Request is what the caller asks of one call. The zero Request is invalid
 // (it names no model); every other zero field means "no preference" or the
 // Picker's default. A Request is a value; Pick does not retain or modify it,
@@ -26,6 +28,22 @@ type Request struct {
 	Regions []string
 	// NoFallbacks limits the Plan to its first deployment: no failover.
 	NoFallbacks bool
+	// Pin, when not zero, puts the deployments of Pin.Provider (in
+	// Pin.Region, when not empty) first, ahead of the policy's order, and
+	// keeps the rest behind them for failover (with NoFallbacks, only the
+	// first pinned one). A pinned deployment that an open breaker or a
+	// strict SLO excluded is still used: the pin is the caller's explicit
+	// choice. A pin that matches no candidate is a *PinError.
+	Pin Pin
+	// PriceCap drops every deployment whose configured price is above it, a
+	// field at a time: Price.Input above PriceCap.Input, Price.Output above
+	// PriceCap.Output, or the cached-input price it charges (Price.CachedInput,
+	// or Price.Input without one) above PriceCap.CachedInput. A zero field
+	// caps nothing, and a deployment without a configured price is kept. It
+	// is the hard price control; SLO.MaxPrice is the soft one, which demotes
+	// (drops only under a Strict SLO). When the cap leaves nothing, Pick
+	// returns an error wrapping ErrNoDeployment.
+	PriceCap measure.Price
 
 	// Policy overrides Options.Policy for this call; zero means the default.
 	Policy Policy
@@ -61,6 +79,31 @@ func (r *Request) outputTokens() int64 {
 		return r.ExpectedOutputTokens
 	}
 	return DefaultExpectedOutputTokens
+}
+
+// Pin names the deployments a Request puts first: those of Provider, in
+// Region when it is not empty. The zero Pin pins nothing. It is a value,
+// safe to copy.
+type Pin struct {
+	Provider string
+	Region   string // empty matches any region of Provider
+}
+
+// matches reports whether d is pinned by p.
+func (p Pin) matches(d *Deployment) bool {
+	return d.Provider == p.Provider && (p.Region == "" || d.Region == p.Region)
+}
+
+// overCap reports whether a deployment priced at price is above cap (see
+// Request.PriceCap).
+func overCap(price, cap *measure.Price) bool {
+	cached := price.CachedInput
+	if cached == 0 {
+		cached = price.Input
+	}
+	return (cap.Input > 0 && price.Input > cap.Input) ||
+		(cap.Output > 0 && price.Output > cap.Output) ||
+		(cap.CachedInput > 0 && cached > cap.CachedInput)
 }
 
 func contains(list []string, s string) bool {

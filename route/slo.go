@@ -13,7 +13,7 @@ import (
 type SLO struct {
 	MaxTTFT      time.Duration // upper bound on the expected TTFT (read at Options.TTFTPercentile)
 	MinTPS       float64       // lower bound on the expected generation tokens/s (read at Options.TPSPercentile)
-	MaxPrice     float64       // upper bound on Price.Output, in USD per million output tokens
+	MaxPrice     float64       // upper bound on Price.Output, in USD per million output tokens: the soft price control (Request.PriceCap is the hard one)
 	MaxErrorRate float64       // upper bound on the windowed error rate, in (0,1]
 	Strict       bool          // drop violators instead of demoting them
 }

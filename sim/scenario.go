@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tpsroute/tpsroute/measure"
+
 	"github.com/tpsroute/tpsroute/route"
 )
 
@@ -109,9 +111,9 @@ type Workload struct {
 // the prompt tokens and slow a noisy-neighbour factor; zero LoadK, ContextK
 // and PrefillTPS leave out their term. Noise is log-normal with Sigma.
 type Deployment struct {
-	Provider string      `json:"provider"`
-	Region   string      `json:"region,omitempty"`
-	Price    route.Price `json:"price,omitzero"`
+	Provider string        `json:"provider"`
+	Region   string        `json:"region,omitempty"`
+	Price    measure.Price `json:"price,omitzero"`
 	// Join adds the deployment to the fleet this long after the start:
 	// before, no policy sees it.
 	Join Duration `json:"join,omitempty"`

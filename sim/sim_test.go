@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tpsroute/tpsroute/route"
+	"github.com/tpsroute/tpsroute/measure"
 )
 
 // docsDir, when set, is where TestScenarios writes each scenario's Markdown
@@ -313,4 +313,4 @@ func TestP2CPeakEWMA(t *testing.T) {
 	assert.InDelta(t, 5*math.Exp(-1)+1*(1-math.Exp(-1)), e.v, 1e-9)
 }
 
-func priceOut(v float64) route.Price { return route.Price{Output: v} }
+func priceOut(v float64) measure.Price { return measure.Price{Output: v} }

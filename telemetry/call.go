@@ -292,8 +292,8 @@ func ErrorType(err error) string {
 }
 
 // cost returns the USD cost of a sample's tokens at price p.
-func cost(p route.Price, s *tps.Sample) float64 {
-	return measure.Price{Input: p.Input, CachedInput: p.CachedInput, Output: p.Output}.Dollars(s.InputTokens, s.CachedTokens, s.OutputTokens)
+func cost(p measure.Price, s *tps.Sample) float64 {
+	return p.Dollars(s.InputTokens, s.CachedTokens, s.OutputTokens)
 }
 
 var _ fallback.CallObserver = (*Call)(nil)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tpsroute/tpsroute"
+	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
 )
@@ -52,13 +53,13 @@ func demoConfig() (tpsroute.Config, http.RoundTripper, func()) {
 	cfg := tpsroute.Config{
 		Deployments: []route.Deployment{
 			{Provider: "groq", Region: "us-east-1", Model: "llama-3.3-70b", ProviderModel: "llama-3.3-70b-versatile",
-				BaseURL: "http://groq.demo/v1", Price: route.Price{Input: 0.59, Output: 0.79}},
+				BaseURL: "http://groq.demo/v1", Price: measure.Price{Input: 0.59, Output: 0.79}},
 			{Provider: "together", Region: "us-west-2", Model: "llama-3.3-70b", ProviderModel: "meta-llama/Llama-3.3-70B-Instruct-Turbo",
-				BaseURL: "http://together.demo/v1", Price: route.Price{Input: 0.88, Output: 0.88}, Capabilities: all},
+				BaseURL: "http://together.demo/v1", Price: measure.Price{Input: 0.88, Output: 0.88}, Capabilities: all},
 			{Provider: "vllm", Region: "eu-west", Model: "*", BaseURL: "http://vllm.demo/v1",
 				Headers: map[string]string{"X-Route-Region": "eu-west"}, Capabilities: all},
 			{Provider: "openai", Region: "eu", Model: "gpt-4.1-mini", BaseURL: "http://openai.demo/v1",
-				Price:        route.Price{Input: 0.40, CachedInput: 0.10, Output: 1.60},
+				Price:        measure.Price{Input: 0.40, CachedInput: 0.10, Output: 1.60},
 				Capabilities: route.Capabilities{CacheControl: true}},
 		},
 		SLO: route.SLO{MaxErrorRate: 0.3},

@@ -16,55 +16,21 @@ import (
 )
 
 // directives is what the gateway reads from one chat-completion request:
-// the routing directives, as the route.Request fields they set and the
-// tpsroute.CallOptions they become, and the body to forward, with the
+// the routing directives, as the route.Request they make (passed whole to
+// the Client with tpsroute.WithRequest), and the body to forward, with the
 // gateway-only fields removed. The body's own fields ("stream", "messages",
 // max_tokens, ...) are checked by tpsroute.Client.Do.
 type directives struct {
-	req  route.Request // Model, Models, Providers, Only, Ignore, Regions, Policy, SLO, NoFallbacks
-	body []byte        // forwarded body: "models" and "provider" removed, "model" set
-
-	pinProvider, pinRegion string // X-Route-Provider: "provider" or "provider/region"
-	pinned                 bool
-
-	maxPrompt, maxCompletion float64 // provider.max_price, USD per million tokens; 0 means no cap
+	// req holds Model, Models, Providers, Only, Ignore, Regions, Policy,
+	// SLO (preferred_*: demote, not drop), PriceCap (max_price: drop), Pin
+	// (X-Route-Provider) and NoFallbacks.
+	req  route.Request
+	body []byte // forwarded body: "models" and "provider" removed, "model" set
 }
 
-// options returns the call options of d.
+// options returns the call options of d: its route.Request, whole.
 func (d *directives) options() []tpsroute.CallOption {
-	r := &d.req
-	opts := make([]tpsroute.CallOption, 0, 10)
-	if len(r.Models) > 0 {
-		opts = append(opts, tpsroute.WithModels(r.Models...))
-	}
-	if len(r.Providers) > 0 {
-		opts = append(opts, tpsroute.WithProviders(r.Providers...))
-	}
-	if len(r.Only) > 0 {
-		opts = append(opts, tpsroute.WithOnly(r.Only...))
-	}
-	if len(r.Ignore) > 0 {
-		opts = append(opts, tpsroute.WithIgnore(r.Ignore...))
-	}
-	if len(r.Regions) > 0 {
-		opts = append(opts, tpsroute.WithRegion(r.Regions...))
-	}
-	if r.Policy != 0 {
-		opts = append(opts, tpsroute.WithPolicy(r.Policy))
-	}
-	if r.SLO != (route.SLO{}) {
-		opts = append(opts, tpsroute.WithSLO(r.SLO)) // preferred_*: demote, not drop
-	}
-	if d.maxPrompt > 0 || d.maxCompletion > 0 {
-		opts = append(opts, tpsroute.WithPriceCap(d.maxPrompt, d.maxCompletion))
-	}
-	if d.pinned {
-		opts = append(opts, tpsroute.WithPin(d.pinProvider, d.pinRegion))
-	}
-	if r.NoFallbacks {
-		opts = append(opts, tpsroute.WithoutFallback())
-	}
-	return opts
+	return []tpsroute.CallOption{tpsroute.WithRequest(d.req)}
 }
 
 // providerFieldList names the keys the "provider" object may hold.
@@ -221,7 +187,7 @@ func (d *directives) parseProvider(p gjson.Result) *tpsroute.HTTPError {
 			if !(v.Num >= 0) || math.IsInf(v.Num, 0) {
 				return badRequest("provider.max_price", "must be a non-negative number")
 			}
-			d.maxCompletion = v.Num
+			d.req.PriceCap.Output = v.Num
 		case v.IsObject():
 			var bad *tpsroute.HTTPError
 			v.ForEach(func(k, x gjson.Result) bool {
@@ -231,9 +197,9 @@ func (d *directives) parseProvider(p gjson.Result) *tpsroute.HTTPError {
 				}
 				switch k.Str {
 				case "prompt":
-					d.maxPrompt = x.Num
+					d.req.PriceCap.Input = x.Num
 				case "completion":
-					d.maxCompletion = x.Num
+					d.req.PriceCap.Output = x.Num
 				default:
 					bad = badRequest("provider.max_price."+k.Str, "unknown price; the gateway supports prompt and completion")
 					return false
@@ -278,7 +244,7 @@ func (d *directives) parseHeaders(h http.Header) *tpsroute.HTTPError {
 		if p = strings.TrimSpace(p); p == "" || strings.Contains(r, "/") {
 			return badRequest("X-Route-Provider", "want \"provider\" or \"provider/region\", not %q", v)
 		}
-		d.pinProvider, d.pinRegion, d.pinned = p, strings.TrimSpace(r), true
+		d.req.Pin = route.Pin{Provider: p, Region: strings.TrimSpace(r)}
 	}
 	return nil
 }

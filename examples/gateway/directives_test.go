@@ -12,8 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/gjson"
 
+	"github.com/tpsroute/tpsroute/measure"
+
 	"github.com/tpsroute/tpsroute/replay"
-	"github.com/tpsroute/tpsroute/route"
 )
 
 // threeProviders serves model "m" on a (us, cheap), b (eu, mid) and c (us,
@@ -22,10 +23,10 @@ import (
 // primary it names it with provider.order.
 func threeProviders(t *testing.T, down string) *env {
 	a, b, c, bn, dn, e := dep("a", "us", "m"), dep("b", "eu", "m"), dep("c", "us", "m"), dep("b", "eu", "n"), dep("d", "us", "n"), dep("e", "ap", "m")
-	a.Price = route.Price{Input: 0.1, Output: 0.2}
-	b.Price = route.Price{Input: 0.5, Output: 1}
-	c.Price = route.Price{Input: 2, Output: 4}
-	e.Price = route.Price{Input: 3, Output: 9}
+	a.Price = measure.Price{Input: 0.1, Output: 0.2}
+	b.Price = measure.Price{Input: 0.5, Output: 1}
+	c.Price = measure.Price{Input: 2, Output: 4}
+	e.Price = measure.Price{Input: 3, Output: 9}
 	scripts := map[string]replay.Script{"b-n": prof(8), "d-n": prof(8)}
 	for _, p := range "abce" {
 		var s replay.Script = prof(8)
@@ -159,7 +160,7 @@ func TestPolicyDirectives(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				quick, fast := dep("quick", "us", "m"), dep("fast", "us", "m")
-				quick.Price, fast.Price = route.Price{Input: 0.1, Output: 0.5}, route.Price{Input: 1, Output: 3}
+				quick.Price, fast.Price = measure.Price{Input: 0.1, Output: 0.5}, measure.Price{Input: 1, Output: 3}
 				cfg := testConfig(quick, fast)
 				cfg.Measure.MinSamples = 3
 				e := newEnv(t, map[string]replay.Script{

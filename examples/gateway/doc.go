@@ -82,9 +82,9 @@
 //
 // The gateway sits on tpsroute.Client, built with tpsroute.New from the
 // tpsroute.Config that tpsroute.ParseConfig reads. Each request's directives
-// become tpsroute CallOptions (WithModels, WithProviders, WithOnly,
-// WithIgnore, WithPolicy, WithSLO for preferred_*, WithPriceCap for
-// max_price, WithRegion, WithPin, WithoutFallback), and Client.Do returns the
+// become one route.Request (Models, Providers, Only, Ignore, Policy, SLO for
+// preferred_*, PriceCap for max_price, Regions, Pin, NoFallbacks), passed
+// whole with tpsroute.WithRequest, and Client.Do returns the
 // committed attempt's SSE bytes, relayed untouched, with the deployment that
 // answered and the attempts. Client.HTTPError maps failures to statuses, the
 // same mapping as Client.Transport; the debug endpoints read Client.Stats,

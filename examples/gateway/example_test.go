@@ -22,7 +22,7 @@ func Example_directives() {
 	}
 	fmt.Println("model:", d.req.Model, "then", d.req.Models)
 	fmt.Println("providers:", d.req.Providers, "regions:", d.req.Regions)
-	fmt.Println("policy:", d.req.Policy, "max ttft:", d.req.SLO.MaxTTFT, "max price:", d.maxCompletion)
+	fmt.Println("policy:", d.req.Policy, "max ttft:", d.req.SLO.MaxTTFT, "max price:", d.req.PriceCap.Output)
 	fmt.Println("forwarded:", gjson.GetBytes(d.body, "@this").Get("@keys"))
 	// Output:
 	// model: llama-3.3-70b then [gpt-4.1-mini]

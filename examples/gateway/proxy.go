@@ -124,12 +124,12 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // httpError is the answer to a failed call: tpsroute.Client.HTTPError (the
 // mapping the library's Transport uses too), with the call option a
-// *tpsroute.RequestError or *tpsroute.PinError names translated back into
+// *tpsroute.RequestError or *route.PinError names translated back into
 // the gateway's directive.
 func (g *gateway) httpError(err error) *tpsroute.HTTPError {
 	he := g.c.HTTPError(err)
 	var re *tpsroute.RequestError
-	var pe *tpsroute.PinError
+	var pe *route.PinError
 	switch {
 	case errors.As(err, &re) && re.Param != "":
 		he.Param = directiveOf(re.Param)

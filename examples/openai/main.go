@@ -27,6 +27,7 @@ import (
 	"github.com/openai/openai-go/v3"
 
 	"github.com/tpsroute/tpsroute"
+	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
@@ -164,11 +165,11 @@ func config(path string) (tpsroute.Config, func(), error) {
 	cfg := tpsroute.Config{
 		Deployments: []route.Deployment{
 			{Provider: "groq", Region: "us-east", Model: "llama-3.3-70b", ProviderModel: "llama-3.3-70b-versatile",
-				BaseURL: groq.URL(), APIKey: "demo-groq-key", Price: route.Price{Input: 0.59, Output: 0.79}},
+				BaseURL: groq.URL(), APIKey: "demo-groq-key", Price: measure.Price{Input: 0.59, Output: 0.79}},
 			{Provider: "together", Region: "us-east", Model: "llama-3.3-70b", ProviderModel: "meta-llama/Llama-3.3-70B-Instruct-Turbo",
-				BaseURL: together.URL(), APIKey: "demo-together-key", Price: route.Price{Input: 0.88, Output: 0.88}},
+				BaseURL: together.URL(), APIKey: "demo-together-key", Price: measure.Price{Input: 0.88, Output: 0.88}},
 			{Provider: "nebius", Region: "eu-west", Model: "llama-3.3-70b", ProviderModel: "meta-llama/Llama-3.3-70B-Instruct",
-				BaseURL: nebius.URL(), APIKey: "demo-nebius-key", Price: route.Price{Input: 0.13, Output: 0.40}},
+				BaseURL: nebius.URL(), APIKey: "demo-nebius-key", Price: measure.Price{Input: 0.13, Output: 0.40}},
 		},
 		Policy: route.Throughput, // or route.Latency, route.Cost
 	}

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/tpsroute/tpsroute/measure"
+
 	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
 )
@@ -25,7 +27,7 @@ type simProvider struct {
 	WireModel        string        // the provider's own model id
 	TTFT             time.Duration // median time to first token
 	TPS              float64       // generation speed, tokens/s
-	Price            route.Price   // USD per million tokens
+	Price            measure.Price // USD per million tokens
 	Reliability      string        // what goes wrong, for the legend
 	script           replay.Script
 }
@@ -107,7 +109,7 @@ func providers(t timeline) []simProvider {
 	return []simProvider{
 		{
 			Provider: "groq", Region: "us-east", WireModel: "llama-3.3-70b-versatile",
-			TTFT: 300 * time.Millisecond, TPS: 280, Price: route.Price{Input: 0.59, Output: 0.79},
+			TTFT: 300 * time.Millisecond, TPS: 280, Price: measure.Price{Input: 0.59, Output: 0.79},
 			Reliability: "fastest; rate-limits 1 call in 40 (429, Retry-After: 1)",
 			script: replay.WithFaults(
 				profile(300*time.Millisecond, 280, 1, "us-east", replay.Phase{After: t.Slowdown, TPS: 140}),
@@ -115,27 +117,27 @@ func providers(t timeline) []simProvider {
 		},
 		{
 			Provider: "fireworks", Region: "eu-west", WireModel: "accounts/fireworks/models/llama-v3p3-70b-instruct",
-			TTFT: 350 * time.Millisecond, TPS: 190, Price: route.Price{Input: 0.90, Output: 0.90},
+			TTFT: 350 * time.Millisecond, TPS: 190, Price: measure.Price{Input: 0.90, Output: 0.90},
 			Reliability: "reliable, except the eu-west outage",
 			script:      replay.WithFaults(profile(350*time.Millisecond, 190, 2, "eu-west"), outage),
 		},
 		{
 			Provider: "together", Region: "us-east", WireModel: "meta-llama/Llama-3.3-70B-Instruct-Turbo",
-			TTFT: 450 * time.Millisecond, TPS: 120, Price: route.Price{Input: 0.88, Output: 0.88},
+			TTFT: 450 * time.Millisecond, TPS: 120, Price: measure.Price{Input: 0.88, Output: 0.88},
 			Reliability: "cuts 1 stream in 12 mid-answer",
 			script: replay.WithFaults(profile(450*time.Millisecond, 120, 3, "us-east"),
 				replay.CutAfter(40).OnAttempts(every(12, 6)...)),
 		},
 		{
 			Provider: "deepinfra", Region: "eu-west", WireModel: "meta-llama/Llama-3.3-70B-Instruct",
-			TTFT: 200 * time.Millisecond, TPS: 70, Price: route.Price{Input: 0.23, Output: 0.40},
+			TTFT: 200 * time.Millisecond, TPS: 70, Price: measure.Price{Input: 0.23, Output: 0.40},
 			Reliability: "lowest TTFT, cheapest; HTTP 500 on 1 call in 8",
 			script: replay.WithFaults(profile(200*time.Millisecond, 70, 4, "eu-west"),
 				replay.Status(http.StatusInternalServerError, "", nil).OnAttempts(every(8, 4)...), outage),
 		},
 		{
 			Provider: "vllm", Region: "ap-south", WireModel: "llama-3.3-70b",
-			TTFT: 700 * time.Millisecond, TPS: 60, Price: route.Price{Input: 0.30, Output: 0.60},
+			TTFT: 700 * time.Millisecond, TPS: 60, Price: measure.Price{Input: 0.30, Output: 0.60},
 			Reliability: "self-hosted, slow, reliable",
 			script:      profile(700*time.Millisecond, 60, 5, "ap-south"),
 		},

@@ -26,6 +26,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tpsroute/tpsroute/measure"
+
 	"github.com/tpsroute/tpsroute/route"
 )
 
@@ -128,7 +130,7 @@ func deployments() []route.Deployment {
 	out := []route.Deployment{base}
 	for _, v := range magnitudes() {
 		d := base
-		d.Price = route.Price{Input: v, CachedInput: v / 2, Output: v}
+		d.Price = measure.Price{Input: v, CachedInput: v / 2, Output: v}
 		d.Weight = v
 		out = append(out, d)
 	}

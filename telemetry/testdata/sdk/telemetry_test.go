@@ -21,6 +21,7 @@ import (
 
 	"github.com/tpsroute/tpsroute"
 	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/telemetry"
@@ -43,7 +44,7 @@ func (f fleet) RoundTrip(r *http.Request) (*http.Response, error) {
 func deployment(provider, model, url string) route.Deployment {
 	return route.Deployment{
 		Provider: provider, Region: "eu", Model: model, BaseURL: url, APIKey: "sk-" + provider + "-secret",
-		Price:        route.Price{Input: 1, Output: 2},
+		Price:        measure.Price{Input: 1, Output: 2},
 		Capabilities: route.Capabilities{IncludeUsage: true, AssistantPrefill: true},
 	}
 }
