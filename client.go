@@ -45,8 +45,7 @@ type Client struct {
 	fleet  Fleet // nil unless Config.Fleet
 
 	onDecision   func(route.Request, route.Plan)
-	nextRefresh  atomic.Int64 // unix ns of the next registry refresh
-	hedgeDefault bool         // Config.Fallback.Hedge was configured: every call may hedge
+	hedgeDefault bool // Config.Fallback.Hedge was configured: every call may hedge
 
 	deps   []route.Deployment // as configured, for serves
 	wild   *wildcards         // wildcard deployments' admitted models; nil without one
@@ -369,7 +368,6 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 		}
 	}
 	now := time.Now()
-	c.refresh(now)
 	plan, err := c.picker.PickAt(req, now)
 	if err != nil && !(cc.pinned && len(plan.Excluded) > 0) {
 		// A pinned deployment left out (open breaker, off-SLO) is still the
@@ -467,25 +465,6 @@ func (c *Client) serves(model string) bool {
 	}
 	return false
 }
-
-// refresh republishes every key's Estimate at most once per refreshInterval,
-// so that a deployment that gets no traffic (because it was slow) sees its
-// old samples leave the window, turns cold and is probed again: without it a
-// recovered deployment would keep its stale estimate. It runs on the calling
-// goroutine; the Client starts none.
-func (c *Client) refresh(now time.Time) {
-	t := now.UnixNano()
-	next := c.nextRefresh.Load()
-	if t < next || !c.nextRefresh.CompareAndSwap(next, t+int64(refreshInterval)) {
-		return
-	}
-	if next != 0 {
-		c.reg.PruneAt(now)
-	}
-}
-
-// refreshInterval is how often calls republish the statistics.
-const refreshInterval = time.Second
 
 // served records cache affinity after a call succeeded.
 func (c *Client) served(cl *call, d route.Deployment) {
