@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -24,7 +23,6 @@ import (
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/telemetry"
-	"github.com/tpsroute/tpsroute/tps"
 )
 
 // Client routes chat completions across the configured deployments, fails
@@ -100,12 +98,10 @@ func New(cfg Config) (*Client, error) {
 		base = cfg.HTTPClient.Transport
 	}
 	fo := cfg.Fallback
-	inflight := &inFlightTransport{next: base, reg: c.reg}
-	fo.Transport = inflight
+	fo.Transport = base
 	fo.Tokenizer = cfg.Tokenizer
 	fo.Logger = cfg.Logger
 	fo.OnAttempt = cfg.OnAttempt
-	fo.Observe = c.observe
 	c.hedgeDefault = fo.Hedge.Delay > 0 || fo.Hedge.DelayFunc != nil
 	if !c.hedgeDefault {
 		// Calls that opt in with WithHedge wait their deployment's TTFT p95.
@@ -139,7 +135,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tpsroute: telemetry: %w", err)
 	}
-	c.tel, inflight.tel = tel, tel
+	c.tel = tel
 
 	ro.Health = c.exec
 	ro.Policy = cfg.Policy
@@ -291,11 +287,6 @@ func (c *Client) RefusedModels() uint64 {
 // cold probes, explorations.
 func (c *Client) RouteStats() route.Stats { return c.picker.Stats() }
 
-// observe records every attempt, whatever its outcome: fallback's Observe hook.
-func (c *Client) observe(d route.Deployment, s tps.Sample) {
-	c.reg.Record(d.Key(), s)
-}
-
 // measuredTTFT returns d's measured TTFT p95 once it is warm: the hedge delay
 // of calls that opt in, and the base of the executor's TTFT deadline.
 func (c *Client) measuredTTFT(d route.Deployment) (time.Duration, bool) {
@@ -322,7 +313,9 @@ func classify(err error) string {
 }
 
 // call is one routed call: what the caller asked and what routing made of it.
+// It is the call's fallback.Feedback (feedback.go).
 type call struct {
+	c        *Client
 	cfg      callConfig
 	info     requestInfo
 	cacheKey string
@@ -335,7 +328,7 @@ type call struct {
 // must be closed.
 func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http.Header, cc *callConfig, stream bool) (*fallback.Result, *call, error) {
 	ctx, cc.tel = c.tel.Start(ctx, info.RawModel, stream)
-	cl := &call{cfg: *cc, info: info, hdr: hdr, stream: stream}
+	cl := &call{c: c, cfg: *cc, info: info, hdr: hdr, stream: stream}
 	req := cc.req
 	req.Model = info.RawModel
 	if req.CacheKey == "" {
@@ -409,7 +402,7 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 		StallTimeout:         cc.deadlines.Stall,
 		MaxDuration:          cc.deadlines.MaxDuration,
 		FinishGrace:          cc.deadlines.FinishGrace,
-		Observer:             cc.tel,
+		Feedback:             cl,
 	})
 	if err != nil {
 		return nil, cl, err
@@ -464,17 +457,6 @@ func (c *Client) serves(model string) bool {
 		}
 	}
 	return false
-}
-
-// served records cache affinity after a call succeeded.
-func (c *Client) served(cl *call, d route.Deployment) {
-	if cl.cacheKey != "" {
-		now := time.Now()
-		c.picker.Served(cl.cacheKey, d.Key(), now)
-		if c.fleet != nil {
-			c.fleet.Served(cl.cacheKey, d.Key(), now)
-		}
-	}
 }
 
 // pin moves the candidates of provider (and region, if not empty) to the
@@ -564,7 +546,7 @@ func (cl *call) build(ctx context.Context, d route.Deployment, body []byte) (*ht
 	// fallback.DefaultBuild sets the wire model (the requested one for a
 	// wildcard), include_usage, the key and the deployment's headers; the
 	// executor already made the body a stream.
-	req, err := fallback.DefaultBuild(context.WithValue(ctx, attemptKey{}, d.Key()), d.ForModel(cl.info.Model), b)
+	req, err := fallback.DefaultBuild(ctx, d.ForModel(cl.info.Model), b)
 	if err != nil {
 		return nil, err
 	}
@@ -588,53 +570,6 @@ func forwardable(name string) bool {
 		return false
 	}
 	return true
-}
-
-// attemptKey is the context key of an attempt's measure.Key, for inFlightTransport.
-type attemptKey struct{}
-
-// inFlightTransport counts each attempt in measure's in-flight gauge from the
-// moment it is sent until its response body is closed.
-type inFlightTransport struct {
-	next http.RoundTripper
-	reg  *measure.Registry
-	tel  *telemetry.Telemetry // tpsroute.inflight, beside measure's gauge
-}
-
-func (t *inFlightTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	k, ok := req.Context().Value(attemptKey{}).(measure.Key)
-	if !ok {
-		return t.next.RoundTrip(req)
-	}
-	end := t.reg.Begin(k)
-	t.tel.InFlight(k, 1)
-	resp, err := t.next.RoundTrip(req)
-	if err != nil || resp.Body == nil {
-		end()
-		t.tel.InFlight(k, -1)
-		return resp, err
-	}
-	resp.Body = &endOnClose{ReadCloser: resp.Body, end: end, tel: t.tel, key: k}
-	return resp, nil
-}
-
-// endOnClose calls end once, and takes the attempt out of the telemetry's
-// in-flight count, when the body is closed.
-type endOnClose struct {
-	io.ReadCloser
-	end func()
-	tel *telemetry.Telemetry
-	key measure.Key
-}
-
-func (b *endOnClose) Close() error {
-	err := b.ReadCloser.Close()
-	if b.end != nil {
-		b.end()
-		b.end = nil
-		b.tel.InFlight(b.key, -1)
-	}
-	return err
 }
 
 // prefixCacheKey returns a cache key for requests without one: a hash of the

@@ -25,7 +25,8 @@ type run struct {
 	i      int
 	d      *route.Deployment
 	st     *keyState
-	done   func(error) // breaker outcome
+	done   func(error) // breaker outcome (local and Options.Shared)
+	fb     Done        // the call's Feedback handle for this attempt; may be nil
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	start  time.Time
@@ -89,6 +90,9 @@ func (cl *call) newRun(i int, d *route.Deployment, st *keyState, done func(error
 	a.ctx, a.cancel = context.WithCancelCause(cl.ctx)
 	a.keepText = cl.keepText
 	a.start = time.Now()
+	if cl.fb != nil {
+		a.fb = cl.fb.Begin(i, d)
+	}
 	a.canFailover = canFailover
 	a.ttftTO = cl.ttftFor(d)
 	a.rearm()
@@ -402,8 +406,8 @@ func (a *run) observe(now time.Time, c *tps.Chunk) {
 		return
 	}
 	if c.Output {
-		if a.output && a.cl.obs != nil {
-			a.cl.obs.OutputGap(a.i, time.Duration(el-a.lastOut.Load()))
+		if a.output && a.cl.fb != nil {
+			a.cl.fb.OutputGap(a.i, time.Duration(el-a.lastOut.Load()))
 		}
 		a.lastOut.Store(el)
 		if !a.output {
@@ -581,7 +585,7 @@ func (a *run) succeed() {
 	}
 	a.att = Attempt{Key: a.d.Key(), Status: a.resp.StatusCode, Class: ClassNone, Waited: a.waited}
 	a.finalize(nil)
-	a.cl.recordRun(a.i, a.att, &a.sample)
+	a.cl.recordRun(a.att, &a.sample, a.fb)
 }
 
 // fail finalizes a failed run and records it.
@@ -589,11 +593,12 @@ func (a *run) fail(phase tps.Phase, status int, class Class, err error) {
 	a.att = Attempt{Key: a.d.Key(), Phase: phase, Status: status, Class: class, Err: err, Waited: a.waited}
 	a.finalize(err)
 	a.releaseBuf()
-	a.cl.recordRun(a.i, a.att, &a.sample)
+	a.cl.recordRun(a.att, &a.sample, a.fb)
 }
 
-// finalize ends the run exactly once: timers, upstream, breaker, limiters,
-// Observe. err nil means success.
+// finalize ends the run exactly once: timers, upstream, breaker (and
+// Options.Shared), limiters, the sample. err nil means success. The call's
+// Feedback handle follows in recordRun, once the attempt is recorded.
 func (a *run) finalize(err error) {
 	if a.finalized {
 		return
@@ -658,7 +663,4 @@ func (a *run) finalize(err error) {
 	st.correct(now, a.cl.est, s.InputTokens+s.OutputTokens)
 	a.att.Duration = now.Sub(a.start)
 	a.att.Tokens = s.OutputTokens
-	if h := a.cl.e.opts.Observe; h != nil {
-		h(*a.d, *s)
-	}
 }
