@@ -195,6 +195,25 @@ func (a *run) open(stream bool) bool {
 		a.fail(tps.PhaseConnect, 0, ClassInvalid, err)
 		return false
 	}
+	resp, ok := a.send(req)
+	if !ok {
+		return false
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		a.httpError(req, resp)
+		return false
+	}
+	if tk := a.cl.e.opts.Tokenizer; tk != nil {
+		a.tap = tps.NewTap(resp.Body, a.start, a.onSample, tps.WithObserver(a.observe), tps.WithTokenizer(tk))
+	} else {
+		a.tap = tps.NewTap(resp.Body, a.start, a.onSample, tps.WithObserver(a.observe))
+	}
+	return a.readToCommit(stream)
+}
+
+// send sends req and returns the response headers; on a connect or headers
+// failure it fails the run and returns false.
+func (a *run) send(req *http.Request) (*http.Response, bool) {
 	resp, err := a.cl.e.transport.RoundTrip(req)
 	a.headersIn.Store(true)
 	a.resp = resp
@@ -212,20 +231,18 @@ func (a *run) open(stream bool) bool {
 			phase = tps.PhaseHeaders
 		}
 		a.fail(phase, 0, class, cause)
-		return false
+		return nil, false
 	}
 	if resp.Body == nil {
 		resp.Body = http.NoBody
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		a.httpError(req, resp)
-		return false
-	}
-	if tk := a.cl.e.opts.Tokenizer; tk != nil {
-		a.tap = tps.NewTap(resp.Body, a.start, a.onSample, tps.WithObserver(a.observe), tps.WithTokenizer(tk))
-	} else {
-		a.tap = tps.NewTap(resp.Body, a.start, a.onSample, tps.WithObserver(a.observe))
-	}
+	return resp, true
+}
+
+// readToCommit reads the body through the tap until the run commits: at its
+// first output chunk when streaming, at the stream's clean end otherwise.
+// It reports false, with the run failed, when the stream fails first.
+func (a *run) readToCommit(stream bool) bool {
 	for {
 		if a.output && stream {
 			return true
@@ -242,12 +259,12 @@ func (a *run) open(stream bool) bool {
 				}
 				ferr = wrap(ErrMidStream, ferr)
 			}
-			a.fail(phase, resp.StatusCode, class, ferr)
+			a.fail(phase, a.resp.StatusCode, class, ferr)
 			return false
 		}
 		if a.eof {
 			if !a.output && !a.finish {
-				a.fail(tps.PhaseFirstToken, resp.StatusCode, ClassNext, ErrEmptyStream)
+				a.fail(tps.PhaseFirstToken, a.resp.StatusCode, ClassNext, ErrEmptyStream)
 				return false
 			}
 			if !stream {
@@ -618,7 +635,16 @@ func (a *run) finalize(err error) {
 	}
 	a.cancel(nil)
 	now := time.Now()
-	class := a.att.Class
+	a.settle(err)
+	s := a.finishSample(err, now)
+	a.st.correct(now, a.cl.est, s.InputTokens+s.OutputTokens)
+	a.att.Duration = now.Sub(a.start)
+	a.att.Tokens = s.OutputTokens
+}
+
+// settle gives the attempt's outcome to its deployment's health: the breaker
+// (and, through done, Options.Shared) and the limiters' in-flight slot.
+func (a *run) settle(err error) {
 	st := a.st
 	if err == nil {
 		a.done(nil)
@@ -626,6 +652,7 @@ func (a *run) finalize(err error) {
 		st.limited = 0
 		st.mu.Unlock()
 	} else {
+		class := a.att.Class
 		if class == ClassAuth {
 			st.forceTrip.Store(true)
 		}
@@ -635,6 +662,11 @@ func (a *run) finalize(err error) {
 		}
 	}
 	st.release()
+}
+
+// finishSample completes the attempt's sample at now with its outcome err
+// and returns it.
+func (a *run) finishSample(err error, now time.Time) *tps.Sample {
 	if !a.sampled {
 		a.sample = tps.Sample{Start: a.start, Total: now.Sub(a.start)}
 	}
@@ -660,7 +692,5 @@ func (a *run) finalize(err error) {
 			s.ErrPhase = tps.PhaseConnect
 		}
 	}
-	st.correct(now, a.cl.est, s.InputTokens+s.OutputTokens)
-	a.att.Duration = now.Sub(a.start)
-	a.att.Tokens = s.OutputTokens
+	return s
 }
