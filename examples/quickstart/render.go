@@ -196,7 +196,7 @@ func (s *sim) why(p phaseResult) string {
 		}
 	}
 	if len(p.openSeen) > 0 {
-		out += "; breaker open: " + strings.Join(slices.Sorted(maps.Keys(p.openSeen)), ", ")
+		out += "; breaker open during the phase: " + strings.Join(slices.Sorted(maps.Keys(p.openSeen)), ", ")
 	}
 	var half []string
 	for _, c := range plan.Deployments {
@@ -205,7 +205,7 @@ func (s *sim) why(p phaseResult) string {
 		}
 	}
 	if len(half) > 0 {
-		out += "; half-open (probing): " + strings.Join(half, ", ")
+		out += "; half-open at its end (probing): " + strings.Join(half, ", ")
 	}
 	return out
 }
