@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -22,6 +23,7 @@ import (
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/telemetry"
+	"github.com/tpsroute/tpsroute/tps"
 )
 
 // Client routes chat completions across the configured deployments, fails
@@ -42,7 +44,8 @@ type Client struct {
 	fleet  Fleet // nil unless Config.Fleet
 
 	onDecision   func(route.Request, route.Plan)
-	hedgeDefault bool // Config.Fallback.Hedge was configured: every call may hedge
+	nextRefresh  atomic.Int64 // unix ns of the next registry refresh
+	hedgeDefault bool         // Config.Fallback.Hedge was configured: every call may hedge
 
 	deps   []route.Deployment // as configured, for ModelIDs
 	wild   *wildcards         // wildcard deployments' admitted models; nil without one
@@ -96,10 +99,12 @@ func New(cfg Config) (*Client, error) {
 		base = cfg.HTTPClient.Transport
 	}
 	fo := cfg.Fallback
-	fo.Transport = base
+	inflight := &inFlightTransport{next: base, reg: c.reg}
+	fo.Transport = inflight
 	fo.Tokenizer = cfg.Tokenizer
 	fo.Logger = cfg.Logger
 	fo.OnAttempt = cfg.OnAttempt
+	fo.Observe = c.observe
 	c.hedgeDefault = fo.Hedge.Delay > 0 || fo.Hedge.DelayFunc != nil
 	if !c.hedgeDefault {
 		// Calls that opt in with WithHedge wait their deployment's TTFT p95.
@@ -133,7 +138,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tpsroute: telemetry: %w", err)
 	}
-	c.tel = tel
+	c.tel, inflight.tel = tel, tel
 
 	ro.Health = c.exec
 	ro.Policy = cfg.Policy
@@ -250,6 +255,11 @@ func (c *Client) RefusedModels() uint64 {
 // cold probes, explorations.
 func (c *Client) RouteStats() route.Stats { return c.picker.Stats() }
 
+// observe records every attempt, whatever its outcome: fallback's Observe hook.
+func (c *Client) observe(d route.Deployment, s tps.Sample) {
+	c.reg.Record(d.Key(), s)
+}
+
 // measuredTTFT returns d's measured TTFT p95 once it is warm: the hedge delay
 // of calls that opt in, and the base of the executor's TTFT deadline.
 func (c *Client) measuredTTFT(d route.Deployment) (time.Duration, bool) {
@@ -276,9 +286,7 @@ func classify(err error) string {
 }
 
 // call is one routed call: what the caller asked and what routing made of it.
-// It is the call's fallback.Feedback (feedback.go).
 type call struct {
-	c        *Client
 	cfg      callConfig
 	info     requestInfo
 	cacheKey string
@@ -291,7 +299,7 @@ type call struct {
 // must be closed.
 func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http.Header, cc *callConfig, stream bool) (*fallback.Result, *call, error) {
 	ctx, cc.tel = c.tel.Start(ctx, info.RawModel, stream)
-	cl := &call{c: c, cfg: *cc, info: info, hdr: hdr, stream: stream}
+	cl := &call{cfg: *cc, info: info, hdr: hdr, stream: stream}
 	req := cc.req
 	req.Model = info.RawModel
 	if req.CacheKey == "" {
@@ -311,6 +319,7 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 		req.ExpectedOutputTokens = info.MaxTokens
 	}
 	now := time.Now()
+	c.refresh(now)
 	plan, err := c.picker.PickAt(req, now)
 	if err != nil {
 		return nil, cl, c.routeError(err)
@@ -340,7 +349,7 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 		StallTimeout:         cc.deadlines.Stall,
 		MaxDuration:          cc.deadlines.MaxDuration,
 		FinishGrace:          cc.deadlines.FinishGrace,
-		Feedback:             cl,
+		Observer:             cc.tel,
 	})
 	if err != nil {
 		return nil, cl, err
@@ -369,6 +378,36 @@ func (c *Client) routeError(err error) error {
 	return &RequestError{Param: strings.ToLower(ne.Field), Reason: "no deployment has the provider " + strconv.Quote(ne.Name)}
 }
 
+// refresh republishes every key's Estimate at most once per refreshInterval,
+// so that a deployment that gets no traffic (because it was slow) sees its
+// old samples leave the window, turns cold and is probed again: without it a
+// recovered deployment would keep its stale estimate. It runs on the calling
+// goroutine; the Client starts none.
+func (c *Client) refresh(now time.Time) {
+	t := now.UnixNano()
+	next := c.nextRefresh.Load()
+	if t < next || !c.nextRefresh.CompareAndSwap(next, t+int64(refreshInterval)) {
+		return
+	}
+	if next != 0 {
+		c.reg.PruneAt(now)
+	}
+}
+
+// refreshInterval is how often calls republish the statistics.
+const refreshInterval = time.Second
+
+// served records cache affinity after a call succeeded.
+func (c *Client) served(cl *call, d route.Deployment) {
+	if cl.cacheKey != "" {
+		now := time.Now()
+		c.picker.Served(cl.cacheKey, d.Key(), now)
+		if c.fleet != nil {
+			c.fleet.Served(cl.cacheKey, d.Key(), now)
+		}
+	}
+}
+
 // build makes one attempt's request from deployment d only: its URL, key,
 // headers and model id. The caller's headers are forwarded without
 // credentials. It is the call's fallback.BuildFunc.
@@ -385,7 +424,7 @@ func (cl *call) build(ctx context.Context, d route.Deployment, body []byte) (*ht
 	// fallback.DefaultBuild sets the wire model (the requested one for a
 	// wildcard), include_usage, the key and the deployment's headers; the
 	// executor already made the body a stream.
-	req, err := fallback.DefaultBuild(ctx, d.ForModel(cl.info.Model), b)
+	req, err := fallback.DefaultBuild(context.WithValue(ctx, attemptKey{}, d.Key()), d.ForModel(cl.info.Model), b)
 	if err != nil {
 		return nil, err
 	}
@@ -411,6 +450,53 @@ func forwardable(name string) bool {
 		return false
 	}
 	return true
+}
+
+// attemptKey is the context key of an attempt's measure.Key, for inFlightTransport.
+type attemptKey struct{}
+
+// inFlightTransport counts each attempt in measure's in-flight gauge from the
+// moment it is sent until its response body is closed.
+type inFlightTransport struct {
+	next http.RoundTripper
+	reg  *measure.Registry
+	tel  *telemetry.Telemetry // tpsroute.inflight, beside measure's gauge
+}
+
+func (t *inFlightTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	k, ok := req.Context().Value(attemptKey{}).(measure.Key)
+	if !ok {
+		return t.next.RoundTrip(req)
+	}
+	end := t.reg.Begin(k)
+	t.tel.InFlight(k, 1)
+	resp, err := t.next.RoundTrip(req)
+	if err != nil || resp.Body == nil {
+		end()
+		t.tel.InFlight(k, -1)
+		return resp, err
+	}
+	resp.Body = &endOnClose{ReadCloser: resp.Body, end: end, tel: t.tel, key: k}
+	return resp, nil
+}
+
+// endOnClose calls end once, and takes the attempt out of the telemetry's
+// in-flight count, when the body is closed.
+type endOnClose struct {
+	io.ReadCloser
+	end func()
+	tel *telemetry.Telemetry
+	key measure.Key
+}
+
+func (b *endOnClose) Close() error {
+	err := b.ReadCloser.Close()
+	if b.end != nil {
+		b.end()
+		b.end = nil
+		b.tel.InFlight(b.key, -1)
+	}
+	return err
 }
 
 // prefixCacheKey returns a cache key for requests without one: a hash of the

@@ -50,10 +50,10 @@ type Config struct {
 	// deployment's Price. A zero Measure is measure's documented defaults.
 	Measure measure.Options
 	// Fallback tunes failover: deadlines, attempts, backoff, breakers,
-	// hedging, mid-stream policy. Its Transport, Tokenizer, Logger and
+	// hedging, mid-stream policy. Its Transport, Tokenizer, Logger, Observe and
 	// OnAttempt must be left nil: the Client sets them from HTTPClient,
-	// Tokenizer, Logger and OnAttempt below. A zero Fallback is fallback's
-	// documented defaults.
+	// Tokenizer, Logger and OnAttempt below and feeds Observe to the
+	// statistics. A zero Fallback is fallback's documented defaults.
 	Fallback fallback.Options
 
 	// Logger receives debug records of decisions and failed attempts. Nil
@@ -153,6 +153,8 @@ func (c *Config) validate() error {
 		return &ConfigError{Field: "Fallback.Tokenizer", Msg: "must be nil; set Config.Tokenizer"}
 	case c.Fallback.Logger != nil:
 		return &ConfigError{Field: "Fallback.Logger", Msg: "must be nil; set Config.Logger"}
+	case c.Fallback.Observe != nil:
+		return &ConfigError{Field: "Fallback.Observe", Msg: "must be nil; the Client records every sample (see Client.Stats and Stream.Sample)"}
 	case c.Fallback.OnAttempt != nil:
 		return &ConfigError{Field: "Fallback.OnAttempt", Msg: "must be nil; set Config.OnAttempt"}
 	case c.Fallback.Shared != nil && c.Fleet != nil:

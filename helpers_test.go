@@ -17,6 +17,7 @@ import (
 
 	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
+	"github.com/tpsroute/tpsroute/tps"
 )
 
 func TestMain(m *testing.M) {
@@ -26,6 +27,8 @@ func TestMain(m *testing.M) {
 	}
 	goleak.VerifyTestMain(m)
 }
+
+type tpsSample = tps.Sample
 
 type nopRT struct{}
 

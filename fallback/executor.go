@@ -118,7 +118,7 @@ type call struct {
 	stream                     bool
 	noFallback                 bool
 	hedge                      bool
-	fb                         Feedback
+	obs                        CallObserver
 
 	mu          sync.Mutex // attempts: appended by Read during a continuation
 	attempts    []Attempt
@@ -173,7 +173,7 @@ func (e *Executor) Do(ctx context.Context, plan route.Plan, c Call) (*Result, er
 		stream:     c.Stream,
 		noFallback: c.NoFallback,
 		hedge:      !c.NoHedge && e.opts.Hedge.enabled(),
-		fb:         c.Feedback,
+		obs:        c.Observer,
 	}
 	cl.attempts = cl.attemptsBuf[:0]
 	if n <= len(cl.slotBuf) {
@@ -216,26 +216,22 @@ func (cl *call) err() *Error {
 	return e
 }
 
-// record appends attempt a on plan entry i, which never started, and tells
-// Feedback.Skip and the hooks.
-func (cl *call) record(i int, a Attempt) { cl.recordAs(i, a, nil, nil, false) }
+// record appends attempt a on plan entry i, whose sample is s (nil if it
+// never started), and tells the hooks.
+func (cl *call) record(i int, a Attempt, s *tps.Sample) { cl.recordAs(i, a, s, false) }
 
-// recordRun records the end of a run started by newRun and calls its
-// completion handle fb with its sample s.
-func (cl *call) recordRun(a Attempt, s *tps.Sample, fb Done) { cl.recordAs(0, a, s, fb, true) }
+// recordRun records the end of a run started by newRun.
+func (cl *call) recordRun(i int, a Attempt, s *tps.Sample) { cl.recordAs(i, a, s, true) }
 
-func (cl *call) recordAs(i int, a Attempt, s *tps.Sample, fb Done, run bool) {
+func (cl *call) recordAs(i int, a Attempt, s *tps.Sample, run bool) {
 	cl.mu.Lock()
 	cl.attempts = append(cl.attempts, a)
 	if run {
 		cl.pending.Add(-1)
 	}
 	cl.mu.Unlock()
-	switch {
-	case run && fb != nil:
-		fb(a, s)
-	case !run && cl.fb != nil:
-		cl.fb.Skip(i, a)
+	if cl.obs != nil {
+		cl.obs.AttemptEnd(i, a, s)
 	}
 	if h := cl.e.opts.OnAttempt; h != nil {
 		h(a)
@@ -252,7 +248,7 @@ func (cl *call) skip(i int, err error) {
 		return
 	}
 	cl.slots[i].skipped = true
-	cl.record(i, Attempt{Key: cl.plan[i].Deployment.Key(), Class: ClassSkipped, Err: err})
+	cl.record(i, Attempt{Key: cl.plan[i].Deployment.Key(), Class: ClassSkipped, Err: err}, nil)
 }
 
 // eligible reports whether candidate i may still be tried in this call.
@@ -457,7 +453,7 @@ func (cl *call) tryDeployment(i int, d *route.Deployment, st *keyState) (res *Re
 	e := cl.e
 	for cl.eligible(i) && cl.real < cl.maxAttempts {
 		if cl.ctx.Err() != nil {
-			cl.record(i, Attempt{Key: d.Key(), Class: ClassCanceled, Err: context.Cause(cl.ctx), Waited: cl.waited})
+			cl.record(i, Attempt{Key: d.Key(), Class: ClassCanceled, Err: context.Cause(cl.ctx), Waited: cl.waited}, nil)
 			return nil, true
 		}
 		done, err := st.allow(time.Now())

@@ -111,19 +111,15 @@ func defaultClassify(err error) string {
 //
 // Record and Begin take only the key's own mutex; Estimate takes no lock.
 // The key table is an immutable map behind an atomic pointer, copied when a
-// key is added or pruned. A Registry starts no goroutines and keeps itself
-// fresh: at most once per second of sample time (once per half TTL when the
-// TTL is shorter), Record sweeps the table, dropping idle keys and
-// republishing every other key's Estimate, so that a key that gets no
-// traffic sees its old samples leave the window and turns cold. Prune does
-// the same on demand.
+// key is added or pruned. A Registry starts no goroutines: idle keys are
+// pruned by Prune, and by Record once per half TTL.
 //
 // A Registry is safe for concurrent use.
 type Registry struct {
 	opts      Options
 	mu        sync.Mutex // serialises changes to keys
 	keys      atomic.Pointer[map[Key]*entry]
-	nextSweep atomic.Int64 // UnixNano; 0 means at the first Record or Begin
+	nextPrune atomic.Int64 // UnixNano; 0 means at the first Record
 }
 
 // NewRegistry returns an empty Registry configured by o.
@@ -314,13 +310,8 @@ func (r *Registry) Record(k Key, s tps.Sample) {
 //   - Durations enter in seconds; negative, NaN or infinite values are
 //     dropped. The sample's cache state selects the per-state statistics.
 func (r *Registry) RecordAt(now time.Time, k Key, s tps.Sample) {
-	r.record(now, k, s)
-	r.maybeSweep(now, now.UnixNano())
-}
-
-// record is RecordAt without the sweep.
-func (r *Registry) record(now time.Time, k Key, s tps.Sample) {
 	t := now.UnixNano()
+	r.maybePrune(now, t)
 	failed := s.Err != nil || s.ErrPhase != tps.PhaseNone
 	class := ""
 	if failed {
@@ -464,8 +455,8 @@ func (r *Registry) BeginAt(now time.Time, k Key) (end func()) {
 //
 // It takes no lock and allocates nothing. The published estimate lags the
 // samples by at most Options.Refresh of sample time while samples arrive;
-// when they stop, it is refreshed by the Registry's next sweep (see
-// Registry), Snapshot or Prune, so check Estimate.Newest for the age of the data.
+// when they stop, it is refreshed by the next Record, Snapshot or Prune, so
+// check Estimate.Newest for the age of the data.
 func (r *Registry) Estimate(k Key) (Estimate, bool) {
 	e := (*r.keys.Load())[k]
 	if e == nil {
@@ -592,26 +583,18 @@ func (r *Registry) refresh(e *entry, now time.Time) {
 	e.est.Store(&est)
 }
 
-// maybeSweep prunes idle keys and refreshes the others' Estimates at most
-// once per sweepInterval: the Registry's own freshness, driven by the calls
-// that Record.
-func (r *Registry) maybeSweep(now time.Time, t int64) {
-	next := r.nextSweep.Load()
+func (r *Registry) maybePrune(now time.Time, t int64) {
+	next := r.nextPrune.Load()
 	if next != 0 && t < next {
 		return
 	}
-	if !r.nextSweep.CompareAndSwap(next, t+int64(min(sweepInterval, r.opts.TTL/2))) {
+	if !r.nextPrune.CompareAndSwap(next, t+int64(r.opts.TTL/2)) {
 		return
 	}
 	if next != 0 {
-		r.prune(now, true)
+		r.prune(now, false)
 	}
 }
-
-// sweepInterval is how often Record sweeps the key table: often
-// enough that a deployment left idle turns cold within a second of its
-// samples leaving the window, rare enough to cost nothing per call.
-const sweepInterval = time.Second
 
 // Prune drops keys idle for longer than Options.TTL at time.Now(); see PruneAt.
 func (r *Registry) Prune() int { return r.PruneAt(time.Now()) }
@@ -619,9 +602,8 @@ func (r *Registry) Prune() int { return r.PruneAt(time.Now()) }
 // PruneAt drops every key that has no call in flight and no Record or Begin
 // within Options.TTL before now, refreshes the Estimates of the others, and
 // returns how many keys it dropped. A dropped key's totals are lost; if it
-// is recorded again it starts afresh. Record does the same at most once
-// per second (see Registry), so calling PruneAt is never needed for
-// freshness.
+// is recorded again it starts afresh. Record also prunes (without
+// refreshing the others), at most once per half TTL.
 func (r *Registry) PruneAt(now time.Time) int { return r.prune(now, true) }
 
 func (r *Registry) prune(now time.Time, refresh bool) int {

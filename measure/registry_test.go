@@ -545,22 +545,3 @@ func TestHandle(t *testing.T) {
 		wg.Wait()
 	})
 }
-
-// TestRecordSweeps checks that the Registry keeps itself fresh: a key that
-// gets no more samples turns cold once its samples leave the window, because
-// another key's Record sweeps the table, with no Prune call from outside.
-func TestRecordSweeps(t *testing.T) {
-	kA := Key{Provider: "a", Model: "m"}
-	kB := Key{Provider: "b", Model: "m"}
-	r := NewRegistry(Options{MinSamples: 1, Window: WindowOptions{Length: 10 * time.Second, Buckets: 10}})
-	r.RecordAt(t0, kA, okSample(time.Second, 100, tps.CacheCold))
-	_, ok := r.Estimate(kA)
-	require.True(t, ok, "warm after one sample")
-	for s := 1; s <= 15; s++ {
-		r.RecordAt(t0.Add(time.Duration(s)*time.Second), kB, okSample(time.Second, 100, tps.CacheCold))
-	}
-	e, ok := r.Estimate(kA)
-	assert.False(t, ok, "kA's only sample left the window: cold again")
-	assert.Zero(t, e.Samples)
-	assert.Equal(t, 2, r.Len(), "idle within TTL: kept")
-}
