@@ -93,7 +93,7 @@ func BenchmarkRoutedStream1000(b *testing.B) {
 	tr := &http.Transport{MaxIdleConnsPerHost: 4}
 	b.Cleanup(tr.CloseIdleConnections)
 	hc := &http.Client{Transport: tr}
-	deps := []route.Deployment{{Provider: "local", Model: "m", BaseURL: url, APIKey: "k", Capabilities: route.Capabilities{IncludeUsage: true}}}
+	deps := []route.Deployment{{Provider: "local", Model: "m", BaseURL: url, APIKey: "k"}}
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{}))

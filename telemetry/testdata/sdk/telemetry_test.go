@@ -45,7 +45,7 @@ func deployment(provider, model, url string) route.Deployment {
 	return route.Deployment{
 		Provider: provider, Region: "eu", Model: model, BaseURL: url, APIKey: "sk-" + provider + "-secret",
 		Price:        measure.Price{Input: 1, Output: 2},
-		Capabilities: route.Capabilities{IncludeUsage: true, AssistantPrefill: true},
+		Capabilities: route.Capabilities{AssistantPrefill: true},
 	}
 }
 
