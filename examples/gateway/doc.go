@@ -81,7 +81,7 @@
 // # Composition
 //
 // The gateway sits on tpsroute.Client, built with tpsroute.New from the
-// tpsroute.Config that tpsroute.ParseConfig reads. Each request's directives
+// tpsroute.Config that config.ParseLookup reads. Each request's directives
 // become tpsroute CallOptions (WithModels, WithProviders, WithOnly,
 // WithIgnore, WithPolicy, WithSLO for preferred_*, WithPriceCap for
 // max_price, WithRegion, WithPin, WithoutFallback), and Client.Do returns the
