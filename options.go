@@ -82,13 +82,13 @@ func WithIgnore(providers ...string) CallOption {
 }
 
 // WithPolicy orders the deployments for this call by p instead of
-// Config.Policy.
+// Config.Route.Policy.
 func WithPolicy(p route.Policy) CallOption {
 	return func(c *callConfig) { c.req.Policy = p }
 }
 
 // WithSLO adds constraints for this call. Its zero fields are taken from
-// Config.SLO; Strict applies if either sets it. Without Strict a deployment
+// Config.Route.SLO; Strict applies if either sets it. Without Strict a deployment
 // that misses them is demoted, not dropped: route.SLO{MinTPS: 100} prefers
 // deployments expected to generate at least 100 tokens/s, route.SLO{MaxTTFT:
 // 800 * time.Millisecond} those expected to answer within 800 ms.
@@ -98,7 +98,7 @@ func WithSLO(slo route.SLO) CallOption {
 
 // WithMaxPrice demotes (or, with a Strict SLO, drops) deployments whose output
 // price is above usdPerMillion US dollars per million output tokens. It takes
-// precedence over the MaxPrice of WithSLO and Config.SLO. Zero or negative
+// precedence over the MaxPrice of WithSLO and Config.Route.SLO. Zero or negative
 // means no limit from this option.
 func WithMaxPrice(usdPerMillion float64) CallOption {
 	return func(c *callConfig) { c.maxPrice = usdPerMillion }
