@@ -393,14 +393,20 @@ func finish(rep *bench.Report, o *options, stdout, stderr io.Writer) int {
 }
 
 func writeFiles(rep *bench.Report, dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for name, write := range map[string]func(io.Writer) error{
+	return writeOutputs(dir, map[string]func(io.Writer) error{
 		"report.json": rep.WriteJSON,
 		"results.csv": rep.WriteCSV,
 		"report.html": rep.WriteHTML,
-	} {
+	})
+}
+
+// writeOutputs creates dir and writes each named file in it with its
+// writer, closing every file and naming the one that failed.
+func writeOutputs(dir string, files map[string]func(io.Writer) error) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for name, write := range files {
 		f, err := os.Create(filepath.Join(dir, name))
 		if err != nil {
 			return err
@@ -416,7 +422,6 @@ func writeFiles(rep *bench.Report, dir string) error {
 	return nil
 }
 
-// report re-renders a saved report.
 func report(file string, o *options, stdout, stderr io.Writer) int {
 	f, err := os.Open(file)
 	if err != nil {

@@ -118,10 +118,7 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 }
 
 func writeSimFiles(reps []*sim.Report, dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for name, write := range map[string]func(io.Writer) error{
+	return writeOutputs(dir, map[string]func(io.Writer) error{
 		"report.json": func(w io.Writer) error {
 			for _, r := range reps {
 				if err := r.WriteJSON(w); err != nil {
@@ -131,18 +128,5 @@ func writeSimFiles(reps []*sim.Report, dir string) error {
 			return nil
 		},
 		"report.html": func(w io.Writer) error { return sim.WriteHTML(w, reps...) },
-	} {
-		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			return err
-		}
-		err = write(f)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("writing %s: %w", name, err)
-		}
-	}
-	return nil
+	})
 }
