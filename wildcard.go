@@ -1,7 +1,6 @@
 package tpsroute
 
 import (
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,20 +18,19 @@ const DefaultMaxWildcardModels = 64
 // its statistics are gone anyway.
 const wildcardIdle = 15 * time.Minute
 
-// wildcards admits the models of wildcard deployments: a model a
-// deployment's Models list does not name is refused, and so is a new model
-// once the deployment holds max models used within wildcardIdle. It bounds
-// the statistics keys (and memory) that callers inventing model names can
-// create. It is safe for concurrent use.
+// wildcards admits the models of wildcard deployments that list none: a new
+// model is refused once such a deployment holds max models used within
+// wildcardIdle. It bounds the statistics keys (and memory) that callers
+// inventing model names can create. A wildcard with a Models list is bounded
+// by its list, which the Picker applies. It is safe for concurrent use.
 type wildcards struct {
 	max      int
-	deps     map[measure.Key]*wildSet // by the wildcard deployment's Key (Model "*")
+	deps     map[measure.Key]*wildSet // by the unlisted wildcard deployment's Key (Model "*")
 	concrete map[measure.Key]bool     // keys of configured non-wildcard deployments
 	refused  atomic.Uint64
 }
 
 type wildSet struct {
-	list []string // Deployment.Models; nil means any
 	mu   sync.Mutex
 	used map[string]time.Time // model -> last admitted
 }
@@ -44,14 +42,19 @@ func newWildcards(ds []route.Deployment, max int) *wildcards {
 		max = DefaultMaxWildcardModels
 	}
 	w := &wildcards{max: max, deps: map[measure.Key]*wildSet{}, concrete: map[measure.Key]bool{}}
+	wild := false
 	for _, d := range ds {
-		if d.IsWildcard() {
-			w.deps[d.Key()] = &wildSet{list: d.Models, used: map[string]time.Time{}}
-		} else {
+		switch {
+		case !d.IsWildcard():
 			w.concrete[d.Key()] = true
+		case d.Models == nil:
+			w.deps[d.Key()] = &wildSet{used: map[string]time.Time{}}
+			wild = true
+		default:
+			wild = true
 		}
 	}
-	if len(w.deps) == 0 {
+	if !wild {
 		return nil
 	}
 	return w
@@ -70,11 +73,10 @@ func (w *wildcards) admit(plan route.Plan, model string, now time.Time) route.Pl
 		}
 		k.Model = route.Wildcard
 		s := w.deps[k]
-		switch {
-		case s == nil || s.admit(model, w.max, now):
+		if s == nil || s.admit(model, w.max, now) {
 			out = append(out, cd)
-		case s.list == nil:
-			w.refused.Add(1) // over the cap; a list's miss is no refusal
+		} else {
+			w.refused.Add(1) // over the cap
 		}
 	}
 	if len(out) == len(plan.Deployments) {
@@ -85,9 +87,6 @@ func (w *wildcards) admit(plan route.Plan, model string, now time.Time) route.Pl
 }
 
 func (s *wildSet) admit(model string, max int, now time.Time) bool {
-	if s.list != nil {
-		return slices.Contains(s.list, model)
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.used[model]; !ok && len(s.used) >= max {
