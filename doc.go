@@ -109,8 +109,8 @@
 // # Configuration
 //
 // Config is a struct whose zero fields are documented defaults; only
-// Deployments is required. ParseConfig reads the JSON schema shared with the
-// gateway and tpsbench (docs/CONFIG.md): API keys come from environment
+// Deployments is required. Package config reads the JSON schema shared with
+// the gateway and tpsbench (docs/CONFIG.md): API keys come from environment
 // variables the file names, never from the file. Wildcard deployments (Model
 // "*") serve any model and keep statistics per model actually requested.
 //

@@ -4,10 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/url"
-	"os"
-	"sync"
-	"syscall"
 	"testing"
 	"testing/synctest"
 
@@ -63,45 +59,3 @@ func TestContextLengthNextListedModel(t *testing.T) {
 }
 
 // refused fails every request as a refused connection: every provider offline.
-type refused struct {
-	mu    sync.Mutex
-	hosts map[string]int
-}
-
-func (r *refused) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Body != nil {
-		req.Body.Close()
-	}
-	r.mu.Lock()
-	r.hosts[req.URL.Host]++
-	r.mu.Unlock()
-	return nil, syscall.ECONNREFUSED
-}
-
-// TestExampleConfigOfflineTriesEveryDeployment is issue 13 point 1 on
-// docs/config.example.json with every provider offline: each deployment of
-// the plan gets an attempt before the call fails, "attempts": 4 included.
-func TestExampleConfigOfflineTriesEveryDeployment(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f, err := os.Open("docs/config.example.json")
-		require.NoError(t, err)
-		defer f.Close()
-		cfg, err := ParseConfigLookup(f, envMap(map[string]string{
-			"GROQ_API_KEY": "gsk-1", "TOGETHER_API_KEY": "tg-2", "OPENAI_API_KEY": "sk-3",
-		}))
-		require.NoError(t, err)
-		rt := &refused{hosts: map[string]int{}}
-		cfg.HTTPClient = &http.Client{Transport: rt}
-		var plan route.Plan
-		cfg.OnDecision = func(_ route.Request, p route.Plan) { plan = p }
-		c := mustNew(t, cfg)
-		_, err = c.Chat.Completions.New(context.Background(), userParams("llama-3.3-70b", "hi"))
-		require.Error(t, err)
-		require.Len(t, plan.Deployments, 3, "groq, together and the vllm wildcard serve it")
-		for _, cd := range plan.Deployments {
-			u, err := url.Parse(cd.Deployment.BaseURL)
-			require.NoError(t, err)
-			assert.NotZero(t, rt.hosts[u.Host], "%s tried", cd.Deployment.Provider)
-		}
-	})
-}

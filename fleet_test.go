@@ -83,14 +83,6 @@ func TestFleetConfig(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	assert.Equal(t, "Fallback.Shared", ce.Field)
 
-	cfg, err := ParseConfigLookup(strings.NewReader(`{"deployments":[{"provider":"a","model":"m","base_url":"http://a.test/v1"}],
-		"fleet": {"redis_url": "rediss://u:p@redis.internal:6380/0", "name": "prod", "sync": "500ms"}}`), envMap(nil))
-	require.NoError(t, err)
-	assert.Equal(t, FleetSettings{RedisURL: "rediss://u:p@redis.internal:6380/0", Name: "prod", Sync: 500 * time.Millisecond}, cfg.FleetSettings)
-	_, err = ParseConfigLookup(strings.NewReader(`{"deployments":[{"provider":"a","model":"m","base_url":"http://a.test/v1"}],
-		"fleet": {"sync": "often"}}`), envMap(nil))
-	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, "fleet.sync", ce.Field)
 }
 
 type nopShared struct{}

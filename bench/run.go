@@ -62,7 +62,7 @@ var ErrInvalidConfig = errors.New("bench: invalid config")
 // reads, and its Progress function is called from one goroutine at a time.
 type Config struct {
 	// Router holds the deployments and the router's settings, as parsed by
-	// tpsroute.ParseConfig. Run builds a fresh Client from it for every
+	// package config. Run builds a fresh Client from it for every
 	// configuration and target, so breakers and statistics never carry over.
 	// In Compare mode each call is limited to one attempt (no retry, no
 	// failover, no hedge). A nil Router.HTTPClient means a transport tuned for many

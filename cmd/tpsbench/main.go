@@ -32,8 +32,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tpsroute/tpsroute"
 	"github.com/tpsroute/tpsroute/bench"
+	"github.com/tpsroute/tpsroute/config"
 )
 
 // Exit codes.
@@ -232,16 +232,11 @@ func buildConfig(cmd string, o *options) (bench.Config, error) {
 	case o.config == "":
 		return cfg, errors.New("-config FILE or --demo is required")
 	default:
-		f, err := os.Open(o.config)
+		f, err := config.Load(o.config) // reads each api_key_env from the environment
 		if err != nil {
 			return cfg, err
 		}
-		defer f.Close()
-		rc, err := tpsroute.ParseConfig(f) // reads each api_key_env from the environment
-		if err != nil {
-			return cfg, err
-		}
-		cfg.Router = rc
+		cfg.Router = f.Client
 	}
 	if o.routed {
 		cfg.Mode = bench.Routed

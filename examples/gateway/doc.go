@@ -81,7 +81,7 @@
 // # Composition
 //
 // The gateway sits on tpsroute.Client, built with tpsroute.New from the
-// tpsroute.Config that tpsroute.ParseConfig reads. Each request's directives
+// tpsroute.Config that config.ParseLookup reads. Each request's directives
 // become one route.Request (Models, Providers, Only, Ignore, Policy, SLO for
 // preferred_*, PriceCap for max_price, Regions, Pin, NoFallbacks), passed
 // whole with tpsroute.WithRequest, and Client.Do returns the

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tpsroute/tpsroute"
+	"github.com/tpsroute/tpsroute/config"
 	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/fleet"
 )
@@ -94,6 +95,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, lookup func(strin
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
 	var cfg tpsroute.Config
+	var fs tpsroute.FleetSettings
 	var transport http.RoundTripper
 	if f.demo {
 		var closeDemo func()
@@ -104,13 +106,13 @@ func run(ctx context.Context, args []string, stderr io.Writer, lookup func(strin
 		if err != nil {
 			return fmt.Errorf("gateway: %w", err)
 		}
-		cfg, err = tpsroute.ParseConfigLookup(file, lookup)
+		cf, err := config.ParseLookup(file, lookup)
 		file.Close()
 		if err != nil {
 			return err
 		}
+		cfg, fs = cf.Client, cf.Fleet
 	}
-	fs := cfg.FleetSettings
 	if f.redis != "" {
 		fs.RedisURL = f.redis
 	}

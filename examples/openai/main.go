@@ -27,6 +27,7 @@ import (
 	"github.com/openai/openai-go/v3"
 
 	"github.com/tpsroute/tpsroute"
+	"github.com/tpsroute/tpsroute/config"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
@@ -45,7 +46,7 @@ func main() {
 
 // run makes the calls and writes what happened to w.
 func run(ctx context.Context, w io.Writer, configPath, model string) error {
-	cfg, stop, err := config(configPath)
+	cfg, stop, err := loadConfig(configPath)
 	if err != nil {
 		return err
 	}
@@ -132,17 +133,12 @@ func run(ctx context.Context, w io.Writer, configPath, model string) error {
 	return nil
 }
 
-// config returns the Client's config: the simulated providers, or the file
+// loadConfig returns the Client's config: the simulated providers, or the file
 // at path. stop releases the simulated providers.
-func config(path string) (tpsroute.Config, func(), error) {
+func loadConfig(path string) (tpsroute.Config, func(), error) {
 	if path != "" {
-		f, err := os.Open(path)
-		if err != nil {
-			return tpsroute.Config{}, nil, err
-		}
-		defer f.Close()
-		cfg, err := tpsroute.ParseConfig(f) // API keys come from the env vars the file names
-		return cfg, func() {}, err
+		f, err := config.Load(path) // API keys come from the env vars the file names
+		return f.Client, func() {}, err
 	}
 
 	// Three simulated providers of one model. groq is fast but its first

@@ -1,4 +1,4 @@
-package tpsroute
+package config
 
 import (
 	"bytes"
@@ -9,32 +9,9 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/tpsroute/tpsroute"
 )
-
-// ConfigError is a ParseConfig error at a place in the JSON document.
-// It is a value and safe to share.
-type ConfigError struct {
-	Line  int    // 1-based line of the offending token; 0 when unknown
-	Field string // JSON path of the field, e.g. "deployments[1].price.input"; "" for the document
-	Msg   string // what is wrong
-}
-
-// Error returns "tpsroute: config line L: field: msg".
-func (e *ConfigError) Error() string {
-	var b strings.Builder
-	b.WriteString("tpsroute: config")
-	if e.Line > 0 {
-		b.WriteString(" line ")
-		b.WriteString(strconv.Itoa(e.Line))
-	}
-	b.WriteString(": ")
-	if e.Field != "" {
-		b.WriteString(e.Field)
-		b.WriteString(": ")
-	}
-	b.WriteString(e.Msg)
-	return b.String()
-}
 
 // refusedKeys are object keys that are never accepted, with the reason.
 var refusedKeys = map[string]string{
@@ -56,7 +33,7 @@ func checkKeys(data []byte, t reflect.Type) (map[string]int, error) {
 		return nil, err
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, &ConfigError{Line: lineAt(data, dec.InputOffset()), Msg: "unexpected data after the top-level value"}
+		return nil, &tpsroute.ConfigError{Line: lineAt(data, dec.InputOffset()), Msg: "unexpected data after the top-level value"}
 	}
 	return w.lines, nil
 }
@@ -70,12 +47,12 @@ type keyWalker struct {
 func (w *keyWalker) syntax(err error) error {
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
-		return &ConfigError{Line: lineAt(w.data, se.Offset), Msg: se.Error()}
+		return &tpsroute.ConfigError{Line: lineAt(w.data, se.Offset), Msg: se.Error()}
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return &ConfigError{Line: lineAt(w.data, int64(len(w.data))), Msg: "unexpected end of JSON"}
+		return &tpsroute.ConfigError{Line: lineAt(w.data, int64(len(w.data))), Msg: "unexpected end of JSON"}
 	}
-	return &ConfigError{Line: lineAt(w.data, w.dec.InputOffset()), Msg: err.Error()}
+	return &tpsroute.ConfigError{Line: lineAt(w.data, w.dec.InputOffset()), Msg: err.Error()}
 }
 
 // value consumes one JSON value that should have Go type t.
@@ -116,10 +93,10 @@ func (w *keyWalker) value(t reflect.Type, path string) error {
 			switch {
 			case fields != nil:
 				if why, bad := refusedKeys[key]; bad {
-					return &ConfigError{Line: lineAt(w.data, keyOffset(w.data, start)), Field: sub, Msg: why}
+					return &tpsroute.ConfigError{Line: lineAt(w.data, keyOffset(w.data, start)), Field: sub, Msg: why}
 				}
 				if ft, ok = fields[key]; !ok {
-					return &ConfigError{Line: lineAt(w.data, keyOffset(w.data, start)), Field: sub, Msg: fmt.Sprintf("unknown field %q", key)}
+					return &tpsroute.ConfigError{Line: lineAt(w.data, keyOffset(w.data, start)), Field: sub, Msg: fmt.Sprintf("unknown field %q", key)}
 				}
 			case t.Kind() == reflect.Map:
 				ft = t.Elem()
@@ -204,11 +181,11 @@ func decodeStrict(data []byte, v any) error {
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		return &ConfigError{Line: lineAt(data, te.Offset), Field: te.Field, Msg: fmt.Sprintf("want %s, got JSON %s", te.Type, te.Value)}
+		return &tpsroute.ConfigError{Line: lineAt(data, te.Offset), Field: te.Field, Msg: fmt.Sprintf("want %s, got JSON %s", te.Type, te.Value)}
 	}
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
-		return &ConfigError{Line: lineAt(data, se.Offset), Msg: se.Error()}
+		return &tpsroute.ConfigError{Line: lineAt(data, se.Offset), Msg: se.Error()}
 	}
-	return &ConfigError{Msg: err.Error()}
+	return &tpsroute.ConfigError{Msg: err.Error()}
 }
