@@ -344,11 +344,7 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 		NoHedge:              !(c.hedgeDefault || cc.hedge),
 		NoFallback:           cc.req.NoFallbacks,
 		EstimatedInputTokens: req.ExpectedInputTokens,
-		HeadersTimeout:       cc.deadlines.Headers,
-		TTFTTimeout:          cc.deadlines.TTFT,
-		StallTimeout:         cc.deadlines.Stall,
-		MaxDuration:          cc.deadlines.MaxDuration,
-		FinishGrace:          cc.deadlines.FinishGrace,
+		Deadlines:            cc.deadlines,
 		Observer:             cc.tel,
 	})
 	if err != nil {

@@ -193,11 +193,11 @@ func TestWithDeadlines(t *testing.T) {
 		elapsed  time.Duration // virtual time the call takes
 	}{
 		{"config_ttft_waits_for_the_slow_answer", nil, "a", nil, 5 * time.Second},
-		{"ttft_override_fails_over", []CallOption{WithDeadlines(Deadlines{TTFT: time.Second})}, "b", nil, time.Second},
-		{"later_option_replaces", []CallOption{WithDeadlines(Deadlines{TTFT: time.Second}), WithDeadlines(Deadlines{})}, "a", nil, 5 * time.Second},
-		{"max_duration_override_ends_the_attempt", []CallOption{WithoutFallback(), WithDeadlines(Deadlines{MaxDuration: 2 * time.Second})},
+		{"ttft_override_fails_over", []CallOption{WithDeadlines(fallback.Deadlines{TTFT: time.Second})}, "b", nil, time.Second},
+		{"later_option_replaces", []CallOption{WithDeadlines(fallback.Deadlines{TTFT: time.Second}), WithDeadlines(fallback.Deadlines{})}, "a", nil, 5 * time.Second},
+		{"max_duration_override_ends_the_attempt", []CallOption{WithoutFallback(), WithDeadlines(fallback.Deadlines{MaxDuration: 2 * time.Second})},
 			"", fallback.ErrMaxDuration, 2 * time.Second},
-		{"headers_off_ttft_tight", []CallOption{WithDeadlines(Deadlines{Headers: -1, TTFT: 3 * time.Second})}, "b", nil, 3 * time.Second},
+		{"headers_off_ttft_tight", []CallOption{WithDeadlines(fallback.Deadlines{Headers: -1, TTFT: 3 * time.Second})}, "b", nil, 3 * time.Second},
 	}
 	for name, call := range doors {
 		for _, tt := range tests {

@@ -2,7 +2,6 @@ package tpsroute
 
 import (
 	"errors"
-	"time"
 
 	"github.com/openai/openai-go/v3/option"
 
@@ -31,7 +30,7 @@ type CallOption func(*callConfig)
 type callConfig struct {
 	req       route.Request // Model is filled from the request body
 	hedge     bool
-	deadlines Deadlines
+	deadlines fallback.Deadlines
 	reqOpts   []option.RequestOption
 	report    *Report
 	tel       *telemetry.Call // set by Client.do; ended by endCall
@@ -159,35 +158,13 @@ func WithHedge() CallOption {
 	return func(c *callConfig) { c.hedge = true }
 }
 
-// Deadlines overrides, for one call, the deadlines that Config.Fallback sets
-// for every call (see fallback.Options for each one's meaning and default). A
-// zero field keeps the configured deadline; a negative one turns that
-// deadline off for this call. It is a value and safe to share.
-type Deadlines struct {
-	// Headers bounds the wait for an attempt's response headers
-	// (fallback.Options.HeadersTimeout).
-	Headers time.Duration
-	// TTFT bounds the wait for an attempt's first output chunk; it fails
-	// over only when another deployment is left (fallback.Options.TTFTTimeout).
-	TTFT time.Duration
-	// Stall bounds the silence between output chunks after the first
-	// (fallback.Options.StallTimeout).
-	Stall time.Duration
-	// MaxDuration bounds one attempt from its request to the end of its
-	// stream (fallback.Options.MaxDuration).
-	MaxDuration time.Duration
-	// FinishGrace is how long a finished stream may stay silent before it
-	// ends as a success (fallback.Options.FinishGrace).
-	FinishGrace time.Duration
-}
-
 // WithDeadlines overrides the fallback deadlines for this call, for example
 // a tighter TTFT for an interactive request or a longer MaxDuration for a
-// long generation: WithDeadlines(Deadlines{TTFT: 2 * time.Second}). Zero
-// fields keep Config.Fallback's deadlines; negative ones turn them off. A
+// long generation: WithDeadlines(fallback.Deadlines{TTFT: 2 * time.Second}).
+// Zero fields keep Config.Fallback.Deadlines; negative ones turn them off. A
 // later WithDeadlines replaces an earlier one as a whole. The caller's
 // context deadline applies as well, whatever these say.
-func WithDeadlines(d Deadlines) CallOption {
+func WithDeadlines(d fallback.Deadlines) CallOption {
 	return func(c *callConfig) { c.deadlines = d }
 }
 

@@ -137,7 +137,7 @@ func TestConcurrentStreams(t *testing.T) {
 	// test is about concurrency, not deadlines, so those are switched off.
 	c := mustNew(t, Config{HTTPClient: f.client, Deployments: []route.Deployment{
 		dep("a", "", "m", f.add("a", prof)), dep("b", "", "m", f.add("b", prof)),
-	}, Fallback: fallback.Options{HeadersTimeout: -1, TTFTTimeout: -1}})
+	}, Fallback: fallback.Options{Deadlines: fallback.Deadlines{Headers: -1, TTFT: -1}}})
 	const n = 1000
 	var wg sync.WaitGroup
 	errs := make(chan error, n)

@@ -524,17 +524,17 @@ func (p *converter) measure(f *fileMeasure) (measure.Options, error) {
 func (p *converter) fallback(f *fileFallback) (fallback.Options, error) {
 	var o fallback.Options
 	// The deadlines: omitted means fallback's default; an explicit zero
-	// ("0s") turns the deadline off, which fallback.Options spells negative.
+	// ("0s") turns the deadline off, which fallback.Deadlines spells negative.
 	for _, d := range []struct {
 		path string
 		in   string
 		out  *time.Duration
 	}{
-		{"fallback.headers", f.Headers, &o.HeadersTimeout},
-		{"fallback.ttft", f.TTFT, &o.TTFTTimeout},
-		{"fallback.stall", f.Stall, &o.StallTimeout},
-		{"fallback.max_duration", f.MaxDuration, &o.MaxDuration},
-		{"fallback.finish_grace", f.FinishGrace, &o.FinishGrace},
+		{"fallback.headers", f.Headers, &o.Deadlines.Headers},
+		{"fallback.ttft", f.TTFT, &o.Deadlines.TTFT},
+		{"fallback.stall", f.Stall, &o.Deadlines.Stall},
+		{"fallback.max_duration", f.MaxDuration, &o.Deadlines.MaxDuration},
+		{"fallback.finish_grace", f.FinishGrace, &o.Deadlines.FinishGrace},
 	} {
 		v, err := p.duration(d.path, d.in)
 		if err != nil {

@@ -63,11 +63,8 @@ func TestParseConfigExampleFile(t *testing.T) {
 	assert.Equal(t, 5*time.Minute, cfg.Route.AffinityTTL)
 	assert.Equal(t, 5*time.Minute, cfg.Measure.Window.Length)
 	assert.Equal(t, 30*time.Second, cfg.Measure.HalfLife)
-	assert.Equal(t, 15*time.Second, cfg.Fallback.HeadersTimeout)
-	assert.Equal(t, 15*time.Second, cfg.Fallback.TTFTTimeout)
-	assert.Equal(t, 20*time.Second, cfg.Fallback.StallTimeout)
-	assert.Equal(t, 30*time.Minute, cfg.Fallback.MaxDuration)
-	assert.Equal(t, 2*time.Second, cfg.Fallback.FinishGrace)
+	assert.Equal(t, fallback.Deadlines{Headers: 15 * time.Second, TTFT: 15 * time.Second, Stall: 20 * time.Second,
+		MaxDuration: 30 * time.Minute, FinishGrace: 2 * time.Second}, cfg.Fallback.Deadlines)
 	assert.Equal(t, 4, cfg.Fallback.MaxAttempts)
 	assert.Equal(t, fallback.MidStreamSameModel, cfg.Fallback.MidStream)
 	w := cfg.Deployments[3]
@@ -200,27 +197,22 @@ func TestParseConfigFallbackDeadlines(t *testing.T) {
 	tests := []struct {
 		name     string
 		fallback string
-		want     fallback.Options
+		want     fallback.Deadlines
 	}{
-		{"omitted means fallback's defaults", ``, fallback.Options{}},
+		{"omitted means fallback's defaults", ``, fallback.Deadlines{}},
 		{"set", `"headers":"5s","ttft":"8s","stall":"12s","max_duration":"10m","finish_grace":"500ms"`,
-			fallback.Options{HeadersTimeout: 5 * time.Second, TTFTTimeout: 8 * time.Second, StallTimeout: 12 * time.Second,
+			fallback.Deadlines{Headers: 5 * time.Second, TTFT: 8 * time.Second, Stall: 12 * time.Second,
 				MaxDuration: 10 * time.Minute, FinishGrace: 500 * time.Millisecond}},
 		{"explicit zero turns each off", `"headers":"0s","ttft":"0","stall":"0s","max_duration":"0s","finish_grace":"0ms"`,
-			fallback.Options{HeadersTimeout: -1, TTFTTimeout: -1, StallTimeout: -1, MaxDuration: -1, FinishGrace: -1}},
-		{"empty string means the default", `"max_duration":"","finish_grace":""`, fallback.Options{}},
-		{"only max_duration off", `"max_duration":"0s","finish_grace":"3s"`, fallback.Options{MaxDuration: -1, FinishGrace: 3 * time.Second}},
+			fallback.Deadlines{Headers: -1, TTFT: -1, Stall: -1, MaxDuration: -1, FinishGrace: -1}},
+		{"empty string means the default", `"max_duration":"","finish_grace":""`, fallback.Deadlines{}},
+		{"only max_duration off", `"max_duration":"0s","finish_grace":"3s"`, fallback.Deadlines{MaxDuration: -1, FinishGrace: 3 * time.Second}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg, err := parseClient(strings.NewReader(dep+`,"fallback":{`+tt.fallback+`}}`), nil)
 			require.NoError(t, err)
-			got := cfg.Fallback
-			assert.Equal(t, tt.want.HeadersTimeout, got.HeadersTimeout, "headers")
-			assert.Equal(t, tt.want.TTFTTimeout, got.TTFTTimeout, "ttft")
-			assert.Equal(t, tt.want.StallTimeout, got.StallTimeout, "stall")
-			assert.Equal(t, tt.want.MaxDuration, got.MaxDuration, "max_duration")
-			assert.Equal(t, tt.want.FinishGrace, got.FinishGrace, "finish_grace")
+			assert.Equal(t, tt.want, cfg.Fallback.Deadlines)
 			_, err = tpsroute.New(cfg)
 			require.NoError(t, err, "a parsed config must be accepted by New")
 		})

@@ -125,19 +125,19 @@
 //
 // # Deadlines
 //
-// The zero Options give:
+// The zero Options.Deadlines (a Deadlines value) give:
 //
-//   - HeadersTimeout 15 s: a silent provider cannot hold a call for minutes.
-//   - TTFTTimeout 15 s from the start of the attempt to the first output
+//   - Headers 15 s: a silent provider cannot hold a call for minutes.
+//   - TTFT 15 s from the start of the attempt to the first output
 //     chunk. It fails over only when another deployment is left, so the last
 //     deployment's slow answer still arrives. With Options.MeasuredTTFT set
 //     (the root Client sets it from measure), a deployment whose TTFT was
 //     measured gets DefaultTTFTMultiple (3) times its p95, at least
 //     DefaultTTFTFloor (3 s), plus 0.5 ms per Call.EstimatedInputTokens,
-//     with TTFTTimeout as the cap: a deployment that answers in 300 ms but
+//     with TTFT as the cap: a deployment that answers in 300 ms but
 //     hangs is left after 3 s, one whose normal TTFT is 8 s is never cut
 //     before the cap.
-//   - StallTimeout 20 s without an output chunk after the first.
+//   - Stall 20 s without an output chunk after the first.
 //   - MaxDuration 30 min: the ceiling on one attempt, whatever arrives. It is
 //     what ends a provider that queues a call behind keep-alives for ever
 //     (docs/STREAM_QUIRKS.md Q27) when there is nowhere to fail over, or that never

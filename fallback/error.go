@@ -32,8 +32,8 @@ var (
 	// ErrStall means no output chunk arrived for the stall deadline after the
 	// first one. SSE comments do not reset it.
 	ErrStall = errors.New("fallback: stream stalled")
-	// ErrMaxDuration means the attempt reached Options.MaxDuration (or
-	// Call.MaxDuration) before its stream ended, for example because the
+	// ErrMaxDuration means the attempt reached Deadlines.MaxDuration (of
+	// Options or Call) before its stream ended, for example because the
 	// provider kept sending keep-alive comments and never a terminator
 	// (docs/STREAM_QUIRKS.md Q2). After the commit point it comes with ErrMidStream.
 	ErrMaxDuration = errors.New("fallback: attempt exceeded its maximum duration")

@@ -38,21 +38,7 @@ type Executor struct {
 
 // New returns an Executor with opts; zero fields take their defaults.
 func New(opts Options) *Executor {
-	if opts.HeadersTimeout == 0 {
-		opts.HeadersTimeout = DefaultHeadersTimeout
-	}
-	if opts.TTFTTimeout == 0 {
-		opts.TTFTTimeout = DefaultTTFTTimeout
-	}
-	if opts.StallTimeout == 0 {
-		opts.StallTimeout = DefaultStallTimeout
-	}
-	if opts.MaxDuration == 0 {
-		opts.MaxDuration = DefaultMaxDuration
-	}
-	if opts.FinishGrace == 0 {
-		opts.FinishGrace = DefaultFinishGrace
-	}
+	opts.Deadlines = opts.Deadlines.Or(defaultDeadlines)
 	if opts.AttemptsPerDeployment <= 0 {
 		opts.AttemptsPerDeployment = DefaultAttemptsPerDeployment
 	}
@@ -109,16 +95,15 @@ type call struct {
 	build BuildFunc
 	est   int64
 
-	headersTO, ttftTO, stallTO time.Duration
-	maxTO, graceTO             time.Duration
-	choices                    int64 // the request's n: finish_reasons that end the stream
-	mid                        MidStreamPolicy
-	malformed                  MalformedPolicy
-	keepText                   bool // a continuation may follow: runs keep their text
-	stream                     bool
-	noFallback                 bool
-	hedge                      bool
-	obs                        CallObserver
+	dl         Deadlines // this call's, defaults filled in
+	choices    int64     // the request's n: finish_reasons that end the stream
+	mid        MidStreamPolicy
+	malformed  MalformedPolicy
+	keepText   bool // a continuation may follow: runs keep their text
+	stream     bool
+	noFallback bool
+	hedge      bool
+	obs        CallObserver
 
 	mu          sync.Mutex // attempts: appended by Read during a continuation
 	attempts    []Attempt
@@ -143,13 +128,6 @@ type slot struct {
 	skipped  bool // a skip was recorded
 }
 
-func pick(call, opt time.Duration) time.Duration {
-	if call != 0 {
-		return call
-	}
-	return opt
-}
-
 // Do runs the call c over plan and returns the committed attempt's Result, or
 // a *Error listing every attempt. A streaming call (c.Stream) returns at its
 // first output chunk; a non-streaming call returns once the whole stream was
@@ -163,11 +141,7 @@ func (e *Executor) Do(ctx context.Context, plan route.Plan, c Call) (*Result, er
 	n := len(plan.Deployments)
 	cl := &call{
 		e: e, ctx: ctx, plan: plan.Deployments, body: body, build: c.Build, est: c.EstimatedInputTokens,
-		headersTO:  pick(c.HeadersTimeout, e.opts.HeadersTimeout),
-		ttftTO:     pick(c.TTFTTimeout, e.opts.TTFTTimeout),
-		stallTO:    pick(c.StallTimeout, e.opts.StallTimeout),
-		maxTO:      pick(c.MaxDuration, e.opts.MaxDuration),
-		graceTO:    pick(c.FinishGrace, e.opts.FinishGrace),
+		dl:         c.Deadlines.Or(e.opts.Deadlines),
 		choices:    max(1, gjson.GetBytes(body, "n").Int()),
 		mid:        c.MidStream,
 		stream:     c.Stream,
@@ -291,7 +265,7 @@ func (cl *call) exceededModel(d *route.Deployment) bool {
 // ttftPrefillRate (a long prompt takes longer than the measured ones),
 // whichever is shorter.
 func (cl *call) ttftFor(d *route.Deployment) time.Duration {
-	cfg := cl.ttftTO
+	cfg := cl.dl.TTFT
 	f := cl.e.opts.MeasuredTTFT
 	if cfg <= DefaultTTFTFloor || f == nil {
 		return cfg

@@ -86,7 +86,7 @@ func TestExecutor(t *testing.T) {
 
 	t.Run("close_cancels_upstream_at_once", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(60), replay.StallAfter(5, time.Hour))}, fallback.Options{StallTimeout: -1})
+			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(60), replay.StallAfter(5, time.Hour))}, fallback.Options{Deadlines: fallback.Deadlines{Stall: -1}})
 			res, err := e.do(t, planOf(a), fallback.Call{Stream: true})
 			require.NoError(t, err)
 			readErr := make(chan error, 1)
@@ -274,8 +274,8 @@ func TestCallOverrides(t *testing.T) {
 		provider string
 		min, max time.Duration
 	}{
-		{"ttft_override_fails_over_early", fallback.Call{Stream: true, TTFTTimeout: time.Second}, "b", time.Second, 1500 * time.Millisecond},
-		{"ttft_disabled_waits", fallback.Call{Stream: true, TTFTTimeout: -1}, "a", 5 * time.Second, 6 * time.Second},
+		{"ttft_override_fails_over_early", fallback.Call{Stream: true, Deadlines: fallback.Deadlines{TTFT: time.Second}}, "b", time.Second, 1500 * time.Millisecond},
+		{"ttft_disabled_waits", fallback.Call{Stream: true, Deadlines: fallback.Deadlines{TTFT: -1}}, "a", 5 * time.Second, 6 * time.Second},
 		{"default_waits_under_15s", fallback.Call{Stream: true}, "a", 5 * time.Second, 6 * time.Second},
 	}
 	for _, tt := range tests {

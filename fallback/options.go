@@ -209,6 +209,68 @@ func (b BreakerSettings) withDefaults() BreakerSettings {
 	return b
 }
 
+// Deadlines bound one attempt: the wait for its response headers and for its
+// first output chunk, the silence between chunks, its whole length, and how
+// long a finished stream may stay silent. The same value configures an
+// Executor (Options.Deadlines, where a zero field means its Default*), one
+// call (Call.Deadlines, where a zero field keeps the Executor's), the root
+// Client's per-call WithDeadlines and a config file's "fallback" section. A
+// negative field turns that deadline off. The caller's context deadline
+// applies as well. It is a value and safe to share.
+type Deadlines struct {
+	// Headers bounds the wait for response headers. Default
+	// DefaultHeadersTimeout.
+	Headers time.Duration
+	// TTFT bounds the wait for the first output chunk, from the start of the
+	// attempt. It fails over only when another deployment is left to try.
+	// For a deployment whose TTFT was measured (Options.MeasuredTTFT), it is
+	// a cap: the deadline is DefaultTTFTMultiple times the measured p95, at
+	// least DefaultTTFTFloor, plus 0.5 ms per Call.EstimatedInputTokens, at
+	// most TTFT. Default DefaultTTFTTimeout.
+	TTFT time.Duration
+	// Stall bounds the silence between output chunks after the first. SSE
+	// comments and non-output chunks do not reset it. Default
+	// DefaultStallTimeout.
+	Stall time.Duration
+	// MaxDuration bounds one attempt from sending its request to the end of
+	// its stream; data events and comments do not extend it. Before the
+	// commit point it fails over like the TTFT deadline, after it the stream
+	// ends with a mid-stream error (ErrMaxDuration), unless the stream had
+	// finished, which ends it as a success. Each continuation is a new
+	// attempt with its own ceiling. Default DefaultMaxDuration.
+	MaxDuration time.Duration
+	// FinishGrace is how long a finished stream (a finish_reason for every
+	// choice, or "[DONE]") may go without a data event before it ends as a
+	// success, with whatever usage arrived, instead of waiting for an EOF
+	// that may never come. Every data event (a trailing usage chunk,
+	// docs/STREAM_QUIRKS.md Q10) restarts it; comments do not. When it is
+	// off, a finished stream that goes silent ends, as a success, at the
+	// stall deadline or MaxDuration. Default DefaultFinishGrace.
+	FinishGrace time.Duration
+}
+
+// Or returns d with each zero field taken from def.
+func (d Deadlines) Or(def Deadlines) Deadlines {
+	for _, f := range []struct {
+		dst *time.Duration
+		src time.Duration
+	}{
+		{&d.Headers, def.Headers}, {&d.TTFT, def.TTFT}, {&d.Stall, def.Stall},
+		{&d.MaxDuration, def.MaxDuration}, {&d.FinishGrace, def.FinishGrace},
+	} {
+		if *f.dst == 0 {
+			*f.dst = f.src
+		}
+	}
+	return d
+}
+
+// defaultDeadlines are the deadlines of the zero Options.
+var defaultDeadlines = Deadlines{
+	Headers: DefaultHeadersTimeout, TTFT: DefaultTTFTTimeout, Stall: DefaultStallTimeout,
+	MaxDuration: DefaultMaxDuration, FinishGrace: DefaultFinishGrace,
+}
+
 // HedgeOptions configures hedging: when no output arrives within a delay, the
 // next deployment is started in parallel; the first to produce output wins and
 // the other is cancelled. The zero value disables hedging. It is a value read
@@ -248,44 +310,16 @@ type PrefillFunc func(body []byte, text string) ([]byte, error)
 type Options struct {
 	// Transport sends every attempt. Nil means http.DefaultTransport.
 	Transport http.RoundTripper
-	// HeadersTimeout bounds the wait for response headers. Zero means
-	// DefaultHeadersTimeout; negative disables it.
-	HeadersTimeout time.Duration
-	// TTFTTimeout bounds the wait for the first output chunk, from the start
-	// of the attempt. It fails over only when another deployment is left to
-	// try. For a deployment whose TTFT was measured (MeasuredTTFT), it is a
-	// cap: the deadline is DefaultTTFTMultiple times the measured p95, at
-	// least DefaultTTFTFloor, plus 0.5 ms per Call.EstimatedInputTokens, at
-	// most TTFTTimeout (or Call.TTFTTimeout).
-	// Zero means DefaultTTFTTimeout; negative disables it.
-	TTFTTimeout time.Duration
+	// Deadlines bound each attempt; a zero field means its Default*
+	// deadline, a negative one turns that deadline off.
+	Deadlines Deadlines
 	// MeasuredTTFT returns a deployment's measured TTFT p95 (from sending
 	// the request to the first output chunk, as tps measures it), with ok
 	// false while it has too few samples; the root Client reads it from
 	// measure. It is called once per attempt, from concurrent calls: it must
 	// be safe for concurrent use and must not block. Nil means every
-	// deployment gets the configured TTFTTimeout.
+	// deployment gets the configured Deadlines.TTFT.
 	MeasuredTTFT func(d route.Deployment) (p95 time.Duration, ok bool)
-	// StallTimeout bounds the silence between output chunks after the first.
-	// SSE comments and non-output chunks do not reset it. Zero means
-	// DefaultStallTimeout; negative disables it.
-	StallTimeout time.Duration
-	// MaxDuration bounds one attempt from sending its request to the end of
-	// its stream; data events and comments do not extend it. Before the
-	// commit point it fails over like the TTFT deadline, after it the stream
-	// ends with a mid-stream error (ErrMaxDuration), unless the stream had
-	// finished, which ends it as a success. Each continuation is a new
-	// attempt with its own ceiling. Zero means DefaultMaxDuration; negative
-	// disables it.
-	MaxDuration time.Duration
-	// FinishGrace is how long a finished stream (a finish_reason for every
-	// choice, or "[DONE]") may go without a data event before it ends as a
-	// success, with whatever usage arrived, instead of waiting for an EOF
-	// that may never come. Every data event (a trailing usage chunk, docs/STREAM_QUIRKS.md Q10)
-	// restarts it; comments do not. Zero means DefaultFinishGrace; negative
-	// disables it, and a finished stream that goes silent then ends, as a
-	// success, at the stall deadline or MaxDuration.
-	FinishGrace time.Duration
 	// AttemptsPerDeployment bounds the attempts on one deployment in one call.
 	// Zero means DefaultAttemptsPerDeployment.
 	AttemptsPerDeployment int
@@ -357,10 +391,9 @@ type Call struct {
 	Stream bool
 	// Build builds each attempt's request. Nil means DefaultBuild.
 	Build BuildFunc
-	// HeadersTimeout, TTFTTimeout, StallTimeout, MaxDuration and FinishGrace
-	// override the Options fields of the same names for this call; zero
-	// inherits, negative disables.
-	HeadersTimeout, TTFTTimeout, StallTimeout, MaxDuration, FinishGrace time.Duration
+	// Deadlines override Options.Deadlines for this call, field by field:
+	// a zero field inherits, a negative one turns that deadline off.
+	Deadlines Deadlines
 	// MidStream overrides Options.MidStream; MidStreamDefault inherits.
 	MidStream MidStreamPolicy
 	// NoHedge disables hedging for this call.

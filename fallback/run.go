@@ -115,21 +115,21 @@ func (a *run) due(el time.Duration) (wait time.Duration, cause error) {
 		}
 		return false
 	}
-	if cl.maxTO > 0 && at(cl.maxTO, ErrMaxDuration) {
+	if cl.dl.MaxDuration > 0 && at(cl.dl.MaxDuration, ErrMaxDuration) {
 		return 0, cause
 	}
 	switch {
-	case a.finished.Load() && cl.graceTO > 0:
-		if at(time.Duration(a.lastEvent.Load())+cl.graceTO, errFinished) {
+	case a.finished.Load() && cl.dl.FinishGrace > 0:
+		if at(time.Duration(a.lastEvent.Load())+cl.dl.FinishGrace, errFinished) {
 			return 0, cause
 		}
 	case a.outputSeen.Load():
-		if cl.stallTO > 0 && at(time.Duration(a.lastOut.Load())+cl.stallTO, ErrStall) {
+		if cl.dl.Stall > 0 && at(time.Duration(a.lastOut.Load())+cl.dl.Stall, ErrStall) {
 			return 0, cause
 		}
 	default:
 		headers := a.headersIn.Load()
-		if !headers && cl.headersTO > 0 && at(cl.headersTO, ErrHeadersTimeout) {
+		if !headers && cl.dl.Headers > 0 && at(cl.dl.Headers, ErrHeadersTimeout) {
 			return 0, cause
 		}
 		if a.canFailover && a.ttftTO > 0 && at(a.ttftTO, ErrTTFTTimeout) {

@@ -241,7 +241,7 @@ func TestDeadlines(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			a, b := dep("a", "us", "m"), dep("b", "us", "m")
 			cfg := testConfig(a, b)
-			cfg.Fallback.TTFTTimeout = 2 * time.Second
+			cfg.Fallback.Deadlines.TTFT = 2 * time.Second
 			e := newEnv(t, map[string]replay.Script{
 				"a-m": replay.WithFaults(prof(answer), replay.SlowFirstToken(time.Minute)),
 				"b-m": prof(answer),
@@ -261,7 +261,7 @@ func TestDeadlines(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			a, b := dep("a", "us", "m"), dep("b", "us", "m")
 			cfg := testConfig(a, b)
-			cfg.Fallback.HeadersTimeout = time.Second
+			cfg.Fallback.Deadlines.Headers = time.Second
 			cfg.Fallback.AttemptsPerDeployment = 1
 			e := newEnv(t, map[string]replay.Script{"a-m": replay.WithFaults(prof(answer), replay.Hang()), "b-m": prof(answer)}, cfg, options{})
 			w := serveRecorded(e.g, req("m", true, orderAB))
@@ -275,7 +275,7 @@ func TestDeadlines(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			a := dep("a", "us", "m")
 			cfg := testConfig(a)
-			cfg.Fallback.StallTimeout = 5 * time.Second
+			cfg.Fallback.Deadlines.Stall = 5 * time.Second
 			e := newEnv(t, map[string]replay.Script{"a-m": replay.WithFaults(prof(answer), replay.StallAfter(6, time.Hour))}, cfg, options{})
 			start := time.Now()
 			w := serveRecorded(e.g, req("m", true, ""))
