@@ -562,11 +562,13 @@ func (r *Registry) refresh(e *entry, now time.Time) {
 		newest = max(newest, rs.newest)
 	}
 	// After a change of level, until the window holds only samples of the
-	// new level, the level describes the key better than the window does.
-	if e.tpsSince != 0 && t-e.tpsSince < int64(r.opts.Window.Length) && e.tpsShift.n > 0 {
+	// new level, the level describes the key better than the window does;
+	// so it does once the window is empty (the key went unused), rather
+	// than an EWMA that still remembers the level before the change.
+	if e.tpsSince != 0 && (t-e.tpsSince < int64(r.opts.Window.Length) || pq.n == 0) && e.tpsShift.n > 0 {
 		est.TPSP50, est.TPSP95, est.TPSEWMA = e.tpsShift.rebase(est.TPSP50, est.TPSP95)
 	}
-	if e.ttftSince != 0 && t-e.ttftSince < int64(r.opts.Window.Length) && e.ttftShift.n > 0 {
+	if e.ttftSince != 0 && (t-e.ttftSince < int64(r.opts.Window.Length) || tq.n == 0) && e.ttftShift.n > 0 {
 		est.TTFTP50, est.TTFTP95, est.TTFTEWMA = e.ttftShift.rebase(est.TTFTP50, est.TTFTP95)
 	}
 	if ok+fail > 0 {

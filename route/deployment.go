@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/tpsroute/tpsroute/measure"
 )
@@ -40,12 +41,27 @@ type Deployment struct {
 	// a deployment that is not a wildcard.
 	ModelCapabilities map[string]Capabilities
 	Weight            float64 // static weight among near-equal candidates; 0 means 1, negative is invalid
+	// Expected is what the deployment is expected to deliver before it is
+	// measured (a published benchmark, a provider's figures): a prior worth
+	// a few samples (3), shrunk toward the measurements as they arrive, so
+	// a new deployment is ranked on it from its first pick instead of being
+	// probed as cold. The zero Prior means none.
+	Expected Prior
 
 	// Models, for a wildcard deployment, lists the models it serves; a call
 	// for any other model is not sent to it, and creates no statistics. Nil
 	// means any model (bounded by the tpsroute Client's MaxWildcardModels).
 	// It must be nil for a deployment that is not a wildcard.
 	Models []string
+}
+
+// Prior is a deployment's expected generation speed and time to first
+// token, used until measurements outweigh it (see Deployment.Expected).
+// Zero fields mean unknown; negative or non-finite ones are invalid. It is a
+// value, safe for concurrent reads.
+type Prior struct {
+	TPS  float64       // generation-phase tokens/s of one stream
+	TTFT time.Duration // time to first token
 }
 
 // Limits are the provider's rate limits for this deployment. Zero means unlimited.
@@ -102,7 +118,8 @@ func (e *DeploymentError) Is(target error) bool { return target == ErrInvalidDep
 // Validate reports the first invalid field of d as a *DeploymentError, or nil.
 // Provider, Model and BaseURL are required; BaseURL must be an absolute http or
 // https URL; prices, limits, ContextWindow and Weight must be finite and not
-// negative; Model and Revision must not contain '@' (use Revision to pin).
+// negative, and so must Expected's figures; Model and Revision must not
+// contain '@' (use Revision to pin).
 func (d Deployment) Validate() error {
 	bad := func(field, reason string) error {
 		return &DeploymentError{Index: -1, Key: d.Key().String(), Field: field, Reason: reason}
@@ -138,6 +155,7 @@ func (d Deployment) Validate() error {
 		{"Price.CachedInput", d.Price.CachedInput},
 		{"Price.Output", d.Price.Output},
 		{"Weight", d.Weight},
+		{"Expected.TPS", d.Expected.TPS},
 	} {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
 			return bad(f.name, "not finite")
@@ -154,6 +172,7 @@ func (d Deployment) Validate() error {
 		{"Limits.TPM", int64(d.Limits.TPM)},
 		{"Limits.MaxInFlight", int64(d.Limits.MaxInFlight)},
 		{"ContextWindow", d.ContextWindow},
+		{"Expected.TTFT", int64(d.Expected.TTFT)},
 	} {
 		if f.v < 0 {
 			return bad(f.name, "negative")

@@ -1,6 +1,7 @@
 // Package route orders the deployments that can serve a call: by measured
 // throughput, latency or cost, under the caller's pins and SLO, with cache
-// affinity, cold-start probing and a small exploration share.
+// affinity, cold-start probing, priors, and exploration where it can change
+// the decision.
 //
 // # Deployments and keys
 //
@@ -31,12 +32,19 @@
 //     down after a Retry-After, out of limiter headroom or rate-limited by the
 //     provider. Open breakers are excluded, unless every candidate is open:
 //     then all are tried last (fail-open), best score first.
-//  3. SLO: violators go behind compliant deployments, or are dropped with
-//     SLO.Strict.
+//  3. SLO: violators go behind compliant deployments, the one closest to
+//     meeting the SLO first (SLO distance: the log excess over each violated
+//     limit), or are dropped with SLO.Strict. MaxTTFT is judged on the
+//     window's percentile, not the peak-sensitive EWMA, so one slow first
+//     token does not demote a deployment.
 //  4. Request.Providers: the listed providers first, in that order.
-//  5. Warm before cold: a deployment without enough samples is never scored
-//     as fast. Under Cost the score needs no samples, so cold deployments are
-//     still ordered by expected cost among themselves.
+//  5. Warm before cold: a deployment with fewer than 3 successful samples
+//     in its window, no prior (Deployment.Expected) and no earlier
+//     measurement is cold and never scored as fast. Under Cost the score
+//     needs no samples, so cold deployments are still ordered by expected
+//     cost among themselves. A deployment measured before stays warm when
+//     its window empties: it is ranked on the level it last showed and
+//     re-measured by exploration, not probed as new.
 //  6. Score: the Policy (Throughput, Latency, Cost) or a custom Scorer.
 //
 // The first place may then be changed, in this priority: cache affinity
@@ -44,8 +52,8 @@
 // Picker.Served), a half-open probe (a half-open deployment of the leading
 // model, put first at most once per Options.HalfOpenProbeInterval, default
 // 1 s, so that its breaker gets the call it needs to close again and a
-// recovered provider wins its traffic back), a cold probe (see below), the
-// exploration share (Options.Exploration, default 5%), or a draw weighted by
+// recovered provider wins its traffic back), a cold probe (see below),
+// exploration (see below), or a draw weighted by
 // Deployment.Weight among candidates within Options.Band of the best score,
 // so that many callers do not herd onto one deployment. When every candidate
 // of the leading tier is cold and its probes are spent, nothing ranks them, so
@@ -53,16 +61,44 @@
 // ranked by price, so the cheapest leads, with exploration and the band
 // applying as for warm deployments.
 //
+// # Exploration
+//
+// A pick re-measures a deployment other than the leader with the chance
+// that it would now lead, as Thompson sampling would: every warm, healthy
+// deployment of the leading model, compliant or not, has a level (log TPS,
+// log TTFT, or its SLO distance) uncertain by its per-sample spread over its
+// samples plus a drift that grows with the time since its newest sample,
+// and it is explored with the normal tail probability of its gap to the
+// leader. A clearly worse deployment measured recently is therefore almost
+// never explored, so exploration does not inflate the tail; a near-equal or
+// long-unseen one is. A deployment that led within the last 10 minutes and
+// fell behind is also judged at its best remembered level with weight
+// min(1, unseen/50 s), so that at r picks/s a demoted leader is re-measured
+// about every sqrt(100/r) seconds (10 s at 1/s, 3 s at 10/s) and regains
+// the lead within seconds of recovering. Under Cost a dearer deployment is
+// never explored (its cost is known). Options.Exploration caps the share
+// of picks that explore (default 20%); in a steady fleet far fewer do.
+// Half-open deployments have their own probes (above).
+//
+// # Priors
+//
+// Deployment.Expected gives figures (TPS, TTFT) to expect before
+// measurements, worth 3 samples: the Expected statistics are the geometric
+// mix of the prior and the measurements, the prior weighted 3/(3+n) with n
+// samples in the window, so a new deployment is ranked (and may lead) from
+// its first pick and its prior fades as it is measured.
+//
 // # Cold probes
 //
-// A cold deployment (its Estimate is not OK: too few samples) ranks behind
-// warm ones, so without probes it would never be measured. A cold probe puts
-// it first. Probes are limited per Options.ColdProbeInterval (default 10 s)
-// in two ways:
+// A cold deployment (fewer than 3 successful samples, no prior, never
+// measured before) ranks behind warm ones, so without probes it would never
+// be measured. A cold probe puts it first: of the leading tier's cold
+// deployments, the one with the fewest samples, so that they are probed in
+// turn and compared, their remaining uncertainty left to exploration, after
+// three samples each. Probes are limited per Options.ColdProbeInterval
+// (default 10 s) in two ways:
 //
-//   - per deployment, by Options.ColdProbes (default 10, the samples measure
-//     needs by default, so a cold deployment can be compared with warm ones
-//     within one interval when traffic allows);
+//   - per deployment, by Options.ColdProbes (default 10);
 //   - per Picker, by Options.ColdShare (default 25%) of the interval's picks,
 //     so that probing follows the traffic rather than a fixed rate: at 1
 //     pick/s ten probes per 10 s would take nearly every call from the
@@ -72,20 +108,16 @@
 // recovered deployment gets its first sample quickly at any traffic; the
 // probes beyond it go on while the interval's probes, other than its first,
 // are fewer than ColdShare times its picks. Over K picks with D cold
-// deployments that is at most ceil(ColdShare*K)+D probes. At 20 picks/s a
-// cold deployment gets its ten probes within about 2 s; at 5 picks/s within
-// about 7 s; at 1 pick/s about four probes per interval in all. The share
+// deployments that is at most ceil(ColdShare*K)+D probes. The share
 // counts with atomics and a compare-and-swap, so Pick still takes no lock.
 // It applies only while a warm deployment leads: when every leading
 // candidate is cold, a probe takes no call from a measured deployment, and
 // only ColdProbes limits it.
 //
-// Very low traffic has a limit no probing removes: a deployment that gets
-// fewer calls than measure's MinSamples within measure's window (by default
-// 10 in 5 minutes, about 2 a minute) never becomes warm, so every deployment
-// stays cold and picks are draws weighted by Deployment.Weight (by price
-// under Cost). Lower measure.Options.MinSamples or lengthen the window for
-// such traffic.
+// Very low traffic has a limit: a deployment whose window never holds 3
+// successful samples (by default a 5-minute window) is cold until it does,
+// and one measured before keeps the level it last showed, however old.
+// Lengthen measure's window for such traffic.
 //
 // # Estimates
 //
@@ -96,10 +128,9 @@
 // detected, the Estimate reports the new level rather than the window, so a
 // TPS that falls 3× shows after two of the deployment's own calls, whatever
 // its history, and a recovery shows after two calls too (docs/ROUTING.md,
-// "How estimates adapt"); a demoted deployment gets those calls only from
-// exploration, so in the sim at 2 calls/s a recovered leader regains its
-// share after about a minute. TTFT is read at p95 and TPS at p50 unless
-// Options say otherwise.
+// "How estimates adapt"); a demoted deployment gets those calls from
+// exploration (above). TTFT is read at p95 and TPS at p50 unless Options
+// say otherwise.
 //
 // # Sources and handles
 //

@@ -23,52 +23,89 @@ func spread(n int) ([]Deployment, *fakeSource) {
 	return ds, src
 }
 
-func TestExplorationShare(t *testing.T) {
-	const picks = 10000
-	tests := []struct {
-		name  string
-		share float64 // Options.Exploration
-		want  float64
-	}{
-		{"default 5%", 0, 0.05},
-		{"20%", 0.2, 0.2},
-		{"1%", 0.01, 0.01},
-		{"disabled", -1, 0},
-		{"always", 1, 1},
+// at returns e as last sampled at t.
+func at(e measure.Estimate, t time.Time) measure.Estimate {
+	e.Newest = t
+	return e
+}
+
+// TestExplorationFollowsChance: a pick explores a deployment with the chance
+// that it would now lead, so a clearly worse one measured recently is left
+// alone, a near one unseen for a minute is re-measured, and a former leader
+// that fell behind is re-measured the more the longer it goes unseen.
+func TestExplorationFollowsChance(t *testing.T) {
+	const picks = 5000
+	ds := []Deployment{dep("a", "us", "m"), dep("b", "us", "m"), dep("c", "us", "m")}
+	explored := func(p *Picker, now time.Time) map[string]float64 {
+		n := map[string]float64{}
+		for range picks {
+			plan := mustPick(t, p, Request{Model: "m"}, now)
+			if plan.Deployments[0].Reason == ReasonExplore {
+				n[plan.Deployments[0].Key().Provider] += 1.0 / picks
+			}
+		}
+		return n
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ds, src := spread(4)
-			p := newPicker(t, ds, src, Options{Exploration: tt.share, Band: -1, Seed: 42})
-			n := 0
-			seen := map[string]int{}
-			for i := range picks {
-				plan := mustPick(t, p, Request{Model: "m"}, t0.Add(time.Duration(i)*time.Millisecond))
-				if plan.Deployments[0].Reason == ReasonExplore {
-					n++
-					seen[plan.Deployments[0].Key().Provider]++
-				} else if plan.Deployments[0].Key().Provider != "p000" {
-					t.Fatalf("pick %d: first %s with reason %q", i, plan.Deployments[0].Key(), plan.Deployments[0].Reason)
-				}
-			}
-			got := float64(n) / picks
-			if math.Abs(got-tt.want) > 0.01 {
-				t.Errorf("exploration share = %.4f, want %.2f ± 0.01", got, tt.want)
-			}
-			equal(t, p.Stats().Explorations, uint64(n), "Stats().Explorations")
-			if tt.want > 0 {
-				equal(t, len(seen), 3, "explored deployments")
-				if _, ok := seen["p000"]; ok {
-					t.Error("exploration chose the best deployment")
-				}
-			}
-		})
-	}
+	t.Run("fresh and clearly worse: left alone", func(t *testing.T) {
+		src := newSource()
+		src.set(ds[0].Key(), at(warm(0.2, 1000), t0))
+		src.set(ds[1].Key(), at(warm(0.2, 900), t0))
+		src.set(ds[2].Key(), at(warm(0.2, 250), t0))
+		got := explored(newPicker(t, ds, src, Options{Band: -1, Seed: 42}), t0)
+		if got["b"] > 0.01 || got["c"] > 0 {
+			t.Errorf("explored %v, want b ≤ 1%% and c never", got)
+		}
+	})
+	t.Run("unseen for a minute: the near one is re-measured, the far one not", func(t *testing.T) {
+		src := newSource()
+		src.set(ds[0].Key(), at(warm(0.2, 1000), t0))
+		src.set(ds[1].Key(), at(warm(0.2, 900), t0.Add(-time.Minute)))
+		src.set(ds[2].Key(), at(warm(0.2, 250), t0.Add(-time.Minute)))
+		p := newPicker(t, ds, src, Options{Band: -1, Seed: 42})
+		got := explored(p, t0)
+		if got["b"] < 0.1 || got["c"] > 0.005 {
+			t.Errorf("explored %v, want b ≥ 10%% and c ≤ 0.5%%", got)
+		}
+		if b := got["b"]; b > DefaultExploration+0.02 {
+			t.Errorf("explored b %.3f, above the %.2f cap", b, DefaultExploration)
+		}
+		equal(t, p.Stats().Explorations > 0, true, "Stats().Explorations counted")
+		capped := explored(newPicker(t, ds, src, Options{Exploration: 0.05, Band: -1, Seed: 42}), t0)
+		if capped["b"] > 0.06 {
+			t.Errorf("Exploration 0.05: explored %v", capped)
+		}
+		if off := explored(newPicker(t, ds, src, Options{Exploration: Off, Band: -1, Seed: 42}), t0); len(off) != 0 {
+			t.Errorf("Exploration Off: explored %v", off)
+		}
+	})
+	t.Run("a former leader is re-measured as it goes unseen", func(t *testing.T) {
+		src := newSource()
+		src.set(ds[0].Key(), at(warm(0.2, 1000), t0))
+		src.set(ds[1].Key(), at(warm(0.2, 900), t0))
+		src.set(ds[2].Key(), at(warm(0.2, 2000), t0))
+		p := newPicker(t, ds, src, Options{Band: -1, Seed: 42})
+		equal(t, mustPick(t, p, Request{Model: "m"}, t0).Deployments[0].Key().Provider, "c", "leader")
+		fell := t0.Add(time.Second)
+		src.set(ds[2].Key(), at(warm(0.2, 250), fell)) // a tenth of the leader's speed now
+		if got := explored(p, fell)["c"]; got > 0.001 {
+			t.Errorf("just measured slow: explored %.4f", got)
+		}
+		if got := explored(p, fell.Add(10*time.Second))["c"]; got < 0.06 || got > 0.14 {
+			t.Errorf("unseen 10 s: explored %.4f, want about 10/50/2 = 10%%", got)
+		}
+		if got := explored(p, fell.Add(40*time.Second))["c"]; got < 0.1 {
+			t.Errorf("unseen 40 s: explored %.4f, want half the 20%% cap or more (b, unseen 40 s too, takes the rest)", got)
+		}
+	})
 }
 
 func TestExplorationSeedIsDeterministic(t *testing.T) {
 	run := func(seed uint64) []string {
 		ds, src := spread(6)
+		for _, d := range ds[1:] { // unseen for a while: explored
+			e, _ := src.Estimate(d.Key())
+			src.set(d.Key(), at(e, t0.Add(-5*time.Minute)))
+		}
 		p := newPicker(t, ds, src, Options{Exploration: 0.3, Seed: seed})
 		var firsts []string
 		for range 200 {
@@ -355,10 +392,10 @@ func TestCostCold(t *testing.T) {
 			wantFirst: map[string]float64{"c": 1}, wantWhy: ReasonBest,
 		},
 		{
-			name: "default exploration keeps 5% off the cheapest", ds: cold,
+			name: "default exploration spends nothing on dearer deployments: their cost is known", ds: cold,
 			opts: Options{Policy: Cost, ColdProbes: -1, Seed: 2},
 			req:  Request{Model: "m"}, picks: 4000,
-			wantFirst: map[string]float64{"c": 0.95, "a": 0.025, "b": 0.025},
+			wantFirst: map[string]float64{"c": 1},
 		},
 		{
 			name: "band draws by weight among near-equal costs", ds: near,

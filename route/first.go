@@ -8,8 +8,8 @@ import (
 
 // chooseFirst moves one candidate to the front by cache affinity, half-open
 // probe, cold probe, exploration or a weighted draw within the band, and
-// returns the reason for the first place. All but the half-open probe choose
-// within the leading tier.
+// returns the reason for the first place. All but the half-open probe and
+// exploration choose within the leading tier (the head).
 func (p *Picker) chooseFirst(s *scratch, req *Request, now time.Time) string {
 	items, order := s.items, s.order
 	// The head: the leading run of candidates in the same model, health,
@@ -19,61 +19,17 @@ func (p *Picker) chooseFirst(s *scratch, req *Request, now time.Time) string {
 	for head < len(order) && items[order[head]].tier.sameGroup(lead) {
 		head++
 	}
-	healthy := items[order[0]].health == healthOK && items[order[0]].viol == 0
-
 	var rng rand.PCG
 	rng.Seed(p.seed, splitmix(p.counter.Add(1)))
-	u := float64(rng.Uint64()>>11) * 0x1p-53
 
-	if req.CacheKey != "" && p.aff != nil {
-		k, live, found := p.aff.get(req.CacheKey, now)
-		switch {
-		case !found:
-			p.counters[cAffinityMisses].Add(1)
-		case !live:
-			p.counters[cAffinityBroken].Add(1)
-		default:
-			at := -1
-			for i, o := range order[:head] {
-				if p.keyOf(s, &items[o]) == k {
-					at = i
-					break
-				}
-			}
-			if at >= 0 && healthy {
-				moveFront(order, at)
-				p.counters[cAffinityHits].Add(1)
-				return ReasonAffinity
-			}
-			p.counters[cAffinityBroken].Add(1)
-		}
+	if req.CacheKey != "" && p.aff != nil && p.affinityFirst(s, req, head, now) {
+		return ReasonAffinity
 	}
-	if !healthy {
+	if items[order[0]].health != healthOK {
 		return "" // keep the demotion reason
 	}
-	if p.halfWin > 0 && !req.NoFallbacks {
-		if i := p.halfOpenProbe(s, head, now); i >= 0 {
-			moveFront(order, i)
-			p.counters[cHalfOpenProbes].Add(1)
-			return ReasonHalfOpenProbe
-		}
-	}
-	if head == 1 && !items[order[0]].cold {
-		return ReasonBest
-	}
-	// Cold probe: the first cold candidate of the head with budget left.
-	// The share cap applies when a warm candidate leads (warm sort before
-	// cold within the head): only then does a probe take a measured call.
-	if p.coldMax > 0 {
-		shared := p.share > 0 && !items[order[0]].cold
-		for i := range head {
-			it := &items[order[i]]
-			if it.cold && p.takeCold(it.idx, now, shared) {
-				moveFront(order, i)
-				p.counters[cColdProbes].Add(1)
-				return ReasonColdProbe
-			}
-		}
+	if r := p.probe(s, req, head, now); r != "" {
+		return r
 	}
 	if items[order[0]].cold && !s.costly {
 		// Only cold candidates (probe budgets spent) and nothing known to
@@ -81,29 +37,112 @@ func (p *Picker) chooseFirst(s *scratch, req *Request, now time.Time) string {
 		// rather than herd onto one. Under Cost the expected cost is known
 		// without samples, so they go on to the cheapest (exploration and the
 		// band still apply), not to a blind draw.
-		p.draw(s, head, u, drawFilter{all: true})
+		p.draw(s, head, unit(&rng), drawFilter{all: true})
 		return ReasonColdProbe
 	}
-	if u < p.opts.Exploration && head > 1 {
-		i := 1 + int(rng.Uint64()%uint64(head-1))
+	if i := p.explore(s, unit(&rng), now); i > 0 {
 		moveFront(order, i)
 		p.counters[cExplorations].Add(1)
 		return ReasonExplore
 	}
-	if p.opts.Band > 0 {
-		best := &items[order[0]]
-		lo := best.score - p.opts.Band*math.Abs(best.score)
-		tlo := best.tie - p.opts.Band*math.Abs(best.tie)
-		v := float64(rng.Uint64()>>11) * 0x1p-53
-		if i := p.draw(s, head, v, drawFilter{lo: lo, tlo: tlo, cold: s.costly}); i >= 0 {
-			if i > 0 {
-				p.counters[cBandPicks].Add(1)
-			}
-			return ReasonBand
-		}
+	if items[order[0]].viol != 0 {
+		return "" // keep the demotion reason
+	}
+	if head > 1 && p.opts.Band > 0 {
+		return p.band(s, head, unit(&rng))
 	}
 	return ReasonBest
 }
+
+// affinityFirst moves the request's cache-key deployment to the front when
+// it is in the head and the leader is healthy and compliant, counting the
+// hit, miss or break, and reports whether it did.
+func (p *Picker) affinityFirst(s *scratch, req *Request, head int, now time.Time) bool {
+	items, order := s.items, s.order
+	k, live, found := p.aff.get(req.CacheKey, now)
+	switch {
+	case !found:
+		p.counters[cAffinityMisses].Add(1)
+		return false
+	case !live:
+		p.counters[cAffinityBroken].Add(1)
+		return false
+	}
+	if items[order[0]].health == healthOK && items[order[0]].viol == 0 {
+		for i, o := range order[:head] {
+			if p.keyOf(s, &items[o]) == k {
+				moveFront(order, i)
+				p.counters[cAffinityHits].Add(1)
+				return true
+			}
+		}
+	}
+	p.counters[cAffinityBroken].Add(1)
+	return false
+}
+
+// probe puts a half-open deployment (its breaker's probe) or a cold one (a
+// cold probe) first, and returns the reason, or "" when none is due.
+func (p *Picker) probe(s *scratch, req *Request, head int, now time.Time) string {
+	items, order := s.items, s.order
+	if p.halfWin > 0 && !req.NoFallbacks && items[order[0]].viol == 0 {
+		if i := p.halfOpenProbe(s, head, now); i >= 0 {
+			moveFront(order, i)
+			p.counters[cHalfOpenProbes].Add(1)
+			return ReasonHalfOpenProbe
+		}
+	}
+	if p.coldMax == 0 || (head == 1 && !items[order[0]].cold) {
+		return ""
+	}
+	// Cold probe: the cold candidate of the head with the fewest samples,
+	// so that cold deployments are probed in turn, else the first with
+	// budget left. The share cap applies when a warm candidate leads (warm
+	// sort before cold within the head): only then does a probe take a
+	// measured call.
+	shared := p.share > 0 && !items[order[0]].cold
+	fewest := -1
+	for j := range head {
+		if it := &items[order[j]]; it.cold && (fewest < 0 || it.exp.Samples < items[order[fewest]].exp.Samples) {
+			fewest = j
+		}
+	}
+	for j := -1; j < head; j++ {
+		i := j
+		if j < 0 {
+			i = fewest
+		}
+		if i < 0 || (j >= 0 && (i == fewest || !items[order[i]].cold)) {
+			continue
+		}
+		if p.takeCold(items[order[i]].idx, now, shared) {
+			moveFront(order, i)
+			p.counters[cColdProbes].Add(1)
+			return ReasonColdProbe
+		}
+	}
+	return ""
+}
+
+// band draws the first place by weight among the head's candidates within
+// Options.Band of the best score (and tie-break), and returns ReasonBand, or
+// ReasonBest when fewer than two qualify.
+func (p *Picker) band(s *scratch, head int, v float64) string {
+	best := &s.items[s.order[0]]
+	lo := best.score - p.opts.Band*math.Abs(best.score)
+	tlo := best.tie - p.opts.Band*math.Abs(best.tie)
+	i := p.draw(s, head, v, drawFilter{lo: lo, tlo: tlo, cold: s.costly})
+	if i < 0 {
+		return ReasonBest
+	}
+	if i > 0 {
+		p.counters[cBandPicks].Add(1)
+	}
+	return ReasonBand
+}
+
+// unit returns a uniform draw in [0,1) from rng.
+func unit(rng *rand.PCG) float64 { return float64(rng.Uint64()>>11) * 0x1p-53 }
 
 // drawFilter says which candidates a draw is among: all of them, or those
 // scoring at least lo with a tie-break at least tlo, cold ones only if cold.

@@ -53,8 +53,11 @@ const Off = -1
 
 // Defaults for the zero fields of Options.
 const (
-	// DefaultExploration is the share of picks that explore: 5%.
-	DefaultExploration = 0.05
+	// DefaultExploration caps the share of picks that explore: 20%. Far
+	// fewer do in a steady fleet (a pick explores a deployment with the
+	// chance that it would now lead, see Options.Exploration); the cap binds
+	// at low traffic, when a demoted leader is re-measured every 10 to 20 s.
+	DefaultExploration = 0.2
 	// DefaultBand is the relative score distance of near-equal candidates: 5%.
 	DefaultBand = 0.05
 	// DefaultColdProbes is the number of cold probes per deployment per
@@ -84,7 +87,7 @@ const (
 
 // Options configures a Picker. A zero Options consists entirely of default
 // values: every deployment healthy, Throughput, LatencyTTFT, TTFT read at
-// P95 and TPS at P50, no SLO, 5% exploration, a 5% band, up to 10 cold
+// P95 and TPS at P50, no SLO, exploration capped at 20% of picks, a 5% band, up to 10 cold
 // probes per deployment per 10 s within a 25% share of the picks (but at
 // least one per deployment), a half-open probe per deployment at most every 1 s,
 // and a 5-minute cache affinity over at most 10,000 keys.
@@ -103,10 +106,17 @@ type Options struct {
 	TPSPercentile Percentile
 	// SLO applies to every request; a Request's SLO fields override it.
 	SLO SLO
-	// Exploration is the share of picks, in [0,1], that put a random healthy,
-	// compliant deployment other than the best first, to keep estimates fresh.
-	// Zero means DefaultExploration (5%); Off (any negative value) disables
-	// exploration.
+	// Exploration caps, in [0,1], the share of picks that explore: put first
+	// a healthy deployment of the leading model other than the best, warm
+	// (cold ones have cold probes), compliant with the SLO or not, to
+	// re-measure it. A pick explores each such deployment with the chance
+	// that it would now lead, Thompson-style: its gap to the leader (score,
+	// or distance from the SLO) against their uncertainty, which grows with
+	// the time since its newest sample; a deployment that led within the
+	// last 10 minutes is also judged, more likely the longer it goes
+	// unseen, at its best remembered level (the package documentation,
+	// Exploration, has the rule). Zero means DefaultExploration (20%); Off
+	// (any negative value) disables exploration.
 	Exploration float64
 	// Band is the relative score distance, in [0,1], within which candidates
 	// count as near-equal; the first place is then drawn among them, weighted by
@@ -171,7 +181,7 @@ type Stats struct {
 	AffinityMisses uint64 `json:"affinity_misses"`  // picks with a CacheKey and no live entry
 	AffinityBroken uint64 `json:"affinity_broken"`  // picks whose cache key's deployment was unhealthy, off-SLO, expired or not eligible
 	ColdProbes     uint64 `json:"cold_probes"`      // picks that put a cold deployment first
-	Explorations   uint64 `json:"explorations"`     // picks that put a random deployment first by the exploration share
+	Explorations   uint64 `json:"explorations"`     // picks that put a deployment first to re-measure it (Options.Exploration)
 	BandPicks      uint64 `json:"band_picks"`       // picks whose first place was drawn among near-equal candidates and was not the top score
 	HalfOpenProbes uint64 `json:"half_open_probes"` // picks that put a half-open deployment first (Options.HalfOpenProbeInterval)
 }
@@ -198,6 +208,7 @@ type Picker struct {
 	shareWin atomic.Pointer[shareState] // the current share window; nil none yet
 	halfWin  int64                      // Options.HalfOpenProbeInterval in ns; 0 disables
 	half     []atomic.Int64             // per deployment: unix ns of its last half-open probe; 0 none
+	memo     []memo                     // per deployment: what exploration remembers of it (explore.go)
 	aff      *affinity
 	counter  atomic.Uint64
 	scratch  sync.Pool
@@ -255,6 +266,7 @@ func NewPicker(ds []Deployment, src Source, opts Options) (*Picker, error) {
 		share:   opts.ColdShare,
 		halfWin: int64(opts.HalfOpenProbeInterval),
 		half:    make([]atomic.Int64, len(ds)),
+		memo:    make([]memo, len(ds)),
 	}
 	if hs, ok := src.(HandleSource); ok {
 		p.hsrc = hs
@@ -393,7 +405,7 @@ func (p *Picker) PickAt(r Request, now time.Time) (Plan, error) {
 		r.NoFallbacks = false // the pin decides the first; applyPin trims
 	}
 	plan, err := p.pick(s, &r, now)
-	s.req = Request{} // drop references to the caller's slices and Scorer
+	s.req, s.scorer = Request{}, nil // drop references to the caller's slices and Scorer
 	if pin != (Pin{}) && (err == nil || len(plan.Excluded) > 0) {
 		// A pinned deployment left out (open breaker, strict SLO) is still
 		// the caller's explicit choice: applyPin honours it.
@@ -465,6 +477,7 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 	if p.src != nil {
 		p.readEstimates(s)
 	}
+	s.slo, s.checkSLO, s.scorer = slo, checkSLO, scorer
 	open, usable := p.scoreItems(s, &scoring{scorer: scorer, slo: slo, checkSLO: checkSLO, in: in, out: out}, now)
 	// Open breakers are excluded, unless every remaining candidate is open:
 	// then all of them are tried, last resort first by score (fail-open).
@@ -475,7 +488,12 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 			it.excl = exclOpen
 		}
 		if it.excl == exclNone {
-			s.ranks = append(s.ranks, rank{tier: it.tier, score: it.score, tie: it.tie, idx: it.idx, item: int32(i)})
+			r := rank{tier: it.tier, score: it.score, tie: it.tie, idx: it.idx, item: int32(i)}
+			if it.viol != 0 {
+				// Violators: the closest to meeting the SLO first.
+				r.score, r.tie = -it.dist, it.score
+			}
+			s.ranks = append(s.ranks, r)
 		}
 	}
 	if len(s.ranks) == 0 {

@@ -100,6 +100,11 @@ type Expected struct {
 	TTFTOK    bool    // a finite positive TTFT was available
 	TPSOK     bool    // a finite positive TPS was available
 	OK        bool    // warm: the source had enough samples and TTFTOK or TPSOK
+
+	// What the Picker's exploration and SLO check read besides (explore.go).
+	newest int64   // unix ns of the newest sample; 0 when unknown
+	ttftQ  float64 // TTFT at the window percentile alone, for the SLO check; 0 when unknown
+	spread float64 // p95/p50 of TPS or TTFT, the larger: the per-sample spread; 0 when unknown
 }
 
 // Blend returns the Expected view of e, reading TTFT at ttftAt and TPS at
@@ -132,6 +137,19 @@ func blend(x *Expected, e *measure.Estimate, ok bool, ttftAt, tpsAt Percentile) 
 	x.TTFT, x.TTFTOK = pessimistic(ttftP, e.TTFTEWMA, true)
 	x.TPS, x.TPSOK = pessimistic(tpsP, e.TPSEWMA, false)
 	x.OK = ok && e.OK && (x.TTFTOK || x.TPSOK)
+	if valid(ttftP) {
+		x.ttftQ = ttftP
+	}
+	if !e.Newest.IsZero() {
+		x.newest = e.Newest.UnixNano()
+	}
+	// The spread as p95/p50 (the log is taken only when exploring).
+	if valid(e.TTFTP50) && e.TTFTP95 > e.TTFTP50 && valid(e.TTFTP95) {
+		x.spread = e.TTFTP95 / e.TTFTP50
+	}
+	if valid(e.TPSP50) && e.TPSP95 > e.TPSP50 && valid(e.TPSP95) {
+		x.spread = max(x.spread, e.TPSP95/e.TPSP50)
+	}
 }
 
 // pessimistic returns the higher (for TTFT) or lower (for TPS) of the valid

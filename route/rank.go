@@ -11,6 +11,8 @@ type item struct {
 	score  float64
 	tie    float64
 	cost   float64
+	dist   float64 // SLO.distance when viol != 0
+	prior  float64 // samples the deployment's prior adds to exp (0 or priorSamples)
 	exp    Expected
 	idx    int32 // into p.ds
 	model  int32 // into scratch.models
@@ -109,8 +111,14 @@ type scratch struct {
 	ranks  []rank
 	order  []int32
 	models []model
-	nWild  int  // candidates from wildcard deployments
-	costly bool // the built-in Cost policy orders: a cold score is known
+	// chances are explore's per-candidate probabilities, order[1:].
+	chances []float64
+	nWild   int  // candidates from wildcard deployments
+	costly  bool // the built-in Cost policy orders: a cold score is known
+	// For exploration: the merged SLO and the custom Scorer, if any.
+	slo      SLO
+	checkSLO bool
+	scorer   Scorer
 }
 
 // sortRanks sorts r by compareRanks: by insertion for the usual handful of

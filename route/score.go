@@ -1,6 +1,7 @@
 package route
 
 import (
+	"math"
 	"time"
 
 	"github.com/tpsroute/tpsroute/measure"
@@ -35,7 +36,7 @@ func (p *Picker) scoreItems(s *scratch, sc *scoring, now time.Time) (open, usabl
 			kp = &wk
 			s.nWild++
 		}
-		it.cold = !it.exp.OK
+		p.warmUp(it, d, now.UnixNano())
 		if health != nil {
 			it.health, it.busy = healthOf(health.Status(*kp, now), now)
 			if it.health == healthOpen {
@@ -44,8 +45,11 @@ func (p *Picker) scoreItems(s *scratch, sc *scoring, now time.Time) (open, usabl
 		}
 		if sc.checkSLO {
 			it.viol = sc.slo.check(m.priceOut, &it.exp)
-			if it.viol != 0 && sc.slo.Strict {
-				it.excl = exclStrict
+			if it.viol != 0 {
+				it.dist = sc.slo.distance(m.priceOut, &it.exp, it.viol)
+				if sc.slo.Strict {
+					it.excl = exclStrict
+				}
 			}
 		}
 		if it.excl == exclNone && it.health != healthOpen {
@@ -86,4 +90,67 @@ func healthOf(st Status, now time.Time) (health, busy uint8) {
 		return healthHalfOpen, 0
 	}
 	return healthOK, 0
+}
+
+// warmUp decides whether it is compared on its figures or probed as cold,
+// and applies its deployment's prior. A deployment is compared once its
+// window holds minCompare successful samples, and stays compared (on the
+// level it last showed, Expected.OK) when its window empties after that:
+// being measured before, it is not new, and exploration re-measures it.
+// A prior makes it compared from the start.
+func (p *Picker) warmUp(it *item, d *Deployment, now int64) {
+	e := &it.exp
+	has := e.TTFTOK || e.TPSOK
+	warmed := false
+	if !p.meta[it.idx].wild {
+		m := &p.memo[it.idx]
+		if has && (e.OK || e.Samples >= minCompare) {
+			m.remember(e, now)
+		}
+		warmed = m.warm.Load()
+	}
+	if has && warmed {
+		e.OK = true
+	}
+	if pr := d.Expected; pr.TPS > 0 || pr.TTFT > 0 {
+		it.prior = priorSamples
+		applyPrior(e, pr, warmed)
+		has = true
+	}
+	it.cold = !has || !(e.OK || e.Samples >= minCompare)
+}
+
+// applyPrior shrinks e toward the prior pr, in log terms, with the prior
+// worth priorSamples samples against e's (at least measure's default
+// MinSamples once the deployment has been compared: its window may have
+// emptied since), and makes e OK.
+func applyPrior(e *Expected, pr Prior, warmed bool) {
+	n := float64(e.Samples)
+	if warmed {
+		n = max(n, measure.DefaultMinSamples)
+	}
+	w := priorSamples / (priorSamples + n)
+	if pr.TPS > 0 {
+		e.TPS, e.TPSOK = shrink(e.TPS, e.TPSOK, pr.TPS, w), true
+	}
+	if pr.TTFT > 0 {
+		v := pr.TTFT.Seconds()
+		if e.ttftQ > 0 {
+			e.ttftQ = shrink(e.ttftQ, true, v, w)
+		}
+		e.TTFT, e.TTFTOK = shrink(e.TTFT, e.TTFTOK, v, w), true
+	}
+	e.OK = true
+}
+
+// shrink returns the geometric mix of x (when ok) and the prior v, v
+// weighted w.
+func shrink(x float64, ok bool, v, w float64) float64 {
+	if !ok {
+		return v
+	}
+	if w < 0.01 {
+		return x
+	}
+	return math.Exp(w*math.Log(v) + (1-w)*math.Log(x))
 }

@@ -1,6 +1,7 @@
 package route
 
 import (
+	"math"
 	"strings"
 	"time"
 )
@@ -11,7 +12,7 @@ import (
 // only on what is known: MaxPrice always, MaxErrorRate once samples exist.
 // An SLO is a value, safe to copy and for concurrent reads.
 type SLO struct {
-	MaxTTFT      time.Duration // upper bound on the expected TTFT (read at Options.TTFTPercentile)
+	MaxTTFT      time.Duration // upper bound on the TTFT read at Options.TTFTPercentile over the window (after a detected change, at the new level); the peak-sensitive EWMA is left out, so one slow first token does not demote a deployment
 	MinTPS       float64       // lower bound on the expected generation tokens/s (read at Options.TPSPercentile)
 	MaxPrice     float64       // upper bound on Price.Output, in USD per million output tokens: the soft price control (Request.PriceCap is the hard one)
 	MaxErrorRate float64       // upper bound on the windowed error rate, in (0,1]
@@ -79,11 +80,55 @@ func (s SLO) check(priceOut float64, e *Expected) Violation {
 	if !e.OK {
 		return v
 	}
-	if s.MaxTTFT > 0 && e.TTFTOK && e.TTFT > s.MaxTTFT.Seconds() {
+	if s.MaxTTFT > 0 && e.TTFTOK && e.sloTTFT() > s.MaxTTFT.Seconds() {
 		v |= ViolatesTTFT
 	}
 	if s.MinTPS > 0 && (!e.TPSOK || e.TPS < s.MinTPS) {
 		v |= ViolatesTPS
 	}
 	return v
+}
+
+// sloTTFT is the TTFT the SLO judges: the window's percentile, which one
+// outlier does not move (the blended TTFT follows the peak-sensitive EWMA,
+// which jumps to any slow sample), else the blended value.
+func (e *Expected) sloTTFT() float64 {
+	if e.ttftQ > 0 {
+		return e.ttftQ
+	}
+	return e.TTFT
+}
+
+// distance is how far a deployment with violations v is from meeting s, in
+// natural-log units summed over the violated limits (0.1 is about 10% over
+// a limit): violators are ranked by it, closest first, and exploration
+// weighs their chance of complying by it. A violation with nothing to
+// measure it by (a warm deployment without TPS) counts 1.
+func (s SLO) distance(priceOut float64, e *Expected, v Violation) float64 {
+	d := 0.0
+	if v&ViolatesPrice != 0 {
+		d += logOver(priceOut, s.MaxPrice)
+	}
+	if v&ViolatesErrorRate != 0 {
+		d += logOver(e.ErrorRate, s.MaxErrorRate)
+	}
+	if v&ViolatesTTFT != 0 {
+		d += logOver(e.sloTTFT(), s.MaxTTFT.Seconds())
+	}
+	if v&ViolatesTPS != 0 {
+		if e.TPSOK {
+			d += logOver(s.MinTPS, e.TPS)
+		} else {
+			d++
+		}
+	}
+	return d
+}
+
+// logOver returns ln(x/limit) for x over a positive limit, else 0.
+func logOver(x, limit float64) float64 {
+	if !(x > limit) || !(limit > 0) {
+		return 0
+	}
+	return clamp(math.Log(x / limit))
 }

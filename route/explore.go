@@ -1,0 +1,306 @@
+package route
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// Exploration re-measures deployments other than the leader with the
+// probability that they would now lead, as Thompson sampling would: each
+// candidate's level (log TPS, log TTFT, or its distance from the SLO) is
+// uncertain by its per-sample spread over its sample count, plus a drift
+// that grows with the time since its newest sample, and a pick explores a
+// candidate with the chance that it beats the leader under that
+// uncertainty. A clearly worse deployment that was measured recently is
+// thus almost never explored; a near-equal or long-unseen one is, and
+// exploration follows the traffic: a probability per pick.
+//
+// A deployment that led (or came close) within peakMemory and has since
+// fallen behind is a contender: with probability min(1, age/revertTime),
+// age being the time since its newest sample, it is judged at its best
+// remembered level instead, since a slowdown often ends. At r picks per
+// second a demoted contender is then re-measured about every
+// sqrt(2·revertTime/r) seconds (10 s at 1/s, 3 s at 10/s, 1 s at 100/s),
+// which is what lets a recovered leader regain its share within seconds;
+// and a contender whose newest sample moved its figures toward its best by
+// riseSignal is re-measured on the next pick (once per such sample), so the
+// second sample that confirms a recovery (measure's change detector needs
+// two) follows the first at once.
+// docs/ROUTING.md gives the simulator's figures behind the constants.
+const (
+	// minCompare is the number of successful samples after which a
+	// deployment is compared on its figures, its uncertainty counted by
+	// exploration, rather than probed as cold.
+	minCompare = 3
+	// priorSamples is what a Deployment.Expected prior is worth, in samples.
+	priorSamples = 3
+	// driftTime is how long unseen makes a level as uncertain as one sample.
+	driftTime = float64(60 * time.Second)
+	// revertTime is the age at which a contender is as likely as not judged
+	// at its remembered best.
+	revertTime = float64(50 * time.Second)
+	// peakMemory is how long a deployment's best level is remembered.
+	peakMemory = int64(10 * time.Minute)
+	// riseSignal is the factor by which one sample must move a contender's
+	// figures toward its best for it to be re-measured at once: a sample at
+	// the old level moves a change detector's level of n samples by its log
+	// ratio over n (+14% for a 5× recovery at n = 12), noise by a few %.
+	riseSignal = 1.05
+	// defaultSigma is the per-sample log spread assumed when the window
+	// does not tell it (fewer than 10 samples, or no spread).
+	defaultSigma = 0.3
+)
+
+// memo is what the Picker remembers of one configured deployment across
+// picks, without a lock: whether it has been compared on its figures, and
+// its best recent levels.
+type memo struct {
+	warm     atomic.Bool
+	bestTPS  atomic.Uint64 // math.Float64bits of the highest TPS seen; 0 none
+	tpsAt    atomic.Int64  // unix ns when bestTPS was last seen
+	bestTTFT atomic.Uint64 // math.Float64bits of the lowest TTFT seen; 0 none
+	ttftAt   atomic.Int64  // unix ns when bestTTFT was last seen
+	// The figures at the newest sample seen, and whether that sample moved
+	// them toward the best by more than riseSignal.
+	seen     atomic.Int64  // Expected.newest
+	seenTPS  atomic.Uint64 // math.Float64bits of Expected.TPS
+	seenTTFT atomic.Uint64 // math.Float64bits of Expected.TTFT
+	rising   atomic.Bool
+}
+
+// remember records it's levels at now: the best TPS and TTFT it has had
+// within peakMemory. It writes only when a level improves on (or renews) the
+// remembered one, so a steady fleet's picks write nothing.
+func (m *memo) remember(e *Expected, now int64) {
+	if !m.warm.Load() {
+		m.warm.Store(true)
+	}
+	if e.newest > m.seen.Load() {
+		tps, ttft := math.Float64frombits(m.seenTPS.Load()), math.Float64frombits(m.seenTTFT.Load())
+		_, contender := m.peak(e, now)
+		m.rising.Store(contender &&
+			((e.TPSOK && tps > 0 && e.TPS > riseSignal*tps) || (e.TTFTOK && e.TTFT > 0 && ttft > riseSignal*e.TTFT)))
+		m.seenTPS.Store(math.Float64bits(e.TPS))
+		m.seenTTFT.Store(math.Float64bits(e.TTFT))
+		m.seen.Store(e.newest)
+	}
+	if e.TPSOK {
+		best, at := math.Float64frombits(m.bestTPS.Load()), m.tpsAt.Load()
+		switch {
+		case e.TPS > best || now-at > peakMemory:
+			m.bestTPS.Store(math.Float64bits(e.TPS))
+			m.tpsAt.Store(now)
+		case e.TPS >= 0.8*best && now-at > peakMemory/8:
+			m.tpsAt.Store(now) // still there: renew
+		}
+	}
+	if e.TTFTOK {
+		best, at := math.Float64frombits(m.bestTTFT.Load()), m.ttftAt.Load()
+		switch {
+		case best == 0 || e.TTFT < best || now-at > peakMemory:
+			m.bestTTFT.Store(math.Float64bits(e.TTFT))
+			m.ttftAt.Store(now)
+		case e.TTFT <= 1.25*best && now-at > peakMemory/8:
+			m.ttftAt.Store(now)
+		}
+	}
+}
+
+// peak returns e at the best levels m remembers at now, and whether it is
+// better than e in either.
+func (m *memo) peak(e *Expected, now int64) (Expected, bool) {
+	x, better := *e, false
+	if b := math.Float64frombits(m.bestTPS.Load()); e.TPSOK && b > e.TPS && now-m.tpsAt.Load() <= peakMemory {
+		x.TPS, better = b, true
+	}
+	if b := math.Float64frombits(m.bestTTFT.Load()); e.TTFTOK && b > 0 && b < e.TTFT && now-m.ttftAt.Load() <= peakMemory {
+		x.TTFT, better = b, true
+		if x.ttftQ > b {
+			x.ttftQ = b
+		}
+	}
+	return x, better
+}
+
+// explore returns the position in s.order of the candidate a pick with
+// uniform draw u re-measures, or -1. Candidates are those of the leading
+// model and provider-order tier with a closed breaker and no cooldown that
+// are compared on their figures (cold ones have cold probes), compliant or
+// not. The pick explores each with probability chance, scaled down in
+// proportion when they add up to more than Options.Exploration, so a draw
+// at or above it costs nothing.
+func (p *Picker) explore(s *scratch, u float64, now time.Time) int {
+	limit := p.opts.Exploration
+	if limit == 0 {
+		return -1
+	}
+	if i := p.confirm(s); i > 0 {
+		return i
+	}
+	if u >= limit {
+		return -1
+	}
+	items, order := s.items, s.order
+	lead := &items[order[0]]
+	t := now.UnixNano()
+	s.chances = s.chances[:0]
+	total := 0.0
+	for i := 1; i < len(order); i++ {
+		it := &items[order[i]]
+		if it.model != lead.model {
+			break
+		}
+		c := 0.0
+		if it.health == healthOK && !it.cold && it.tier.prov == lead.tier.prov {
+			c = p.chance(s, lead, it, t)
+		}
+		s.chances = append(s.chances, c)
+		total += c
+	}
+	if total > limit {
+		u *= total / limit
+	}
+	for i, c := range s.chances {
+		if u < c {
+			return i + 1
+		}
+		u -= c
+	}
+	return -1
+}
+
+// confirm returns the position of a contender whose newest sample moved it
+// toward its best (memo.rising), taking that flag so one pick re-measures
+// it, or -1: the call that confirms or refutes a recovery is due at once,
+// not at exploration's odds.
+func (p *Picker) confirm(s *scratch) int {
+	items, order := s.items, s.order
+	lead := &items[order[0]]
+	for i := 1; i < len(order); i++ {
+		it := &items[order[i]]
+		if it.model != lead.model {
+			break
+		}
+		if it.health == healthOK && !it.cold && it.tier.prov == lead.tier.prov && !p.meta[it.idx].wild &&
+			p.memo[it.idx].rising.Load() && p.memo[it.idx].rising.CompareAndSwap(true, false) {
+			return i
+		}
+	}
+	return -1
+}
+
+// chance is the probability that it would now lead: the normal tail of its
+// gap to the leader over their combined uncertainty, mixed for a contender
+// with the chance at its remembered best.
+func (p *Picker) chance(s *scratch, lead, it *item, now int64) float64 {
+	g := p.gap(s, lead, it, &it.exp, it.score)
+	sd := math.Sqrt(variance(&lead.exp, lead.prior, now) + variance(&it.exp, it.prior, now))
+	c := tail(g, sd)
+	if p.meta[it.idx].wild {
+		return c
+	}
+	opt, better := p.memo[it.idx].peak(&it.exp, now)
+	if !better {
+		return c
+	}
+	age := 0.0
+	if it.exp.newest > 0 {
+		age = float64(max(now-it.exp.newest, 0))
+	}
+	w := min(age/revertTime, 1)
+	if w == 0 {
+		return c
+	}
+	return w*tail(p.gap(s, lead, it, &opt, p.scoreOf(s, it, &opt)), sd) + (1-w)*c
+}
+
+// gap is how much it, with figures e and score sc, must improve, in log
+// units, to lead: its score's distance below the leader's, and when it
+// violates the SLO its distance from meeting it (when the leader violates
+// too, the difference of their distances). +Inf means it cannot lead
+// whatever its figures (a dearer deployment under Cost).
+func (p *Picker) gap(s *scratch, lead, it *item, e *Expected, sc float64) float64 {
+	if lead.viol != 0 { // violators rank by distance alone
+		viol := s.slo.check(p.meta[it.idx].priceOut, e)
+		return s.slo.distance(p.meta[it.idx].priceOut, e, viol) - lead.dist
+	}
+	var gs float64
+	if s.costly {
+		switch {
+		case it.cost > lead.cost:
+			return math.Inf(1)
+		case it.cost == lead.cost && e.TPSOK && lead.exp.TPSOK:
+			gs = math.Log(lead.exp.TPS / e.TPS)
+		}
+	} else {
+		gs = scoreGap(lead.score, sc)
+	}
+	if !s.checkSLO {
+		return gs
+	}
+	viol := s.slo.check(p.meta[it.idx].priceOut, e)
+	if viol != 0 {
+		return max(gs, s.slo.distance(p.meta[it.idx].priceOut, e, viol))
+	}
+	return gs
+}
+
+// scoreOf is it's score with figures e.
+func (p *Picker) scoreOf(s *scratch, it *item, e *Expected) float64 {
+	d := &p.ds[it.idx]
+	if s.scorer != nil {
+		return clamp(s.scorer.Score(*d, *e, &s.req))
+	}
+	return s.req.Policy.score(d, e, &s.req)
+}
+
+// scoreGap is the log distance of score x below the leader's score l: the
+// log ratio when both have one sign (TPS, or minus a latency), else 0 when
+// x is at least l and 1 when it is below.
+func scoreGap(l, x float64) float64 {
+	switch {
+	case l > 0 && x > 0:
+		return math.Log(l / x)
+	case l < 0 && x < 0:
+		return math.Log(x / l)
+	case x >= l:
+		return 0
+	}
+	return 1
+}
+
+// variance is the uncertainty of a level, in squared log units: sigma²
+// over the samples (a prior counts as priorSamples), plus sigma² per
+// driftTime since the newest sample.
+func variance(e *Expected, prior float64, now int64) float64 {
+	sigma := defaultSigma
+	if e.Samples >= 10 && e.spread > 1 {
+		sigma = min(max(math.Log(e.spread)/1.645, 0.05), 1)
+	}
+	n := max(float64(e.Samples)+prior, 1)
+	v := 1 / n
+	if e.newest > 0 && now > e.newest {
+		v += float64(now-e.newest) / driftTime
+	}
+	return sigma * sigma * v
+}
+
+// tail is P(Z > g/sd) for a standard normal Z.
+func tail(g, sd float64) float64 {
+	switch {
+	case math.IsInf(g, 1) || math.IsNaN(g):
+		return 0
+	case sd == 0 && g < 0:
+		return 1
+	case sd == 0 && g == 0:
+		return 0.5
+	case sd == 0:
+		return 0
+	}
+	z := g / sd
+	if z > 6 {
+		return 0
+	}
+	return 0.5 * math.Erfc(z/math.Sqrt2)
+}

@@ -1,0 +1,172 @@
+package route
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/tps"
+)
+
+// TestRecoveredLeaderRegainsLead is issue 16's recovery target on the real
+// Registry: a leader whose TPS fell 3× for two minutes, and so lost its
+// traffic, is re-measured by exploration and leads again within 30 s of
+// recovering at 1 call/s and within 10 s at 10 calls/s; while it is slow it
+// gets a small share.
+func TestRecoveredLeaderRegainsLead(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		every  time.Duration
+		within time.Duration
+	}{
+		{"1 call/s", time.Second, 30 * time.Second},
+		{"10 calls/s", 100 * time.Millisecond, 10 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := measure.NewRegistry(measure.Options{})
+			ds := []Deployment{
+				{Provider: "lead", Region: "us", Model: "m", BaseURL: "http://lead"},
+				{Provider: "next", Region: "us", Model: "m", BaseURL: "http://next"},
+			}
+			p, err := NewPicker(ds, reg, Options{Seed: 7})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ranked, err := NewPicker(ds, reg, Options{Exploration: Off, Band: Off})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(3, 4))
+			start := time.Unix(1_700_000_000, 0)
+			now := start
+			speed := func(i int) float64 {
+				el := now.Sub(start)
+				if i == 0 && el >= 2*time.Minute && el < 4*time.Minute {
+					return 300 // a third of next's... of its own 1500, below next's 600
+				}
+				return []float64{1500, 600}[i]
+			}
+			step := func() int {
+				now = now.Add(tc.every)
+				plan, err := p.PickAt(Request{Model: "m"}, now)
+				if err != nil {
+					t.Fatal(err)
+				}
+				i := 0
+				if plan.Deployments[0].Key().Provider == "next" {
+					i = 1
+				}
+				noise := math.Exp(0.1 * rng.NormFloat64())
+				reg.RecordAt(now, ds[i].Key(), tps.Sample{TTFT: 200 * time.Millisecond, TPS: speed(i) * noise, TPSOK: true, OutputTokens: 200})
+				return i
+			}
+			slowCalls, slowTotal := 0, 0
+			for now.Sub(start) < 4*time.Minute {
+				i := step()
+				if el := now.Sub(start); el >= 2*time.Minute+10*time.Second {
+					slowTotal++
+					if i == 0 {
+						slowCalls++
+					}
+				}
+			}
+			if share := float64(slowCalls) / float64(slowTotal); share > 0.15 {
+				t.Errorf("the slow leader's share while slow = %.3f, want ≤ 0.15", share)
+			}
+			recovered := now
+			for now.Sub(recovered) < 2*tc.within {
+				if step() == 0 && testing.Verbose() {
+					e, _ := reg.Estimate(ds[0].Key())
+					t.Logf("re-measured %v after recovering: TPS p50 %.0f", now.Sub(recovered), e.TPSP50)
+				}
+				plan, _ := ranked.PickAt(Request{Model: "m"}, now)
+				if plan.Deployments[0].Key().Provider == "lead" {
+					t.Logf("leads again %v after recovering (slow share %.3f)", now.Sub(recovered), float64(slowCalls)/float64(slowTotal))
+					if d := now.Sub(recovered); d > tc.within {
+						t.Errorf("regained the lead after %v, want within %v", d, tc.within)
+					}
+					return
+				}
+			}
+			t.Errorf("did not regain the lead within %v", 2*tc.within)
+		})
+	}
+}
+
+// A deployment measured before stays warm when its window empties: it keeps
+// the level it last showed and is not probed as new.
+func TestStaleWindowStaysWarm(t *testing.T) {
+	reg := measure.NewRegistry(measure.Options{Window: measure.WindowOptions{Length: time.Minute}})
+	ds := []Deployment{dep("a", "us", "m"), dep("b", "us", "m")}
+	p := newPicker(t, ds, reg, strictOrder())
+	now := t0
+	for i := range 20 {
+		now = now.Add(time.Second)
+		reg.RecordAt(now, ds[i%2].Key(), tps.Sample{TTFT: 100 * time.Millisecond, TPS: []float64{100, 500}[i%2], TPSOK: true})
+	}
+	mustPick(t, p, Request{Model: "m"}, now)
+	for range 30 { // b alone for three minutes: a's window empties
+		now = now.Add(6 * time.Second)
+		reg.RecordAt(now, ds[1].Key(), tps.Sample{TTFT: 100 * time.Millisecond, TPS: 500, TPSOK: true})
+	}
+	reg.PruneAt(now) // republishes a's estimate: its window is empty
+	if e, _ := reg.Estimate(ds[0].Key()); e.Samples != 0 || e.TPSEWMA == 0 {
+		t.Fatalf("a's estimate %+v: want an empty window and its last level", e)
+	}
+	plan := mustPick(t, p, Request{Model: "m"}, now)
+	equal(t, order(plan), []string{"b/us/m", "a/us/m"}, "order")
+	a := plan.Deployments[1]
+	equal(t, a.Reason, ReasonRanked, "a's reason")
+	equal(t, a.Expected.OK, true, "a's Expected.OK")
+	if math.Abs(a.Expected.TPS-100) > 5 {
+		t.Errorf("a's TPS %v, want its last level 100", a.Expected.TPS)
+	}
+}
+
+// One slow first token over MaxTTFT does not demote a deployment: the SLO
+// reads the window's percentile, which the peak-sensitive EWMA's jump does
+// not move.
+func TestSLOOutlierDoesNotDemote(t *testing.T) {
+	ds := []Deployment{dep("a", "us", "m"), dep("b", "us", "m")}
+	ds[0].Price, ds[1].Price = measure.Price{Output: 1}, measure.Price{Output: 2}
+	src := newSource()
+	e := warm(0.2, 500)
+	e.TTFTEWMA = 0.3 // one 300 ms first token
+	src.set(ds[0].Key(), e)
+	src.set(ds[1].Key(), warm(0.2, 500))
+	p := newPicker(t, ds, src, Options{Policy: Cost, SLO: SLO{MaxTTFT: 250 * time.Millisecond}, Exploration: Off, Band: Off, Seed: 1})
+	plan := mustPick(t, p, Request{Model: "m"}, t0)
+	equal(t, order(plan), []string{"a/us/m", "b/us/m"}, "order")
+	equal(t, plan.Deployments[0].Violations, Violation(0), "violations")
+	equal(t, plan.Deployments[0].Expected.TTFT, 0.3, "the blended TTFT still shows the outlier")
+}
+
+// When every deployment violates the SLO the closest to meeting it leads,
+// whatever the policy prefers, and exploration still runs.
+func TestAllViolateClosestLeads(t *testing.T) {
+	ds := []Deployment{dep("cheap", "us", "m"), dep("mid", "us", "m"), dep("dear", "us", "m")}
+	for i := range ds {
+		ds[i].Price = measure.Price{Output: float64(i + 1)}
+	}
+	src := newSource()
+	src.set(ds[0].Key(), at(warm(0.2, 300), t0.Add(-time.Minute)))
+	src.set(ds[1].Key(), at(warm(0.2, 900), t0.Add(-time.Minute)))
+	src.set(ds[2].Key(), at(warm(0.2, 700), t0))
+	p := newPicker(t, ds, src, Options{Policy: Cost, SLO: SLO{MinTPS: 1000}, Band: Off, Seed: 1})
+	n := map[string]int{}
+	for range 2000 {
+		plan := mustPick(t, p, Request{Model: "m"}, t0)
+		n[plan.Deployments[0].Key().Provider+"/"+plan.Deployments[0].Reason]++
+	}
+	if n["mid/"+ReasonSLO] < 1500 {
+		t.Errorf("first places %v: want mid, closest to 1000 tok/s, to lead", n)
+	}
+	if n["dear/"+ReasonExplore] == 0 {
+		t.Errorf("first places %v: want exploration of dear, the next closest", n)
+	}
+	if n["cheap/"+ReasonExplore] > 20 {
+		t.Errorf("first places %v: cheap, the farthest, explored too often", n)
+	}
+}
