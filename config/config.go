@@ -124,6 +124,12 @@ type fileDeployment struct {
 	ModelCapabilities map[string]fileModelCapabilities `json:"model_capabilities"`
 	Weight            float64                          `json:"weight"`
 	Models            []string                         `json:"models"`
+	// Expected is route.Deployment.Expected: a prior such as
+	// {"tps": 120, "ttft": "400ms"}.
+	Expected struct {
+		TPS  float64 `json:"tps"`
+		TTFT string  `json:"ttft"`
+	} `json:"expected"`
 }
 
 // fileModelCapabilities overrides, for one model of a wildcard deployment,
@@ -290,6 +296,14 @@ func (p *converter) deployment(i int, fd *fileDeployment) (route.Deployment, err
 		},
 		Weight: fd.Weight,
 		Models: fd.Models,
+	}
+	if fd.Expected.TPS < 0 {
+		return route.Deployment{}, p.errorf(at+".expected.tps", "negative tokens/s %v", fd.Expected.TPS)
+	}
+	d.Expected.TPS = fd.Expected.TPS
+	var err error
+	if d.Expected.TTFT, err = p.duration(at+".expected.ttft", fd.Expected.TTFT); err != nil {
+		return route.Deployment{}, err
 	}
 	if iu := fd.Capabilities.IncludeUsage; iu != nil && !*iu {
 		return route.Deployment{}, p.errorf(at+".capabilities.include_usage",

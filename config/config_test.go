@@ -112,6 +112,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"negative finish_grace", "{\"deployments\":[" + okDep + "],\"fallback\":{\"finish_grace\":\"-2s\"}}", nil, 1, "fallback.finish_grace", "negative"},
 		{"numeric finish_grace", "{\"deployments\":[" + okDep + "],\"fallback\":{\"finish_grace\":2}}", nil, 1, "", "want string"},
 		{"exploration out of range", "{\"deployments\":[" + okDep + "],\"route\":{\"exploration\":1.5}}", nil, 1, "route.exploration", "(0, 1]"},
+		{"negative expected tps", "{\"deployments\":[{\"provider\":\"a\",\"model\":\"m\",\"base_url\":\"http://x/v1\",\n\"expected\":{\"tps\":-120}}]}", nil, 2, "deployments[0].expected.tps", "negative"},
+		{"unparsable expected ttft", "{\"deployments\":[{\"provider\":\"a\",\"model\":\"m\",\"base_url\":\"http://x/v1\",\n\"expected\":{\"ttft\":\"400\"}}]}", nil, 2, "deployments[0].expected.ttft", "duration"},
 		{"cold share out of range", "{\"deployments\":[" + okDep + "],\"route\":{\"cold_share\":-0.1}}", nil, 1, "route.cold_share", "(0, 1]"},
 	}
 	for _, tt := range tests {
@@ -129,6 +131,13 @@ func TestParseConfigErrors(t *testing.T) {
 			assert.NotContains(t, err.Error(), "sk-live", "a secret must never appear in an error")
 		})
 	}
+}
+
+func TestParseConfigExpected(t *testing.T) {
+	cfg, err := parseClient(strings.NewReader(`{"deployments":[{"provider":"a","model":"m","base_url":"http://x/v1",
+	"expected":{"tps":120,"ttft":"400ms"}}]}`), nil)
+	require.NoError(t, err)
+	assert.Equal(t, route.Prior{TPS: 120, TTFT: 400 * time.Millisecond}, cfg.Deployments[0].Expected)
 }
 
 func TestParseConfigOffIsSpelledOff(t *testing.T) {
