@@ -62,7 +62,8 @@ func (f *fleet) deployments() []route.Deployment {
 		out[i] = route.Deployment{
 			Provider: d.spec.Provider, Region: d.spec.Region, Model: model,
 			BaseURL: "http://" + host(i) + "/v1", APIKey: "sim-key-" + strconv.Itoa(i),
-			Price: d.spec.Price,
+			Price:    d.spec.Price,
+			Expected: route.Prior{TPS: d.spec.Expected.TPS, TTFT: time.Duration(d.spec.Expected.TTFT)},
 		}
 	}
 	return out

@@ -135,6 +135,16 @@ type Deployment struct {
 	Noisy Noisy `json:"noisy,omitzero"`
 	// Phases change the behaviour from a point in time on, in order.
 	Phases []Phase `json:"phases,omitempty"`
+	// Expected is the prior the router is configured with
+	// (route.Deployment.Expected), as in the config file; the zero value
+	// is none. Only the defaults read it.
+	Expected Prior `json:"expected,omitzero"`
+}
+
+// Prior is a deployment's expected figures given to the router.
+type Prior struct {
+	TPS  float64  `json:"tps,omitempty"`
+	TTFT Duration `json:"ttft,omitempty"`
 }
 
 // Errors are per-call failure probabilities, each in [0, 1].
