@@ -161,7 +161,9 @@ func redactErr(err error, url string) error {
 // JoinClient attaches the Fleet to a Client and starts the background
 // loop; it implements tpsroute.Fleet and is called once, by tpsroute.New (a
 // second call returns an error). reg holds the Client's statistics: the
-// Fleet exports its deltas and merges the other replicas' into it. The
+// Fleet exports its deltas and merges the other replicas' into it. What reg
+// holds when JoinClient is called (statistics restored from a state file,
+// Config.StateFile) is not exported: the fleet had it when it was measured. The
 // deployments' Limits.RPM and TPM are enforced fleet-wide (wildcard
 // deployments are not shared); their credentials are not read. learn records
 // a cache key that another replica's call was served with; it must be safe
@@ -180,6 +182,11 @@ func (f *Fleet) JoinClient(reg *measure.Registry, deployments []route.Deployment
 	f.joined = true
 	f.reg = reg
 	f.exp = reg.NewExporter()
+	// What reg holds already was restored from a state file (tpsroute.New
+	// joins before the first call): the fleet received those samples when
+	// they were measured, so they are marked published, not sent again.
+	f.exp.Export()
+	f.exp.Commit()
 	f.learn = learn
 	for _, d := range deployments {
 		if d.IsWildcard() {

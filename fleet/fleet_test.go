@@ -353,3 +353,44 @@ func TestOpenedGrowth(t *testing.T) {
 	}
 	assert.Equal(t, MaxOpen, interval())
 }
+
+// TestRestoredStateNotRepublished: a replica restarted from a state file
+// (measure.Registry.RestoreState before JoinClient, as tpsroute.New does)
+// does not publish the restored samples again, which would count them twice
+// in every other replica; what it records afterwards is published.
+func TestRestoredStateNotRepublished(t *testing.T) {
+	mr := miniredis.RunT(t)
+	url := "redis://" + mr.Addr()
+	before := measure.NewRegistry(measure.Options{})
+	now := t0
+	for range 30 {
+		now = now.Add(100 * time.Millisecond)
+		before.RecordAt(now, slow.Key(), sample(300*time.Millisecond, 80))
+	}
+	var file bytes.Buffer
+	require.NoError(t, before.SaveState(&file, now))
+
+	reg := measure.NewRegistry(measure.Options{})
+	_, err := reg.RestoreState(&file, now, nil)
+	require.NoError(t, err)
+	f, err := New(Options{URL: url, Name: "test", Replica: "restarted"})
+	require.NoError(t, err)
+	f.manual = true
+	_, err = f.JoinClient(reg, []route.Deployment{slow, fast}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, f.Close()) })
+	other := newReplica(t, url, "other")
+
+	f.syncAt(context.Background(), now, true)
+	other.round(now)
+	_, ok := other.reg.Remote(slow.Key())
+	assert.False(t, ok, "the restored samples were published again")
+
+	now = now.Add(time.Second)
+	reg.RecordAt(now, slow.Key(), sample(300*time.Millisecond, 80))
+	f.syncAt(context.Background(), now, true)
+	other.round(now)
+	rt, ok := other.reg.Remote(slow.Key())
+	require.True(t, ok)
+	assert.Equal(t, int64(1), rt.Requests, "only the sample recorded after the restart")
+}

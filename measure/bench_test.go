@@ -1,6 +1,7 @@
 package measure
 
 import (
+	"bytes"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -240,4 +241,64 @@ func BenchmarkEstimateFleet(b *testing.B) {
 		sink += e.TPSP50
 	}
 	_ = sink
+}
+
+// busyKeys returns a Registry of n keys, each recorded 10 times a second
+// over the last five minutes (a full default window, every cache state),
+// and the time of the last sample.
+func busyKeys(n int) (*Registry, time.Time) {
+	r := NewRegistry(Options{Prices: benchPrices})
+	keys := make([]Key, n)
+	for i := range keys {
+		keys[i] = Key{Provider: "provider", Region: "region", Model: "model-" + string(rune('A'+i/26)) + string(rune('a'+i%26))}
+	}
+	ss := samples(8192, 12)
+	const perKey = 3000
+	step := DefaultWindow / perKey / time.Duration(n)
+	now := t0
+	for i := range perKey * n {
+		now = now.Add(step)
+		r.RecordAt(now, keys[i%n], ss[i&8191])
+	}
+	return r, now
+}
+
+// BenchmarkSaveState saves a Registry of 256 busy keys (3,000 samples
+// each within the window) to memory.
+func BenchmarkSaveState(b *testing.B) {
+	r, now := busyKeys(256)
+	var buf bytes.Buffer
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := cpuTime()
+	for b.Loop() {
+		buf.Reset()
+		if err := r.SaveState(&buf, now); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportCPU(b, cpu)
+	b.ReportMetric(float64(buf.Len()), "file-B")
+	b.ReportMetric(float64(buf.Len())/256, "B/key")
+}
+
+// BenchmarkRestoreState restores that file into a new Registry.
+func BenchmarkRestoreState(b *testing.B) {
+	r, now := busyKeys(256)
+	var buf bytes.Buffer
+	if err := r.SaveState(&buf, now); err != nil {
+		b.Fatal(err)
+	}
+	data := buf.Bytes()
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := cpuTime()
+	for b.Loop() {
+		nr := NewRegistry(Options{Prices: benchPrices})
+		if _, err := nr.RestoreState(bytes.NewReader(data), now, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportCPU(b, cpu)
+	b.ReportMetric(float64(len(data)), "file-B")
 }

@@ -113,6 +113,16 @@
 // either; Stats.Fleet shows the remote layer. Package fleet moves Deltas
 // between replicas through Redis.
 //
+// # State files
+//
+// SaveState writes every key's windows, EWMAs, change detectors, outcome
+// counts, counters and meters to a versioned, checksummed binary format
+// (docs/STATE.md), with times as Unix nanoseconds; RestoreState fills an
+// empty Registry from it as of a given time, so a file saved three minutes
+// ago restores statistics three minutes older. A malformed file is a typed
+// error (ErrStateFormat, ErrStateVersion, ErrStateCorrupt, ErrIncompatible)
+// and restores nothing. The root's Config.StateFile uses them.
+//
 // # Memory and speed
 //
 // Keys idle (no Record or Begin, nothing in flight) for longer than

@@ -1,6 +1,7 @@
 package measure_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -97,4 +98,28 @@ func ExampleRegistry() {
 	// ok=true ttft_p50=0.25s tps_p50=302 in_flight=1
 	// requests=3 cold=3 output_tokens=1500 cost=$0.002955
 	// {"count":3,"p50":0.24905131021792776,"p90":0.24905131021792776,"p95":0.24905131021792776,"p99":0.24905131021792776,"mean":0.25,"ewma":0.25}
+}
+
+func ExampleRegistry_SaveState() {
+	k := measure.Key{Provider: "groq", Region: "us", Model: "llama"}
+	r := measure.NewRegistry(measure.Options{})
+	now := start
+	for range 20 {
+		now = now.Add(time.Second)
+		r.RecordAt(now, k, tps.Sample{TTFT: 300 * time.Millisecond, TPS: 120, TPSOK: true, OutputTokens: 200})
+	}
+	var file bytes.Buffer // a file, in a real program (tpsroute's Config.StateFile)
+	if err := r.SaveState(&file, now); err != nil {
+		panic(err)
+	}
+
+	// A new process, a minute later, restores it.
+	restarted := measure.NewRegistry(measure.Options{})
+	info, err := restarted.RestoreState(&file, now.Add(time.Minute), nil)
+	if err != nil {
+		panic(err)
+	}
+	e, ok := restarted.Estimate(k)
+	fmt.Printf("restored %d key(s): TTFT p50 %.2f s, TPS p50 %.0f, OK %v\n", info.Keys, e.TTFTP50, e.TPSP50, ok)
+	// Output: restored 1 key(s): TTFT p50 0.30 s, TPS p50 120, OK true
 }

@@ -1,0 +1,819 @@
+package measure
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"maps"
+	"math"
+	"slices"
+	"time"
+
+	enc "github.com/DataDog/sketches-go/ddsketch/encoding"
+)
+
+// State files: a Registry's statistics saved to bytes (SaveState) and
+// restored from them (RestoreState), so that a restarted process routes on
+// what the stopped one measured. The format is documented in
+// docs/STATE.md; this comment is its summary.
+//
+//	file    = magic "TPSS" · version byte (1) · body · CRC-32C (Castagnoli) of
+//	          everything before it, 4 bytes little-endian
+//	body    = saved (varint, UnixNano) · window length (uvarint, ns) ·
+//	          buckets (uvarint) · relative accuracy (float64 LE) ·
+//	          half-life (uvarint, ns) · key count (uvarint) · key*
+//	key     = provider · region · model (each uvarint length + bytes) ·
+//	          section* · 0
+//	section = tag (uvarint, > 0) · length (uvarint) · that many bytes
+//
+// Integers are the varints of sketches-go's encoding package, floats
+// float64 little-endian, and windows Window.MarshalBinary's bytes (a
+// sub-window's sketch in sketches-go's DDSketch format), length-prefixed.
+// Tag 1 holds the key's own statistics (times, TTFT PeakEWMA, chunk-gap
+// window and EWMA, the change detectors, error classes); tag 2 one cache
+// state's (its windows, EWMAs, counters and outcomes), once per state used.
+// A reader skips sections whose tag it does not know, so a later writer may
+// add sections without a new version; a change that would make skipping
+// wrong changes the version byte.
+
+const (
+	stateMagic   = "TPSS"
+	stateVersion = 1
+
+	tagKey   = 1 // the key's own statistics
+	tagCache = 2 // one cache state's statistics
+
+	maxStateBytes  = 1 << 30 // RestoreState reads at most this much
+	maxKeyString   = 4096    // bytes in one of a Key's strings
+	maxClassString = 256     // bytes in one error class name
+	// maxStateTime bounds every time in a state file (UnixNano, about the
+	// years 1897 to 2043), so that rebasing cannot overflow.
+	maxStateTime = 1 << 61
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Errors of RestoreState. Each error RestoreState returns wraps one of
+// these, or ErrIncompatible, or is the reader's own error.
+var (
+	// ErrStateFormat means the bytes are not a tpsroute state file (no
+	// "TPSS" magic): a caller that writes state files should not overwrite
+	// such a file.
+	ErrStateFormat = errors.New("measure: not a state file")
+	// ErrStateVersion means a state file of a format version this package
+	// does not read.
+	ErrStateVersion = errors.New("measure: unsupported state file version")
+	// ErrStateCorrupt means a state file that is truncated, fails its
+	// checksum or holds values out of range.
+	ErrStateCorrupt = errors.New("measure: corrupt state file")
+	// ErrStateNotEmpty means RestoreState was called on a Registry that
+	// already holds a key.
+	ErrStateNotEmpty = errors.New("measure: restore into a Registry that is not empty")
+)
+
+// RestoreInfo says what RestoreState restored. It is a plain value.
+type RestoreInfo struct {
+	// SavedAt is the time the state was saved at (SaveState's now).
+	SavedAt time.Time
+	// Shift is how far every time in the file was moved, zero or negative:
+	// non-zero only when the file was saved after the restore's now (a clock
+	// stepped back, or a test's virtual clock), by that difference rounded
+	// to sub-windows, so that the state is no younger than it was when saved.
+	Shift time.Duration
+	// Keys is the number of keys restored.
+	Keys int
+	// Expired counts the keys not restored because they had been idle for
+	// longer than Options.TTL at now (a prune would drop them).
+	Expired int
+	// Skipped counts the keys not restored because keep rejected them.
+	Skipped int
+}
+
+// SaveState writes the Registry's statistics at now to w in the state file
+// format (docs/STATE.md): for every key and cache state, the windows'
+// sub-windows, the EWMAs and PeakEWMAs with their last-update times, the
+// change detectors, the counters, the outcome counts behind the error rate,
+// the error classes and the token and cost meters, with every time as Unix
+// nanoseconds. Keys idle for longer than Options.TTL at now are left out
+// (RestoreState would not restore them). Not saved: calls in flight, and
+// what other Registries merged in (MergeAt; fleet mode replays that from the
+// fleet). Each key is read under its own lock, as Snapshot does, so Records
+// may go on meanwhile; the bytes are written with one Write at the end.
+// The output is deterministic: keys are sorted as in Snapshot.Keys.
+//
+// SaveState is safe for concurrent use. It returns w's error, if any.
+func (r *Registry) SaveState(w io.Writer, now time.Time) error {
+	_, err := w.Write(r.appendState(nil, now))
+	return err
+}
+
+func (r *Registry) appendState(b []byte, now time.Time) []byte {
+	start := len(b)
+	b = append(b, stateMagic...)
+	b = append(b, stateVersion)
+	o := r.opts
+	enc.EncodeVarint64(&b, now.UnixNano())
+	enc.EncodeUvarint64(&b, uint64(o.Window.Length))
+	enc.EncodeUvarint64(&b, uint64(o.Window.Buckets))
+	enc.EncodeFloat64LE(&b, o.Window.RelativeAccuracy)
+	enc.EncodeUvarint64(&b, uint64(o.HalfLife))
+
+	m := *r.keys.Load()
+	keys := slices.SortedFunc(maps.Keys(m), compareKeys)
+	t := now.UnixNano()
+	var body []byte // the keys, counted first
+	n := 0
+	var sec []byte
+	for _, k := range keys {
+		e := m[k]
+		e.mu.Lock()
+		if e.dead || t-e.lastSeen > int64(o.TTL) || !e.hasOwnData() {
+			e.mu.Unlock()
+			continue
+		}
+		n++
+		for _, s := range []string{k.Provider, k.Region, k.Model} {
+			appendString(&body, s)
+		}
+		sec = e.appendKeySection(sec[:0], now)
+		body = appendSection(body, tagKey, sec)
+		for cs, st := range e.states {
+			if st == nil {
+				continue
+			}
+			sec = append(sec[:0], byte(cs))
+			sec = st.appendSection(sec, now)
+			body = appendSection(body, tagCache, sec)
+		}
+		e.mu.Unlock()
+		enc.EncodeUvarint64(&body, 0)
+	}
+	enc.EncodeUvarint64(&b, uint64(n))
+	b = append(b, body...)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
+}
+
+func appendString(b *[]byte, s string) {
+	enc.EncodeUvarint64(b, uint64(len(s)))
+	*b = append(*b, s...)
+}
+
+func appendBytes(b *[]byte, v []byte) {
+	enc.EncodeUvarint64(b, uint64(len(v)))
+	*b = append(*b, v...)
+}
+
+func appendSection(b []byte, tag uint64, sec []byte) []byte {
+	enc.EncodeUvarint64(&b, tag)
+	appendBytes(&b, sec)
+	return b
+}
+
+// appendWindow appends w in Window.MarshalBinary's format, without the
+// sub-windows that left the window at now.
+func appendWindow(b *[]byte, w *Window, now time.Time) {
+	if w.subs != nil {
+		e := w.epoch(now)
+		for i := range w.subs {
+			if s := &w.subs[i]; s.n > 0 && !w.live(s, e) {
+				c := *w // a shallow copy, to encode without the stale ones
+				c.subs = slices.Clone(w.subs)
+				for j := range c.subs {
+					if !c.live(&c.subs[j], e) {
+						c.subs[j].n = 0
+					}
+				}
+				w = &c
+				break
+			}
+		}
+	}
+	wb, _ := w.MarshalBinary() // never fails
+	appendBytes(b, wb)
+}
+
+func appendEWMA(b *[]byte, e *EWMA) {
+	if !e.ok {
+		*b = append(*b, 0)
+		return
+	}
+	*b = append(*b, 1)
+	enc.EncodeFloat64LE(b, e.sum)
+	enc.EncodeFloat64LE(b, e.weight)
+	enc.EncodeVarint64(b, e.last)
+}
+
+func appendShift(b *[]byte, s *shift) {
+	enc.EncodeFloat64LE(b, s.level)
+	enc.EncodeFloat64LE(b, s.vari)
+	enc.EncodeUvarint64(b, uint64(s.n))
+	enc.EncodeUvarint64(b, uint64(s.nv))
+	enc.EncodeFloat64LE(b, s.up)
+	enc.EncodeFloat64LE(b, s.down)
+	enc.EncodeUvarint64(b, uint64(s.upN))
+	enc.EncodeUvarint64(b, uint64(s.downN))
+	for _, x := range s.ring {
+		enc.EncodeFloat64LE(b, x)
+	}
+	enc.EncodeUvarint64(b, uint64(s.next))
+}
+
+// hasOwnData reports whether e holds a sample recorded here (not only calls
+// begun, or data merged from other Registries). e.mu must be held.
+func (e *entry) hasOwnData() bool {
+	for _, st := range e.states {
+		if st != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// appendKeySection appends the tag-1 section's content. e.mu must be held.
+func (e *entry) appendKeySection(b []byte, now time.Time) []byte {
+	for _, t := range []int64{e.lastSeen, e.newest, e.tpsSince, e.ttftSince} {
+		enc.EncodeVarint64(&b, t)
+	}
+	appendEWMA(&b, &e.ttftE.e)
+	appendEWMA(&b, &e.gapE)
+	appendWindow(&b, &e.gaps, now)
+	appendShift(&b, &e.tpsShift)
+	appendShift(&b, &e.ttftShift)
+	names := slices.Sorted(maps.Keys(e.classes))
+	enc.EncodeUvarint64(&b, uint64(len(names)))
+	for _, c := range names {
+		appendString(&b, c)
+		enc.EncodeUvarint64(&b, uint64(max(e.classes[c], 0)))
+	}
+	return b
+}
+
+// appendSection appends a tag-2 section's content after its state byte.
+func (s *stateStats) appendSection(b []byte, now time.Time) []byte {
+	for _, w := range []*Window{&s.ttft, &s.tps, &s.tpot, &s.e2e} {
+		appendWindow(&b, w, now)
+	}
+	for _, e := range []*EWMA{&s.ttftE.e, &s.tpsE, &s.tpotE, &s.e2eE} {
+		appendEWMA(&b, e)
+	}
+	for _, v := range s.counters() {
+		enc.EncodeUvarint64(&b, uint64(max(*v, 0)))
+	}
+	oldest := floorDiv(now.UnixNano(), s.ring.width) - int64(len(s.ring.slots))
+	var n uint64
+	for _, o := range s.ring.slots {
+		if o.any > 0 && o.epoch > oldest {
+			n++
+		}
+	}
+	enc.EncodeUvarint64(&b, n)
+	for _, o := range s.ring.slots {
+		if o.any > 0 && o.epoch > oldest {
+			enc.EncodeVarint64(&b, o.epoch)
+			enc.EncodeUvarint64(&b, uint64(o.ok))
+			enc.EncodeUvarint64(&b, uint64(o.fail))
+		}
+	}
+	return b
+}
+
+// counters lists a state's counters in file order.
+func (s *stateStats) counters() []*int64 {
+	return []*int64{&s.requests, &s.successes, &s.errors, &s.canceled, &s.timeouts,
+		&s.byPhase[0], &s.byPhase[1], &s.byPhase[2], &s.byPhase[3], &s.byPhase[4],
+		&s.input, &s.cached, &s.output, &s.reasoning, &s.cost.Dollars, &s.cost.Picodollars}
+}
+
+// RestoreState fills the Registry, which must be empty, with the statistics
+// a SaveState wrote, as of now, and publishes every restored key's Estimate.
+//
+// Times are rebased: they are kept as saved when now is at or after the
+// save, so a file saved 3 minutes ago restores windows 3 minutes older
+// (sub-windows that left the window are dropped; each EWMA is weighted
+// against new samples by its saved last-update time, so it has decayed by
+// the 3 minutes). When the file was saved after now, every time moves back
+// by that difference rounded up to whole sub-windows (RestoreInfo.Shift), so
+// the state is as old as it was when saved. Keys idle for longer than
+// Options.TTL at now, and keys for which keep (nil: keep all) returns false,
+// are not restored. In-flight counts start at zero. Prices come from
+// Options.Prices, the saved cost meters are kept.
+//
+// The whole file is read and validated before the Registry changes, so on
+// error nothing is restored. Errors wrap ErrStateFormat (not a state file),
+// ErrStateVersion (another format version), ErrStateCorrupt (truncated,
+// checksum or values out of range), ErrIncompatible (saved with another
+// window length, sub-window count or accuracy), ErrStateNotEmpty (the
+// Registry holds a key), or are rd's own. A section of an unknown tag is
+// skipped. RestoreState never panics on any input (FuzzRestoreState).
+//
+// Restored statistics are this Registry's own (Stats, not Stats.Fleet). An
+// Exporter made after RestoreState exports them in its first Export; package
+// fleet commits what a Registry holds when it joins without exporting it,
+// since the fleet received those samples when they were measured.
+//
+// RestoreState is safe for concurrent use: a Record racing with it either
+// comes first (and RestoreState returns ErrStateNotEmpty) or lands in the
+// restored state.
+func (r *Registry) RestoreState(rd io.Reader, now time.Time, keep func(Key) bool) (RestoreInfo, error) {
+	data, err := io.ReadAll(io.LimitReader(rd, maxStateBytes+1))
+	if err != nil {
+		return RestoreInfo{}, err
+	}
+	if len(data) > maxStateBytes {
+		return RestoreInfo{}, fmt.Errorf("%w: larger than %d bytes", ErrStateCorrupt, maxStateBytes)
+	}
+	m, info, err := r.decodeState(data, now, keep)
+	if err != nil {
+		return RestoreInfo{}, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(*r.keys.Load()) != 0 {
+		return RestoreInfo{}, ErrStateNotEmpty
+	}
+	r.keys.Store(&m)
+	return info, nil
+}
+
+// stateReader decodes a state file's body; every error wraps ErrStateCorrupt.
+type stateReader struct {
+	b []byte
+}
+
+var errTruncated = errors.New("truncated")
+
+func corrupt(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrStateCorrupt, fmt.Sprintf(format, args...))
+}
+
+func (d *stateReader) uvarint(what string) (uint64, error) {
+	v, err := enc.DecodeUvarint64(&d.b)
+	if err != nil {
+		return 0, corrupt("%s: %v", what, err)
+	}
+	return v, nil
+}
+
+// count decodes a non-negative int64 at most limit.
+func (d *stateReader) count(what string, limit uint64) (int64, error) {
+	v, err := d.uvarint(what)
+	if err != nil {
+		return 0, err
+	}
+	if v > limit {
+		return 0, corrupt("%s %d out of range", what, v)
+	}
+	return int64(v), nil
+}
+
+func (d *stateReader) varint(what string) (int64, error) {
+	v, err := enc.DecodeVarint64(&d.b)
+	if err != nil {
+		return 0, corrupt("%s: %v", what, err)
+	}
+	return v, nil
+}
+
+// time decodes a UnixNano time within ±maxStateTime.
+func (d *stateReader) time(what string) (int64, error) {
+	v, err := d.varint(what)
+	if err != nil {
+		return 0, err
+	}
+	if v > maxStateTime || v < -maxStateTime {
+		return 0, corrupt("%s out of range", what)
+	}
+	return v, nil
+}
+
+func (d *stateReader) float(what string) (float64, error) {
+	v, err := enc.DecodeFloat64LE(&d.b)
+	if err != nil {
+		return 0, corrupt("%s: %v", what, err)
+	}
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, corrupt("%s not finite", what)
+	}
+	return v, nil
+}
+
+func (d *stateReader) bytes(what string, limit uint64) ([]byte, error) {
+	n, err := d.uvarint(what)
+	if err != nil {
+		return nil, err
+	}
+	if n > uint64(len(d.b)) {
+		return nil, corrupt("%s: %v", what, errTruncated)
+	}
+	if n > limit {
+		return nil, corrupt("%s longer than %d bytes", what, limit)
+	}
+	v := d.b[:n]
+	d.b = d.b[n:]
+	return v, nil
+}
+
+func (d *stateReader) byte(what string) (byte, error) {
+	if len(d.b) == 0 {
+		return 0, corrupt("%s: %v", what, errTruncated)
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c, nil
+}
+
+// stateRebase moves the times of one file: shift ns and epochs sub-windows,
+// with the window at now (epoch nowE) deciding what is too old.
+type stateRebase struct {
+	opts         WindowOptions
+	shift, epoch int64
+	now          time.Time
+	nowE         int64
+}
+
+func (rb *stateRebase) time(t int64) int64 {
+	if t == 0 {
+		return 0 // none
+	}
+	return t + rb.shift
+}
+
+// window decodes one window into dst (initialised with the Registry's
+// options), rebased, without the sub-windows outside the window at now.
+func (d *stateReader) window(what string, dst *Window, rb *stateRebase) error {
+	wb, err := d.bytes(what, maxStateBytes)
+	if err != nil {
+		return err
+	}
+	var w Window
+	if err := w.UnmarshalBinary(wb); err != nil {
+		return corrupt("%s: %v", what, err)
+	}
+	if w.opts.Length != rb.opts.Length || w.opts.Buckets != rb.opts.Buckets || !w.m.equal(dst.m) {
+		return corrupt("%s: window options differ from the file's", what)
+	}
+	bound := int64(maxStateTime) / w.width
+	for i := range w.subs {
+		if s := &w.subs[i]; s.n > 0 && (s.epoch > bound || s.epoch < -bound) {
+			return corrupt("%s: sub-window out of range", what)
+		}
+	}
+	if err := dst.Merge(&w); err != nil { // copies, with dst's MaxBins
+		return corrupt("%s: %v", what, err)
+	}
+	dst.rebase(rb.epoch, rb.nowE)
+	return nil
+}
+
+// rebase moves every sub-window by k epochs and drops those outside the
+// window at epoch now. Valid sub-windows span fewer than Buckets epochs, so
+// moving them is a rotation of the ring.
+func (w *Window) rebase(k, now int64) {
+	if w.subs == nil {
+		return
+	}
+	b := int64(len(w.subs))
+	if k != 0 {
+		subs := make([]subWindow, len(w.subs))
+		for i := range w.subs {
+			subs[mod(int64(i)+k, b)] = w.subs[i]
+			subs[mod(int64(i)+k, b)].epoch += k
+		}
+		w.subs = subs
+	}
+	w.newest = noEpoch
+	for i := range w.subs {
+		s := &w.subs[i]
+		if s.n == 0 {
+			continue
+		}
+		if s.epoch <= now-b {
+			s.n, s.zero, s.sum = 0, 0, 0
+			s.pos.Clear()
+			continue
+		}
+		w.newest = max(w.newest, s.epoch)
+	}
+}
+
+func (d *stateReader) ewma(what string, e *EWMA, rb *stateRebase) error {
+	flag, err := d.byte(what)
+	if err != nil {
+		return err
+	}
+	switch flag {
+	case 0:
+		return nil
+	case 1:
+	default:
+		return corrupt("%s: bad flag %d", what, flag)
+	}
+	sum, err := d.float(what)
+	if err != nil {
+		return err
+	}
+	weight, err := d.float(what)
+	if err != nil {
+		return err
+	}
+	last, err := d.time(what)
+	if err != nil {
+		return err
+	}
+	if !(weight > 0) {
+		return corrupt("%s: weight %g not positive", what, weight)
+	}
+	if last == 0 {
+		return corrupt("%s: no last update", what)
+	}
+	e.sum, e.weight, e.last, e.ok = sum, weight, rb.time(last), true
+	return nil
+}
+
+func (d *stateReader) shift(what string, s *shift) error {
+	var err error
+	f := func(p *float64) {
+		if err == nil {
+			*p, err = d.float(what)
+		}
+	}
+	c := func(p *int32, limit uint64) {
+		if err == nil {
+			var v int64
+			v, err = d.count(what, limit)
+			*p = int32(v)
+		}
+	}
+	f(&s.level)
+	f(&s.vari)
+	c(&s.n, shiftMemory)
+	c(&s.nv, 2*shiftMemory)
+	f(&s.up)
+	f(&s.down)
+	c(&s.upN, math.MaxInt32)
+	c(&s.downN, math.MaxInt32)
+	for i := range s.ring {
+		f(&s.ring[i])
+	}
+	c(&s.next, shiftRing-1)
+	if err != nil {
+		return err
+	}
+	if s.vari < 0 || s.up < 0 || s.down < 0 {
+		return corrupt("%s: negative statistic", what)
+	}
+	return nil
+}
+
+// decodeState decodes and validates a whole file into a new key table.
+func (r *Registry) decodeState(data []byte, now time.Time, keep func(Key) bool) (map[Key]*entry, RestoreInfo, error) {
+	var info RestoreInfo
+	if len(data) < len(stateMagic) || string(data[:len(stateMagic)]) != stateMagic {
+		return nil, info, ErrStateFormat
+	}
+	if len(data) < len(stateMagic)+1 {
+		return nil, info, corrupt("no version: %v", errTruncated)
+	}
+	if v := data[len(stateMagic)]; v != stateVersion {
+		return nil, info, fmt.Errorf("%w: version %d, this package reads %d", ErrStateVersion, v, stateVersion)
+	}
+	if len(data) < len(stateMagic)+1+4 {
+		return nil, info, corrupt("no checksum: %v", errTruncated)
+	}
+	body, sum := data[:len(data)-4], binary.LittleEndian.Uint32(data[len(data)-4:])
+	if crc32.Checksum(body, castagnoli) != sum {
+		return nil, info, corrupt("checksum mismatch (truncated or damaged)")
+	}
+	d := &stateReader{b: body[len(stateMagic)+1:]}
+	saved, err := d.time("saved time")
+	if err != nil {
+		return nil, info, err
+	}
+	length, err := d.uvarint("window length")
+	if err != nil {
+		return nil, info, err
+	}
+	buckets, err := d.uvarint("buckets")
+	if err != nil {
+		return nil, info, err
+	}
+	acc, err := enc.DecodeFloat64LE(&d.b)
+	if err != nil {
+		return nil, info, corrupt("accuracy: %v", err)
+	}
+	if _, err := d.uvarint("half-life"); err != nil {
+		return nil, info, err
+	}
+	wo := r.opts.Window
+	if length != uint64(wo.Length) || buckets != uint64(wo.Buckets) || !withinTolerance(acc, wo.RelativeAccuracy, 1e-12) {
+		return nil, info, fmt.Errorf("%w: state file saved with windows %v/%d/%g, registry %v/%d/%g", ErrIncompatible,
+			time.Duration(min(length, math.MaxInt64)), buckets, acc, wo.Length, wo.Buckets, wo.RelativeAccuracy)
+	}
+	var probe Window
+	probe.init(wo)
+	rb := &stateRebase{opts: wo, now: now}
+	t := now.UnixNano()
+	if t < saved {
+		rb.epoch = floorDiv(t-saved, probe.width)
+		rb.shift = rb.epoch * probe.width
+	}
+	rb.nowE = floorDiv(t, probe.width)
+	info.SavedAt = time.Unix(0, saved)
+	info.Shift = time.Duration(rb.shift)
+
+	nkeys, err := d.uvarint("key count")
+	if err != nil {
+		return nil, info, err
+	}
+	if nkeys > uint64(len(d.b)) { // each key takes bytes
+		return nil, info, corrupt("key count %d: %v", nkeys, errTruncated)
+	}
+	m := make(map[Key]*entry, nkeys)
+	for range nkeys {
+		var strs [3]string
+		for i := range strs {
+			v, err := d.bytes("key", maxKeyString)
+			if err != nil {
+				return nil, info, err
+			}
+			strs[i] = string(v)
+		}
+		k := Key{Provider: strs[0], Region: strs[1], Model: strs[2]}
+		if _, dup := m[k]; dup {
+			return nil, info, corrupt("key %v twice", k)
+		}
+		e, err := r.decodeEntry(d, k, rb)
+		if err != nil {
+			return nil, info, fmt.Errorf("%w (key %v)", err, k)
+		}
+		switch {
+		case e.lastSeen == 0 || t-e.lastSeen > int64(r.opts.TTL):
+			info.Expired++
+		case keep != nil && !keep(k):
+			info.Skipped++
+		default:
+			m[k] = e
+		}
+	}
+	if len(d.b) != 0 {
+		return nil, info, corrupt("%d trailing bytes", len(d.b))
+	}
+	for _, e := range m {
+		r.refresh(e, now) // e is not shared yet
+	}
+	info.Keys = len(m)
+	return m, info, nil
+}
+
+// decodeEntry decodes one key's sections into a new entry.
+func (r *Registry) decodeEntry(d *stateReader, k Key, rb *stateRebase) (*entry, error) {
+	e := r.newEntry(k)
+	seenKey := false
+	for {
+		tag, err := d.uvarint("section tag")
+		if err != nil {
+			return nil, err
+		}
+		if tag == 0 {
+			return e, nil
+		}
+		sec, err := d.bytes("section", maxStateBytes)
+		if err != nil {
+			return nil, err
+		}
+		sd := &stateReader{b: sec}
+		switch tag {
+		case tagKey:
+			if seenKey {
+				return nil, corrupt("key section twice")
+			}
+			seenKey = true
+			err = r.decodeKeySection(sd, e, rb)
+		case tagCache:
+			err = r.decodeCacheSection(sd, e, rb)
+		default:
+			continue // a later version's section: skipped
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(sd.b) != 0 {
+			return nil, corrupt("section %d: %d trailing bytes", tag, len(sd.b))
+		}
+	}
+}
+
+func (r *Registry) decodeKeySection(d *stateReader, e *entry, rb *stateRebase) error {
+	for _, p := range []*int64{&e.lastSeen, &e.newest, &e.tpsSince, &e.ttftSince} {
+		v, err := d.time("key time")
+		if err != nil {
+			return err
+		}
+		*p = rb.time(v)
+	}
+	if err := d.ewma("TTFT EWMA", &e.ttftE.e, rb); err != nil {
+		return err
+	}
+	e.ttftE.e.HalfLife = e.ttftE.HalfLife
+	if err := d.ewma("chunk-gap EWMA", &e.gapE, rb); err != nil {
+		return err
+	}
+	if err := d.window("chunk-gap window", &e.gaps, rb); err != nil {
+		return err
+	}
+	if err := d.shift("TPS detector", &e.tpsShift); err != nil {
+		return err
+	}
+	if err := d.shift("TTFT detector", &e.ttftShift); err != nil {
+		return err
+	}
+	n, err := d.count("error classes", maxClasses)
+	if err != nil {
+		return err
+	}
+	for range n {
+		c, err := d.bytes("error class", maxClassString)
+		if err != nil {
+			return err
+		}
+		v, err := d.count("error class count", math.MaxInt64/2)
+		if err != nil {
+			return err
+		}
+		if e.classes == nil {
+			e.classes = make(map[string]int64, n)
+		}
+		if _, dup := e.classes[string(c)]; dup {
+			return corrupt("error class %q twice", c)
+		}
+		e.classes[string(c)] = v
+	}
+	return nil
+}
+
+func (r *Registry) decodeCacheSection(d *stateReader, e *entry, rb *stateRebase) error {
+	cs, err := d.byte("cache state")
+	if err != nil {
+		return err
+	}
+	if int(cs) >= len(e.states) {
+		return corrupt("cache state %d", cs)
+	}
+	if e.states[cs] != nil {
+		return corrupt("cache state %d twice", cs)
+	}
+	st := r.newState()
+	for _, w := range []*Window{&st.ttft, &st.tps, &st.tpot, &st.e2e} {
+		if err := d.window("window", w, rb); err != nil {
+			return err
+		}
+	}
+	for _, ew := range []*EWMA{&st.ttftE.e, &st.tpsE, &st.tpotE, &st.e2eE} {
+		if err := d.ewma("EWMA", ew, rb); err != nil {
+			return err
+		}
+	}
+	st.ttftE.e.HalfLife = st.ttftE.HalfLife
+	for _, p := range st.counters() {
+		if *p, err = d.count("counter", math.MaxInt64/2); err != nil {
+			return err
+		}
+	}
+	if st.cost.Picodollars >= picoPerDollar {
+		return corrupt("picodollars out of range")
+	}
+	n, err := d.count("outcome slots", uint64(len(st.ring.slots)))
+	if err != nil {
+		return err
+	}
+	bound := int64(maxStateTime) / st.ring.width
+	for range n {
+		ep, err := d.varint("outcome epoch")
+		if err != nil {
+			return err
+		}
+		ok, err := d.count("outcome count", math.MaxInt64/4)
+		if err != nil {
+			return err
+		}
+		fail, err := d.count("outcome count", math.MaxInt64/4)
+		if err != nil {
+			return err
+		}
+		if ep > bound || ep < -bound {
+			return corrupt("outcome epoch out of range")
+		}
+		if ep += rb.epoch; ep <= rb.nowE-int64(len(st.ring.slots)) || ok+fail == 0 {
+			continue // outside the window at now
+		}
+		s := &st.ring.slots[mod(ep, int64(len(st.ring.slots)))]
+		if s.any > 0 {
+			return corrupt("outcome epoch twice")
+		}
+		*s = outcomeSlot{epoch: ep, ok: ok, fail: fail, any: ok + fail}
+	}
+	e.states[cs] = st
+	return nil
+}

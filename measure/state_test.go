@@ -1,0 +1,376 @@
+package measure
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tpsroute/tpsroute/tps"
+)
+
+// busyRegistry returns a Registry with three keys recorded over six
+// minutes up to the returned time: every cache state, failures of every
+// class and phase, costs, chunk gaps, and on kB a 4x fall in TPS three
+// minutes in (so its change detector has fired and rebases its Estimate).
+func busyRegistry(t testing.TB, seed uint64) (*Registry, time.Time) {
+	t.Helper()
+	r := NewRegistry(Options{Prices: map[Key]Price{kA: {Input: 0.5, CachedInput: 0.25, Output: 1.5}}})
+	kC := Key{Provider: "local", Region: "", Model: "m@rev"}
+	ss := samples(2000, seed)
+	rng := rand.New(rand.NewPCG(seed, 99))
+	now := t0
+	for i, s := range ss {
+		now = now.Add(180 * time.Millisecond)
+		k := []Key{kA, kB, kC}[i%3]
+		switch rng.IntN(40) {
+		case 0:
+			s.Err, s.ErrPhase = context.DeadlineExceeded, tps.PhaseFirstToken
+		case 1:
+			s.Err = context.Canceled
+		case 2:
+			s.Err, s.ErrPhase = errors.New("reset"), tps.PhaseConnect
+		}
+		if k == kB && i > len(ss)/2 {
+			s.TPS /= 4
+		}
+		r.RecordAt(now, k, s)
+	}
+	require.Equal(t, 3, r.Len())
+	return r, now
+}
+
+func save(t testing.TB, r *Registry, now time.Time) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	require.NoError(t, r.SaveState(&b, now))
+	return b.Bytes()
+}
+
+func restore(t testing.TB, data []byte, now time.Time) (*Registry, RestoreInfo) {
+	t.Helper()
+	r := NewRegistry(Options{Prices: map[Key]Price{kA: {Input: 0.5, CachedInput: 0.25, Output: 1.5}}})
+	info, err := r.RestoreState(bytes.NewReader(data), now, nil)
+	require.NoError(t, err)
+	return r, info
+}
+
+// TestStateRoundTrip: a restored Registry is the one that was saved. Its
+// Snapshot and Estimates at the save time are equal, and fed the same
+// further samples both stay equal, so the detectors, EWMAs, windows and
+// outcome rings came back whole, not only what a Snapshot shows.
+func TestStateRoundTrip(t *testing.T) {
+	orig, now := busyRegistry(t, 1)
+	st, _ := orig.SnapshotAt(now).Lookup(kB)
+	require.NotZero(t, orig.lookup(kB).tpsSince, "kB's detector should have fired")
+	require.Positive(t, st.Errors)
+	data := save(t, orig, now)
+	got, info := restore(t, data, now)
+	assert.Equal(t, RestoreInfo{SavedAt: time.Unix(0, now.UnixNano()), Keys: 3}, info)
+	assert.Equal(t, orig.SnapshotAt(now), got.SnapshotAt(now))
+	for _, k := range orig.SnapshotAt(now).Keys() {
+		want, okW := orig.Estimate(k)
+		have, okH := got.Estimate(k)
+		assert.Equal(t, want, have, "%v", k)
+		assert.Equal(t, okW, okH, "%v", k)
+	}
+	assert.True(t, bytes.Equal(data, save(t, got, now)), "saving the restored registry gives the same bytes")
+
+	more := samples(500, 2)
+	for i, s := range more {
+		now = now.Add(300 * time.Millisecond)
+		k := []Key{kA, kB}[i%2]
+		if i > 100 && k == kA {
+			s.TPS *= 5 // a change both detectors must see alike
+		}
+		orig.RecordAt(now, k, s)
+		got.RecordAt(now, k, s)
+		if i%50 == 0 {
+			a, _ := orig.Estimate(k)
+			b, _ := got.Estimate(k)
+			require.Equal(t, a, b, "after %d more samples", i)
+		}
+	}
+	assert.Equal(t, orig.SnapshotAt(now), got.SnapshotAt(now))
+}
+
+// TestStateAges: a file restored later is as old as the time passed. Read at
+// the restore time, it equals the stopped registry read at that time:
+// sub-windows that left the window are gone, the error rate's outcomes too,
+// and the EWMAs weigh against new samples by their age, so one new sample
+// moves both alike.
+func TestStateAges(t *testing.T) {
+	orig, saved := busyRegistry(t, 3)
+	data := save(t, orig, saved)
+	for _, d := range []time.Duration{0, 45 * time.Second, 3 * time.Minute, 4*time.Minute + 50*time.Second} {
+		t.Run(d.String(), func(t *testing.T) {
+			at := saved.Add(d)
+			got, info := restore(t, data, at)
+			require.Equal(t, 3, info.Keys)
+			require.Zero(t, info.Shift)
+			want := orig.SnapshotAt(at)
+			assert.Equal(t, want, got.SnapshotAt(at))
+			st, _ := want.Lookup(kA)
+			full, _ := orig.SnapshotAt(saved).Lookup(kA)
+			if d >= 3*time.Minute {
+				assert.Less(t, st.TTFT.Count, full.TTFT.Count, "older sub-windows left the window")
+			}
+			s := okSample(time.Second, 10, tps.CacheCold)
+			o2 := NewRegistry(Options{Prices: map[Key]Price{kA: {Input: 0.5, CachedInput: 0.25, Output: 1.5}}})
+			_, err := o2.RestoreState(bytes.NewReader(data), saved, nil)
+			require.NoError(t, err)
+			o2.RecordAt(at, kA, s)
+			got.RecordAt(at, kA, s)
+			assert.Equal(t, o2.SnapshotAt(at), got.SnapshotAt(at))
+			w, _ := o2.Estimate(kA)
+			h, _ := got.Estimate(kA)
+			assert.Equal(t, w, h)
+		})
+	}
+}
+
+// TestStateExpired: keys idle for longer than the TTL are not restored, as
+// a prune would have dropped them.
+func TestStateExpired(t *testing.T) {
+	orig, saved := busyRegistry(t, 4)
+	data := save(t, orig, saved)
+	got, info := restore(t, data, saved.Add(DefaultTTL+time.Minute))
+	assert.Equal(t, 0, got.Len())
+	assert.Equal(t, 3, info.Expired)
+	assert.Equal(t, 0, info.Keys)
+	// Saving after the TTL leaves them out.
+	got, info = restore(t, save(t, orig, saved.Add(DefaultTTL+time.Minute)), saved.Add(DefaultTTL+time.Minute))
+	assert.Equal(t, 0, got.Len())
+	assert.Equal(t, RestoreInfo{SavedAt: time.Unix(0, saved.Add(DefaultTTL+time.Minute).UnixNano())}, info)
+}
+
+// TestStateFromTheFuture: a file saved after the restore's now (a clock
+// stepped back, or a test's virtual clock restarted) is moved back by whole
+// sub-windows, so the state is as old as when it was saved.
+func TestStateFromTheFuture(t *testing.T) {
+	orig, saved := busyRegistry(t, 5)
+	data := save(t, orig, saved)
+	for _, back := range []time.Duration{time.Nanosecond, 50 * time.Second, 90 * time.Second, time.Hour} {
+		t.Run(back.String(), func(t *testing.T) {
+			at := saved.Add(-back)
+			got, info := restore(t, data, at)
+			width := DefaultWindow / DefaultBuckets
+			assert.LessOrEqual(t, info.Shift, -back)
+			assert.Greater(t, info.Shift, -back-width)
+			assert.Zero(t, info.Shift%width)
+			assert.Equal(t, 3, info.Keys)
+			for _, k := range []Key{kA, kB} {
+				w, okW := orig.Estimate(k)
+				// orig read at saved - Shift... read it at the same age.
+				w2 := orig.SnapshotAt(at.Add(-info.Shift))
+				h, okH := got.Estimate(k)
+				assert.Equal(t, okW, okH)
+				assert.Equal(t, w.Newest.Add(info.Shift), h.Newest, "%v", k)
+				ws, _ := w2.Lookup(k)
+				hs, _ := got.SnapshotAt(at).Lookup(k)
+				assert.Equal(t, ws.TTFT.Count, hs.TTFT.Count, "%v", k)
+				assert.Equal(t, ws.TTFT.P95, hs.TTFT.P95, "%v", k)
+				assert.Equal(t, ws.TPS.P50, hs.TPS.P50, "%v", k)
+				assert.Equal(t, ws.ErrorRate, hs.ErrorRate, "%v", k)
+				assert.Equal(t, ws.Requests, hs.Requests, "%v", k)
+			}
+		})
+	}
+}
+
+// TestStateKeep: keep decides which keys come back.
+func TestStateKeep(t *testing.T) {
+	orig, now := busyRegistry(t, 6)
+	r := NewRegistry(Options{})
+	info, err := r.RestoreState(bytes.NewReader(save(t, orig, now)), now, func(k Key) bool { return k != kB })
+	require.NoError(t, err)
+	assert.Equal(t, 2, info.Keys)
+	assert.Equal(t, 1, info.Skipped)
+	assert.Nil(t, r.Handle(kB))
+	assert.NotNil(t, r.Handle(kA))
+}
+
+// TestStateRejects: every malformed input is a typed error, and the
+// Registry is left empty, never partly restored.
+func TestStateRejects(t *testing.T) {
+	orig, now := busyRegistry(t, 7)
+	good := save(t, orig, now)
+	resum := func(b []byte) []byte {
+		b = b[:len(b)-4]
+		return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	}
+	flipped := bytes.Clone(good)
+	flipped[len(flipped)/2] ^= 0x40
+	version := bytes.Clone(good)
+	version[4] = 2
+	badBody := resum(append(bytes.Clone(good[:len(good)-5]), 7, 0, 0, 0, 0)) // last key's terminator damaged
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want error
+	}{
+		{"empty", nil, ErrStateFormat},
+		{"garbage", []byte("{\"not\": \"a state file\"}"), ErrStateFormat},
+		{"magic only", []byte("TPSS"), ErrStateCorrupt},
+		{"other version", version, ErrStateVersion},
+		{"flipped byte", flipped, ErrStateCorrupt},
+		{"truncated", good[:len(good)-1], ErrStateCorrupt},
+		{"trailing", append(bytes.Clone(good), 0), ErrStateCorrupt},
+		{"bad body, good checksum", badBody, ErrStateCorrupt},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewRegistry(Options{})
+			_, err := r.RestoreState(bytes.NewReader(tc.data), now, nil)
+			require.ErrorIs(t, err, tc.want)
+			assert.True(t, strings.HasPrefix(err.Error(), "measure: "), err.Error())
+			assert.Equal(t, 0, r.Len())
+		})
+	}
+	t.Run("every truncation", func(t *testing.T) {
+		for n := range len(good) {
+			r := NewRegistry(Options{})
+			_, err := r.RestoreState(bytes.NewReader(good[:n]), now, nil)
+			require.Error(t, err, "%d bytes", n)
+			require.True(t, errors.Is(err, ErrStateCorrupt) || errors.Is(err, ErrStateFormat), "%d bytes: %v", n, err)
+			require.Equal(t, 0, r.Len())
+		}
+	})
+	t.Run("other window options", func(t *testing.T) {
+		r := NewRegistry(Options{Window: WindowOptions{Length: time.Minute}})
+		_, err := r.RestoreState(bytes.NewReader(good), now, nil)
+		require.ErrorIs(t, err, ErrIncompatible)
+		assert.Equal(t, 0, r.Len())
+	})
+	t.Run("not empty", func(t *testing.T) {
+		r := NewRegistry(Options{})
+		r.RecordAt(now, kA, okSample(time.Second, 50, tps.CacheCold))
+		before := r.SnapshotAt(now)
+		_, err := r.RestoreState(bytes.NewReader(good), now, nil)
+		require.ErrorIs(t, err, ErrStateNotEmpty)
+		assert.Equal(t, before, r.SnapshotAt(now))
+	})
+	t.Run("reader error", func(t *testing.T) {
+		boom := errors.New("disk on fire")
+		_, err := NewRegistry(Options{}).RestoreState(errReader{boom}, now, nil)
+		assert.ErrorIs(t, err, boom)
+	})
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// TestStateSkipsUnknownSections: a section of a tag this version does not
+// know (a later writer's) is skipped, not an error.
+func TestStateSkipsUnknownSections(t *testing.T) {
+	r := NewRegistry(Options{})
+	now := t0
+	for i := range 30 {
+		now = now.Add(time.Second)
+		r.RecordAt(now, kA, okSample(time.Duration(300+i)*time.Millisecond, 60, tps.CacheCold))
+	}
+	good := save(t, r, now)
+	// The byte before the checksum is the only key's terminating 0 tag.
+	body := bytes.Clone(good[:len(good)-5])
+	body = append(body, 9, 3, 'x', 'y', 'z', 0)
+	data := binary.LittleEndian.AppendUint32(body, crc32.Checksum(body, castagnoli))
+	got, info := restore(t, data, now)
+	assert.Equal(t, 1, info.Keys)
+	assert.Equal(t, r.SnapshotAt(now), got.SnapshotAt(now))
+}
+
+// TestStateLeavesOutWhatIsNotOwn: calls in flight and other Registries'
+// merged data are not saved; a key known only through them is left out.
+func TestStateLeavesOutWhatIsNotOwn(t *testing.T) {
+	r, now := busyRegistry(t, 8)
+	end := r.BeginAt(now, kA)
+	defer end()
+	other := NewRegistry(Options{})
+	kD := Key{Provider: "remote", Model: "only"}
+	other.RecordAt(now, kD, okSample(time.Second, 50, tps.CacheCold))
+	other.RecordAt(now, kA, okSample(time.Second, 50, tps.CacheCold))
+	for _, d := range other.NewExporter().Export() {
+		require.NoError(t, r.MergeAt(now, &d))
+	}
+	r.BeginAt(now, Key{Provider: "begun", Model: "only"})() // begun, never recorded
+	got, info := restore(t, save(t, r, now), now)
+	assert.Equal(t, 3, info.Keys)
+	st, ok := got.SnapshotAt(now).Lookup(kA)
+	require.True(t, ok)
+	assert.Zero(t, st.InFlight)
+	assert.Nil(t, st.Fleet)
+	_, ok = got.SnapshotAt(now).Lookup(kD)
+	assert.False(t, ok)
+}
+
+// TestStateConcurrent: SaveState runs while Records go on (go test -race).
+func TestStateConcurrent(t *testing.T) {
+	r, now := busyRegistry(t, 9)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ss := samples(2000, 10)
+		for i, s := range ss {
+			r.RecordAt(now.Add(time.Duration(i)*time.Millisecond), kA, s)
+		}
+	}()
+	for range 20 {
+		got, _ := restore(t, save(t, r, now), now)
+		require.Equal(t, 3, got.Len())
+	}
+	<-done
+}
+
+// FuzzRestoreState: no input makes RestoreState panic or leave a partial
+// registry, every error is typed, and whatever restores round-trips: saved
+// and restored at the same time it is the same registry, byte for byte.
+// With fix set the input's last 4 bytes are replaced by the body's checksum,
+// so that mutations reach the decoder instead of failing the checksum.
+func FuzzRestoreState(f *testing.F) {
+	r, now := busyRegistry(f, 11)
+	f.Add(save(f, r, now), int64(0), false)
+	f.Add(save(f, r, now), int64(-90*time.Second), true)
+	f.Add(save(f, NewRegistry(Options{}), now), int64(time.Minute), false)
+	small := NewRegistry(Options{})
+	small.RecordAt(now, kA, okSample(time.Second, 50, tps.CacheWarm))
+	small.RecordAt(now, kB, tps.Sample{TTFT: time.Second, Err: errors.New("x"), ErrPhase: tps.PhaseMidStream})
+	f.Add(save(f, small, now), int64(0), true)
+	f.Add([]byte("TPSS\x01"), int64(0), false)
+	f.Fuzz(func(t *testing.T, data []byte, offset int64, fix bool) {
+		if fix && len(data) >= 4 {
+			body := data[:len(data)-4]
+			data = binary.LittleEndian.AppendUint32(bytes.Clone(body), crc32.Checksum(body, castagnoli))
+		}
+		at := now.Add(time.Duration(offset % int64(24*time.Hour)))
+		a := NewRegistry(Options{})
+		info, err := a.RestoreState(bytes.NewReader(data), at, nil)
+		if err != nil {
+			if !errors.Is(err, ErrStateFormat) && !errors.Is(err, ErrStateVersion) &&
+				!errors.Is(err, ErrStateCorrupt) && !errors.Is(err, ErrIncompatible) {
+				t.Fatalf("untyped error: %v", err)
+			}
+			require.Equal(t, 0, a.Len())
+			return
+		}
+		require.Equal(t, info.Keys, a.Len())
+		once := save(t, a, at)
+		b := NewRegistry(Options{})
+		_, err = b.RestoreState(bytes.NewReader(once), at, nil)
+		require.NoError(t, err)
+		require.Equal(t, a.SnapshotAt(at), b.SnapshotAt(at))
+		require.True(t, bytes.Equal(once, save(t, b, at)), "saved bytes differ")
+		// And it goes on working.
+		for _, k := range a.SnapshotAt(at).Keys() {
+			a.RecordAt(at, k, okSample(time.Second, 50, tps.CacheCold))
+			_, _ = a.Estimate(k)
+		}
+	})
+}
