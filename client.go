@@ -41,7 +41,8 @@ type Client struct {
 	exec   *fallback.Executor
 	picker *route.Picker
 	logger *slog.Logger
-	fleet  Fleet // nil unless Config.Fleet
+	fleet  Fleet       // nil unless Config.Fleet
+	state  *stateSaver // nil unless Config.StateFile
 
 	onDecision   func(route.Request, route.Plan)
 	nextRefresh  atomic.Int64 // unix ns of the next registry refresh
@@ -72,7 +73,9 @@ type ChatCompletionService struct {
 // New returns a Client for cfg. It validates cfg and returns a *ConfigError
 // naming the bad field, or route's *route.DeploymentError (matching
 // route.ErrInvalidDeployment) for an invalid or duplicate deployment.
-// New starts no goroutines; a Client needs no Close.
+// With Config.StateFile, New restores the statistics saved there and starts
+// the one goroutine that writes them, which Client.Close stops; otherwise it
+// starts none, and Close does nothing.
 func New(cfg Config) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -93,6 +96,12 @@ func New(cfg Config) (*Client, error) {
 		mo.Classify = classify
 	}
 	c.reg = measure.NewRegistry(mo)
+	if cfg.StateFile != "" {
+		// Before the fleet joins, which then does not republish them.
+		if err := restoreState(cfg.StateFile, c.reg, cfg.Deployments, c.logger, time.Now()); err != nil {
+			return nil, err
+		}
+	}
 
 	var base http.RoundTripper = http.DefaultTransport
 	if cfg.HTTPClient != nil && cfg.HTTPClient.Transport != nil {
@@ -161,6 +170,10 @@ func New(cfg Config) (*Client, error) {
 	}
 	c.oai = openai.NewChatCompletionService(c.oaiOpts...)
 	c.Chat.Completions.c = c
+	if cfg.StateFile != "" {
+		c.state = &stateSaver{path: cfg.StateFile, reg: c.reg, logger: c.logger}
+		c.state.start(cfg.StateInterval)
+	}
 	return c, nil
 }
 

@@ -89,6 +89,23 @@ type Config struct {
 	// Fallback.Shared must then be left nil. Nil means this Client learns
 	// alone.
 	Fleet Fleet
+	// StateFile, if not empty, is the file where the Client keeps its
+	// statistics across restarts (docs/STATE.md): New restores them from it,
+	// so that a restarted process routes like the one that stopped, and the
+	// Client writes it every StateInterval and at Close, atomically (a
+	// temporary file in the same directory, then a rename). A missing file
+	// is a cold start; so is a state file of another version, for other
+	// measure window options, or corrupt (logged at Warn; it is replaced at
+	// the next write). A file that is not a state file, or cannot be read,
+	// makes New fail, so that a wrong path is never overwritten. Keys no
+	// configured deployment serves are not restored. Empty means no state
+	// file: New starts cold and starts no goroutine.
+	StateFile string
+	// StateInterval is how often the Client writes StateFile, from one
+	// goroutine that Close stops. Zero means DefaultStateInterval (1
+	// minute); negative means only at Close.
+	StateInterval time.Duration
+
 	// MeterProvider creates the Client's OpenTelemetry instruments: the GenAI
 	// client metrics and tpsroute's own (docs/OBSERVABILITY.md lists them).
 	// Nil means otel.GetMeterProvider(), the global one, which does nothing

@@ -88,6 +88,7 @@ type fileConfig struct {
 	Measure     fileMeasure      `json:"measure"`
 	Fallback    fileFallback     `json:"fallback"`
 	Fleet       fileFleet        `json:"fleet"`
+	State       fileState        `json:"state"`
 	// MaxWildcardModels is tpsroute.Config.MaxWildcardModels.
 	MaxWildcardModels int `json:"max_wildcard_models"`
 }
@@ -196,6 +197,12 @@ type fileFleet struct {
 	Sync     string `json:"sync"`
 }
 
+// fileState is tpsroute.Config.StateFile and StateInterval.
+type fileState struct {
+	File     string `json:"file"`
+	Interval string `json:"interval"`
+}
+
 type fileHedge struct {
 	Delay  string  `json:"delay"`
 	Budget float64 `json:"budget"`
@@ -270,6 +277,16 @@ func (p *converter) config(f *fileConfig) (File, error) {
 		return File{}, p.errorf("max_wildcard_models", "negative")
 	}
 	c.MaxWildcardModels = f.MaxWildcardModels
+	c.StateFile = f.State.File
+	if c.StateInterval, err = p.duration("state.interval", f.State.Interval); err != nil {
+		return File{}, err
+	}
+	if f.State.Interval != "" && c.StateInterval == 0 {
+		return File{}, p.errorf("state.interval", "must be positive; leave it out for the default (1m)")
+	}
+	if f.State.Interval != "" && c.StateFile == "" {
+		return File{}, p.errorf("state.interval", "without state.file")
+	}
 	fs := tpsroute.FleetSettings{RedisURL: f.Fleet.RedisURL, Name: f.Fleet.Name}
 	if fs.Sync, err = p.duration("fleet.sync", f.Fleet.Sync); err != nil {
 		return File{}, err

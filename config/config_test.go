@@ -247,6 +247,30 @@ func TestParseFleetSection(t *testing.T) {
 	assert.Equal(t, "fleet.sync", ce.Field)
 }
 
+func TestParseStateSection(t *testing.T) {
+	const dep = `{"deployments":[{"provider":"a","model":"m","base_url":"http://a.test/v1"}]`
+	c, err := parseClient(strings.NewReader(dep+`,
+		"state": {"file": "/var/lib/tpsroute/state", "interval": "30s"}}`), envMap(nil))
+	require.NoError(t, err)
+	assert.Equal(t, "/var/lib/tpsroute/state", c.StateFile)
+	assert.Equal(t, 30*time.Second, c.StateInterval)
+	c, err = parseClient(strings.NewReader(dep+`, "state": {"file": "s"}}`), envMap(nil))
+	require.NoError(t, err)
+	assert.Equal(t, "s", c.StateFile)
+	assert.Zero(t, c.StateInterval, "the default")
+	for _, bad := range []string{
+		`"state": {"file": "s", "interval": "soon"}`,
+		`"state": {"file": "s", "interval": "0s"}`,
+		`"state": {"interval": "1m"}`,
+		`"state": {"path": "s"}`,
+	} {
+		_, err = parseClient(strings.NewReader(dep+","+bad+"}"), envMap(nil))
+		var ce *tpsroute.ConfigError
+		require.ErrorAs(t, err, &ce, bad)
+		assert.True(t, strings.HasPrefix(ce.Field, "state."), "%s: %v", bad, err)
+	}
+}
+
 type refused struct {
 	mu    sync.Mutex
 	hosts map[string]int

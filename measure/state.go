@@ -125,7 +125,7 @@ func (r *Registry) appendState(b []byte, now time.Time) []byte {
 	t := now.UnixNano()
 	var body []byte // the keys, counted first
 	n := 0
-	var sec []byte
+	var sec, scratch []byte
 	for _, k := range keys {
 		e := m[k]
 		e.mu.Lock()
@@ -137,14 +137,14 @@ func (r *Registry) appendState(b []byte, now time.Time) []byte {
 		for _, s := range []string{k.Provider, k.Region, k.Model} {
 			appendString(&body, s)
 		}
-		sec = e.appendKeySection(sec[:0], now)
+		sec = e.appendKeySection(sec[:0], now, &scratch)
 		body = appendSection(body, tagKey, sec)
 		for cs, st := range e.states {
 			if st == nil {
 				continue
 			}
 			sec = append(sec[:0], byte(cs))
-			sec = st.appendSection(sec, now)
+			sec = st.appendSection(sec, now, &scratch)
 			body = appendSection(body, tagCache, sec)
 		}
 		e.mu.Unlock()
@@ -171,9 +171,10 @@ func appendSection(b []byte, tag uint64, sec []byte) []byte {
 	return b
 }
 
-// appendWindow appends w in Window.MarshalBinary's format, without the
-// sub-windows that left the window at now.
-func appendWindow(b *[]byte, w *Window, now time.Time) {
+// appendWindow appends w in Window.MarshalBinary's format, length-prefixed,
+// without the sub-windows that left the window at now; scratch is reused
+// between calls.
+func appendWindow(b *[]byte, w *Window, now time.Time, scratch *[]byte) {
 	if w.subs != nil {
 		e := w.epoch(now)
 		for i := range w.subs {
@@ -190,8 +191,8 @@ func appendWindow(b *[]byte, w *Window, now time.Time) {
 			}
 		}
 	}
-	wb, _ := w.MarshalBinary() // never fails
-	appendBytes(b, wb)
+	*scratch = w.appendBinary((*scratch)[:0])
+	appendBytes(b, *scratch)
 }
 
 func appendEWMA(b *[]byte, e *EWMA) {
@@ -232,13 +233,13 @@ func (e *entry) hasOwnData() bool {
 }
 
 // appendKeySection appends the tag-1 section's content. e.mu must be held.
-func (e *entry) appendKeySection(b []byte, now time.Time) []byte {
+func (e *entry) appendKeySection(b []byte, now time.Time, scratch *[]byte) []byte {
 	for _, t := range []int64{e.lastSeen, e.newest, e.tpsSince, e.ttftSince} {
 		enc.EncodeVarint64(&b, t)
 	}
 	appendEWMA(&b, &e.ttftE.e)
 	appendEWMA(&b, &e.gapE)
-	appendWindow(&b, &e.gaps, now)
+	appendWindow(&b, &e.gaps, now, scratch)
 	appendShift(&b, &e.tpsShift)
 	appendShift(&b, &e.ttftShift)
 	names := slices.Sorted(maps.Keys(e.classes))
@@ -251,9 +252,9 @@ func (e *entry) appendKeySection(b []byte, now time.Time) []byte {
 }
 
 // appendSection appends a tag-2 section's content after its state byte.
-func (s *stateStats) appendSection(b []byte, now time.Time) []byte {
+func (s *stateStats) appendSection(b []byte, now time.Time, scratch *[]byte) []byte {
 	for _, w := range []*Window{&s.ttft, &s.tps, &s.tpot, &s.e2e} {
-		appendWindow(&b, w, now)
+		appendWindow(&b, w, now, scratch)
 	}
 	for _, e := range []*EWMA{&s.ttftE.e, &s.tpsE, &s.tpotE, &s.e2eE} {
 		appendEWMA(&b, e)
@@ -460,7 +461,9 @@ func (d *stateReader) window(what string, dst *Window, rb *stateRebase) error {
 			return corrupt("%s: sub-window out of range", what)
 		}
 	}
-	if err := dst.Merge(&w); err != nil { // copies, with dst's MaxBins
+	if w.opts.MaxBins == dst.opts.MaxBins {
+		*dst = w
+	} else if err := dst.Merge(&w); err != nil { // copies, with dst's MaxBins
 		return corrupt("%s: %v", what, err)
 	}
 	dst.rebase(rb.epoch, rb.nowE)
@@ -468,8 +471,8 @@ func (d *stateReader) window(what string, dst *Window, rb *stateRebase) error {
 }
 
 // rebase moves every sub-window by k epochs and drops those outside the
-// window at epoch now. Valid sub-windows span fewer than Buckets epochs, so
-// moving them is a rotation of the ring.
+// window at epoch now, or older than the newest one allows. Each sub-window
+// sits at its epoch modulo Buckets, so moving them all is a rotation.
 func (w *Window) rebase(k, now int64) {
 	if w.subs == nil {
 		return
@@ -483,13 +486,19 @@ func (w *Window) rebase(k, now int64) {
 		}
 		w.subs = subs
 	}
+	top := int64(noEpoch)
+	for i := range w.subs {
+		if s := &w.subs[i]; s.n > 0 {
+			top = max(top, s.epoch)
+		}
+	}
 	w.newest = noEpoch
 	for i := range w.subs {
 		s := &w.subs[i]
 		if s.n == 0 {
 			continue
 		}
-		if s.epoch <= now-b {
+		if s.epoch <= now-b || s.epoch <= top-b {
 			s.n, s.zero, s.sum = 0, 0, 0
 			s.pos.Clear()
 			continue

@@ -299,8 +299,13 @@ const windowMagic = "TPSW\x01"
 // can also be decoded with sketches-go's ddsketch.DecodeDDSketch (tested by
 // the separate module in measure/testdata/sketchescompat).
 func (w *Window) MarshalBinary() ([]byte, error) {
+	return w.appendBinary(nil), nil
+}
+
+// appendBinary appends MarshalBinary's encoding to b.
+func (w *Window) appendBinary(b []byte) []byte {
 	w.lazyInit()
-	b := []byte(windowMagic)
+	b = append(b, windowMagic...)
 	enc.EncodeUvarint64(&b, uint64(w.opts.Length))
 	enc.EncodeUvarint64(&b, uint64(w.opts.Buckets))
 	enc.EncodeFloat64LE(&b, w.opts.RelativeAccuracy)
@@ -326,7 +331,7 @@ func (w *Window) MarshalBinary() ([]byte, error) {
 		enc.EncodeUvarint64(&b, uint64(len(sk)))
 		b = append(b, sk...)
 	}
-	return b, nil
+	return b
 }
 
 // encodeSketch appends s's sketch in the sketches-go DDSketch binary format.

@@ -16,10 +16,12 @@
 // Flags: -addr host:port (default 127.0.0.1:8080, loopback), -auth-token-env
 // NAME (accepted bearer tokens, comma-separated, in that variable), -max-body
 // bytes (default 4 MiB), -drain duration (default 30s), -otlp URL (export a
-// trace per call over OTLP/HTTP), -v (log each request).
+// trace per call over OTLP/HTTP), -state FILE (the routing statistics kept
+// across restarts, docs/STATE.md), -v (log each request).
 // SIGINT or SIGTERM stops accepting connections, lets in-flight streams finish
 // until -drain has passed, then cuts the rest, which cancels their upstream
-// calls; /healthz answers 503 while draining.
+// calls; /healthz answers 503 while draining. With -state the statistics are
+// then written one last time.
 //
 // # Endpoints
 //

@@ -43,6 +43,7 @@ type flags struct {
 	verbose      bool
 	redis        string
 	otlp         string
+	state        string
 }
 
 func parseFlags(args []string, stderr io.Writer) (flags, error) {
@@ -57,9 +58,10 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.DurationVar(&f.drain, "drain", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight streams may finish")
 	fs.BoolVar(&f.verbose, "v", false, "log every request")
 	fs.StringVar(&f.redis, "redis", "", "fleet mode: Redis URL (redis://[user:pass@]host:port/db or rediss://...) shared with the other replicas; overrides the config's fleet.redis_url (fleet name from the config, else \"default\")")
+	fs.StringVar(&f.state, "state", "", "file that keeps the routing statistics across restarts: restored at start, written every minute (the config's state.interval) and after draining; overrides the config's state.file")
 	fs.StringVar(&f.otlp, "otlp", "", "OTLP/HTTP endpoint URL to export traces to, e.g. http://127.0.0.1:4318 (default: no traces)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: gateway (-config FILE | -demo) [-addr host:port] [-auth-token-env NAME] [-max-body N] [-drain D] [-redis URL] [-otlp URL] [-v]")
+		fmt.Fprintln(fs.Output(), "usage: gateway (-config FILE | -demo) [-addr host:port] [-auth-token-env NAME] [-max-body N] [-drain D] [-redis URL] [-otlp URL] [-state FILE] [-v]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -116,6 +118,14 @@ func run(ctx context.Context, args []string, stderr io.Writer, lookup func(strin
 	if f.redis != "" {
 		fs.RedisURL = f.redis
 	}
+	if f.state != "" {
+		cfg.StateFile = f.state
+	}
+	if cfg.Logger == nil {
+		// The Client logs at Info what it restored from the state file and
+		// at Warn a state file it could not use; its debug records stay off.
+		cfg.Logger = logger
+	}
 	var fl *fleet.Fleet
 	if fs.RedisURL != "" {
 		// The fleet logs Redis going away and coming back once each;
@@ -149,6 +159,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, lookup func(strin
 	if err != nil {
 		return err
 	}
+	defer client.Close() // on an early return; after draining it was closed already
 	var tokens []string
 	if f.authTokenEnv != "" {
 		v, ok := lookup(f.authTokenEnv)
@@ -204,6 +215,10 @@ func run(ctx context.Context, args []string, stderr io.Writer, lookup func(strin
 	}
 	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
 		err = serr
+	}
+	// Every stream has ended: write the state file one last time.
+	if cerr := client.Close(); cerr != nil {
+		logger.Warn("gateway: state file not written at shutdown", "err", cerr)
 	}
 	return err
 }
