@@ -6,12 +6,15 @@ import (
 	"io"
 	"log"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/tpsroute/tpsroute"
+	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
 )
@@ -194,4 +197,43 @@ func ExampleStream_Delta() {
 	fmt.Printf("%s (finish: %s)\n", strings.TrimSpace(string(text)), finish)
 	// Output:
 	// w0 w1 w2 w3 w4 (finish: stop)
+}
+
+// A Client with a state file restores what the previous process measured,
+// so it routes on those statistics from its first call.
+func ExampleClient_Close() {
+	srv := replay.NewServer(map[string]replay.Script{"m": &replay.Profile{OutputTokens: 3}})
+	defer srv.Close()
+	dir, err := os.MkdirTemp("", "tpsroute-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	cfg := tpsroute.Config{
+		Deployments: []route.Deployment{{Provider: "p", Region: "us", Model: "m", BaseURL: srv.URL()}},
+		StateFile:   filepath.Join(dir, "tpsroute.state"),
+	}
+	params := openai.ChatCompletionNewParams{Model: "m", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}}
+
+	first, err := tpsroute.New(cfg) // no file yet: a cold start
+	if err != nil {
+		log.Fatal(err)
+	}
+	for range 3 {
+		if _, err := first.Chat.Completions.New(context.Background(), params); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := first.Close(); err != nil { // writes the state file
+		log.Fatal(err)
+	}
+
+	second, err := tpsroute.New(cfg) // restores it
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer second.Close()
+	st, _ := second.Stats().Lookup(measure.Key{Provider: "p", Region: "us", Model: "m"})
+	fmt.Println("requests known before the first call:", st.Requests)
+	// Output: requests known before the first call: 3
 }
