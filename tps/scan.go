@@ -3,6 +3,7 @@ package tps
 import (
 	"encoding/binary"
 	"math"
+	"math/bits"
 	"unicode/utf8"
 )
 
@@ -33,15 +34,24 @@ func (s *scanner) ws() {
 }
 
 // peek returns the next non-space byte without consuming it, or 0 at the end.
+// The hottest callers (str, key, more) test the compact-JSON case (no space
+// to skip) themselves with cur, which is inlined, and call peek only after a
+// space or at the end.
 func (s *scanner) peek() byte {
-	if s.i < len(s.b) && s.b[s.i] > ' ' { // compact JSON: no space to skip
-		return s.b[s.i]
+	if c := s.cur(); c > ' ' {
+		return c
 	}
 	s.ws()
-	if s.i >= len(s.b) {
-		return 0
+	return s.cur()
+}
+
+// cur returns the byte at the read position without skipping space, or 0 at
+// the end.
+func (s *scanner) cur() byte {
+	if s.i < len(s.b) {
+		return s.b[s.i]
 	}
-	return s.b[s.i]
+	return 0
 }
 
 // literal consumes lit if it is next, and fails otherwise.
@@ -82,7 +92,10 @@ func (s *scanner) open(c byte) bool {
 // or array whose opening byte was consumed; n is how many came before.
 // It consumes the separating comma or the closing byte end.
 func (s *scanner) more(n int, end byte) bool {
-	c := s.peek()
+	c := s.cur()
+	if c <= ' ' {
+		c = s.peek()
+	}
 	if c == end {
 		s.i++
 		return false
@@ -105,7 +118,7 @@ func (s *scanner) more(n int, end byte) bool {
 // key reads an object key and the colon after it.
 func (s *scanner) key() []byte {
 	k := s.str()
-	if s.peek() != ':' {
+	if s.cur() != ':' && s.peek() != ':' {
 		s.fail()
 		return nil
 	}
@@ -116,7 +129,7 @@ func (s *scanner) key() []byte {
 // str reads a string and returns its raw bytes between the quotes, escapes
 // left in place. It validates escapes and rejects control characters.
 func (s *scanner) str() []byte {
-	if s.peek() != '"' {
+	if s.cur() != '"' && s.peek() != '"' {
 		s.fail()
 		return nil
 	}
@@ -124,14 +137,7 @@ func (s *scanner) str() []byte {
 	start := s.i + 1
 	i := start
 	for {
-		// Skip 8 plain bytes at a time; stop at the word holding a quote,
-		// a backslash or a control character.
-		for i+8 <= len(b) && !special(binary.LittleEndian.Uint64(b[i:])) {
-			i += 8
-		}
-		for i < len(b) && b[i] != '"' && b[i] != '\\' && b[i] >= 0x20 {
-			i++
-		}
+		i = nextSpecial(b, i)
 		if i >= len(b) {
 			s.fail()
 			return nil
@@ -171,17 +177,27 @@ func (s *scanner) str() []byte {
 	}
 }
 
-// special reports whether any byte of the little-endian word x is a quote,
-// a backslash or below 0x20, with the exact SWAR "has zero byte" and "has
-// byte less than" tests.
-func special(x uint64) bool {
+// nextSpecial returns the index of the first quote, backslash or control
+// character in b at or after i, or len(b). It tests 8 bytes at a time with
+// the exact SWAR "has zero byte" and "has byte less than" tests, whose lowest
+// set bit marks the first such byte (a borrow can only mark bytes above it).
+func nextSpecial(b []byte, i int) int {
 	const (
 		ones  = 0x0101010101010101
 		highs = 0x8080808080808080
 	)
-	q := x ^ (ones * '"')
-	bs := x ^ (ones * '\\')
-	return ((q-ones)&^q|(bs-ones)&^bs|(x-ones*0x20)&^x)&highs != 0
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		q := x ^ (ones * '"')
+		bs := x ^ (ones * '\\')
+		if m := ((q-ones)&^q | (bs-ones)&^bs | (x-ones*0x20)&^x) & highs; m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	for i < len(b) && b[i] != '"' && b[i] != '\\' && b[i] >= 0x20 {
+		i++
+	}
+	return i
 }
 
 // num reads a number per the JSON grammar and returns its raw bytes.
