@@ -132,3 +132,40 @@ func TestDeltaAllocatesNothing(t *testing.T) {
 	assert.Zero(t, allocs, "allocations per 100 chunks")
 	assert.Positive(t, n)
 }
+
+// TestStreamLinesLongerThanBuffer checks that chunks longer than the
+// Stream's read buffer (a large tool-call or logprobs chunk) read whole,
+// through Current and Delta alike, and that once the longest line has been
+// seen the text path still allocates nothing.
+func TestStreamLinesLongerThanBuffer(t *testing.T) {
+	var body bytes.Buffer
+	var want []string
+	for i := range 400 {
+		text := fmt.Sprintf("short%d ", i)
+		if i%3 == 0 {
+			text = strings.Repeat(fmt.Sprintf("long%d ", i), 3*sseBufSize/5) // about 3 buffers
+		}
+		want = append(want, text)
+		fmt.Fprintf(&body, `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":%q},"finish_reason":null}]}`+"\n\n", text)
+	}
+	s := &Stream{}
+	s.sse.r = bufio.NewReaderSize(bytes.NewReader(body.Bytes()), sseBufSize)
+	for i := range 10 { // the longest line is among the first
+		require.True(t, s.Next())
+		assert.Equal(t, want[i], string(s.Delta().Content))
+		assert.Equal(t, want[i], s.Current().Choices[0].Delta.Content)
+	}
+	i := 10
+	allocs := testing.AllocsPerRun(1, func() {
+		for range 30 {
+			if !s.Next() {
+				t.Fatal("stream ended early")
+			}
+			if string(s.Delta().Content) != want[i] {
+				t.Fatalf("chunk %d: got %.40q, want %.40q", i, s.Delta().Content, want[i])
+			}
+			i++
+		}
+	})
+	assert.Zero(t, allocs, "allocations per 30 chunks")
+}

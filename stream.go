@@ -460,9 +460,12 @@ func readAll(req *http.Request) ([]byte, error) {
 	return b, nil
 }
 
-// sseBufSize is the read buffer of a Stream, as openai-go's decoder starts
-// with.
-const sseBufSize = 4096
+// sseBufSize is the read buffer of a Stream: it holds a typical chunk line
+// (200-600 bytes) whole; a longer line is joined in sseReader.line, which
+// keeps the longest line's capacity. It is small because it is held by every
+// stream in flight, beside the executor's own read buffer that the Stream
+// reads from.
+const sseBufSize = 1024
 
 // sseMaxLine is the longest line a Stream reads, openai-go's decoder's limit.
 const sseMaxLine = bufio.MaxScanTokenSize << 9
