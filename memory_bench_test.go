@@ -26,8 +26,8 @@ const memStreams = 5000
 // (added-KiB/stream; delta-added-KiB/stream for Delta readers), and the
 // goroutines each stream adds. Run it alone; it needs about 2×5,000
 // loopback connections: go test -run '^$' -bench MemoryInFlight -benchtime 1x .
-// With TPSROUTE_BENCH_HEAPPROFILE=path it writes the heap profile taken with
-// the streams in flight (the Client's, the last one written) to path.
+// With TPSROUTE_BENCH_HEAPPROFILE=path it writes the heap profiles taken with
+// the streams in flight to path.plain, path.current and path.delta.
 func BenchmarkMemoryInFlight(b *testing.B) {
 	url := benchServer(b)
 	params := userParams("slow", "hi")
@@ -40,7 +40,7 @@ func BenchmarkMemoryInFlight(b *testing.B) {
 	}
 	// measure opens memStreams streams and returns the memory and goroutines
 	// they hold per stream.
-	measure := func(open func() stream, text func(stream) bool) (kib, goroutines float64) {
+	measure := func(name string, open func() stream, text func(stream) bool) (kib, goroutines float64) {
 		held := make([]stream, 0, memStreams)
 		var m0, m1 runtime.MemStats
 		runtime.GC()
@@ -57,7 +57,7 @@ func BenchmarkMemoryInFlight(b *testing.B) {
 		g1 := runtime.NumGoroutine()
 		if path := os.Getenv("TPSROUTE_BENCH_HEAPPROFILE"); path != "" {
 			// the heap while the streams are in flight, for go tool pprof
-			if f, err := os.Create(path); err == nil {
+			if f, err := os.Create(path + "." + name); err == nil {
 				_ = pprof.WriteHeapProfile(f)
 				_ = f.Close()
 			}
@@ -77,7 +77,7 @@ func BenchmarkMemoryInFlight(b *testing.B) {
 		trPlain := &http.Transport{MaxIdleConnsPerHost: memStreams}
 		plain := openai.NewClient(option.WithBaseURL(url), option.WithAPIKey("k"),
 			option.WithHTTPClient(&http.Client{Transport: trPlain}), option.WithMaxRetries(0))
-		k, g := measure(func() stream { return plain.Chat.Completions.NewStreaming(ctx, params) }, current)
+		k, g := measure("plain", func() stream { return plain.Chat.Completions.NewStreaming(ctx, params) }, current)
 		plainKiB, plainG = plainKiB+k, plainG+g
 		trPlain.CloseIdleConnections()
 
@@ -88,9 +88,9 @@ func BenchmarkMemoryInFlight(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		k, g = measure(func() stream { return c.Chat.Completions.NewStreaming(ctx, params) }, current)
+		k, g = measure("current", func() stream { return c.Chat.Completions.NewStreaming(ctx, params) }, current)
 		clientKiB, clientG = clientKiB+k, clientG+g
-		k, _ = measure(func() stream { return c.Chat.Completions.NewStreaming(ctx, params) },
+		k, _ = measure("delta", func() stream { return c.Chat.Completions.NewStreaming(ctx, params) },
 			func(s stream) bool { return len(s.(*Stream).Delta().Content) > 0 })
 		deltaKiB += k
 		trClient.CloseIdleConnections()

@@ -252,18 +252,24 @@ func startChild(b *testing.B, upstream string, relay bool) child {
 	return child{url: "http://" + strings.TrimSpace(addr) + "/v1/chat/completions", pid: cmd.Process.Pid}
 }
 
-// perEventGap is the pause perEventUpstream makes after each event: long
-// enough that the proxy in front reads every event on its own (at 0.1 µs
-// between flushes loopback coalesces them), far shorter than real providers'
-// 10-50 ms between tokens.
-const perEventGap = 100 * time.Microsecond
+// perEventGap is the pause perEventUpstream makes after each event in the
+// per-event shape: long enough that a proxy in front, with 32 such streams
+// at once, reads every event on its own (2 read or write system calls and
+// more per chunk), far shorter than real providers' 10-50 ms between tokens.
+const perEventGap = time.Millisecond
+
+// burstGap is the pause of the burst shape: 32 streams then ask more of a
+// proxy than one core gives, so it falls behind and reads 2-4 events at a
+// time (0.5-0.9 system calls per chunk), how many depending on the load of
+// the moment.
+const burstGap = 100 * time.Microsecond
 
 // perEventUpstream is a provider that writes every SSE event of its answer
-// on its own, flushes it at once and pauses perEventGap, as real providers
+// on its own, flushes it at once and pauses gap, as real providers
 // do when they stream tokens as they are generated: a role chunk,
 // benchChunks content chunks, a finish chunk, a usage chunk and [DONE],
 // whatever the request.
-func perEventUpstream() http.Handler {
+func perEventUpstream(gap time.Duration) http.Handler {
 	const head = `data: {"id":"chatcmpl-b","object":"chat.completion.chunk","created":1700000000,"model":"m-wire","choices":[`
 	first := []byte(head + `{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}],"usage":null}` + "\n\n")
 	tail := [][]byte{
@@ -280,7 +286,7 @@ func perEventUpstream() http.Handler {
 			if _, err := w.Write(ev); err != nil || rc.Flush() != nil {
 				return false
 			}
-			time.Sleep(perEventGap)
+			time.Sleep(gap)
 			return true
 		}
 		if !send(first) {
@@ -346,21 +352,24 @@ func (e *benchEnv) eventDelays(b *testing.B, url, body string) []time.Duration {
 }
 
 // BenchmarkGatewayVsRelay measures the gateway against its floor, a bare
-// net/http relay (bareRelay), in the same run, for both upstream shapes:
+// net/http relay (bareRelay), in the same run, for three upstream shapes:
 // batched (replay with no delays: the events already due go out in one
-// write, so a 200-chunk answer arrives in a few reads) and per-event (every
-// event written and flushed on its own and a pause after it, as real
-// providers stream, so that every event arrives in a read of its own). Both
-// proxies run as child processes in front of the same upstream. Each round
-// streams 32 answers on 32 concurrent clients through the gateway, then
-// through the relay, then one answer at a time through each in alternation;
-// it reports each proxy's process CPU per relayed chunk and their ratio
-// (gw/relay-cpu), its syscalls per chunk, and p50 latencies at concurrency 1
-// through each and their difference (added-p50-µs): with the batched upstream
-// of a whole stream, with the per-event upstream of every chunk, from the
-// upstream's write to the client's read.
+// write, so a 200-chunk answer arrives in a few reads); per-event (every
+// event written and flushed on its own with perEventGap after it, as real
+// providers stream, so that every event arrives in a read of its own); and
+// burst (the same with burstGap, so short that the proxies fall behind and
+// read a few events at once). Both proxies run as child processes in front
+// of the same upstream. Each round streams 32 answers on 32 concurrent
+// clients through one proxy, then through the other (which goes first
+// alternates by round), then one answer at a time through each in
+// alternation. It reports each proxy's process CPU per relayed chunk, the
+// median over rounds of the round's CPU ratio (gw/relay-cpu) and the ratio
+// of the totals (sum-gw/relay-cpu), the read and write system calls per
+// chunk, and p50 latencies at concurrency 1 through each and their
+// difference (added-p50-µs): with the batched upstream of a whole stream,
+// otherwise of every chunk, from the upstream's write to the client's read.
 func BenchmarkGatewayVsRelay(b *testing.B) {
-	for _, shape := range []string{"batched", "per-event"} {
+	for _, shape := range []string{"batched", "burst", "per-event"} {
 		b.Run("upstream="+shape, func(b *testing.B) {
 			var upURL string
 			if shape == "batched" {
@@ -368,7 +377,11 @@ func BenchmarkGatewayVsRelay(b *testing.B) {
 				b.Cleanup(up.Close)
 				upURL = up.URL()
 			} else {
-				up := httptest.NewServer(perEventUpstream())
+				gap := perEventGap
+				if shape == "burst" {
+					gap = burstGap
+				}
+				up := httptest.NewServer(perEventUpstream(gap))
 				b.Cleanup(up.Close)
 				upURL = up.URL + "/v1"
 			}
@@ -379,23 +392,37 @@ func BenchmarkGatewayVsRelay(b *testing.B) {
 			}
 			b.Cleanup(e.client.CloseIdleConnections)
 			const c = 32
-			for _, ch := range []child{gw, relay} { // warm connections and statistics
+			procs := [2]child{gw, relay}
+			for _, ch := range procs { // warm connections and statistics
 				e.load(b, ch.url, e.bodyGw, 4*c, c)
 			}
 			var cpu [2]time.Duration
 			var sys [2]int64
+			var ratios []float64
 			lat := [2][]time.Duration{}
 			streams := 0
 			b.ResetTimer()
-			for streams < max(b.N, c) {
-				for i, ch := range []child{gw, relay} {
+			for round := 0; streams < max(b.N, c); round++ {
+				// The two proxies take turns going first, so that neither
+				// always follows the other's load or the latency streams.
+				order := [2]int{0, 1}
+				if round%2 == 1 {
+					order = [2]int{1, 0}
+				}
+				var rc [2]time.Duration
+				for _, i := range order {
+					ch := procs[i]
 					c0, s0 := procClock(b, ch.pid), procSyscalls(b, ch.pid)
 					e.load(b, ch.url, e.bodyGw, c, c)
-					cpu[i] += procClock(b, ch.pid) - c0
+					rc[i] = procClock(b, ch.pid) - c0
 					sys[i] += procSyscalls(b, ch.pid) - s0
 				}
+				cpu[0] += rc[0]
+				cpu[1] += rc[1]
+				ratios = append(ratios, float64(rc[0])/float64(rc[1]))
 				for range 2 {
-					for i, ch := range []child{gw, relay} {
+					for _, i := range order {
+						ch := procs[i]
 						if shape == "batched" {
 							lat[i] = append(lat[i], e.one(b, ch.url, e.bodyGw))
 						} else {
@@ -409,7 +436,9 @@ func BenchmarkGatewayVsRelay(b *testing.B) {
 			chunks := float64(streams * benchChunks)
 			b.ReportMetric(float64(cpu[0].Nanoseconds())/chunks, "gw-cpu-ns/chunk")
 			b.ReportMetric(float64(cpu[1].Nanoseconds())/chunks, "relay-cpu-ns/chunk")
-			b.ReportMetric(float64(cpu[0])/float64(cpu[1]), "gw/relay-cpu")
+			slices.Sort(ratios)
+			b.ReportMetric(ratios[len(ratios)/2], "gw/relay-cpu")
+			b.ReportMetric(float64(cpu[0])/float64(cpu[1]), "sum-gw/relay-cpu")
 			b.ReportMetric(float64(sys[0])/chunks, "gw-syscalls/chunk")
 			b.ReportMetric(float64(sys[1])/chunks, "relay-syscalls/chunk")
 			pg, pr := p50(lat[0]), p50(lat[1])

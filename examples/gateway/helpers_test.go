@@ -56,11 +56,14 @@ func benchChild(upstream string) {
 	}
 	var h http.Handler = newGateway(c, options{})
 	if os.Getenv(childRelayEnv) != "" {
-		h = bareRelay(upstream + "/chat/completions")
+		h = bareRelay(upstream+"/chat/completions", upstreamTransport())
 	}
 	srv := &http.Server{Handler: h}
 	go func() { _ = srv.Serve(ln) }()
 	if path := os.Getenv("GATEWAY_BENCH_CPUPROFILE"); path != "" {
+		if os.Getenv(childRelayEnv) != "" {
+			path += ".relay" // the relay's own profile beside the gateway's
+		}
 		if f, err := os.Create(path); err == nil {
 			_ = pprof.StartCPUProfile(f)
 			defer pprof.StopCPUProfile()
@@ -80,8 +83,7 @@ const childRelayEnv = "GATEWAY_BENCH_RELAY"
 // without parsing the client's) and relays the answer read by read, flushing
 // after each, with no parsing, routing or timing. It is the floor the
 // gateway's CPU per chunk is compared with; it is not a usable proxy.
-func bareRelay(url string) http.Handler {
-	tr := upstreamTransport()
+func bareRelay(url string, tr http.RoundTripper) http.Handler {
 	body := []byte(`{"model":"m-wire","stream":true,"stream_options":{"include_usage":true},` + hi + `}`)
 	bufs := sync.Pool{New: func() any { b := make([]byte, copyBufSize); return &b }}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
