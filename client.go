@@ -109,18 +109,19 @@ func New(cfg Config) (*Client, error) {
 	}
 	fo := cfg.Fallback
 	inflight := &inFlightTransport{next: base, reg: c.reg}
-	fo.Transport = inflight
-	fo.Tokenizer = cfg.Tokenizer
-	fo.Logger = cfg.Logger
-	fo.OnAttempt = cfg.OnAttempt
-	fo.Observe = c.observe
+	hooks := fallback.Hooks{
+		Transport:     inflight,
+		Tokenizer:     cfg.Tokenizer,
+		Logger:        cfg.Logger,
+		OnAttempt:     cfg.OnAttempt,
+		OnStateChange: cfg.OnBreakerChange,
+		Observe:       c.observe,
+		MeasuredTTFT:  c.measuredTTFT,
+	}
 	c.hedgeDefault = fo.Hedge.Delay > 0 || fo.Hedge.DelayFunc != nil
 	if !c.hedgeDefault {
 		// Calls that opt in with WithHedge wait their deployment's TTFT p95.
 		fo.Hedge.DelayFunc = c.measuredTTFT
-	}
-	if fo.MeasuredTTFT == nil {
-		fo.MeasuredTTFT = c.measuredTTFT
 	}
 	ro := cfg.Route
 	if cfg.Fleet != nil {
@@ -137,9 +138,9 @@ func New(cfg Config) (*Client, error) {
 		if err != nil {
 			return nil, err
 		}
-		fo.Shared = sh
+		hooks.Shared = sh
 	}
-	c.exec = fallback.New(fo)
+	c.exec = fallback.New(fo, hooks)
 	tel, err := telemetry.New(telemetry.Options{
 		MeterProvider: cfg.MeterProvider, TracerProvider: cfg.TracerProvider,
 		Deployments: cfg.Deployments, Health: c.exec,
@@ -150,8 +151,6 @@ func New(cfg Config) (*Client, error) {
 	c.tel, inflight.tel = tel, tel
 
 	ro.Health = c.exec
-	ro.Policy = cfg.Policy
-	ro.SLO = cfg.SLO
 	p, err := route.NewPicker(cfg.Deployments, c.reg, ro)
 	if err != nil {
 		return nil, err

@@ -28,28 +28,23 @@ type Config struct {
 	// no two may share a Key (provider, region, model and revision).
 	Deployments []route.Deployment
 
-	// Policy orders the deployments of each call unless the call overrides it
-	// with WithPolicy. Zero means route.Throughput.
-	Policy route.Policy
-	// SLO applies to every call; WithSLO overrides its fields
-	// per call. The zero SLO has no constraints.
-	SLO route.SLO
-
-	// Route tunes the Picker: exploration share, near-equal band, cold probes,
-	// cache affinity, percentiles, latency metric, custom Scorer and seed.
-	// Its Health, Policy and SLO must be left zero: the Client wires Health to
-	// the fallback executor, and Policy and SLO are the fields above.
-	// A zero Route is route's documented defaults.
+	// Route tunes the Picker: the policy (Route.Policy, which WithPolicy
+	// overrides per call; zero means route.Throughput), the SLO every call
+	// applies (Route.SLO, whose fields WithSLO overrides per call; zero has
+	// no constraints), exploration share, near-equal band,
+	// cold probes, cache affinity, percentiles, latency metric, custom
+	// Scorer and seed. The Client wires the Picker's health to the fallback
+	// executor. A zero Route is route's documented defaults.
 	Route route.Options
 	// Measure tunes the statistics (window, EWMA half-life, samples needed).
 	// Its Prices must be left nil: the Client fills them from each
 	// deployment's Price. A zero Measure is measure's documented defaults.
 	Measure measure.Options
 	// Fallback tunes failover: deadlines, attempts, backoff, breakers,
-	// hedging, mid-stream policy. Its Transport, Tokenizer, Logger, Observe and
-	// OnAttempt must be left nil: the Client sets them from HTTPClient,
-	// Tokenizer, Logger and OnAttempt below and feeds Observe to the
-	// statistics. A zero Fallback is fallback's documented defaults.
+	// hedging, mid-stream policy. The executor's hooks (fallback.Hooks) are
+	// the Client's: HTTPClient, Tokenizer, Logger, OnAttempt and
+	// OnBreakerChange below, the statistics for the measured TTFT and every
+	// sample, and Fleet. A zero Fallback is fallback's documented defaults.
 	Fallback fallback.Options
 
 	// Logger receives debug records of decisions and failed attempts. Nil
@@ -81,13 +76,16 @@ type Config struct {
 	// deployments skipped for an open breaker or a cooldown. It runs on the
 	// goroutine that ended the attempt and must not block.
 	OnAttempt func(fallback.Attempt)
+	// OnBreakerChange, if not nil, is called when a deployment's breaker
+	// changes state. It runs under the breaker's lock: it must not block or
+	// call the Client.
+	OnBreakerChange func(k measure.Key, from, to route.BreakerState)
 
 	// Fleet, if not nil, joins the Client to the other replicas of its
 	// service (fleet mode): they share measurements, breakers, rate limits
 	// and cache affinity. fleet.New returns one, backed by Redis; the caller
-	// closes it after the Client's last call. A Fleet serves one Client. Its
-	// Fallback.Shared must then be left nil. Nil means this Client learns
-	// alone.
+	// closes it after the Client's last call. A Fleet serves one Client.
+	// Nil means this Client learns alone.
 	Fleet Fleet
 	// StateFile, if not empty, is the file where the Client keeps its
 	// statistics across restarts (docs/STATE.md): New restores them from it,
@@ -147,30 +145,14 @@ func (c *Config) validate() error {
 		return &ConfigError{Field: "Deployments", Msg: "at least one deployment is required"}
 	}
 	switch {
-	case c.Policy > route.Cost:
-		return &ConfigError{Field: "Policy", Msg: fmt.Sprintf("unknown policy %d", c.Policy)}
+	case c.Route.Policy > route.Cost:
+		return &ConfigError{Field: "Route.Policy", Msg: fmt.Sprintf("unknown policy %d", c.Route.Policy)}
 	case c.Route.Health != nil:
 		return &ConfigError{Field: "Route.Health", Msg: "must be nil; the Client wires the fallback executor's health"}
-	case c.Route.Policy != 0:
-		return &ConfigError{Field: "Route.Policy", Msg: "must be zero; set Config.Policy"}
-	case c.Route.SLO != (route.SLO{}):
-		return &ConfigError{Field: "Route.SLO", Msg: "must be zero; set Config.SLO"}
 	case c.Measure.Prices != nil:
 		return &ConfigError{Field: "Measure.Prices", Msg: "must be nil; set Deployments[i].Price"}
-	case c.Fallback.Transport != nil:
-		return &ConfigError{Field: "Fallback.Transport", Msg: "must be nil; set Config.HTTPClient"}
-	case c.Fallback.Tokenizer != nil:
-		return &ConfigError{Field: "Fallback.Tokenizer", Msg: "must be nil; set Config.Tokenizer"}
-	case c.Fallback.Logger != nil:
-		return &ConfigError{Field: "Fallback.Logger", Msg: "must be nil; set Config.Logger"}
-	case c.Fallback.Observe != nil:
-		return &ConfigError{Field: "Fallback.Observe", Msg: "must be nil; the Client records every sample (see Client.Stats and Stream.Sample)"}
-	case c.Fallback.OnAttempt != nil:
-		return &ConfigError{Field: "Fallback.OnAttempt", Msg: "must be nil; set Config.OnAttempt"}
-	case c.Fallback.Shared != nil && c.Fleet != nil:
-		return &ConfigError{Field: "Fallback.Shared", Msg: "must be nil when Config.Fleet is set; the Client wires the fleet's"}
 	}
-	if err := checkSLO("SLO", c.SLO); err != nil {
+	if err := checkSLO("Route.SLO", c.Route.SLO); err != nil {
 		return err
 	}
 	return nil

@@ -17,12 +17,8 @@ func TestConfigValidate(t *testing.T) {
 		field string
 	}{
 		{"no deployments", func(c *Config) { c.Deployments = nil }, "Deployments"},
-		{"route policy", func(c *Config) { c.Route.Policy = route.Cost }, "Route.Policy"},
-		{"route slo", func(c *Config) { c.Route.SLO.MinTPS = 3 }, "Route.SLO"},
-		{"fallback transport", func(c *Config) { c.Fallback.Transport = nopRT{} }, "Fallback.Transport"},
-		{"fallback observe", func(c *Config) { c.Fallback.Observe = func(route.Deployment, tpsSample) {} }, "Fallback.Observe"},
-		{"bad slo", func(c *Config) { c.SLO.MaxErrorRate = 2 }, "SLO.MaxErrorRate"},
-		{"policy out of range", func(c *Config) { c.Policy = 9 }, "Policy"},
+		{"bad slo", func(c *Config) { c.Route.SLO.MaxErrorRate = 2 }, "Route.SLO.MaxErrorRate"},
+		{"policy out of range", func(c *Config) { c.Route.Policy = 9 }, "Route.Policy"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -75,19 +75,3 @@ func TestFleetWiring(t *testing.T) {
 	assert.Equal(t, other.Provider, s.Deployment().Provider)
 	assert.Equal(t, uint64(1), c.RouteStats().AffinityHits)
 }
-
-func TestFleetConfig(t *testing.T) {
-	_, err := New(Config{Deployments: []route.Deployment{dep("a", "", "m", "http://a.test/v1")},
-		Fleet: &recordingFleet{}, Fallback: fallback.Options{Shared: nopShared{}}})
-	var ce *ConfigError
-	require.ErrorAs(t, err, &ce)
-	assert.Equal(t, "Fallback.Shared", ce.Field)
-
-}
-
-type nopShared struct{}
-
-func (nopShared) Admit(measure.Key, time.Time, int64) error         { return nil }
-func (nopShared) Done(measure.Key, time.Time, bool)                 {}
-func (nopShared) Opened(measure.Key, time.Time, time.Time)          {}
-func (nopShared) Breaker(measure.Key, time.Time) route.BreakerState { return route.BreakerClosed }

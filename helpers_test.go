@@ -17,7 +17,6 @@ import (
 
 	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
-	"github.com/tpsroute/tpsroute/tps"
 )
 
 func TestMain(m *testing.M) {
@@ -27,12 +26,6 @@ func TestMain(m *testing.M) {
 	}
 	goleak.VerifyTestMain(m)
 }
-
-type tpsSample = tps.Sample
-
-type nopRT struct{}
-
-func (nopRT) RoundTrip(*http.Request) (*http.Response, error) { return nil, io.EOF }
 
 // seen is one request as a provider received it, unredacted, for credential
 // isolation checks.

@@ -97,14 +97,14 @@ func WithIgnore(providers ...string) CallOption {
 }
 
 // WithPolicy orders the deployments for this call by p instead of
-// Config.Policy.
+// Config.Route.Policy.
 // It sets route.Request.Policy.
 func WithPolicy(p route.Policy) CallOption {
 	return func(c *callConfig) { c.req.Policy = p }
 }
 
 // WithSLO adds constraints for this call. Its zero fields are taken from
-// Config.SLO; Strict applies if either sets it. Without Strict a deployment
+// Config.Route.SLO; Strict applies if either sets it. Without Strict a deployment
 // that misses them is demoted, not dropped: route.SLO{MinTPS: 100} prefers
 // deployments expected to generate at least 100 tokens/s, route.SLO{MaxTTFT:
 // 800 * time.Millisecond} those expected to answer within 800 ms, and
@@ -118,7 +118,7 @@ func WithSLO(slo route.SLO) CallOption {
 // WithPriceCap drops, for this call, every deployment whose configured
 // Price.Input is above input or whose Price.Output is above output, both in
 // US dollars per million tokens: the hard price control, where the SLO's
-// MaxPrice (WithSLO, Config.SLO) is the soft one that demotes. Zero or
+// MaxPrice (WithSLO, Config.Route.SLO) is the soft one that demotes. Zero or
 // negative means no cap on that price; a deployment without a configured
 // price is kept. When nothing is left the call fails with an error wrapping
 // route.ErrNoDeployment (503). It sets route.Request.PriceCap (whose

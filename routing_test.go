@@ -110,9 +110,7 @@ func TestCostPicksCheapestWithinSLO(t *testing.T) {
 		c := mustNew(t, Config{
 			HTTPClient:  &http.Client{Transport: f},
 			Deployments: []route.Deployment{cheapSlow, mid, dear},
-			Policy:      route.Cost,
-			SLO:         route.SLO{MinTPS: 50},
-			Route:       route.Options{Seed: 3},
+			Route:       route.Options{Seed: 3, Policy: route.Cost, SLO: route.SLO{MinTPS: 50}},
 			Measure:     testMeasure(),
 		})
 		seq := calls(t, c, 60, time.Second)

@@ -258,13 +258,13 @@ func (p *converter) config(f *fileConfig) (File, error) {
 			return File{}, err
 		}
 	}
-	if c.Policy, err = p.policy("policy", f.Policy); err != nil {
-		return File{}, err
-	}
-	if c.SLO, err = p.slo(&f.SLO); err != nil {
-		return File{}, err
-	}
 	if c.Route, err = p.route(&f.Route); err != nil {
+		return File{}, err
+	}
+	if c.Route.Policy, err = p.policy("policy", f.Policy); err != nil {
+		return File{}, err
+	}
+	if c.Route.SLO, err = p.slo(&f.SLO); err != nil {
 		return File{}, err
 	}
 	if c.Measure, err = p.measure(&f.Measure); err != nil {

@@ -57,8 +57,8 @@ func TestParseConfigExampleFile(t *testing.T) {
 	assert.Empty(t, cfg.Deployments[3].APIKey)
 	assert.Equal(t, map[string]string{"X-Route-Region": "eu-west"}, cfg.Deployments[3].Headers)
 
-	assert.Equal(t, route.Throughput, cfg.Policy)
-	assert.Equal(t, route.SLO{MaxTTFT: 2 * time.Second, MinTPS: 40, MaxErrorRate: 0.2}, cfg.SLO)
+	assert.Equal(t, route.Throughput, cfg.Route.Policy)
+	assert.Equal(t, route.SLO{MaxTTFT: 2 * time.Second, MinTPS: 40, MaxErrorRate: 0.2}, cfg.Route.SLO)
 	assert.Equal(t, 0.05, cfg.Route.Exploration)
 	assert.Equal(t, 5*time.Minute, cfg.Route.AffinityTTL)
 	assert.Equal(t, 5*time.Minute, cfg.Measure.Window.Length)

@@ -33,7 +33,7 @@ func ExampleParseLookup() {
 	cfg := f.Client
 	d := cfg.Deployments[0]
 	fmt.Println(d.Key(), "sends", d.WireModel(), "with a key:", d.APIKey != "")
-	fmt.Println("policy:", cfg.Policy, "ttft deadline:", cfg.Fallback.Deadlines.TTFT)
+	fmt.Println("policy:", cfg.Route.Policy, "ttft deadline:", cfg.Fallback.Deadlines.TTFT)
 
 	_, err = config.ParseLookup(strings.NewReader(`{"deployments": [{"provider": "x",
 	  "api_key": "sk-live-123"}]}`), nil)

@@ -91,19 +91,20 @@ func TestEachAttemptEndsOnce(t *testing.T) {
 				var mu sync.Mutex
 				attempts, observed := map[string]int{}, map[string]int{}
 				opts := tt.opts
-				opts.OnAttempt = func(a fallback.Attempt) {
+				var hooks fallback.Hooks
+				hooks.OnAttempt = func(a fallback.Attempt) {
 					if a.Class != fallback.ClassSkipped {
 						mu.Lock()
 						attempts[a.Key.Provider]++
 						mu.Unlock()
 					}
 				}
-				opts.Observe = func(d route.Deployment, _ tps.Sample) {
+				hooks.Observe = func(d route.Deployment, _ tps.Sample) {
 					mu.Lock()
 					observed[d.Provider]++
 					mu.Unlock()
 				}
-				e := newEnv(tt.scripts, opts)
+				e := newEnv(tt.scripts, opts, hooks)
 				a, b := dep("a", "a-m"), dep("b", "b-m")
 				a.Limits.MaxInFlight, b.Limits.MaxInFlight = 1, 1
 				b.Capabilities.AssistantPrefill = true

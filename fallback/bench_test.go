@@ -109,7 +109,7 @@ func BenchmarkExecutor(b *testing.B) {
 		pd := dep("b", "b-m")
 		pd.Capabilities.AssistantPrefill = true
 		pplan := planOf(d, pd)
-		ex := fallback.New(fallback.Options{Transport: memRT{}})
+		ex := fallback.New(fallback.Options{}, fallback.Hooks{Transport: memRT{}})
 		c := fallback.Call{Body: body, Stream: true}
 		b.ReportAllocs()
 		defer cpuPerOp(b)()
@@ -128,7 +128,7 @@ func BenchmarkExecutor(b *testing.B) {
 	})
 	for _, stream := range []bool{true, false} {
 		b.Run(fmt.Sprintf("executor/stream=%v", stream), func(b *testing.B) {
-			ex := fallback.New(fallback.Options{Transport: memRT{}})
+			ex := fallback.New(fallback.Options{}, fallback.Hooks{Transport: memRT{}})
 			c := fallback.Call{Body: body, Stream: stream}
 			b.ReportAllocs()
 			defer cpuPerOp(b)()

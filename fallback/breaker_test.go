@@ -38,7 +38,7 @@ func TestBreakerRecoversInSeconds(t *testing.T) {
 				e := newEnv(map[string]replay.Script{
 					"a-m": replay.WithFaults(fast, replay.DownFor(tt.down)),
 					"b-m": fast,
-				}, fallback.Options{OnStateChange: func(k measure.Key, _, to route.BreakerState) {
+				}, fallback.Options{}, fallback.Hooks{OnStateChange: func(k measure.Key, _, to route.BreakerState) {
 					if k.Provider == "a" && to == route.BreakerOpen {
 						mu.Lock()
 						opened = append(opened, time.Now())

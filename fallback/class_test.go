@@ -114,7 +114,7 @@ func TestRetryAfter(t *testing.T) {
 }
 
 func TestJitterBounded(t *testing.T) {
-	e := New(Options{Seed: 1})
+	e := New(Options{Seed: 1}, Hooks{})
 	for n := range 12 {
 		ceil := min(DefaultBackoffBase<<n, DefaultBackoffMax)
 		for range 50 {
@@ -123,6 +123,6 @@ func TestJitterBounded(t *testing.T) {
 			assert.Less(t, d, ceil)
 		}
 	}
-	a, b := New(Options{Seed: 9}), New(Options{Seed: 9})
+	a, b := New(Options{Seed: 9}, Hooks{}), New(Options{Seed: 9}, Hooks{})
 	assert.Equal(t, a.jitter(3), b.jitter(3), "seeded")
 }

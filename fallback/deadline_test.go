@@ -145,7 +145,7 @@ func TestFinishGrace(t *testing.T) {
 				lastData := tp.at
 				tp.keepAlives(500*time.Millisecond, time.Hour)
 				var observed []tps.Sample
-				e := newEnv(map[string]replay.Script{"a-m": tp.cassette("hang")}, fallback.Options{
+				e := newEnv(map[string]replay.Script{"a-m": tp.cassette("hang")}, fallback.Options{}, fallback.Hooks{
 					Observe: func(_ route.Deployment, s tps.Sample) { observed = append(observed, s) },
 				})
 				start := time.Now()

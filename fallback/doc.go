@@ -130,7 +130,7 @@
 //   - Headers 15 s: a silent provider cannot hold a call for minutes.
 //   - TTFT 15 s from the start of the attempt to the first output
 //     chunk. It fails over only when another deployment is left, so the last
-//     deployment's slow answer still arrives. With Options.MeasuredTTFT set
+//     deployment's slow answer still arrives. With Hooks.MeasuredTTFT set
 //     (the root Client sets it from measure), a deployment whose TTFT was
 //     measured gets DefaultTTFTMultiple (3) times its p95, at least
 //     DefaultTTFTFloor (3 s), plus 0.5 ms per Call.EstimatedInputTokens,

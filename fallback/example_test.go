@@ -35,7 +35,7 @@ func Example() {
 		"primary-model":   replay.WithFaults(&replay.Profile{OutputTokens: 4}, replay.Status(http.StatusServiceUnavailable, "", nil)),
 		"secondary-model": &replay.Profile{OutputTokens: 4},
 	})
-	ex := fallback.New(fallback.Options{Transport: h.Transport()})
+	ex := fallback.New(fallback.Options{}, fallback.Hooks{Transport: h.Transport()})
 	plan := route.Plan{Deployments: []route.Candidate{
 		{Deployment: &route.Deployment{Provider: "primary", Model: "m", ProviderModel: "primary-model", BaseURL: "http://primary.invalid/v1", APIKey: "sk-1"}},
 		{Deployment: &route.Deployment{Provider: "secondary", Model: "m", ProviderModel: "secondary-model", BaseURL: "http://secondary.invalid/v1", APIKey: "sk-2"}},
@@ -67,7 +67,7 @@ func ExampleError_midStream() {
 	h := replay.NewHandler(map[string]replay.Script{
 		"model": replay.WithFaults(&replay.Profile{OutputTokens: 10}, replay.CutAfter(4)),
 	})
-	ex := fallback.New(fallback.Options{Transport: h.Transport()})
+	ex := fallback.New(fallback.Options{}, fallback.Hooks{Transport: h.Transport()})
 	plan := route.Plan{Deployments: []route.Candidate{
 		{Deployment: &route.Deployment{Provider: "p", Model: "model", BaseURL: "http://p.invalid/v1"}},
 	}}
@@ -94,7 +94,7 @@ func ExampleExecutor_Status() {
 	h := replay.NewHandler(map[string]replay.Script{
 		"model": replay.WithFaults(&replay.Profile{}, replay.Unauthorized()),
 	})
-	ex := fallback.New(fallback.Options{Transport: h.Transport()})
+	ex := fallback.New(fallback.Options{}, fallback.Hooks{Transport: h.Transport()})
 	d := route.Deployment{Provider: "p", Model: "model", BaseURL: "http://p.invalid/v1", APIKey: "sk-wrong"}
 	_, err := ex.Do(context.Background(), route.Plan{Deployments: []route.Candidate{{Deployment: &d}}},
 		fallback.Call{Body: []byte(`{"model":"model","messages":[]}`)})

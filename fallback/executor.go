@@ -24,6 +24,7 @@ import (
 // every call.
 type Executor struct {
 	opts      Options
+	hooks     Hooks
 	transport http.RoundTripper
 	statesMu  sync.RWMutex
 	states    map[measure.Key]*keyState
@@ -36,8 +37,9 @@ type Executor struct {
 	calls, hedges atomic.Int64
 }
 
-// New returns an Executor with opts; zero fields take their defaults.
-func New(opts Options) *Executor {
+// New returns an Executor tuned by opts and connected by hooks; zero fields
+// of either take their defaults.
+func New(opts Options, hooks Hooks) *Executor {
 	opts.Deadlines = opts.Deadlines.Or(defaultDeadlines)
 	if opts.AttemptsPerDeployment <= 0 {
 		opts.AttemptsPerDeployment = DefaultAttemptsPerDeployment
@@ -64,7 +66,7 @@ func New(opts Options) *Executor {
 		opts.Hedge.Budget = 0.1
 	}
 	opts.Breaker = opts.Breaker.withDefaults()
-	e := &Executor{opts: opts, transport: opts.Transport, states: map[measure.Key]*keyState{}}
+	e := &Executor{opts: opts, hooks: hooks, transport: hooks.Transport, states: map[measure.Key]*keyState{}}
 	e.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
 	if e.transport == nil {
 		e.transport = http.DefaultTransport
@@ -207,10 +209,10 @@ func (cl *call) recordAs(i int, a Attempt, s *tps.Sample, run bool) {
 	if cl.obs != nil {
 		cl.obs.AttemptEnd(i, a, s)
 	}
-	if h := cl.e.opts.OnAttempt; h != nil {
+	if h := cl.e.hooks.OnAttempt; h != nil {
 		h(a)
 	}
-	if l := cl.e.opts.Logger; l != nil && a.Err != nil {
+	if l := cl.e.hooks.Logger; l != nil && a.Err != nil {
 		l.LogAttrs(cl.ctx, slog.LevelDebug, "fallback: attempt failed",
 			slog.String("deployment", a.Key.String()), slog.String("class", a.Class.String()),
 			slog.Int("status", a.Status), slog.Duration("duration", a.Duration), slog.String("err", a.Err.Error()))
@@ -266,7 +268,7 @@ func (cl *call) exceededModel(d *route.Deployment) bool {
 // whichever is shorter.
 func (cl *call) ttftFor(d *route.Deployment) time.Duration {
 	cfg := cl.dl.TTFT
-	f := cl.e.opts.MeasuredTTFT
+	f := cl.e.hooks.MeasuredTTFT
 	if cfg <= DefaultTTFTFloor || f == nil {
 		return cfg
 	}

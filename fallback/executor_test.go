@@ -28,7 +28,7 @@ func TestExecutor(t *testing.T) {
 	a, b := dep("a", "a-m"), dep("b", "b-m")
 
 	t.Run("empty_plan", func(t *testing.T) {
-		_, err := fallback.New(fallback.Options{}).Do(context.Background(), route.Plan{}, fallback.Call{Body: []byte(reqBody)})
+		_, err := fallback.New(fallback.Options{}, fallback.Hooks{}).Do(context.Background(), route.Plan{}, fallback.Call{Body: []byte(reqBody)})
 		assert.ErrorIs(t, err, route.ErrNoDeployment)
 	})
 
@@ -345,7 +345,7 @@ func TestHedge(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			var canceled atomic.Int32
 			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(8), replay.SlowFirstToken(5*time.Second)), "b-m": prof(8)},
-				fallback.Options{Hedge: fallback.HedgeOptions{Delay: time.Second, Budget: 1}, OnAttempt: func(at fallback.Attempt) {
+				fallback.Options{Hedge: fallback.HedgeOptions{Delay: time.Second, Budget: 1}}, fallback.Hooks{OnAttempt: func(at fallback.Attempt) {
 					if errors.Is(at.Err, fallback.ErrHedgeLost) {
 						canceled.Add(1)
 					}
@@ -433,7 +433,7 @@ func TestLoopbackCancel(t *testing.T) {
 	defer tr.CloseIdleConnections()
 	d := dep("a", "a-m")
 	d.BaseURL = srv.URL()
-	ex := fallback.New(fallback.Options{Transport: tr})
+	ex := fallback.New(fallback.Options{}, fallback.Hooks{Transport: tr})
 	ctx, cancel := context.WithCancel(context.Background())
 	res, err := ex.Do(ctx, planOf(d), fallback.Call{Body: []byte(reqBody), Stream: true})
 	require.NoError(t, err)
@@ -456,7 +456,7 @@ func TestHooks(t *testing.T) {
 		var logs bytes.Buffer
 		var attempts []fallback.Attempt
 		var observed []string
-		e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(8), replay.Status(502, "", nil)), "b-m": prof(8)}, fallback.Options{
+		e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(8), replay.Status(502, "", nil)), "b-m": prof(8)}, fallback.Options{}, fallback.Hooks{
 			Logger:    slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 			OnAttempt: func(a fallback.Attempt) { attempts = append(attempts, a) },
 			Observe: func(d route.Deployment, s tps.Sample) {
@@ -484,10 +484,9 @@ func TestEarlyCloseIsCancellation(t *testing.T) {
 		a := dep("a", "a-m")
 		var observed []error
 		e := newEnv(map[string]replay.Script{"a-m": &replay.Profile{TPS: 10, OutputTokens: 100}}, fallback.Options{
-			Observe:               func(_ route.Deployment, s tps.Sample) { observed = append(observed, s.Err) },
 			Breaker:               fallback.BreakerSettings{ConsecutiveFailures: 1},
 			AttemptsPerDeployment: 1,
-		})
+		}, fallback.Hooks{Observe: func(_ route.Deployment, s tps.Sample) { observed = append(observed, s.Err) }})
 		res, err := e.do(t, planOf(a), fallback.Call{Stream: true})
 		require.NoError(t, err)
 		buf := make([]byte, 64)

@@ -80,10 +80,10 @@ func (e *Executor) newState(k measure.Key, d *route.Deployment) *keyState {
 		OnStateChange: func(_ string, from, to gobreaker.State) {
 			now := time.Now()
 			until := st.onBreaker(to, now, bs)
-			if e.opts.OnStateChange != nil {
-				e.opts.OnStateChange(k, breakerState(from), breakerState(to))
+			if e.hooks.OnStateChange != nil {
+				e.hooks.OnStateChange(k, breakerState(from), breakerState(to))
 			}
-			if sh := e.opts.Shared; sh != nil && to == gobreaker.StateOpen {
+			if sh := e.hooks.Shared; sh != nil && to == gobreaker.StateOpen {
 				sh.Opened(k, now, until) // the grown interval, not Timeout
 			}
 		},

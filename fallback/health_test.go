@@ -35,7 +35,7 @@ func TestBreaker(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var changes []route.BreakerState
-			e := New(Options{OnStateChange: func(_ measure.Key, _, to route.BreakerState) { changes = append(changes, to) }})
+			e := New(Options{}, Hooks{OnStateChange: func(_ measure.Key, _, to route.BreakerState) { changes = append(changes, to) }})
 			st := e.state(&d)
 			for _, c := range tt.outcomes {
 				done, err := st.breaker.Allow()
@@ -49,7 +49,7 @@ func TestBreaker(t *testing.T) {
 		})
 	}
 	t.Run("auth_trips_at_once", func(t *testing.T) {
-		e := New(Options{})
+		e := New(Options{}, Hooks{})
 		st := e.state(&d)
 		done, err := st.breaker.Allow()
 		require.NoError(t, err)
@@ -59,12 +59,12 @@ func TestBreaker(t *testing.T) {
 		assert.Equal(t, route.BreakerOpen, e.Status(d.Key(), time.Now()).Breaker)
 	})
 	t.Run("unknown_key_is_healthy", func(t *testing.T) {
-		assert.Equal(t, route.Status{}, New(Options{}).Status(measure.Key{Provider: "x"}, time.Now()))
+		assert.Equal(t, route.Status{}, New(Options{}, Hooks{}).Status(measure.Key{Provider: "x"}, time.Now()))
 	})
 }
 
 func TestCooldownExtendsNeverShortens(t *testing.T) {
-	e := New(Options{})
+	e := New(Options{}, Hooks{})
 	st := e.state(&route.Deployment{Provider: "p"})
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	st.coolDown(now.Add(10 * time.Second))
@@ -93,7 +93,7 @@ func TestNoteRateLimit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st := New(Options{}).state(&route.Deployment{Provider: "p"})
+			st := New(Options{}, Hooks{}).state(&route.Deployment{Provider: "p"})
 			st.noteRateLimit(tt.header, func() time.Time { return now })
 			if tt.until == 0 {
 				assert.True(t, st.rlUntil.IsZero())

@@ -17,7 +17,7 @@ type CallObserver interface {
 	// the attempt's index in the plan.
 	OutputGap(i int, gap time.Duration)
 	// AttemptEnd is called once per attempt when it is recorded, after
-	// Options.Observe and before Options.OnAttempt, with the plan index of
+	// Hooks.Observe and before Hooks.OnAttempt, with the plan index of
 	// its deployment, the record and the attempt's sample; s is nil for a
 	// deployment that was skipped or an attempt that never started.
 	AttemptEnd(i int, a Attempt, s *tps.Sample)

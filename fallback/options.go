@@ -25,7 +25,7 @@ const (
 	DefaultTTFTTimeout = 15 * time.Second
 	// DefaultTTFTMultiple and DefaultTTFTFloor make a warm deployment's TTFT
 	// deadline: DefaultTTFTMultiple times its measured TTFT p95 (see
-	// Options.MeasuredTTFT), at least DefaultTTFTFloor, at most the
+	// Hooks.MeasuredTTFT), at least DefaultTTFTFloor, at most the
 	// configured TTFT deadline. Three times the p95 is above the p99 of the
 	// TTFT distributions providers show (a long tail of about twice the p95),
 	// so a deployment's normal answers are never cut, while one that
@@ -223,7 +223,7 @@ type Deadlines struct {
 	Headers time.Duration
 	// TTFT bounds the wait for the first output chunk, from the start of the
 	// attempt. It fails over only when another deployment is left to try.
-	// For a deployment whose TTFT was measured (Options.MeasuredTTFT), it is
+	// For a deployment whose TTFT was measured (Hooks.MeasuredTTFT), it is
 	// a cap: the deadline is DefaultTTFTMultiple times the measured p95, at
 	// least DefaultTTFTFloor, plus 0.5 ms per Call.EstimatedInputTokens, at
 	// most TTFT. Default DefaultTTFTTimeout.
@@ -302,24 +302,16 @@ type BuildFunc func(ctx context.Context, d route.Deployment, body []byte) (*http
 // safe for concurrent use and must not modify body.
 type PrefillFunc func(body []byte, text string) ([]byte, error)
 
-// Options configures an Executor. The zero Options consists entirely of
-// default values: http.DefaultTransport, the Default* deadlines, breakers and
-// backoff, no hedging, MidStreamSameModel, MalformedSkip, silent. Options is a value that New
-// copies; the hooks it holds are called from concurrent calls and must be
-// safe for concurrent use.
+// Options tunes an Executor. The zero Options consists entirely of default
+// values: the Default* deadlines, breakers and backoff, no hedging,
+// MidStreamSameModel, MalformedSkip. Options is a value that New copies; the
+// functions it holds (Prefill, Hedge.DelayFunc) are called from concurrent
+// calls and must be safe for concurrent use. What the Executor is connected
+// to (transport, observers, logger, tokenizer, fleet) is in Hooks.
 type Options struct {
-	// Transport sends every attempt. Nil means http.DefaultTransport.
-	Transport http.RoundTripper
 	// Deadlines bound each attempt; a zero field means its Default*
 	// deadline, a negative one turns that deadline off.
 	Deadlines Deadlines
-	// MeasuredTTFT returns a deployment's measured TTFT p95 (from sending
-	// the request to the first output chunk, as tps measures it), with ok
-	// false while it has too few samples; the root Client reads it from
-	// measure. It is called once per attempt, from concurrent calls: it must
-	// be safe for concurrent use and must not block. Nil means every
-	// deployment gets the configured Deadlines.TTFT.
-	MeasuredTTFT func(d route.Deployment) (p95 time.Duration, ok bool)
 	// AttemptsPerDeployment bounds the attempts on one deployment in one call.
 	// Zero means DefaultAttemptsPerDeployment.
 	AttemptsPerDeployment int
@@ -354,6 +346,24 @@ type Options struct {
 	// Seed seeds the jitter random source; runs with the same seed and the
 	// same faults back off identically. Zero is a valid seed.
 	Seed uint64
+}
+
+// Hooks connect an Executor to the rest of a program: the transport that
+// sends attempts, the measured TTFT it reads, the observers it tells, its
+// logger, tokenizer and fleet state. The zero Hooks is
+// http.DefaultTransport, no measured TTFT, no observers, silent, and no
+// fleet. Every function is called from concurrent calls and must be safe for
+// concurrent use.
+type Hooks struct {
+	// Transport sends every attempt. Nil means http.DefaultTransport.
+	Transport http.RoundTripper
+	// MeasuredTTFT returns a deployment's measured TTFT p95 (from sending
+	// the request to the first output chunk, as tps measures it), with ok
+	// false while it has too few samples; the root Client reads it from
+	// measure. It is called once per attempt, from concurrent calls: it must
+	// be safe for concurrent use and must not block. Nil means every
+	// deployment gets the configured Deadlines.TTFT.
+	MeasuredTTFT func(d route.Deployment) (p95 time.Duration, ok bool)
 	// Tokenizer, if not nil, is passed to every tps.Tap.
 	Tokenizer tps.Tokenizer
 	// OnAttempt is called after every attempt ends, including skipped

@@ -217,7 +217,7 @@ func (a *run) open(stream bool) bool {
 		a.httpError(req, resp)
 		return false
 	}
-	if tk := a.cl.e.opts.Tokenizer; tk != nil {
+	if tk := a.cl.e.hooks.Tokenizer; tk != nil {
 		a.tap = tps.NewTap(resp.Body, a.start, a.onSample, tps.WithObserver(a.observe), tps.WithTokenizer(tk))
 	} else {
 		a.tap = tps.NewTap(resp.Body, a.start, a.onSample, tps.WithObserver(a.observe))
@@ -640,7 +640,7 @@ func (a *run) finalize(err error) {
 	st.correct(now, a.cl.est, s.InputTokens+s.OutputTokens)
 	a.att.Duration = now.Sub(a.start)
 	a.att.Tokens = s.OutputTokens
-	if h := a.cl.e.opts.Observe; h != nil {
+	if h := a.cl.e.hooks.Observe; h != nil {
 		h(*a.d, *s)
 	}
 }

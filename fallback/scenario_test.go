@@ -35,10 +35,16 @@ func (e env) within(t *testing.T, d time.Duration) {
 	assert.Less(t, time.Since(e.start), d, "bounded time")
 }
 
-func newEnv(scripts map[string]replay.Script, opts fallback.Options) env {
+// newEnv returns an Executor over scripts, tuned by opts, with the hooks
+// given (at most one) and the handler's in-memory transport.
+func newEnv(scripts map[string]replay.Script, opts fallback.Options, hooks ...fallback.Hooks) env {
 	h := replay.NewHandler(scripts)
-	opts.Transport = h.Transport()
-	return env{h: h, ex: fallback.New(opts), start: time.Now()}
+	var hk fallback.Hooks
+	if len(hooks) > 0 {
+		hk = hooks[0]
+	}
+	hk.Transport = h.Transport()
+	return env{h: h, ex: fallback.New(opts, hk), start: time.Now()}
 }
 
 func (e env) do(t *testing.T, p route.Plan, c fallback.Call) (*fallback.Result, error) {
@@ -472,7 +478,7 @@ func TestScenarios(t *testing.T) {
 			e := newEnv(map[string]replay.Script{
 				"a-m": replay.WithFaults(prof(16), replay.DownFor(60*time.Second)),
 				"b-m": prof(16),
-			}, fallback.Options{OnStateChange: func(k measure.Key, _, to route.BreakerState) {
+			}, fallback.Options{}, fallback.Hooks{OnStateChange: func(k measure.Key, _, to route.BreakerState) {
 				if k.Provider != "a" {
 					return
 				}
@@ -529,7 +535,7 @@ func TestScenarios(t *testing.T) {
 			e := newEnv(map[string]replay.Script{
 				"a-m": replay.WithFaults(prof(60), replay.CutAfter(20)),
 				"b-m": prof(24),
-			}, fallback.Options{Observe: func(d route.Deployment, s tps.Sample) {
+			}, fallback.Options{}, fallback.Hooks{Observe: func(d route.Deployment, s tps.Sample) {
 				mu.Lock()
 				observed[d.Provider] = s
 				mu.Unlock()
@@ -570,7 +576,7 @@ func TestScenarios(t *testing.T) {
 		db.APIKey = "sk-b-key"
 		tr := &recorder{next: &http.Transport{}}
 		defer tr.next.(*http.Transport).CloseIdleConnections()
-		ex := fallback.New(fallback.Options{Transport: tr})
+		ex := fallback.New(fallback.Options{}, fallback.Hooks{Transport: tr})
 		res, err := ex.Do(context.Background(), planOf(da, db), fallback.Call{Body: []byte(reqBody), Stream: true})
 		require.NoError(t, err)
 		assert.Equal(t, replay.Text(8), drain(t, res.Body).text)

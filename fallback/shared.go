@@ -43,7 +43,7 @@ type Shared interface {
 // admitShared asks o.Shared, if set, to admit an attempt on k, and wraps the
 // breaker's done so that the outcome reaches Shared too.
 func (e *Executor) admitShared(k measure.Key, tokens int64, done func(error)) (func(error), error) {
-	sh := e.opts.Shared
+	sh := e.hooks.Shared
 	if sh == nil {
 		return done, nil
 	}
@@ -63,7 +63,7 @@ func (e *Executor) admitShared(k measure.Key, tokens int64, done func(error)) (f
 
 // sharedBreaker raises s.Breaker to the fleet's view of k's breaker.
 func (e *Executor) sharedBreaker(k measure.Key, now time.Time, s *route.Status) {
-	if sh := e.opts.Shared; sh != nil {
+	if sh := e.hooks.Shared; sh != nil {
 		if b := sh.Breaker(k, now); b > s.Breaker {
 			s.Breaker = b
 		}

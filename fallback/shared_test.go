@@ -65,7 +65,7 @@ func TestSharedSeam(t *testing.T) {
 		}
 		e := newEnv(map[string]replay.Script{
 			"a-m": prof(8), "b-m": prof(8), "c-m": replay.WithFaults(prof(8), replay.Status(502, "", nil)), "d-m": prof(8),
-		}, fallback.Options{Shared: sh, Breaker: fallback.BreakerSettings{ConsecutiveFailures: 1, Timeout: 7 * time.Second}, AttemptsPerDeployment: 1})
+		}, fallback.Options{Breaker: fallback.BreakerSettings{ConsecutiveFailures: 1, Timeout: 7 * time.Second}, AttemptsPerDeployment: 1}, fallback.Hooks{Shared: sh})
 		res, err := e.do(t, planOf(dep("a", "a-m"), dep("b", "b-m"), dep("c", "c-m"), dep("d", "d-m")), fallback.Call{Stream: true})
 		require.NoError(t, err)
 		drain(t, res.Body)
@@ -94,7 +94,7 @@ func TestSharedSeam(t *testing.T) {
 func TestSharedRefusalKeepsLocalBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sh := &fakeShared{deny: map[string]error{"a": fallback.ErrNoBudget}}
-		e := newEnv(map[string]replay.Script{"a-m": prof(4)}, fallback.Options{Shared: sh, MaxWait: -1})
+		e := newEnv(map[string]replay.Script{"a-m": prof(4)}, fallback.Options{MaxWait: -1}, fallback.Hooks{Shared: sh})
 		a := dep("a", "a-m")
 		a.Limits.RPM = 2
 		for range 5 {

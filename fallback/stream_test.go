@@ -86,7 +86,7 @@ func TestReadReleasesEveryBufferedEvent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ex := fallback.New(fallback.Options{Transport: segmentTransport(tt.segs)})
+			ex := fallback.New(fallback.Options{}, fallback.Hooks{Transport: segmentTransport(tt.segs)})
 			res, err := ex.Do(context.Background(), planOf(dep("a", "a-m")), fallback.Call{Body: []byte(reqBody), Stream: true})
 			require.NoError(t, err)
 			defer res.Body.Close()

@@ -43,7 +43,7 @@ func TestTTFTDeadlineFollowsMeasured(t *testing.T) {
 				e := newEnv(map[string]replay.Script{
 					"a-m": &replay.Profile{OutputTokens: 4, TPS: 100, TTFT: tt.ttft},
 					"b-m": &replay.Profile{OutputTokens: 4, TPS: 100, TTFT: 100 * time.Millisecond},
-				}, fallback.Options{MeasuredTTFT: func(d route.Deployment) (time.Duration, bool) {
+				}, fallback.Options{}, fallback.Hooks{MeasuredTTFT: func(d route.Deployment) (time.Duration, bool) {
 					asked = append(asked, d.Provider)
 					return tt.measured, tt.measured > 0 && d.Provider == "a"
 				}})

@@ -70,11 +70,10 @@ func Run(ctx context.Context, sc *Scenario, p Policy) (*Result, error) {
 	f := newFleet(sc)
 	client, err := tpsroute.New(tpsroute.Config{
 		Deployments: f.deployments(),
-		Policy:      pol,
-		SLO:         route.SLO{MinTPS: sc.SLO.MinTPS, MaxTTFT: time.Duration(sc.SLO.MaxTTFT)},
-		Route:       route.Options{Seed: sc.Seed},
-		HTTPClient:  &http.Client{Transport: f},
-		Tokenizer:   tokenWords{},
+		Route: route.Options{Seed: sc.Seed, Policy: pol,
+			SLO: route.SLO{MinTPS: sc.SLO.MinTPS, MaxTTFT: time.Duration(sc.SLO.MaxTTFT)}},
+		HTTPClient: &http.Client{Transport: f},
+		Tokenizer:  tokenWords{},
 	})
 	if err != nil {
 		return nil, err

@@ -59,7 +59,7 @@ type Scenario struct {
 	// defaults and the oracle: "throughput" (the default), "latency" or
 	// "cost".
 	Objective string `json:"objective,omitempty"`
-	// SLO is the service level the router is given (Config.SLO); the oracle
+	// SLO is the service level the router is given (Config.Route.SLO); the oracle
 	// and the OpenRouter baseline's percentile cutoffs use it too.
 	SLO SLO `json:"slo,omitzero"`
 	// Workload is the load.

@@ -62,7 +62,7 @@ func demoConfig() (tpsroute.Config, http.RoundTripper, func()) {
 				Price:        measure.Price{Input: 0.40, CachedInput: 0.10, Output: 1.60},
 				Capabilities: route.Capabilities{CacheControl: true}},
 		},
-		SLO: route.SLO{MaxErrorRate: 0.3},
+		Route: route.Options{SLO: route.SLO{MaxErrorRate: 0.3}},
 	}
 	cfg.Route.Seed = 1
 	cfg.Fallback.Seed = 1

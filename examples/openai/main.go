@@ -167,7 +167,7 @@ func loadConfig(path string) (tpsroute.Config, func(), error) {
 			{Provider: "nebius", Region: "eu-west", Model: "llama-3.3-70b", ProviderModel: "meta-llama/Llama-3.3-70B-Instruct",
 				BaseURL: nebius.URL(), APIKey: "demo-nebius-key", Price: measure.Price{Input: 0.13, Output: 0.40}},
 		},
-		Policy: route.Throughput, // or route.Latency, route.Cost
+		Route: route.Options{Policy: route.Throughput}, // or route.Latency, route.Cost
 	}
 	// Measured after 3 calls instead of 10, with 4 probes of an unmeasured
 	// deployment per 10 s instead of 2, so this short demo routes on data;

@@ -119,11 +119,13 @@ func run(ctx context.Context, cfg config, w io.Writer) (*result, error) {
 	s := newSim(cfg, tl, sims)
 	client, err := tpsroute.New(tpsroute.Config{
 		Deployments: deployments,
-		Policy:      cfg.Policy,
 		HTTPClient:  hc,
 		OnDecision:  s.decided,
+		// A tripped breaker is drawn on the timeline.
+		OnBreakerChange: s.breakerChanged,
 		Route: route.Options{
-			Seed: 1,
+			Policy: cfg.Policy,
+			Seed:   1,
 			// Probe a new (cold) deployment up to 3 times every 2 s (within
 			// route's default 25 % share of picks), so that all five are
 			// measured within the first seconds of the demo.
@@ -140,8 +142,7 @@ func run(ctx context.Context, cfg config, w io.Writer) (*result, error) {
 			// supports assistant prefill; the caller reads one coherent answer.
 			MidStream: fallback.MidStreamContinue,
 			// A tripped breaker lets a probe through after 2 s (default 15 s).
-			Breaker:       fallback.BreakerSettings{Timeout: 2 * time.Second},
-			OnStateChange: s.breakerChanged,
+			Breaker: fallback.BreakerSettings{Timeout: 2 * time.Second},
 		},
 	})
 	if err != nil {
