@@ -123,7 +123,6 @@ func New(cfg Config) (*Client, error) {
 		// Calls that opt in with WithHedge wait their deployment's TTFT p95.
 		fo.Hedge.DelayFunc = c.measuredTTFT
 	}
-	ro := cfg.Route
 	if cfg.Fleet != nil {
 		c.fleet = cfg.Fleet
 		// The Picker is built below; affinity learned before then is dropped.
@@ -150,8 +149,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c.tel, inflight.tel = tel, tel
 
-	ro.Health = c.exec
-	p, err := route.NewPicker(cfg.Deployments, c.reg, ro)
+	p, err := route.NewPicker(cfg.Deployments, c.reg, c.exec, cfg.Route)
 	if err != nil {
 		return nil, err
 	}

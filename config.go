@@ -147,8 +147,6 @@ func (c *Config) validate() error {
 	switch {
 	case c.Route.Policy > route.Cost:
 		return &ConfigError{Field: "Route.Policy", Msg: fmt.Sprintf("unknown policy %d", c.Route.Policy)}
-	case c.Route.Health != nil:
-		return &ConfigError{Field: "Route.Health", Msg: "must be nil; the Client wires the fallback executor's health"}
 	case c.Measure.Prices != nil:
 		return &ConfigError{Field: "Measure.Prices", Msg: "must be nil; set Deployments[i].Price"}
 	}

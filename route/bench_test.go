@@ -10,7 +10,7 @@ import (
 
 func benchPick(b *testing.B, n int, req Request, health Health) {
 	ds, src := spread(n)
-	p := newPicker(b, ds, src, Options{Seed: 1, Health: health})
+	p := newPicker(b, ds, src, Options{Seed: 1}, health)
 	if _, err := p.PickAt(req, t0); err != nil {
 		b.Fatal(err)
 	}

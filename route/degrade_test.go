@@ -35,12 +35,12 @@ func TestDegradedLeaderLosesShare(t *testing.T) {
 				{Provider: "lead", Region: "us", Model: "m", BaseURL: "http://lead"},
 				{Provider: "next", Region: "us", Model: "m", BaseURL: "http://next"},
 			}
-			p, err := NewPicker(ds, reg, Options{Policy: tc.policy, Seed: 7})
+			p, err := NewPicker(ds, reg, nil, Options{Policy: tc.policy, Seed: 7})
 			if err != nil {
 				t.Fatal(err)
 			}
 			// ranked is p without exploration and band: who leads.
-			ranked, err := NewPicker(ds, reg, Options{Policy: tc.policy, Exploration: Off, Band: Off})
+			ranked, err := NewPicker(ds, reg, nil, Options{Policy: tc.policy, Exploration: Off, Band: Off})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -86,7 +86,7 @@ func TestNewPickerErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := NewPicker(tt.ds, nil, tt.opts)
+			p, err := NewPicker(tt.ds, nil, nil, tt.opts)
 			if tt.want == nil {
 				if err != nil || p == nil {
 					t.Fatalf("NewPicker() = %v, %v", p, err)

@@ -37,7 +37,7 @@ func example() ([]route.Deployment, stats) {
 
 func ExamplePicker_Pick() {
 	ds, s := example()
-	p, err := route.NewPicker(ds, s, route.Options{Seed: 1, Exploration: -1})
+	p, err := route.NewPicker(ds, s, nil, route.Options{Seed: 1, Exploration: -1})
 	if err != nil {
 		panic(err)
 	}
@@ -60,7 +60,7 @@ func ExamplePicker_Pick() {
 
 func ExamplePicker_Pick_slo() {
 	ds, s := example()
-	p, _ := route.NewPicker(ds, s, route.Options{Seed: 1, Exploration: -1})
+	p, _ := route.NewPicker(ds, s, nil, route.Options{Seed: 1, Exploration: -1})
 	// Cheapest among deployments generating at least 60 tokens/s.
 	plan, _ := p.Pick(route.Request{Model: "llama-70b", Policy: route.Cost, SLO: route.SLO{MinTPS: 60}})
 	for _, c := range plan.Deployments {
@@ -74,7 +74,7 @@ func ExamplePicker_Pick_slo() {
 
 func ExamplePicker_Pick_pins() {
 	ds, s := example()
-	p, _ := route.NewPicker(ds, s, route.Options{Seed: 1})
+	p, _ := route.NewPicker(ds, s, nil, route.Options{Seed: 1})
 	plan, _ := p.Pick(route.Request{Model: "llama-70b", Regions: []string{"eu"}})
 	fmt.Println(plan.Deployments[0].Key())
 
@@ -89,7 +89,7 @@ func ExamplePicker_Pick_pins() {
 
 func ExamplePicker_Served() {
 	ds, s := example()
-	p, _ := route.NewPicker(ds, s, route.Options{Seed: 1, Exploration: -1})
+	p, _ := route.NewPicker(ds, s, nil, route.Options{Seed: 1, Exploration: -1})
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
 	// The session's last call was served by together: its prompt cache is warm there.
@@ -109,7 +109,7 @@ func ExamplePicker_Served() {
 
 func ExamplePlan_Explain() {
 	ds, s := example()
-	p, _ := route.NewPicker(ds, s, route.Options{Seed: 1, Exploration: -1})
+	p, _ := route.NewPicker(ds, s, nil, route.Options{Seed: 1, Exploration: -1})
 	plan, _ := p.Pick(route.Request{Model: "llama-70b", ExpectedOutputTokens: 500})
 	fmt.Println(plan.Explain())
 	// Output:

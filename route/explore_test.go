@@ -273,7 +273,7 @@ func TestPickNeverNaN(t *testing.T) {
 			})
 			health[k] = Status{Breaker: BreakerState(rng.IntN(3)), NoHeadroom: rng.IntN(5) == 0}
 		}
-		p := newPicker(t, ds, src, Options{Health: health, Seed: uint64(i) + 1, Policy: Policy(rng.IntN(4))})
+		p := newPicker(t, ds, src, Options{Seed: uint64(i) + 1, Policy: Policy(rng.IntN(4))}, health)
 		req := Request{
 			Model: "m", Policy: Policy(rng.IntN(5)), LatencyMetric: LatencyMetric(rng.IntN(3)),
 			ExpectedOutputTokens: int64(rng.IntN(3)) * 1e9, CacheKey: "k",

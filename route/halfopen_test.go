@@ -9,9 +9,8 @@ import (
 )
 
 // halfOpenOptions are strictOrder with half-open probes every interval.
-func halfOpenOptions(h Health, interval time.Duration) Options {
+func halfOpenOptions(interval time.Duration) Options {
 	o := strictOrder()
-	o.Health = h
 	o.HalfOpenProbeInterval = interval
 	return o
 }
@@ -80,7 +79,7 @@ func TestHalfOpenProbe(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := newPicker(t, ds, src, halfOpenOptions(tt.health, tt.interval))
+			p := newPicker(t, ds, src, halfOpenOptions(tt.interval), tt.health)
 			for i, pk := range tt.picks {
 				plan, err := p.PickAt(Request{Model: "llama"}, t0.Add(pk.at))
 				require.NoError(t, err)
@@ -118,7 +117,7 @@ func TestHalfOpenProbeNotTaken(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := newPicker(t, ds, src, halfOpenOptions(tt.health, time.Second))
+			p := newPicker(t, ds, src, halfOpenOptions(time.Second), tt.health)
 			if tt.served {
 				p.Served("session-1", key("together", "us", "llama"), t0)
 			}
@@ -139,7 +138,7 @@ func TestHalfOpenRecovery(t *testing.T) {
 	ds, src := fleet()
 	fast := ds[0].Key()
 	h := fakeHealth{}
-	p := newPicker(t, ds, src, Options{Health: h, Exploration: -1, Seed: 1}) // default interval and band
+	p := newPicker(t, ds, src, Options{Exploration: -1, Seed: 1}, h) // default interval and band
 	const step = 10 * time.Millisecond
 	phases := []struct {
 		name      string

@@ -119,9 +119,15 @@ func reasons(p Plan) []string {
 	return out
 }
 
-func newPicker(t testing.TB, ds []Deployment, src Source, o Options) *Picker {
+// newPicker is NewPicker for tests, with the health given (at most one; none
+// means every deployment healthy).
+func newPicker(t testing.TB, ds []Deployment, src Source, o Options, health ...Health) *Picker {
 	t.Helper()
-	p, err := NewPicker(ds, src, o)
+	var h Health
+	if len(health) > 0 {
+		h = health[0]
+	}
+	p, err := NewPicker(ds, src, h, o)
 	if err != nil {
 		t.Fatalf("NewPicker: %v", err)
 	}

@@ -92,8 +92,6 @@ const (
 // least one per deployment), a half-open probe per deployment at most every 1 s,
 // and a 5-minute cache affinity over at most 10,000 keys.
 type Options struct {
-	// Health reports breaker and limiter state; nil means every deployment is healthy.
-	Health Health
 	// Policy is the default ordering; zero means Throughput.
 	Policy Policy
 	// LatencyMetric is what Latency minimises by default; zero means LatencyTTFT.
@@ -197,6 +195,7 @@ type Picker struct {
 	provs    map[string]struct{}
 	regions  map[string]struct{}
 	src      Source
+	health   Health                 // nil: every deployment healthy
 	hsrc     HandleSource           // src, when it hands out handles
 	handles  []atomic.Pointer[hbox] // per deployment: its resolved handle; nil none yet
 	opts     Options
@@ -237,10 +236,11 @@ type meta struct {
 }
 
 // NewPicker returns a Picker over ds, reading statistics from src (nil means
-// none: every deployment stays cold). ds is copied. It returns a
+// none: every deployment stays cold) and breaker and limiter state from
+// health (nil means every deployment is healthy). ds is copied. It returns a
 // *DeploymentError (matching ErrInvalidDeployment) naming the first invalid
 // field, or a duplicate Key, and an error for out-of-range Options.
-func NewPicker(ds []Deployment, src Source, opts Options) (*Picker, error) {
+func NewPicker(ds []Deployment, src Source, health Health, opts Options) (*Picker, error) {
 	if len(ds) == 0 {
 		return nil, fmt.Errorf("%w: no deployments", ErrInvalidDeployment)
 	}
@@ -258,6 +258,7 @@ func NewPicker(ds []Deployment, src Source, opts Options) (*Picker, error) {
 		provs:   make(map[string]struct{}),
 		regions: make(map[string]struct{}),
 		src:     src,
+		health:  health,
 		opts:    opts,
 		seed:    opts.Seed,
 		coldMax: int64(opts.ColdProbes),

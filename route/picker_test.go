@@ -350,8 +350,7 @@ func TestAffinity(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := strictOrder()
-			o.Health = fakeHealth{slow: tt.health}
-			p := newPicker(t, ds, src, o)
+			p := newPicker(t, ds, src, o, fakeHealth{slow: tt.health})
 			if tt.served {
 				p.Served("session-1", slow, t0)
 			}
@@ -419,8 +418,7 @@ func TestHealth(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := strictOrder()
-			o.Health = tt.health
-			p := newPicker(t, ds, src, o)
+			p := newPicker(t, ds, src, o, tt.health)
 			plan := mustPick(t, p, Request{Model: "llama"}, t0)
 			equal(t, order(plan), tt.want, "order")
 			equal(t, reasons(plan), tt.reasons, "reasons")

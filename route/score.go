@@ -20,7 +20,7 @@ type scoring struct {
 // have an open breaker and how many are usable (neither open nor excluded).
 func (p *Picker) scoreItems(s *scratch, sc *scoring, now time.Time) (open, usable int) {
 	req := &s.req
-	health := p.opts.Health
+	health := p.health
 	var wd Deployment
 	for i := range s.items {
 		it := &s.items[i]

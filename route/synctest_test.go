@@ -16,8 +16,7 @@ func TestPickUsesTheClock(t *testing.T) {
 		o := strictOrder()
 		o.ColdProbes = 1
 		h := fakeHealth{ds[0].Key(): {CoolingUntil: time.Now().Add(30 * time.Second)}}
-		o.Health = h
-		p := newPicker(t, ds, src, o)
+		p := newPicker(t, ds, src, o, h)
 
 		first := func(r Request) Candidate {
 			t.Helper()
