@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -86,7 +87,8 @@ func New(cfg Config) (*Client, error) {
 	}
 
 	mo := cfg.Measure
-	mo.Prices = make(map[measure.Key]measure.Price, len(cfg.Deployments))
+	mo.Prices = make(map[measure.Key]measure.Price, len(cfg.Deployments)+len(mo.Prices))
+	maps.Copy(mo.Prices, cfg.Measure.Prices)
 	for _, d := range cfg.Deployments {
 		if !d.IsWildcard() && d.Price != (measure.Price{}) {
 			mo.Prices[d.Key()] = d.Price

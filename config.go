@@ -37,8 +37,10 @@ type Config struct {
 	// executor. A zero Route is route's documented defaults.
 	Route route.Options
 	// Measure tunes the statistics (window, EWMA half-life, samples needed).
-	// Its Prices must be left nil: the Client fills them from each
-	// deployment's Price. A zero Measure is measure's documented defaults.
+	// Each deployment's non-zero Price is added to Measure.Prices (a copy)
+	// and wins over an entry for the same key there; normally leave
+	// Measure.Prices nil and set Deployments[i].Price. A zero Measure is
+	// measure's documented defaults.
 	Measure measure.Options
 	// Fallback tunes failover: deadlines, attempts, backoff, breakers,
 	// hedging, mid-stream policy. The executor's hooks (fallback.Hooks) are
@@ -144,11 +146,8 @@ func (c *Config) validate() error {
 	if len(c.Deployments) == 0 {
 		return &ConfigError{Field: "Deployments", Msg: "at least one deployment is required"}
 	}
-	switch {
-	case c.Route.Policy > route.Cost:
+	if c.Route.Policy > route.Cost {
 		return &ConfigError{Field: "Route.Policy", Msg: fmt.Sprintf("unknown policy %d", c.Route.Policy)}
-	case c.Measure.Prices != nil:
-		return &ConfigError{Field: "Measure.Prices", Msg: "must be nil; set Deployments[i].Price"}
 	}
 	if err := checkSLO("Route.SLO", c.Route.SLO); err != nil {
 		return err
