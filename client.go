@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -24,7 +23,6 @@ import (
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/telemetry"
-	"github.com/tpsroute/tpsroute/tps"
 )
 
 // Client routes chat completions across the configured deployments, fails
@@ -46,8 +44,7 @@ type Client struct {
 	state  *stateSaver // nil unless Config.StateFile
 
 	onDecision   func(route.Request, route.Plan)
-	nextRefresh  atomic.Int64 // unix ns of the next registry refresh
-	hedgeDefault bool         // Config.Fallback.Hedge was configured: every call may hedge
+	hedgeDefault bool // Config.Fallback.Hedge was configured: every call may hedge
 
 	deps   []route.Deployment // as configured, for ModelIDs
 	wild   *wildcards         // wildcard deployments' admitted models; nil without one
@@ -110,14 +107,12 @@ func New(cfg Config) (*Client, error) {
 		base = cfg.HTTPClient.Transport
 	}
 	fo := cfg.Fallback
-	inflight := &inFlightTransport{next: base, reg: c.reg}
 	hooks := fallback.Hooks{
-		Transport:     inflight,
+		Transport:     base,
 		Tokenizer:     cfg.Tokenizer,
 		Logger:        cfg.Logger,
 		OnAttempt:     cfg.OnAttempt,
 		OnStateChange: cfg.OnBreakerChange,
-		Observe:       c.observe,
 		MeasuredTTFT:  c.measuredTTFT,
 	}
 	c.hedgeDefault = fo.Hedge.Delay > 0 || fo.Hedge.DelayFunc != nil
@@ -149,7 +144,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tpsroute: telemetry: %w", err)
 	}
-	c.tel, inflight.tel = tel, tel
+	c.tel = tel
 
 	p, err := route.NewPicker(cfg.Deployments, c.reg, c.exec, cfg.Route)
 	if err != nil {
@@ -267,11 +262,6 @@ func (c *Client) RefusedModels() uint64 {
 // cold probes, explorations.
 func (c *Client) RouteStats() route.Stats { return c.picker.Stats() }
 
-// observe records every attempt, whatever its outcome: fallback's Observe hook.
-func (c *Client) observe(d route.Deployment, s tps.Sample) {
-	c.reg.Record(d.Key(), s)
-}
-
 // measuredTTFT returns d's measured TTFT p95 once it is warm: the hedge delay
 // of calls that opt in, and the base of the executor's TTFT deadline.
 func (c *Client) measuredTTFT(d route.Deployment) (time.Duration, bool) {
@@ -298,7 +288,9 @@ func classify(err error) string {
 }
 
 // call is one routed call: what the caller asked and what routing made of it.
+// It is the call's fallback.Feedback (feedback.go).
 type call struct {
+	c        *Client
 	cfg      callConfig
 	info     requestInfo
 	cacheKey string
@@ -311,7 +303,7 @@ type call struct {
 // must be closed.
 func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http.Header, cc *callConfig, stream bool) (*fallback.Result, *call, error) {
 	ctx, cc.tel = c.tel.Start(ctx, info.RawModel, stream)
-	cl := &call{cfg: *cc, info: info, hdr: hdr, stream: stream}
+	cl := &call{c: c, cfg: *cc, info: info, hdr: hdr, stream: stream}
 	req := cc.req
 	req.Model = info.RawModel
 	if req.CacheKey == "" {
@@ -331,7 +323,9 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 		req.ExpectedOutputTokens = info.MaxTokens
 	}
 	now := time.Now()
-	c.refresh(now)
+	// Republish stale estimates (at most once per second) before reading
+	// them, so that a deployment without traffic turns cold and is probed.
+	c.reg.SweepAt(now)
 	plan, err := c.picker.PickAt(req, now)
 	if err != nil {
 		return nil, cl, c.routeError(err)
@@ -357,7 +351,7 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 		NoFallback:           cc.req.NoFallbacks,
 		EstimatedInputTokens: req.ExpectedInputTokens,
 		Deadlines:            cc.deadlines,
-		Observer:             cc.tel,
+		Feedback:             cl,
 	})
 	if err != nil {
 		return nil, cl, err
@@ -386,36 +380,6 @@ func (c *Client) routeError(err error) error {
 	return &RequestError{Param: strings.ToLower(ne.Field), Reason: "no deployment has the provider " + strconv.Quote(ne.Name)}
 }
 
-// refresh republishes every key's Estimate at most once per refreshInterval,
-// so that a deployment that gets no traffic (because it was slow) sees its
-// old samples leave the window, turns cold and is probed again: without it a
-// recovered deployment would keep its stale estimate. It runs on the calling
-// goroutine; the Client starts none.
-func (c *Client) refresh(now time.Time) {
-	t := now.UnixNano()
-	next := c.nextRefresh.Load()
-	if t < next || !c.nextRefresh.CompareAndSwap(next, t+int64(refreshInterval)) {
-		return
-	}
-	if next != 0 {
-		c.reg.PruneAt(now)
-	}
-}
-
-// refreshInterval is how often calls republish the statistics.
-const refreshInterval = time.Second
-
-// served records cache affinity after a call succeeded.
-func (c *Client) served(cl *call, d route.Deployment) {
-	if cl.cacheKey != "" {
-		now := time.Now()
-		c.picker.Served(cl.cacheKey, d.Key(), now)
-		if c.fleet != nil {
-			c.fleet.Served(cl.cacheKey, d.Key(), now)
-		}
-	}
-}
-
 // build makes one attempt's request from deployment d only: its URL, key,
 // headers and model id. The caller's headers are forwarded without
 // credentials. It is the call's fallback.BuildFunc.
@@ -432,7 +396,7 @@ func (cl *call) build(ctx context.Context, d route.Deployment, body []byte) (*ht
 	// fallback.DefaultBuild sets the wire model (the requested one for a
 	// wildcard), include_usage, the key and the deployment's headers; the
 	// executor already made the body a stream.
-	req, err := fallback.DefaultBuild(context.WithValue(ctx, attemptKey{}, d.Key()), d.ForModel(cl.info.Model), b)
+	req, err := fallback.DefaultBuild(ctx, d.ForModel(cl.info.Model), b)
 	if err != nil {
 		return nil, err
 	}
@@ -458,53 +422,6 @@ func forwardable(name string) bool {
 		return false
 	}
 	return true
-}
-
-// attemptKey is the context key of an attempt's measure.Key, for inFlightTransport.
-type attemptKey struct{}
-
-// inFlightTransport counts each attempt in measure's in-flight gauge from the
-// moment it is sent until its response body is closed.
-type inFlightTransport struct {
-	next http.RoundTripper
-	reg  *measure.Registry
-	tel  *telemetry.Telemetry // tpsroute.inflight, beside measure's gauge
-}
-
-func (t *inFlightTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	k, ok := req.Context().Value(attemptKey{}).(measure.Key)
-	if !ok {
-		return t.next.RoundTrip(req)
-	}
-	end := t.reg.Begin(k)
-	t.tel.InFlight(k, 1)
-	resp, err := t.next.RoundTrip(req)
-	if err != nil || resp.Body == nil {
-		end()
-		t.tel.InFlight(k, -1)
-		return resp, err
-	}
-	resp.Body = &endOnClose{ReadCloser: resp.Body, end: end, tel: t.tel, key: k}
-	return resp, nil
-}
-
-// endOnClose calls end once, and takes the attempt out of the telemetry's
-// in-flight count, when the body is closed.
-type endOnClose struct {
-	io.ReadCloser
-	end func()
-	tel *telemetry.Telemetry
-	key measure.Key
-}
-
-func (b *endOnClose) Close() error {
-	err := b.ReadCloser.Close()
-	if b.end != nil {
-		b.end()
-		b.end = nil
-		b.tel.InFlight(b.key, -1)
-	}
-	return err
 }
 
 // prefixCacheKey returns a cache key for requests without one: a hash of the

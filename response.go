@@ -98,7 +98,7 @@ func (c *Client) send(ctx context.Context, body []byte, hdr http.Header, cc *cal
 	}
 	// The call's own context lets an early Close end the upstream request.
 	ctx, cancel := context.WithCancel(ctx)
-	res, cl, err := c.do(ctx, body, info, hdr, cc, info.Stream)
+	res, _, err := c.do(ctx, body, info, hdr, cc, info.Stream)
 	if err != nil {
 		cancel()
 		endCall(cc, nil, err)
@@ -111,12 +111,7 @@ func (c *Client) send(ctx context.Context, body []byte, hdr http.Header, cc *cal
 	r.Header.Del("Content-Length")
 	if info.Stream {
 		r.Header.Set("Content-Type", "text/event-stream")
-		r.Body = &servedBody{rc: res.Body, cancel: cancel, end: func(complete bool, err error) {
-			if complete {
-				c.served(cl, res.Deployment())
-			}
-			endCall(cc, res, err)
-		}}
+		r.Body = &servedBody{rc: res.Body, cancel: cancel, end: func(err error) { endCall(cc, res, err) }}
 		return r, nil
 	}
 	defer cancel()
@@ -129,7 +124,6 @@ func (c *Client) send(ctx context.Context, body []byte, hdr http.Header, cc *cal
 	var acc tps.Accumulator
 	tps.ForEachData(raw, acc.Add)
 	out := acc.JSON()
-	c.served(cl, res.Deployment())
 	endCall(cc, res, nil)
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set("Content-Length", strconv.Itoa(len(out)))
@@ -137,13 +131,13 @@ func (c *Client) send(ctx context.Context, body []byte, hdr http.Header, cc *cal
 	return r, nil
 }
 
-// servedBody is a routed SSE body: it calls end once: complete at a clean
-// EOF, with the error of a failed read, or neither at a Close before the end,
-// which the executor records as the caller's cancellation.
+// servedBody is a routed SSE body: it calls end once: with nil at a clean
+// EOF or a Close before the end (which the executor records as the caller's
+// cancellation), or with the error of a failed read.
 type servedBody struct {
 	rc      io.ReadCloser
 	cancel  context.CancelFunc
-	end     func(complete bool, err error)
+	end     func(err error)
 	endOnce sync.Once
 	closed  atomic.Bool
 }
@@ -152,9 +146,9 @@ func (b *servedBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
 	if err != nil {
 		if err == io.EOF {
-			b.endOnce.Do(func() { b.end(true, nil) })
+			b.endOnce.Do(func() { b.end(nil) })
 		} else if !b.closed.Load() {
-			b.endOnce.Do(func() { b.end(false, err) })
+			b.endOnce.Do(func() { b.end(err) })
 		}
 	}
 	return n, err
@@ -166,7 +160,7 @@ func (b *servedBody) Close() error {
 	}
 	_ = b.rc.Close()
 	b.cancel()
-	b.endOnce.Do(func() { b.end(false, nil) })
+	b.endOnce.Do(func() { b.end(nil) })
 	return nil
 }
 

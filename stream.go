@@ -342,12 +342,7 @@ func (s *Stream) fail(err error) {
 }
 
 // finish ends a stream that completed cleanly.
-func (s *Stream) finish() {
-	if s.st.res != nil && s.st.call != nil {
-		s.c.served(s.st.call, s.st.res.Deployment())
-	}
-	_ = s.Close()
-}
+func (s *Stream) finish() { _ = s.Close() }
 
 // Sample returns the timing and usage of the answering attempt: TTFT,
 // generation TPS, tokens, cache state, cost inputs. It is complete once Next

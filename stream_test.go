@@ -230,3 +230,29 @@ func TestCloseFromAnotherGoroutine(t *testing.T) {
 		assert.Equal(t, "a", rep.Deployment.Provider)
 	})
 }
+
+// TestAttemptInFlight checks that an attempt counts in measure's in-flight
+// gauge from its start until its completion handle runs, and that its sample
+// is recorded by the same handle: one in flight while the caller reads, none
+// and one request once the stream is closed.
+func TestAttemptInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newMemFleet()
+		url := f.add("a", map[string]replay.Script{"m": &replay.Profile{TPS: 10, OutputTokens: 20}})
+		c := mustNew(t, Config{HTTPClient: &http.Client{Transport: f}, Deployments: []route.Deployment{dep("a", "", "m", url)}})
+		k := measure.Key{Provider: "a", Model: "m"}
+		s := c.Chat.Completions.NewStreaming(context.Background(), userParams("m", "hi"))
+		require.True(t, s.Next())
+		st, ok := c.Stats().Lookup(k)
+		require.True(t, ok)
+		assert.EqualValues(t, 1, st.InFlight, "in flight while the caller reads")
+		assert.Zero(t, st.Requests, "not recorded before it ends")
+		for s.Next() {
+		}
+		require.NoError(t, s.Err())
+		require.NoError(t, s.Close())
+		st, _ = c.Stats().Lookup(k)
+		assert.Zero(t, st.InFlight, "ended with the attempt")
+		assert.EqualValues(t, 1, st.Requests, "recorded once")
+	})
+}

@@ -20,13 +20,13 @@ import (
 // TestEachAttemptEndsOnce: on every path (retry, failover, TTFT deadline,
 // hedge lost, mid-stream cut with and without continuation, early Close,
 // caller cancellation, policy stop) each attempt that was started is ended
-// exactly once: one OnAttempt record and one Observe call per attempt, and
+// exactly once: one OnAttempt record and one Feedback completion per attempt, and
 // its in-flight slot is released (MaxInFlight 1 leaves headroom afterwards,
 // for a second run of the same call too).
 func TestEachAttemptEndsOnce(t *testing.T) {
 	type call func(e env, p route.Plan) // runs one call to its end
 	readAll := func(e env, p route.Plan, c fallback.Call) {
-		res, err := e.ex.Do(context.Background(), p, withBody(c))
+		res, err := e.ex.Do(context.Background(), p, e.call(c))
 		if err == nil {
 			_, _ = io.Copy(io.Discard, res.Body)
 			_ = res.Body.Close()
@@ -59,7 +59,7 @@ func TestEachAttemptEndsOnce(t *testing.T) {
 			func(e env, p route.Plan) { readAll(e, p, fallback.Call{Stream: true}) }},
 		{"early_close", map[string]replay.Script{"a-m": &replay.Profile{TPS: 10, OutputTokens: 100}}, fallback.Options{},
 			func(e env, p route.Plan) {
-				res, err := e.ex.Do(context.Background(), p, withBody(fallback.Call{Stream: true}))
+				res, err := e.ex.Do(context.Background(), p, e.call(fallback.Call{Stream: true}))
 				if err == nil {
 					_, _ = res.Body.Read(make([]byte, 16))
 					_ = res.Body.Close()
@@ -70,7 +70,7 @@ func TestEachAttemptEndsOnce(t *testing.T) {
 			func(e env, p route.Plan) {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 				defer cancel()
-				res, err := e.ex.Do(ctx, p, withBody(fallback.Call{Stream: true}))
+				res, err := e.ex.Do(ctx, p, e.call(fallback.Call{Stream: true}))
 				if err == nil {
 					_, _ = io.Copy(io.Discard, res.Body)
 					_ = res.Body.Close()
@@ -80,7 +80,7 @@ func TestEachAttemptEndsOnce(t *testing.T) {
 			func(e env, p route.Plan) {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				defer cancel()
-				_, _ = e.ex.Do(ctx, p, withBody(fallback.Call{Stream: true}))
+				_, _ = e.ex.Do(ctx, p, e.call(fallback.Call{Stream: true}))
 			}},
 		{"policy_stop", map[string]replay.Script{"a-m": replay.WithFaults(prof(8), replay.ContentPolicy()), "b-m": prof(8)}, fallback.Options{},
 			func(e env, p route.Plan) { readAll(e, p, fallback.Call{Stream: true}) }},
@@ -99,12 +99,12 @@ func TestEachAttemptEndsOnce(t *testing.T) {
 						mu.Unlock()
 					}
 				}
-				hooks.Observe = func(d route.Deployment, _ tps.Sample) {
+				e := newEnv(tt.scripts, opts, hooks)
+				e.fb = observing(func(d route.Deployment, _ tps.Sample) {
 					mu.Lock()
 					observed[d.Provider]++
 					mu.Unlock()
-				}
-				e := newEnv(tt.scripts, opts, hooks)
+				})
 				a, b := dep("a", "a-m"), dep("b", "b-m")
 				a.Limits.MaxInFlight, b.Limits.MaxInFlight = 1, 1
 				b.Capabilities.AssistantPrefill = true
@@ -116,7 +116,7 @@ func TestEachAttemptEndsOnce(t *testing.T) {
 					tt.run(e, p)
 					synctest.Wait()
 					mu.Lock()
-					assert.Equal(t, attempts, observed, "round %d: one Observe per attempt", round)
+					assert.Equal(t, attempts, observed, "round %d: one Feedback completion per attempt", round)
 					for _, k := range []measure.Key{a.Key(), b.Key()} {
 						assert.False(t, e.ex.Status(k, time.Now()).NoHeadroom, "round %d: %s released its in-flight slot", round, k)
 					}
@@ -133,9 +133,4 @@ func TestEachAttemptEndsOnce(t *testing.T) {
 			})
 		})
 	}
-}
-
-func withBody(c fallback.Call) fallback.Call {
-	c.Body = []byte(reqBody)
-	return c
 }

@@ -145,9 +145,8 @@ func TestFinishGrace(t *testing.T) {
 				lastData := tp.at
 				tp.keepAlives(500*time.Millisecond, time.Hour)
 				var observed []tps.Sample
-				e := newEnv(map[string]replay.Script{"a-m": tp.cassette("hang")}, fallback.Options{}, fallback.Hooks{
-					Observe: func(_ route.Deployment, s tps.Sample) { observed = append(observed, s) },
-				})
+				e := newEnv(map[string]replay.Script{"a-m": tp.cassette("hang")}, fallback.Options{})
+				e.fb = observing(func(_ route.Deployment, s tps.Sample) { observed = append(observed, s) })
 				start := time.Now()
 				res, err := e.do(t, planOf(a), fallback.Call{Stream: tt.stream})
 				require.NoError(t, err)

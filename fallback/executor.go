@@ -105,7 +105,7 @@ type call struct {
 	stream     bool
 	noFallback bool
 	hedge      bool
-	obs        CallObserver
+	fb         Feedback
 
 	mu          sync.Mutex // attempts: appended by Read during a continuation
 	attempts    []Attempt
@@ -149,7 +149,7 @@ func (e *Executor) Do(ctx context.Context, plan route.Plan, c Call) (*Result, er
 		stream:     c.Stream,
 		noFallback: c.NoFallback,
 		hedge:      !c.NoHedge && e.opts.Hedge.enabled(),
-		obs:        c.Observer,
+		fb:         c.Feedback,
 	}
 	cl.attempts = cl.attemptsBuf[:0]
 	if n <= len(cl.slotBuf) {
@@ -192,22 +192,26 @@ func (cl *call) err() *Error {
 	return e
 }
 
-// record appends attempt a on plan entry i, whose sample is s (nil if it
-// never started), and tells the hooks.
-func (cl *call) record(i int, a Attempt, s *tps.Sample) { cl.recordAs(i, a, s, false) }
+// record appends attempt a on plan entry i, which never started, and tells
+// Feedback.Skip and the hooks.
+func (cl *call) record(i int, a Attempt) { cl.recordAs(i, a, nil, nil, false) }
 
-// recordRun records the end of a run started by newRun.
-func (cl *call) recordRun(i int, a Attempt, s *tps.Sample) { cl.recordAs(i, a, s, true) }
+// recordRun records the end of a run started by newRun and calls its
+// completion handle fb with its sample s.
+func (cl *call) recordRun(a Attempt, s *tps.Sample, fb Done) { cl.recordAs(0, a, s, fb, true) }
 
-func (cl *call) recordAs(i int, a Attempt, s *tps.Sample, run bool) {
+func (cl *call) recordAs(i int, a Attempt, s *tps.Sample, fb Done, run bool) {
 	cl.mu.Lock()
 	cl.attempts = append(cl.attempts, a)
 	if run {
 		cl.pending.Add(-1)
 	}
 	cl.mu.Unlock()
-	if cl.obs != nil {
-		cl.obs.AttemptEnd(i, a, s)
+	switch {
+	case run && fb != nil:
+		fb(a, s)
+	case !run && cl.fb != nil:
+		cl.fb.Skip(i, a)
 	}
 	if h := cl.e.hooks.OnAttempt; h != nil {
 		h(a)
@@ -224,7 +228,7 @@ func (cl *call) skip(i int, err error) {
 		return
 	}
 	cl.slots[i].skipped = true
-	cl.record(i, Attempt{Key: cl.plan[i].Deployment.Key(), Class: ClassSkipped, Err: err}, nil)
+	cl.record(i, Attempt{Key: cl.plan[i].Deployment.Key(), Class: ClassSkipped, Err: err})
 }
 
 // eligible reports whether candidate i may still be tried in this call.
@@ -429,7 +433,7 @@ func (cl *call) tryDeployment(i int, d *route.Deployment, st *keyState) (res *Re
 	e := cl.e
 	for cl.eligible(i) && cl.real < cl.maxAttempts {
 		if cl.ctx.Err() != nil {
-			cl.record(i, Attempt{Key: d.Key(), Class: ClassCanceled, Err: context.Cause(cl.ctx), Waited: cl.waited}, nil)
+			cl.record(i, Attempt{Key: d.Key(), Class: ClassCanceled, Err: context.Cause(cl.ctx), Waited: cl.waited})
 			return nil, true
 		}
 		done, err := st.allow(time.Now())

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -459,9 +460,9 @@ func TestHooks(t *testing.T) {
 		e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(8), replay.Status(502, "", nil)), "b-m": prof(8)}, fallback.Options{}, fallback.Hooks{
 			Logger:    slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 			OnAttempt: func(a fallback.Attempt) { attempts = append(attempts, a) },
-			Observe: func(d route.Deployment, s tps.Sample) {
-				observed = append(observed, d.Provider+":"+fmt.Sprint(s.Err != nil))
-			},
+		})
+		e.fb = observing(func(d route.Deployment, s tps.Sample) {
+			observed = append(observed, d.Provider+":"+fmt.Sprint(s.Err != nil))
 		})
 		res, err := e.do(t, planOf(dep("a", "a-m"), dep("b", "b-m")), fallback.Call{Stream: true})
 		require.NoError(t, err)
@@ -476,7 +477,7 @@ func TestHooks(t *testing.T) {
 
 // TestEarlyCloseIsCancellation: a caller that closes a committed stream
 // early ends the upstream request; the attempt is ClassCanceled, its error
-// (seen by Observe and returned by later Reads) is ErrClosed and matches
+// (seen by Feedback and returned by later Reads) is ErrClosed and matches
 // context.Canceled, so statistics count it as the caller's, and the breaker
 // does not count it as a failure.
 func TestEarlyCloseIsCancellation(t *testing.T) {
@@ -486,7 +487,8 @@ func TestEarlyCloseIsCancellation(t *testing.T) {
 		e := newEnv(map[string]replay.Script{"a-m": &replay.Profile{TPS: 10, OutputTokens: 100}}, fallback.Options{
 			Breaker:               fallback.BreakerSettings{ConsecutiveFailures: 1},
 			AttemptsPerDeployment: 1,
-		}, fallback.Hooks{Observe: func(_ route.Deployment, s tps.Sample) { observed = append(observed, s.Err) }})
+		})
+		e.fb = observing(func(_ route.Deployment, s tps.Sample) { observed = append(observed, s.Err) })
 		res, err := e.do(t, planOf(a), fallback.Call{Stream: true})
 		require.NoError(t, err)
 		buf := make([]byte, 64)
@@ -511,5 +513,56 @@ func TestEarlyCloseIsCancellation(t *testing.T) {
 		up := attemptsFor(e.h, "a-m")
 		require.Len(t, up, 1)
 		assert.False(t, up[0].End.IsZero(), "the upstream request ended")
+	})
+}
+
+// feedbackLog records a call's Feedback: "begin", "done" and "skip" events
+// with the plan index, the provider and, for done, the outcome.
+type feedbackLog struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (f *feedbackLog) add(e string) {
+	f.mu.Lock()
+	f.events = append(f.events, e)
+	f.mu.Unlock()
+}
+
+func (f *feedbackLog) Begin(i int, d *route.Deployment) fallback.Done {
+	f.add(fmt.Sprintf("begin %d %s", i, d.Provider))
+	return func(a fallback.Attempt, s *tps.Sample) {
+		f.add(fmt.Sprintf("done %d %s err=%v tokens=%d", i, a.Key.Provider, a.Err != nil, s.OutputTokens))
+	}
+}
+
+func (f *feedbackLog) Skip(i int, a fallback.Attempt) {
+	f.add(fmt.Sprintf("skip %d %s %s", i, a.Key.Provider, a.Class))
+}
+
+func (*feedbackLog) OutputGap(int, time.Duration) {}
+
+// TestFeedbackHandles checks the one completion handle per attempt: every
+// attempt that starts gets one Begin and exactly one Done with its outcome
+// and sample, in that order; an attempt that never starts (open breaker)
+// gets one Skip and no Begin.
+func TestFeedbackHandles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(8), replay.Status(502, "", nil)), "b-m": prof(8)}, fallback.Options{
+			Breaker:               fallback.BreakerSettings{ConsecutiveFailures: 1},
+			AttemptsPerDeployment: 1,
+		})
+		p := planOf(dep("a", "a-m"), dep("b", "b-m"))
+		var logs []*feedbackLog
+		for range 2 {
+			fb := &feedbackLog{}
+			res, err := e.do(t, p, fallback.Call{Stream: true, Feedback: fb})
+			require.NoError(t, err)
+			require.NoError(t, drain(t, res.Body).err)
+			require.NoError(t, res.Body.Close())
+			logs = append(logs, fb)
+		}
+		assert.Equal(t, []string{"begin 0 a", "done 0 a err=true tokens=0", "begin 1 b", "done 1 b err=false tokens=8"}, logs[0].events)
+		assert.Equal(t, []string{"skip 0 a skipped", "begin 1 b", "done 1 b err=false tokens=8"}, logs[1].events, "a's breaker opened")
 	})
 }

@@ -374,12 +374,6 @@ type Hooks struct {
 	// under the breaker's lock: it must not block or call the Executor. Nil
 	// means no hook.
 	OnStateChange func(k measure.Key, from, to route.BreakerState)
-	// Observe is called once per attempt that was started, when it ends,
-	// with its deployment and tps.Sample: failed attempts too, before or
-	// after the response headers (the Sample's Err and ErrPhase say why and
-	// where), but not deployments that were skipped. The root feeds
-	// measure.Registry.Record with it. It must not block. Nil means no hook.
-	Observe func(d route.Deployment, s tps.Sample)
 	// Logger receives one debug record per failed attempt. Nil means silent.
 	Logger *slog.Logger
 	// Shared, if not nil, shares breaker and limit state with the executors
@@ -414,7 +408,8 @@ type Call struct {
 	// start and corrected with the reported usage at the end. Zero charges
 	// nothing up front.
 	EstimatedInputTokens int64
-	// Observer, if not nil, sees this call's output chunk gaps and the end of
-	// each of its attempts.
-	Observer CallObserver
+	// Feedback, if not nil, is told of each attempt's start and end (and of
+	// every output chunk gap): the one channel through which a call's
+	// outcomes leave the Executor. See Feedback.
+	Feedback Feedback
 }

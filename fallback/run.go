@@ -25,7 +25,8 @@ type run struct {
 	i      int
 	d      *route.Deployment
 	st     *keyState
-	done   func(error) // breaker outcome
+	done   func(error) // breaker outcome (local and Hooks.Shared)
+	fb     Done        // the call's Feedback handle for this attempt; may be nil
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	start  time.Time
@@ -89,6 +90,9 @@ func (cl *call) newRun(i int, d *route.Deployment, st *keyState, done func(error
 	a.ctx, a.cancel = context.WithCancelCause(cl.ctx)
 	a.keepText = cl.keepText
 	a.start = time.Now()
+	if cl.fb != nil {
+		a.fb = cl.fb.Begin(i, d)
+	}
 	a.canFailover = canFailover
 	a.ttftTO = cl.ttftFor(d)
 	a.rearm()
@@ -191,6 +195,25 @@ func (a *run) open(stream bool) bool {
 		a.fail(tps.PhaseConnect, 0, ClassInvalid, err)
 		return false
 	}
+	resp, ok := a.send(req)
+	if !ok {
+		return false
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		a.httpError(req, resp)
+		return false
+	}
+	if tk := a.cl.e.hooks.Tokenizer; tk != nil {
+		a.tap = tps.NewTap(resp.Body, a.start, a.onSample, tps.WithObserver(a.observe), tps.WithTokenizer(tk))
+	} else {
+		a.tap = tps.NewTap(resp.Body, a.start, a.onSample, tps.WithObserver(a.observe))
+	}
+	return a.readToCommit(stream)
+}
+
+// send sends req and returns the response headers; on a connect or headers
+// failure it fails the run and returns false.
+func (a *run) send(req *http.Request) (*http.Response, bool) {
 	resp, err := a.cl.e.transport.RoundTrip(req)
 	a.headersIn.Store(true)
 	a.resp = resp
@@ -208,20 +231,18 @@ func (a *run) open(stream bool) bool {
 			phase = tps.PhaseHeaders
 		}
 		a.fail(phase, 0, class, cause)
-		return false
+		return nil, false
 	}
 	if resp.Body == nil {
 		resp.Body = http.NoBody
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		a.httpError(req, resp)
-		return false
-	}
-	if tk := a.cl.e.hooks.Tokenizer; tk != nil {
-		a.tap = tps.NewTap(resp.Body, a.start, a.onSample, tps.WithObserver(a.observe), tps.WithTokenizer(tk))
-	} else {
-		a.tap = tps.NewTap(resp.Body, a.start, a.onSample, tps.WithObserver(a.observe))
-	}
+	return resp, true
+}
+
+// readToCommit reads the body through the tap until the run commits: at its
+// first output chunk when streaming, at the stream's clean end otherwise.
+// It reports false, with the run failed, when the stream fails first.
+func (a *run) readToCommit(stream bool) bool {
 	for {
 		if a.output && stream {
 			return true
@@ -238,12 +259,12 @@ func (a *run) open(stream bool) bool {
 				}
 				ferr = wrap(ErrMidStream, ferr)
 			}
-			a.fail(phase, resp.StatusCode, class, ferr)
+			a.fail(phase, a.resp.StatusCode, class, ferr)
 			return false
 		}
 		if a.eof {
 			if !a.output && !a.finish {
-				a.fail(tps.PhaseFirstToken, resp.StatusCode, ClassNext, ErrEmptyStream)
+				a.fail(tps.PhaseFirstToken, a.resp.StatusCode, ClassNext, ErrEmptyStream)
 				return false
 			}
 			if !stream {
@@ -402,8 +423,8 @@ func (a *run) observe(now time.Time, c *tps.Chunk) {
 		return
 	}
 	if c.Output {
-		if a.output && a.cl.obs != nil {
-			a.cl.obs.OutputGap(a.i, time.Duration(el-a.lastOut.Load()))
+		if a.output && a.cl.fb != nil {
+			a.cl.fb.OutputGap(a.i, time.Duration(el-a.lastOut.Load()))
 		}
 		a.lastOut.Store(el)
 		if !a.output {
@@ -563,7 +584,7 @@ func (a *run) succeed() {
 	}
 	a.att = Attempt{Key: a.d.Key(), Status: a.resp.StatusCode, Class: ClassNone, Waited: a.waited}
 	a.finalize(nil)
-	a.cl.recordRun(a.i, a.att, &a.sample)
+	a.cl.recordRun(a.att, &a.sample, a.fb)
 }
 
 // fail finalizes a failed run and records it.
@@ -571,11 +592,12 @@ func (a *run) fail(phase tps.Phase, status int, class Class, err error) {
 	a.att = Attempt{Key: a.d.Key(), Phase: phase, Status: status, Class: class, Err: err, Waited: a.waited}
 	a.finalize(err)
 	a.releaseBuf()
-	a.cl.recordRun(a.i, a.att, &a.sample)
+	a.cl.recordRun(a.att, &a.sample, a.fb)
 }
 
-// finalize ends the run exactly once: timers, upstream, breaker, limiters,
-// Observe. err nil means success.
+// finalize ends the run exactly once: timers, upstream, breaker (and
+// Hooks.Shared), limiters, the sample. err nil means success. The call's
+// Feedback handle follows in recordRun, once the attempt is recorded.
 func (a *run) finalize(err error) {
 	if a.finalized {
 		return
@@ -595,7 +617,16 @@ func (a *run) finalize(err error) {
 	}
 	a.cancel(nil)
 	now := time.Now()
-	class := a.att.Class
+	a.settle(err)
+	s := a.finishSample(err, now)
+	a.st.correct(now, a.cl.est, s.InputTokens+s.OutputTokens)
+	a.att.Duration = now.Sub(a.start)
+	a.att.Tokens = s.OutputTokens
+}
+
+// settle gives the attempt's outcome to its deployment's health: the breaker
+// (and, through done, Hooks.Shared) and the limiters' in-flight slot.
+func (a *run) settle(err error) {
 	st := a.st
 	if err == nil {
 		a.done(nil)
@@ -603,6 +634,7 @@ func (a *run) finalize(err error) {
 		st.limited = 0
 		st.mu.Unlock()
 	} else {
+		class := a.att.Class
 		if class == ClassAuth {
 			st.forceTrip.Store(true)
 		}
@@ -612,6 +644,11 @@ func (a *run) finalize(err error) {
 		}
 	}
 	st.release()
+}
+
+// finishSample completes the attempt's sample at now with its outcome err
+// and returns it.
+func (a *run) finishSample(err error, now time.Time) *tps.Sample {
 	if !a.sampled {
 		a.sample = tps.Sample{Start: a.start, Total: now.Sub(a.start)}
 	}
@@ -637,10 +674,5 @@ func (a *run) finalize(err error) {
 			s.ErrPhase = tps.PhaseConnect
 		}
 	}
-	st.correct(now, a.cl.est, s.InputTokens+s.OutputTokens)
-	a.att.Duration = now.Sub(a.start)
-	a.att.Tokens = s.OutputTokens
-	if h := a.cl.e.hooks.Observe; h != nil {
-		h(*a.d, *s)
-	}
+	return s
 }

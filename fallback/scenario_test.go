@@ -27,6 +27,7 @@ type env struct {
 	h     *replay.Handler
 	ex    *fallback.Executor
 	start time.Time
+	fb    fallback.Feedback // given to every call made through do or call
 }
 
 // within asserts that the scenario took less than d of (virtual) time.
@@ -49,11 +50,29 @@ func newEnv(scripts map[string]replay.Script, opts fallback.Options, hooks ...fa
 
 func (e env) do(t *testing.T, p route.Plan, c fallback.Call) (*fallback.Result, error) {
 	t.Helper()
+	return e.ex.Do(context.Background(), p, e.call(c))
+}
+
+// call completes c with the request body and the env's Feedback.
+func (e env) call(c fallback.Call) fallback.Call {
 	if c.Body == nil {
 		c.Body = []byte(reqBody)
 	}
-	return e.ex.Do(context.Background(), p, c)
+	if c.Feedback == nil && e.fb != nil {
+		c.Feedback = e.fb
+	}
+	return c
 }
+
+// observing is a Feedback that calls f with the deployment and sample of
+// every attempt that started, when it ends.
+type observing func(d route.Deployment, s tps.Sample)
+
+func (f observing) Begin(_ int, d *route.Deployment) fallback.Done {
+	return func(_ fallback.Attempt, s *tps.Sample) { f(*d, *s) }
+}
+func (observing) Skip(int, fallback.Attempt)   {}
+func (observing) OutputGap(int, time.Duration) {}
 
 func prof(tokens int) *replay.Profile {
 	return &replay.Profile{OutputTokens: tokens, TPS: 100, TTFT: 200 * time.Millisecond}
@@ -535,11 +554,12 @@ func TestScenarios(t *testing.T) {
 			e := newEnv(map[string]replay.Script{
 				"a-m": replay.WithFaults(prof(60), replay.CutAfter(20)),
 				"b-m": prof(24),
-			}, fallback.Options{}, fallback.Hooks{Observe: func(d route.Deployment, s tps.Sample) {
+			}, fallback.Options{})
+			e.fb = observing(func(d route.Deployment, s tps.Sample) {
 				mu.Lock()
 				observed[d.Provider] = s
 				mu.Unlock()
-			}})
+			})
 			res, err := e.do(t, planOf(a, b), fallback.Call{})
 			require.NoError(t, err)
 			d := drain(t, res.Body)

@@ -126,8 +126,10 @@
 // # Memory and speed
 //
 // Keys idle (no Record or Begin, nothing in flight) for longer than
-// Options.TTL (15 minutes) are dropped by PruneAt, which Record calls at most
-// once per half TTL; the Registry starts no goroutines. With the default
+// Options.TTL (15 minutes) are dropped by Record at most once per half TTL,
+// and by SweepAt, which republishes every kept key's Estimate at most once
+// per second so that a key left idle turns cold; the Registry starts no
+// goroutines. With the default
 // windows a key holds under 64 KiB after a million samples, with all three
 // cache states in use. Record takes only its key's mutex and allocates
 // nothing in steady state; Estimate takes no lock. See docs/PERFORMANCE.md.

@@ -112,7 +112,8 @@ func defaultClassify(err error) string {
 // Record and Begin take only the key's own mutex; Estimate takes no lock.
 // The key table is an immutable map behind an atomic pointer, copied when a
 // key is added or pruned. A Registry starts no goroutines: idle keys are
-// pruned by Prune, and by Record once per half TTL.
+// dropped by Record once per half TTL, and by SweepAt, which also keeps the
+// published Estimates fresh when samples stop (see SweepAt).
 //
 // A Registry is safe for concurrent use.
 type Registry struct {
@@ -120,6 +121,7 @@ type Registry struct {
 	mu        sync.Mutex // serialises changes to keys
 	keys      atomic.Pointer[map[Key]*entry]
 	nextPrune atomic.Int64 // UnixNano; 0 means at the first Record
+	nextSweep atomic.Int64 // UnixNano; 0 means at the first SweepAt
 }
 
 // NewRegistry returns an empty Registry configured by o.
@@ -455,8 +457,8 @@ func (r *Registry) BeginAt(now time.Time, k Key) (end func()) {
 //
 // It takes no lock and allocates nothing. The published estimate lags the
 // samples by at most Options.Refresh of sample time while samples arrive;
-// when they stop, it is refreshed by the next Record, Snapshot or Prune, so
-// check Estimate.Newest for the age of the data.
+// when they stop, it is refreshed by the next Record, SweepAt, Snapshot or
+// Prune, so check Estimate.Newest for the age of the data.
 func (r *Registry) Estimate(k Key) (Estimate, bool) {
 	e := (*r.keys.Load())[k]
 	if e == nil {
@@ -597,6 +599,29 @@ func (r *Registry) maybePrune(now time.Time, t int64) {
 		r.prune(now, false)
 	}
 }
+
+// SweepAt keeps the published Estimates fresh as of now: at most once per
+// second of sample time it runs PruneAt(now), which republishes every kept
+// key's Estimate, so that a key that gets no traffic (because it was slow)
+// sees its old samples leave the window and turns cold, and is probed again.
+// Other calls within the second cost one atomic load; the first call only
+// starts the clock. Call it where Estimates are about to be read: the
+// tpsroute Client calls it before every pick.
+func (r *Registry) SweepAt(now time.Time) {
+	t := now.UnixNano()
+	next := r.nextSweep.Load()
+	if t < next || !r.nextSweep.CompareAndSwap(next, t+int64(sweepInterval)) {
+		return
+	}
+	if next != 0 {
+		r.PruneAt(now)
+	}
+}
+
+// sweepInterval is how often SweepAt republishes the Estimates: often enough
+// that a deployment left idle turns cold within a second of its samples
+// leaving the window, rare enough to cost nothing per call.
+const sweepInterval = time.Second
 
 // Prune drops keys idle for longer than Options.TTL at time.Now(); see PruneAt.
 func (r *Registry) Prune() int { return r.PruneAt(time.Now()) }

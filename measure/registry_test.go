@@ -545,3 +545,28 @@ func TestHandle(t *testing.T) {
 		wg.Wait()
 	})
 }
+
+// TestSweepAt checks that SweepAt keeps an idle key's Estimate fresh: once
+// its only sample has left the window the key turns cold, with no Record and
+// no Prune from outside. The first call only starts the clock, and calls
+// within a second of it do nothing.
+func TestSweepAt(t *testing.T) {
+	kA := Key{Provider: "a", Model: "m"}
+	r := NewRegistry(Options{MinSamples: 1, Window: WindowOptions{Length: 10 * time.Second, Buckets: 10}})
+	r.RecordAt(t0, kA, okSample(time.Second, 100, tps.CacheCold))
+	_, ok := r.Estimate(kA)
+	require.True(t, ok, "warm after one sample")
+
+	r.SweepAt(t0.Add(15 * time.Second))
+	_, ok = r.Estimate(kA)
+	assert.True(t, ok, "the first SweepAt only starts the clock")
+	r.SweepAt(t0.Add(15*time.Second + 900*time.Millisecond))
+	_, ok = r.Estimate(kA)
+	assert.True(t, ok, "within a second of the last: nothing")
+
+	r.SweepAt(t0.Add(16 * time.Second))
+	e, ok := r.Estimate(kA)
+	assert.False(t, ok, "kA's only sample left the window: cold again")
+	assert.Zero(t, e.Samples)
+	assert.Equal(t, 1, r.Len(), "idle within TTL: kept")
+}

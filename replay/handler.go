@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -297,199 +298,246 @@ func abort(w http.ResponseWriter, beforeHeaders bool) {
 // without waiting for a sleep, as a full bufio.Writer would.
 const flushSize = 32 << 10
 
-// play sends p, honouring its timing, the request's context and shutdown.
+// play sends p, honouring its timing, the request's context and shutdown,
+// and records how it ended in a.
 func (h *Handler) play(w http.ResponseWriter, r *http.Request, p *plan, a *Attempt, start time.Time) {
-	ctx := r.Context()
-	outcome := p.outcome
-	status := 0
-	chunks := 0
-	defer func() {
-		h.mu.Lock()
-		a.Status = status
-		a.Outcome = outcome
-		a.Chunks = chunks
-		a.End = time.Now()
-		h.mu.Unlock()
-	}()
-	var timer *time.Timer
-	// Events already due are written together into buf, as a server writing
-	// into a buffered writer does: buf is written and flushed only before a
-	// sleep, when it reaches flushSize, and at the end, so a stream with no
-	// delays leaves in a few writes while a delayed event still leaves at its
-	// time. dirty says headers or bytes await a flush; pending counts the
-	// chunks in buf, logged as sent once written.
-	var (
-		buf     []byte
-		dirty   bool
-		pending int
-	)
-	fl, _ := w.(http.Flusher)
-	flush := func() bool {
-		if !dirty {
-			return true
-		}
-		if len(buf) > 0 {
-			if _, err := w.Write(buf); err != nil {
-				return false
-			}
-			buf = buf[:0]
-		}
-		if fl != nil {
-			fl.Flush()
-		}
-		dirty = false
-		if pending > 0 {
-			chunks += pending
-			pending = 0
-			h.mu.Lock()
-			a.Chunks = chunks
-			h.mu.Unlock()
-		}
+	pl := &player{h: h, w: w, ctx: r.Context(), a: a, start: start, outcome: p.outcome}
+	pl.fl, _ = w.(http.Flusher)
+	defer pl.done()
+	if !pl.headers(p) || p.body != nil {
+		return
+	}
+	if !pl.events(p.events) {
+		return
+	}
+	pl.end(p)
+}
+
+// player is one attempt being played: the response writer, the buffer of
+// events already due, and what the attempt log will say of it. It is used by
+// the handler goroutine of one request.
+//
+// Events already due are written together into buf, as a server writing into
+// a buffered writer does: buf is written and flushed only before a sleep,
+// when it reaches flushSize, and at the end, so a stream with no delays
+// leaves in a few writes while a delayed event still leaves at its time.
+type player struct {
+	h     *Handler
+	w     http.ResponseWriter
+	fl    http.Flusher // nil if w cannot flush
+	ctx   context.Context
+	a     *Attempt
+	start time.Time
+	timer *time.Timer // reused by every wait
+
+	buf     []byte // from h.bufs once the first event is due; see done
+	dirty   bool   // headers or bytes await a flush
+	pending int    // chunks in buf, counted as sent once written
+
+	status  int
+	chunks  int
+	outcome string // Attempt.Outcome
+}
+
+// stop is why a wait ended before its time.
+type stop int
+
+const (
+	stopNone     stop = iota // the time came
+	stopCanceled             // the client went away (or a write failed)
+	stopClosed               // the Handler is shutting down
+)
+
+// done records the attempt's end and returns the buffer to the pool.
+func (pl *player) done() {
+	h := pl.h
+	h.mu.Lock()
+	pl.a.Status = pl.status
+	pl.a.Outcome = pl.outcome
+	pl.a.Chunks = pl.chunks
+	pl.a.End = time.Now()
+	h.mu.Unlock()
+	if b := pl.buf; b != nil && cap(b) <= 4*flushSize { // an outsized event's buffer is dropped
+		h.bufs.Put(&b)
+	}
+}
+
+// flush writes and flushes what is buffered; false means the write failed.
+func (pl *player) flush() bool {
+	if !pl.dirty {
 		return true
 	}
-	// wait sleeps until the offset at, flushing first; it reports why it
-	// stopped early.
-	wait := func(at time.Duration) string {
-		select {
-		case <-ctx.Done():
-			return "canceled"
-		case <-h.done:
-			return "closed"
-		default:
+	if len(pl.buf) > 0 {
+		if _, err := pl.w.Write(pl.buf); err != nil {
+			return false
 		}
-		d := time.Until(start.Add(at))
-		if d <= 0 {
-			return ""
-		}
-		if !flush() {
-			return "canceled"
-		}
-		if d = time.Until(start.Add(at)); d <= 0 {
-			return ""
-		}
-		if timer == nil {
-			timer = time.NewTimer(d)
-		} else {
-			timer.Reset(d)
-		}
-		select {
-		case <-timer.C:
-			return ""
-		case <-ctx.Done():
-			timer.Stop()
-			return "canceled"
-		case <-h.done:
-			timer.Stop()
-			return "closed"
-		}
+		pl.buf = pl.buf[:0]
 	}
-	// hang waits for the client to go away; on shutdown it aborts.
-	hang := func(beforeHeaders bool) {
-		select {
-		case <-ctx.Done():
-		case <-h.done:
-			abort(w, beforeHeaders)
-		}
+	if pl.fl != nil {
+		pl.fl.Flush()
 	}
+	pl.dirty = false
+	if pl.pending > 0 {
+		pl.chunks += pl.pending
+		pl.pending = 0
+		pl.h.mu.Lock()
+		pl.a.Chunks = pl.chunks
+		pl.h.mu.Unlock()
+	}
+	return true
+}
+
+// wait sleeps until the offset at, flushing first; it reports why it stopped
+// early.
+func (pl *player) wait(at time.Duration) stop {
+	select {
+	case <-pl.ctx.Done():
+		return stopCanceled
+	case <-pl.h.done:
+		return stopClosed
+	default:
+	}
+	d := time.Until(pl.start.Add(at))
+	if d <= 0 {
+		return stopNone
+	}
+	if !pl.flush() {
+		return stopCanceled
+	}
+	if d = time.Until(pl.start.Add(at)); d <= 0 {
+		return stopNone
+	}
+	if pl.timer == nil {
+		pl.timer = time.NewTimer(d)
+	} else {
+		pl.timer.Reset(d)
+	}
+	select {
+	case <-pl.timer.C:
+		return stopNone
+	case <-pl.ctx.Done():
+		pl.timer.Stop()
+		return stopCanceled
+	case <-pl.h.done:
+		pl.timer.Stop()
+		return stopClosed
+	}
+}
+
+// waitOrStop waits until at and reports whether the time came; otherwise it
+// records why in the outcome and, on shutdown, aborts the response.
+func (pl *player) waitOrStop(at time.Duration, beforeHeaders bool) bool {
+	switch pl.wait(at) {
+	case stopCanceled:
+		pl.outcome = "canceled"
+		return false
+	case stopClosed:
+		pl.outcome = "closed"
+		abort(pl.w, beforeHeaders)
+		return false
+	}
+	return true
+}
+
+// hang waits for the client to go away; on shutdown it aborts.
+func (pl *player) hang(beforeHeaders bool) {
+	pl.outcome = "hang"
+	select {
+	case <-pl.ctx.Done():
+	case <-pl.h.done:
+		abort(pl.w, beforeHeaders)
+	}
+}
+
+// headers plays what comes before the body: a reset or hang instead of
+// headers, or the status and headers at their time, then a whole
+// non-streamed body. It reports whether the events follow.
+func (pl *player) headers(p *plan) bool {
 	switch p.before {
 	case beforeReset:
-		if why := wait(p.headersAt); why != "" {
-			outcome = why
-			if why == "closed" {
-				abort(w, true)
+		if pl.waitOrStop(p.headersAt, true) {
+			if pl.outcome == "" {
+				pl.outcome = "reset"
 			}
-			return
+			abort(pl.w, true)
 		}
-		if outcome == "" {
-			outcome = "reset"
-		}
-		abort(w, true)
-		return
+		return false
 	case beforeHang:
-		outcome = "hang"
-		hang(true)
-		return
+		pl.hang(true)
+		return false
 	}
-	if why := wait(p.headersAt); why != "" {
-		outcome = why
-		if why == "closed" {
-			abort(w, true)
-		}
-		return
+	if !pl.waitOrStop(p.headersAt, true) {
+		return false
 	}
 	for k, v := range p.header {
-		w.Header()[k] = v
+		pl.w.Header()[k] = v
 	}
 	if p.body != nil {
-		w.Header().Set("Content-Length", strconv.Itoa(len(p.body)))
+		pl.w.Header().Set("Content-Length", strconv.Itoa(len(p.body)))
 	}
-	w.WriteHeader(p.status)
-	status = p.status
-	h.mu.Lock()
-	a.Status = status
-	h.mu.Unlock()
-	if outcome == "" {
-		outcome = "ok"
+	pl.w.WriteHeader(p.status)
+	pl.status = p.status
+	pl.h.mu.Lock()
+	pl.a.Status = pl.status
+	pl.h.mu.Unlock()
+	if pl.outcome == "" {
+		pl.outcome = "ok"
 		if p.status != http.StatusOK {
-			outcome = strconv.Itoa(p.status)
+			pl.outcome = strconv.Itoa(p.status)
 		}
 	}
 	if p.body != nil {
-		_, _ = w.Write(p.body)
-		return
+		_, _ = pl.w.Write(p.body)
+		return false
 	}
-	dirty = true // the headers
-	for _, e := range p.events {
-		if why := wait(e.at); why != "" {
-			outcome = why
-			if why == "closed" {
-				abort(w, false)
-			}
-			return
+	pl.dirty = true // the headers
+	return true
+}
+
+// events plays the stream's events at their times and reports whether all
+// were written.
+func (pl *player) events(events []event) bool {
+	for _, e := range events {
+		if !pl.waitOrStop(e.at, false) {
+			return false
 		}
-		if buf == nil {
-			if b, ok := h.bufs.Get().(*[]byte); ok {
-				buf = (*b)[:0]
+		if pl.buf == nil {
+			if b, ok := pl.h.bufs.Get().(*[]byte); ok {
+				pl.buf = (*b)[:0]
 			} else {
-				buf = make([]byte, 0, flushSize+4<<10)
+				pl.buf = make([]byte, 0, flushSize+4<<10)
 			}
-			defer func() {
-				if cap(buf) <= 4*flushSize { // an outsized event's buffer is dropped
-					h.bufs.Put(&buf)
-				}
-			}()
 		}
-		buf = e.appendTo(buf)
-		dirty = true
+		pl.buf = e.appendTo(pl.buf)
+		pl.dirty = true
 		if e.chunk() {
-			pending++
+			pl.pending++
 		}
-		if len(buf) >= flushSize && !flush() {
-			outcome = "canceled"
-			return
+		if len(pl.buf) >= flushSize && !pl.flush() {
+			pl.outcome = "canceled"
+			return false
 		}
 	}
-	if why := wait(p.endAt); why != "" {
-		outcome = why
-		if why == "closed" {
-			abort(w, false)
-		}
+	return true
+}
+
+// end plays the stream's end at its time: whatever is buffered goes out
+// first, so a cut or a hang acts after exactly the planned events.
+func (pl *player) end(p *plan) {
+	if !pl.waitOrStop(p.endAt, false) {
 		return
 	}
-	// Whatever is buffered goes out before the end, so a cut or a hang
-	// acts after exactly the planned events.
-	if !flush() {
-		outcome = "canceled"
+	if !pl.flush() {
+		pl.outcome = "canceled"
 		return
 	}
 	switch p.end {
 	case endReset:
-		if outcome == "ok" {
-			outcome = "reset"
+		if pl.outcome == "ok" {
+			pl.outcome = "reset"
 		}
-		abort(w, false)
+		abort(pl.w, false)
 	case endHang:
-		outcome = "hang"
-		hang(false)
+		pl.hang(false)
 	}
 }

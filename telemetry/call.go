@@ -18,8 +18,8 @@ import (
 )
 
 // Call is the telemetry of one routed call: the operation span and the
-// operation metrics, fed by the fallback executor through
-// fallback.CallObserver. Start it with Telemetry.Start, give it the plan
+// operation metrics, fed by the fallback executor through the root's
+// fallback.Feedback, which calls OutputGap and AttemptEnd. Start it with Telemetry.Start, give it the plan
 // with Plan before the executor runs, and End it exactly once. A nil *Call
 // does nothing. Its methods are safe for concurrent use.
 type Call struct {
@@ -86,8 +86,8 @@ func (c *Call) Plan(plan route.Plan) {
 }
 
 // OutputGap records the gap before one output chunk of the attempt on plan
-// entry i: one histogram record, no allocation. It implements
-// fallback.CallObserver.
+// entry i: one histogram record, no allocation. It is called for every
+// fallback.Feedback.OutputGap.
 func (c *Call) OutputGap(i int, gap time.Duration) {
 	if !c.gaps || i >= len(c.deps) || c.deps[i] == nil {
 		return
@@ -98,7 +98,8 @@ func (c *Call) OutputGap(i int, gap time.Duration) {
 // AttemptEnd records one ended attempt: its counters, its TTFT, TPS and cost,
 // its span under the call's (with a first-output-chunk event), and a
 // failover or continuation event on the call's span when it followed a
-// failed attempt. It implements fallback.CallObserver.
+// failed attempt. It is called from each attempt's fallback.Done handle, and
+// with a nil s from fallback.Feedback.Skip.
 func (c *Call) AttemptEnd(i int, a fallback.Attempt, s *tps.Sample) {
 	if c == nil {
 		return
@@ -295,5 +296,3 @@ func ErrorType(err error) string {
 func cost(p measure.Price, s *tps.Sample) float64 {
 	return p.Dollars(s.InputTokens, s.CachedTokens, s.OutputTokens)
 }
-
-var _ fallback.CallObserver = (*Call)(nil)

@@ -6,7 +6,8 @@
 //
 // The root package creates one Telemetry per Client (Config.MeterProvider,
 // Config.TracerProvider) and one Call per routed call, which the fallback
-// executor feeds through fallback.CallObserver where each attempt ends. Users
+// executor feeds through the root's fallback.Feedback where each attempt
+// ends. Users
 // do not need this package unless they read its names and bucket boundaries.
 //
 // # Instruments

@@ -1,0 +1,44 @@
+package tpsroute
+
+import (
+	"time"
+
+	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/route"
+	"github.com/tpsroute/tpsroute/tps"
+)
+
+// Begin starts one attempt of the call on d: it counts the attempt in flight
+// in measure and in telemetry and returns the attempt's completion handle,
+// which carries the attempt's outcome everywhere it is learnt from: the
+// sample to measure, the end of the in-flight count, the attempt's
+// telemetry, and, for a success, cache affinity in the Picker and the
+// fleet. It implements fallback.Feedback.
+func (cl *call) Begin(i int, d *route.Deployment) fallback.Done {
+	c, k := cl.c, d.Key()
+	end := c.reg.Begin(k)
+	c.tel.InFlight(k, 1)
+	return func(a fallback.Attempt, s *tps.Sample) {
+		c.reg.Record(k, *s)
+		end()
+		c.tel.InFlight(k, -1)
+		cl.cfg.tel.AttemptEnd(i, a, s)
+		if a.Err == nil && cl.cacheKey != "" {
+			now := time.Now()
+			c.picker.Served(cl.cacheKey, k, now)
+			if c.fleet != nil {
+				c.fleet.Served(cl.cacheKey, k, now)
+			}
+		}
+	}
+}
+
+// Skip records an attempt that never started in the call's telemetry. It
+// implements fallback.Feedback.
+func (cl *call) Skip(i int, a fallback.Attempt) { cl.cfg.tel.AttemptEnd(i, a, nil) }
+
+// OutputGap records the gap before one output chunk of attempt i. It
+// implements fallback.Feedback.
+func (cl *call) OutputGap(i int, gap time.Duration) { cl.cfg.tel.OutputGap(i, gap) }
+
+var _ fallback.Feedback = (*call)(nil)
