@@ -30,11 +30,11 @@ func TestRecoveredLeaderRegainsLead(t *testing.T) {
 				{Provider: "lead", Region: "us", Model: "m", BaseURL: "http://lead"},
 				{Provider: "next", Region: "us", Model: "m", BaseURL: "http://next"},
 			}
-			p, err := NewPicker(ds, reg, Options{Seed: 7})
+			p, err := NewPicker(ds, reg, nil, Options{Seed: 7})
 			if err != nil {
 				t.Fatal(err)
 			}
-			ranked, err := NewPicker(ds, reg, Options{Exploration: Off, Band: Off})
+			ranked, err := NewPicker(ds, reg, nil, Options{Exploration: Off, Band: Off})
 			if err != nil {
 				t.Fatal(err)
 			}
