@@ -19,7 +19,9 @@ const maxErrorBody = 64 << 10
 
 // run is one attempt on one deployment. Its read side (open, fill, the
 // stream) is used by one goroutine at a time; timers and Close touch only the
-// atomics, the context and the timer fields under tmu.
+// atomics, the context and the timer fields under tmu. Its state is grouped
+// by concern in the embedded clock (deadlines), seen (what the tap
+// observed) and delivery (byte-exact release of the body).
 type run struct {
 	cl     *call
 	i      int
@@ -36,6 +38,21 @@ type run struct {
 	resp *http.Response
 	tap  io.ReadCloser
 
+	clock
+	seen
+	delivery
+
+	quiet bool // a finished stream ended by our deadline, not by EOF
+
+	sampled   bool
+	sample    tps.Sample
+	finalized bool
+	att       Attempt // the failure, once open returned false
+}
+
+// clock is a run's deadline state: which deadline applies (see due) and the
+// timer that enforces it (see onTimer).
+type clock struct {
 	canFailover bool          // the TTFT deadline may abandon this run
 	ttftTO      time.Duration // this run's TTFT deadline; see call.ttftFor
 
@@ -47,20 +64,25 @@ type run struct {
 	headersIn  atomic.Bool
 	lastOut    atomic.Int64 // ns since start of the last output chunk
 	lastEvent  atomic.Int64 // ns since start of the last data event (comments excluded)
+}
 
-	// observer state, written by the tap during Read
+// seen is what the tap observed of a run's stream, written during Read.
+type seen struct {
 	output, finish, sawDone, usage, toolCalls, multi, reasoning, malformed bool
 	errBody                                                                []byte
 	outChunks, finishes                                                    int64
 	keepText                                                               bool
 	text                                                                   []byte
-	// Byte-exact delivery. stopped: a failing event (an in-stream error, a
-	// malformed event that is not skipped) began at body offset stopAt;
-	// nothing from it on is released and later events are ignored. cuts are
-	// skipped malformed events, excised from buf before release. marks pair
-	// the end offset of each output event with len(text) after it; relText
-	// is the length of text whose events were released, which the caller
-	// has received once buf[off:rel] is read.
+}
+
+// delivery is the byte-exact release of a run's body to the caller.
+// stopped: a failing event (an in-stream error, a malformed event that is
+// not skipped) began at body offset stopAt; nothing from it on is released
+// and later events are ignored. cuts are skipped malformed events, excised
+// from buf before release. marks pair the end offset of each output event
+// with len(text) after it; relText is the length of text whose events were
+// released, which the caller has received once buf[off:rel] is read.
+type delivery struct {
 	stopped    bool
 	stopAt     int64
 	cuts       []span
@@ -69,18 +91,11 @@ type run struct {
 	malformedN int
 	readErr    error // the read error fill returned, sticky
 
-	quiet bool // a finished stream ended by our deadline, not by EOF
-
 	buf      []byte
 	bufp     *[]byte // from Executor.bufs, returned by releaseBuf
 	rel, off int     // buf[off:rel] is released and unread; buf[rel:] is held back
 	base     int64   // body offset of buf[0], excised bytes counted
 	eof      bool
-
-	sampled   bool
-	sample    tps.Sample
-	finalized bool
-	att       Attempt // the failure, once open returned false
 }
 
 func (cl *call) newRun(i int, d *route.Deployment, st *keyState, done func(error), body []byte, canFailover bool) *run {
