@@ -229,7 +229,8 @@ func (p *Profile) jitter(rng *rand.Rand) float64 {
 	return 1 + j*(2*rng.Float64()-1)
 }
 
-// plan builds the answer to one request.
+// plan builds the answer to one request: headers or an error status, then
+// the stream's events (see emitter).
 func (p *Profile) plan(r *request) *plan {
 	rng := rand.New(rand.NewPCG(p.Seed, uint64(r.attempt)))
 	t := p.timing(r, rng)
@@ -262,8 +263,32 @@ func (p *Profile) plan(r *request) *plan {
 		share := float64(cached) / float64(prompt)
 		t.ttft = time.Duration(float64(t.ttft) * (1 - (1-f)*share))
 	}
+	pieces, finish := p.output(r)
+	reasoning := 0
+	if p.Style == ReasoningFirst {
+		reasoning = p.ReasoningTokens
+		if reasoning <= 0 {
+			reasoning = 8
+		}
+	}
+	p.comments(pl, t.ttft)
+	e := &emitter{
+		p: p, pl: pl, t: t, rng: rng, at: t.ttft, per: max(p.TokensPerChunk, 1),
+		c: chunker{
+			id:      "chatcmpl-replay-" + model + "-" + strconv.Itoa(r.attempt),
+			model:   model,
+			created: r.start.Unix(),
+			style:   p.Style,
+		},
+	}
+	u := usage{prompt: prompt, completion: len(pieces) + reasoning, cached: cached, reasoning: reasoning}
+	e.stream(pieces, reasoning, finish, u, r.body.includeUsage() || !r.body.Stream)
+	return pl
+}
 
-	// Output: the deterministic text, continued after an assistant prefill.
+// output returns the answer's tokens, the deterministic text continued after
+// an assistant prefill and cut at max_tokens, and its finish reason.
+func (p *Profile) output(r *request) (pieces []string, finish string) {
 	total := p.OutputTokens
 	if total <= 0 {
 		total = 16
@@ -275,12 +300,12 @@ func (p *Profile) plan(r *request) *plan {
 		}
 	}
 	n := max(total-first, 0) // tokens still to generate
-	finish := "stop"
+	finish = "stop"
 	if mt, ok := r.body.maxTokens(); ok && mt < n {
 		n = max(mt, 0)
 		finish = "length"
 	}
-	pieces := make([]string, 0, n)
+	pieces = make([]string, 0, n)
 	for i := range n {
 		tok := token(first + i)
 		if i == 0 && partial > 0 {
@@ -288,103 +313,110 @@ func (p *Profile) plan(r *request) *plan {
 		}
 		pieces = append(pieces, tok)
 	}
-	reasoning := 0
-	if p.Style == ReasoningFirst {
-		reasoning = p.ReasoningTokens
-		if reasoning <= 0 {
-			reasoning = 8
-		}
-	}
+	return pieces, finish
+}
 
-	c := chunker{
-		id:      "chatcmpl-replay-" + model + "-" + strconv.Itoa(r.attempt),
-		model:   model,
-		created: r.start.Unix(),
-		style:   p.Style,
+// comments adds the comments sent while waiting for the first token, for the
+// styles that send them.
+func (p *Profile) comments(pl *plan, ttft time.Duration) {
+	if p.Style != KeepAlives && p.Style != ProcessingComments {
+		return
 	}
-	u := usage{prompt: prompt, completion: n + reasoning, cached: cached, reasoning: reasoning}
-	includeUsage := r.body.includeUsage() || !r.body.Stream
+	text := "keep-alive"
+	if p.Style == ProcessingComments {
+		text = "OPENROUTER PROCESSING"
+	}
+	iv := p.CommentInterval
+	if iv <= 0 {
+		iv = 250 * time.Millisecond
+	}
+	for at := time.Duration(0); at == 0 || at < ttft; at += iv {
+		pl.events = append(pl.events, event{at: at, kind: eventComment, data: text})
+	}
+}
 
-	// Comments while waiting for the first token.
-	if p.Style == KeepAlives || p.Style == ProcessingComments {
-		text := "keep-alive"
-		if p.Style == ProcessingComments {
-			text = "OPENROUTER PROCESSING"
-		}
-		iv := p.CommentInterval
-		if iv <= 0 {
-			iv = 250 * time.Millisecond
-		}
-		for at := time.Duration(0); at == 0 || at < t.ttft; at += iv {
-			pl.events = append(pl.events, event{at: at, kind: eventComment, data: text})
-		}
-	}
+// emitter appends one answer's data events to a plan, timed from the first
+// token at the profile's TPS with its jitter.
+type emitter struct {
+	p   *Profile
+	pl  *plan
+	c   chunker
+	t   timing
+	rng *rand.Rand
+	at  time.Duration // the next event's time
+	per int           // tokens per chunk
+	gen float64       // generation time so far, in seconds; summed in float so gaps do not drift
+}
 
-	at := t.ttft
-	add := func(data string, output bool) {
-		pl.events = append(pl.events, event{at: at, kind: eventData, data: data, output: output})
+// add appends one data event at the current time.
+func (e *emitter) add(data string, output bool) {
+	e.pl.events = append(e.pl.events, event{at: e.at, kind: eventData, data: data, output: output})
+}
+
+// gap advances the time by one chunk's generation.
+func (e *emitter) gap() {
+	if e.t.tps > 0 {
+		e.gen += float64(e.per) / e.t.tps * e.p.jitter(e.rng)
+		e.at = e.t.ttft + time.Duration(math.Round(e.gen*1e9))
 	}
-	per := max(p.TokensPerChunk, 1)
-	gen := 0.0 // generation time so far, in seconds; summed in float so gaps do not drift
-	gap := func() {
-		if t.tps > 0 {
-			gen += float64(per) / t.tps * p.jitter(rng)
-			at = t.ttft + time.Duration(math.Round(gen*1e9))
-		}
-	}
+}
+
+// stream appends the whole stream in the profile's style: the role chunk
+// (after the reasoning, for ReasoningFirst), the content chunks, the finish,
+// the usage and [DONE].
+func (e *emitter) stream(pieces []string, reasoning int, finish string, u usage, includeUsage bool) {
+	p, c, per := e.p, &e.c, e.per
 	if p.Style == Annotations {
-		add(`{"choices":[],"created":0,"id":"","model":"","object":"","prompt_filter_results":[{"prompt_index":0,"content_filter_results":{"hate":{"filtered":false,"severity":"safe"},"self_harm":{"filtered":false,"severity":"safe"},"sexual":{"filtered":false,"severity":"safe"},"violence":{"filtered":false,"severity":"safe"}}}]}`, false)
+		e.add(`{"choices":[],"created":0,"id":"","model":"","object":"","prompt_filter_results":[{"prompt_index":0,"content_filter_results":{"hate":{"filtered":false,"severity":"safe"},"self_harm":{"filtered":false,"severity":"safe"},"sexual":{"filtered":false,"severity":"safe"},"violence":{"filtered":false,"severity":"safe"}}}]}`, false)
 	}
 	if p.Style == ReasoningFirst {
-		add(c.chunk(`{"role":"assistant","content":null,"reasoning_content":""}`, "", ""), false)
+		e.add(c.chunk(`{"role":"assistant","content":null,"reasoning_content":""}`, "", ""), false)
 		for i := 0; i < reasoning; i += per {
 			var b strings.Builder
 			for j := i; j < min(i+per, reasoning); j++ {
 				b.WriteString("r" + strconv.Itoa(j) + " ")
 			}
-			add(c.chunk(`{"reasoning_content":`+jsonString(b.String())+`}`, "", ""), true)
-			gap()
+			e.add(c.chunk(`{"reasoning_content":`+jsonString(b.String())+`}`, "", ""), true)
+			e.gap()
 		}
 	} else {
-		add(c.chunk(`{"role":"assistant","content":""}`, "", ""), false)
+		e.add(c.chunk(`{"role":"assistant","content":""}`, "", ""), false)
 	}
 	for i := 0; i < len(pieces); i += per {
 		text := strings.Join(pieces[i:min(i+per, len(pieces))], "")
-		last := i+per >= len(pieces)
 		fin := ""
-		if last && p.Style == VLLM {
+		if i+per >= len(pieces) && p.Style == VLLM {
 			fin = finish
 		}
 		if i > 0 {
-			gap()
+			e.gap()
 		}
-		add(c.chunk(`{"content":`+jsonString(text)+`}`, fin, ""), true)
+		e.add(c.chunk(`{"content":`+jsonString(text)+`}`, fin, ""), true)
 	}
 	switch p.Style {
 	case VLLM:
 		if len(pieces) == 0 {
-			add(c.chunk(`{"content":""}`, finish, ""), false)
+			e.add(c.chunk(`{"content":""}`, finish, ""), false)
 		}
 	case UsageTwice:
-		add(c.chunk(`{}`, finish, u.json(p.Style)), false)
+		e.add(c.chunk(`{}`, finish, u.json(p.Style)), false)
 	case KeepAlives:
-		add(c.chunk(`{"content":""}`, finish, u.json(p.Style)), false)
+		e.add(c.chunk(`{"content":""}`, finish, u.json(p.Style)), false)
 		includeUsage = false
 	default:
-		add(c.chunk(`{}`, finish, ""), false)
+		e.add(c.chunk(`{}`, finish, ""), false)
 	}
 	if p.Style == Annotations {
-		add(`{"choices":[{"content_filter_offsets":{"check_offset":0,"start_offset":0,"end_offset":`+strconv.Itoa(len(strings.Join(pieces, "")))+`},"content_filter_results":{"hate":{"filtered":false,"severity":"safe"},"self_harm":{"filtered":false,"severity":"safe"},"sexual":{"filtered":false,"severity":"safe"},"violence":{"filtered":false,"severity":"safe"}},"finish_reason":null,"index":0}],"created":`+strconv.FormatInt(c.created, 10)+`,"id":"`+c.id+`","model":"`+c.model+`","object":"chat.completion.chunk"}`, false)
+		e.add(`{"choices":[{"content_filter_offsets":{"check_offset":0,"start_offset":0,"end_offset":`+strconv.Itoa(len(strings.Join(pieces, "")))+`},"content_filter_results":{"hate":{"filtered":false,"severity":"safe"},"self_harm":{"filtered":false,"severity":"safe"},"sexual":{"filtered":false,"severity":"safe"},"violence":{"filtered":false,"severity":"safe"}},"finish_reason":null,"index":0}],"created":`+strconv.FormatInt(c.created, 10)+`,"id":"`+c.id+`","model":"`+c.model+`","object":"chat.completion.chunk"}`, false)
 	}
 	if includeUsage {
 		if p.Style == ProcessingComments {
-			add(c.chunk(`{"role":"assistant","content":""}`, "", u.json(p.Style)), false)
+			e.add(c.chunk(`{"role":"assistant","content":""}`, "", u.json(p.Style)), false)
 		} else {
-			add(c.usageChunk(u.json(p.Style)), false)
+			e.add(c.usageChunk(u.json(p.Style)), false)
 		}
 	}
-	add("[DONE]", false)
-	return pl
+	e.add("[DONE]", false)
 }
 
 // statusBody returns the OpenAI-shaped error body replay sends for a status.
