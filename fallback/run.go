@@ -438,32 +438,7 @@ func (a *run) observe(now time.Time, c *tps.Chunk) {
 		return
 	}
 	if c.Output {
-		if a.output && a.cl.fb != nil {
-			a.cl.fb.OutputGap(a.i, time.Duration(el-a.lastOut.Load()))
-		}
-		a.lastOut.Store(el)
-		if !a.output {
-			a.output = true
-			a.outputSeen.Store(true)
-			a.rearm() // the TTFT deadline ends, the stall deadline starts
-		}
-		a.outChunks++
-		if c.ToolCall {
-			a.toolCalls = true
-		}
-		if c.Reasoning {
-			a.reasoning = true
-		}
-		if c.OutputDeltas > 1 {
-			a.multi = true
-		}
-		if a.keepText {
-			if a.text == nil { // one allocation each for a typical answer
-				a.text, a.marks = make([]byte, 0, 1024), make([]mark, 0, 8)
-			}
-			a.text = c.AppendText(a.text)
-			a.marks = append(a.marks, mark{end: c.End, n: len(a.text)})
-		}
+		a.outputChunk(el, c)
 	}
 	if c.FinishReason != nil {
 		a.finish = true
@@ -474,6 +449,38 @@ func (a *run) observe(now time.Time, c *tps.Chunk) {
 	}
 	if c.HasUsage {
 		a.usage = true
+	}
+}
+
+// outputChunk notes an output chunk el ns after the start: the output gap
+// for Feedback, the switch from the TTFT to the stall deadline, what kind of
+// output it was and, when a continuation may follow, its text.
+func (a *run) outputChunk(el int64, c *tps.Chunk) {
+	if a.output && a.cl.fb != nil {
+		a.cl.fb.OutputGap(a.i, time.Duration(el-a.lastOut.Load()))
+	}
+	a.lastOut.Store(el)
+	if !a.output {
+		a.output = true
+		a.outputSeen.Store(true)
+		a.rearm() // the TTFT deadline ends, the stall deadline starts
+	}
+	a.outChunks++
+	if c.ToolCall {
+		a.toolCalls = true
+	}
+	if c.Reasoning {
+		a.reasoning = true
+	}
+	if c.OutputDeltas > 1 {
+		a.multi = true
+	}
+	if a.keepText {
+		if a.text == nil { // one allocation each for a typical answer
+			a.text, a.marks = make([]byte, 0, 1024), make([]mark, 0, 8)
+		}
+		a.text = c.AppendText(a.text)
+		a.marks = append(a.marks, mark{end: c.End, n: len(a.text)})
 	}
 }
 
