@@ -75,6 +75,9 @@ type ChatCompletionService struct {
 // the one goroutine that writes them, which Client.Close stops; otherwise it
 // starts none, and Close does nothing.
 func New(cfg Config) (*Client, error) {
+	// New is long (about 85 lines) because it is the one place that wires
+	// the components together, in order: measure, fallback with its hooks,
+	// the fleet, telemetry, route; each step needs the previous ones.
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}

@@ -138,6 +138,9 @@ func (r *Result) schedule(run0, scheduled, sent time.Time) {
 
 // classify names the class of a failed request: status is the HTTP status
 // when one is known (0 otherwise), code the provider's error code.
+// Its complexity (about 30) is the report's table of classes, in order of
+// precedence (provider code, status, then the error's kind and phase); each
+// case is one row of that table (docs/BENCH.md).
 func classify(err error, status int, code string, phase tps.Phase) string {
 	var oe *openai.Error
 	if errors.As(err, &oe) {

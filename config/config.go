@@ -552,6 +552,10 @@ func (p *converter) measure(f *fileMeasure) (measure.Options, error) {
 	return o, nil
 }
 
+// fallback converts the file's fallback section. It is long (about 90 lines)
+// because it is one flat list of fields, each converted and checked in the
+// file's order with the file's name in its error; splitting it would only
+// scatter that list.
 func (p *converter) fallback(f *fileFallback) (fallback.Options, error) {
 	var o fallback.Options
 	// The deadlines: omitted means fallback's default; an explicit zero
