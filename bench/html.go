@@ -78,6 +78,10 @@ func fmtTick(v float64) string {
 }
 
 // svg renders c as an inline SVG element.
+//
+// It is long (about 110 lines) because it writes one SVG element in
+// document order (axes, ticks, series, legend); each part is a few lines
+// of markup.
 func (c *chart) svg() string {
 	xlo, xhi, ylo, yhi := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
 	for _, s := range c.series {
@@ -329,6 +333,9 @@ type chartSection struct {
 }
 
 // charts builds the report's plots, section by section.
+//
+// It is long (about 110 lines, complexity about 35) because it is the
+// list of the report's charts, each a few lines choosing its series.
 func (rep *Report) charts(color map[string]string) []chartSection {
 	type cellKey struct {
 		config int

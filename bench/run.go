@@ -173,6 +173,9 @@ func (c ConfigInfo) Level() float64 {
 // Other errors (an invalid Config: ErrTooFewRequests, or an error wrapping
 // ErrInvalidConfig) return a nil Report.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
+	// Run is long (about 110 lines) because it is the harness's one sequence:
+	// validate, build the cells, warm up, run, summarise; each step uses the
+	// previous one's values.
 	if cfg.Requests == 0 {
 		cfg.Requests = DefaultRequests
 	}
@@ -362,6 +365,9 @@ type runner struct {
 
 // runCell runs one configuration against one target and returns its measured
 // results, ordered by index.
+//
+// It is long (about 95 lines) because one cell's schedule, workers and
+// result collection share the cell's clock and cancellation.
 func (r *runner) runCell(ctx context.Context, c cellSpec) []Result {
 	r.mu.Lock()
 	r.label = c.config.Label() + " " + c.target.name()

@@ -146,6 +146,9 @@ func position(data []byte, off int64) string {
 	return fmt.Sprintf("line %d, column %d", line, col)
 }
 
+// validate reports the first field of c that breaks the cassette format.
+// Its complexity (about 24) is one check per field of the format
+// (docs/CASSETTE.md), each with its own message.
 func (c *Cassette) validate() *CassetteError {
 	bad := func(where, format string, args ...any) *CassetteError {
 		return &CassetteError{Where: where, Problem: fmt.Sprintf(format, args...)}

@@ -178,6 +178,10 @@ func (r *runner) available(elapsed time.Duration) ([]int, []string) {
 }
 
 // call sends one call and records it.
+//
+// It is long (about 90 lines) because one simulated call's request, read
+// and accounting of every attempt share the call's state and the runner's
+// lock.
 func (r *runner) call(ctx context.Context, buf []byte) {
 	i := int(r.seq.Add(1) - 1)
 	body := r.workload.Body(i, bench.Cold, "sim")

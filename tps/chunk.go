@@ -413,6 +413,9 @@ func (s *scanner) nonEmptyArray() bool {
 
 // usage reads a usage object into u and any time fields into c.Server.
 // It reports whether the value was an object.
+//
+// Its complexity (about 22) is one case per usage field that providers
+// send under different names and nestings (docs/STREAM_QUIRKS.md).
 func (s *scanner) usage(u *Usage, c *Chunk, depth int) bool {
 	if !s.open('{') {
 		return false

@@ -225,6 +225,11 @@ func (t *Timer) Abandon(now time.Time) Sample {
 }
 
 // end computes the derived fields once.
+//
+// It is long and branchy (complexity about 29) because it derives every
+// field of the Sample at one moment, with each metric's documented fallback
+// (usage, tokenizer, deltas; TPS only when measurable); docs/METRICS.md is
+// the list it follows.
 func (t *Timer) end(now time.Time, end End) Sample {
 	if t.ended {
 		return t.s

@@ -74,6 +74,9 @@ func serve(t testing.TB, path string, c *replay.Cassette) string {
 
 // record proxies to baseURL through a Recorder writing into a temporary
 // directory, and moves the one cassette to path when t ends.
+//
+// It is long (about 90 lines) because the proxy handler and the cleanup
+// that moves the cassette share the recording's lock, directory and path.
 func record(t testing.TB, path, baseURL string, opts []replay.RecorderOption) string {
 	t.Helper()
 	tmp := t.TempDir()
