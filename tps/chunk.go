@@ -190,7 +190,7 @@ func ParseChunk(data []byte, c *Chunk) error {
 			s.skip(1)
 		}
 	}
-	if s.peek() != 0 {
+	if s.ws(); s.i < len(s.b) { // peek reads a NUL byte as the end
 		s.fail()
 	}
 	if s.bad {
