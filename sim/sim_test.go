@@ -361,13 +361,17 @@ func TestIssue16Targets(t *testing.T) {
 	}
 	t.Run("slo-outlier", func(t *testing.T) {
 		res := run(t, mustBundled(t, "slo-outlier"), Defaults()).Results[0]
-		other := 0
+		other, outliers := 0, 0
 		for _, c := range res.Calls {
+			if c.Sent == 0 && c.TTFT > 250*time.Millisecond {
+				outliers++
+			}
 			if c.Start > 2*time.Minute && c.Sent != 0 {
 				other++
 			}
 		}
-		t.Logf("calls not first sent to the cheap deployment after its outlier: %d", other)
+		t.Logf("cheap's calls over 250 ms: %d; calls not first sent to it after: %d", outliers, other)
+		require.GreaterOrEqual(t, outliers, 1, "the scenario has its outlier")
 		assert.LessOrEqual(t, other, 5)
 	})
 	t.Run("all-violate", func(t *testing.T) {
