@@ -32,6 +32,9 @@ func TestDeploymentValidate(t *testing.T) {
 		{"negative tpm", func(d *Deployment) { d.Limits.TPM = -1 }, "Limits.TPM"},
 		{"negative in-flight", func(d *Deployment) { d.Limits.MaxInFlight = -1 }, "Limits.MaxInFlight"},
 		{"negative context window", func(d *Deployment) { d.ContextWindow = -1 }, "ContextWindow"},
+		{"negative expected tps", func(d *Deployment) { d.Expected.TPS = -120 }, "Expected.TPS"},
+		{"NaN expected tps", func(d *Deployment) { d.Expected.TPS = math.NaN() }, "Expected.TPS"},
+		{"negative expected ttft", func(d *Deployment) { d.Expected.TTFT = -time.Second }, "Expected.TTFT"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

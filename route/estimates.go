@@ -25,6 +25,7 @@ func (p *Picker) readEstimates(s *scratch) {
 				est, ok = p.src.Estimate(p.keys[it.idx])
 			}
 			blend(&it.exp, &est, ok, tAt, pAt)
+			it.note(&est)
 		}
 		return
 	}
@@ -38,6 +39,7 @@ func (p *Picker) readEstimates(s *scratch) {
 			est, ok = p.resolveEstimate(s, it)
 		}
 		blend(&it.exp, &est, ok, tAt, pAt)
+		it.note(&est)
 	}
 }
 

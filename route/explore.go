@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/tpsroute/tpsroute/measure"
 )
 
 // Exploration re-measures deployments other than the leader with the
@@ -69,41 +71,61 @@ type memo struct {
 	rising   atomic.Bool
 }
 
-// remember records it's levels at now: the best TPS and TTFT it has had
-// within peakMemory. It writes only when a level improves on (or renews) the
-// remembered one, so a steady fleet's picks write nothing.
-func (m *memo) remember(e *Expected, now int64) {
+// remember records e's levels at now: the best TPS and TTFT it has had
+// within peakMemory, and whether its newest sample moved it toward them. It
+// looks only when a sample arrived since it last did (Expected.newest), and
+// writes only when a level improves on (or renews) the remembered one.
+// rising counts the Picker's memo entries with rising set.
+func (m *memo) remember(e *Expected, newest, now int64, rising *atomic.Int64) {
+	seen := m.seen.Load()
+	if newest != 0 && newest == seen {
+		return // nothing new since the last pick that looked (the usual case)
+	}
 	if !m.warm.Load() {
 		m.warm.Store(true)
 	}
-	if e.newest > m.seen.Load() {
-		tps, ttft := math.Float64frombits(m.seenTPS.Load()), math.Float64frombits(m.seenTTFT.Load())
-		_, contender := m.peak(e, now)
-		m.rising.Store(contender &&
-			((e.TPSOK && tps > 0 && e.TPS > riseSignal*tps) || (e.TTFTOK && e.TTFT > 0 && ttft > riseSignal*e.TTFT)))
-		m.seenTPS.Store(math.Float64bits(e.TPS))
-		m.seenTTFT.Store(math.Float64bits(e.TTFT))
-		m.seen.Store(e.newest)
+	if newest > seen {
+		m.note(e, newest, now, rising)
 	}
 	if e.TPSOK {
-		best, at := math.Float64frombits(m.bestTPS.Load()), m.tpsAt.Load()
-		switch {
-		case e.TPS > best || now-at > peakMemory:
-			m.bestTPS.Store(math.Float64bits(e.TPS))
-			m.tpsAt.Store(now)
-		case e.TPS >= 0.8*best && now-at > peakMemory/8:
-			m.tpsAt.Store(now) // still there: renew
-		}
+		keepBest(&m.bestTPS, &m.tpsAt, e.TPS, now, func(v, best float64) (bool, bool) { return v > best, v >= 0.8*best })
 	}
 	if e.TTFTOK {
-		best, at := math.Float64frombits(m.bestTTFT.Load()), m.ttftAt.Load()
-		switch {
-		case best == 0 || e.TTFT < best || now-at > peakMemory:
-			m.bestTTFT.Store(math.Float64bits(e.TTFT))
-			m.ttftAt.Store(now)
-		case e.TTFT <= 1.25*best && now-at > peakMemory/8:
-			m.ttftAt.Store(now)
+		keepBest(&m.bestTTFT, &m.ttftAt, e.TTFT, now, func(v, best float64) (bool, bool) { return best == 0 || v < best, v <= 1.25*best })
+	}
+}
+
+// note records the figures at a new sample and whether it moved them toward
+// the remembered best by riseSignal.
+func (m *memo) note(e *Expected, newest, now int64, rising *atomic.Int64) {
+	tps, ttft := math.Float64frombits(m.seenTPS.Load()), math.Float64frombits(m.seenTTFT.Load())
+	_, contender := m.peak(e, now)
+	r := contender && ((e.TPSOK && tps > 0 && e.TPS > riseSignal*tps) || (e.TTFTOK && e.TTFT > 0 && ttft > riseSignal*e.TTFT))
+	if m.rising.Swap(r) != r {
+		if r {
+			rising.Add(1)
+		} else {
+			rising.Add(-1)
 		}
+	}
+	m.seenTPS.Store(math.Float64bits(e.TPS))
+	m.seenTTFT.Store(math.Float64bits(e.TTFT))
+	m.seen.Store(newest)
+}
+
+// keepBest stores v as the best level, seen at now, when better says it
+// improves on the stored one or that one is older than peakMemory, and
+// renews the stored one's time when v is near it (better's second result)
+// and its time is older than an eighth of peakMemory.
+func keepBest(best *atomic.Uint64, at *atomic.Int64, v float64, now int64, better func(v, best float64) (improves, near bool)) {
+	b, t := math.Float64frombits(best.Load()), at.Load()
+	improves, near := better(v, b)
+	switch {
+	case improves || now-t > peakMemory:
+		best.Store(math.Float64bits(v))
+		at.Store(now)
+	case near && now-t > peakMemory/8:
+		at.Store(now)
 	}
 }
 
@@ -144,6 +166,7 @@ func (p *Picker) explore(s *scratch, u float64, now time.Time) int {
 	items, order := s.items, s.order
 	lead := &items[order[0]]
 	t := now.UnixNano()
+	lv := variance(lead, &lead.exp, t)
 	s.chances = s.chances[:0]
 	total := 0.0
 	for i := 1; i < len(order); i++ {
@@ -153,7 +176,7 @@ func (p *Picker) explore(s *scratch, u float64, now time.Time) int {
 		}
 		c := 0.0
 		if it.health == healthOK && !it.cold && it.tier.prov == lead.tier.prov {
-			c = p.chance(s, lead, it, t)
+			c = p.chance(s, lead, it, lv, t)
 		}
 		s.chances = append(s.chances, c)
 		total += c
@@ -175,6 +198,9 @@ func (p *Picker) explore(s *scratch, u float64, now time.Time) int {
 // it, or -1: the call that confirms or refutes a recovery is due at once,
 // not at exploration's odds.
 func (p *Picker) confirm(s *scratch) int {
+	if p.rising.Load() <= 0 {
+		return -1
+	}
 	items, order := s.items, s.order
 	lead := &items[order[0]]
 	for i := 1; i < len(order); i++ {
@@ -184,6 +210,7 @@ func (p *Picker) confirm(s *scratch) int {
 		}
 		if it.health == healthOK && !it.cold && it.tier.prov == lead.tier.prov && !p.meta[it.idx].wild &&
 			p.memo[it.idx].rising.Load() && p.memo[it.idx].rising.CompareAndSwap(true, false) {
+			p.rising.Add(-1)
 			return i
 		}
 	}
@@ -191,11 +218,11 @@ func (p *Picker) confirm(s *scratch) int {
 }
 
 // chance is the probability that it would now lead: the normal tail of its
-// gap to the leader over their combined uncertainty, mixed for a contender
-// with the chance at its remembered best.
-func (p *Picker) chance(s *scratch, lead, it *item, now int64) float64 {
+// gap to the leader over their combined uncertainty (the leader's variance
+// is lv), mixed for a contender with the chance at its remembered best.
+func (p *Picker) chance(s *scratch, lead, it *item, lv float64, now int64) float64 {
 	g := p.gap(s, lead, it, &it.exp, it.score)
-	sd := math.Sqrt(variance(&lead.exp, lead.prior, now) + variance(&it.exp, it.prior, now))
+	sd := math.Sqrt(lv + variance(it, &it.exp, now))
 	c := tail(g, sd)
 	if p.meta[it.idx].wild {
 		return c
@@ -205,8 +232,8 @@ func (p *Picker) chance(s *scratch, lead, it *item, now int64) float64 {
 		return c
 	}
 	age := 0.0
-	if it.exp.newest > 0 {
-		age = float64(max(now-it.exp.newest, 0))
+	if it.newest > 0 {
+		age = float64(max(now-it.newest, 0))
 	}
 	w := min(age/revertTime, 1)
 	if w == 0 {
@@ -270,20 +297,36 @@ func scoreGap(l, x float64) float64 {
 	return 1
 }
 
-// variance is the uncertainty of a level, in squared log units: sigma²
-// over the samples (a prior counts as priorSamples), plus sigma² per
-// driftTime since the newest sample.
-func variance(e *Expected, prior float64, now int64) float64 {
+// variance is the uncertainty of it's level with figures e, in squared log
+// units: sigma² over the samples (a prior counts as priorSamples), plus
+// sigma² per driftTime since the newest sample.
+func variance(it *item, e *Expected, now int64) float64 {
 	sigma := defaultSigma
-	if e.Samples >= 10 && e.spread > 1 {
-		sigma = min(max(math.Log(e.spread)/1.645, 0.05), 1)
+	if e.Samples >= 10 && it.spread > 1 {
+		sigma = min(max(math.Log(it.spread)/1.645, 0.05), 1)
 	}
-	n := max(float64(e.Samples)+prior, 1)
+	n := max(float64(e.Samples)+it.prior, 1)
 	v := 1 / n
-	if e.newest > 0 && now > e.newest {
-		v += float64(now-e.newest) / driftTime
+	if it.newest > 0 && now > it.newest {
+		v += float64(now-it.newest) / driftTime
 	}
 	return sigma * sigma * v
+}
+
+// note keeps what exploration reads of e besides its Expected view: the
+// newest sample's time and the spread as p95/p50 (the log is taken only
+// when exploring).
+func (it *item) note(e *measure.Estimate) {
+	it.newest, it.spread = 0, 0
+	if !e.Newest.IsZero() {
+		it.newest = e.Newest.UnixNano()
+	}
+	if valid(e.TTFTP50) && valid(e.TTFTP95) && e.TTFTP95 > e.TTFTP50 {
+		it.spread = e.TTFTP95 / e.TTFTP50
+	}
+	if valid(e.TPSP50) && valid(e.TPSP95) && e.TPSP95 > e.TPSP50 {
+		it.spread = max(it.spread, e.TPSP95/e.TPSP50)
+	}
 }
 
 // tail is P(Z > g/sd) for a standard normal Z.

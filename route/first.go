@@ -95,33 +95,39 @@ func (p *Picker) probe(s *scratch, req *Request, head int, now time.Time) string
 	if p.coldMax == 0 || (head == 1 && !items[order[0]].cold) {
 		return ""
 	}
-	// Cold probe: the cold candidate of the head with the fewest samples,
-	// so that cold deployments are probed in turn, else the first with
-	// budget left. The share cap applies when a warm candidate leads (warm
-	// sort before cold within the head): only then does a probe take a
-	// measured call.
-	shared := p.share > 0 && !items[order[0]].cold
+	// The share cap applies when a warm candidate leads (warm sort before
+	// cold within the head): only then does a probe take a measured call.
+	if i := p.coldProbe(s, head, now, p.share > 0 && !items[order[0]].cold); i >= 0 {
+		moveFront(order, i)
+		p.counters[cColdProbes].Add(1)
+		return ReasonColdProbe
+	}
+	return ""
+}
+
+// coldProbe returns the position of the head's cold candidate whose probe
+// budget it takes (see takeCold), or -1: the one with the fewest samples,
+// so that cold deployments are probed in turn, else the first with budget.
+func (p *Picker) coldProbe(s *scratch, head int, now time.Time, shared bool) int {
+	items, order := s.items, s.order
 	fewest := -1
 	for j := range head {
 		if it := &items[order[j]]; it.cold && (fewest < 0 || it.exp.Samples < items[order[fewest]].exp.Samples) {
 			fewest = j
 		}
 	}
-	for j := -1; j < head; j++ {
-		i := j
-		if j < 0 {
-			i = fewest
-		}
-		if i < 0 || (j >= 0 && (i == fewest || !items[order[i]].cold)) {
-			continue
-		}
-		if p.takeCold(items[order[i]].idx, now, shared) {
-			moveFront(order, i)
-			p.counters[cColdProbes].Add(1)
-			return ReasonColdProbe
+	if fewest < 0 {
+		return -1
+	}
+	if p.takeCold(items[order[fewest]].idx, now, shared) {
+		return fewest
+	}
+	for j := range head {
+		if j != fewest && items[order[j]].cold && p.takeCold(items[order[j]].idx, now, shared) {
+			return j
 		}
 	}
-	return ""
+	return -1
 }
 
 // band draws the first place by weight among the head's candidates within

@@ -208,6 +208,7 @@ type Picker struct {
 	halfWin  int64                      // Options.HalfOpenProbeInterval in ns; 0 disables
 	half     []atomic.Int64             // per deployment: unix ns of its last half-open probe; 0 none
 	memo     []memo                     // per deployment: what exploration remembers of it (explore.go)
+	rising   atomic.Int64               // memo entries with rising set
 	aff      *affinity
 	counter  atomic.Uint64
 	scratch  sync.Pool
@@ -233,6 +234,7 @@ type meta struct {
 	weight   float64 // weight(Deployment.Weight)
 	priceIn  float64 // Price.Input
 	priceOut float64 // Price.Output
+	prior    bool    // Deployment.Expected is set
 }
 
 // NewPicker returns a Picker over ds, reading statistics from src (nil means
@@ -296,7 +298,8 @@ func NewPicker(ds []Deployment, src Source, health Health, opts Options) (*Picke
 			k.Model = Wildcard // replaced by the requested model per pick
 		}
 		p.keys[i] = k
-		p.meta[i] = meta{wild: d.IsWildcard(), weight: weight(d.Weight), priceIn: d.Price.Input, priceOut: d.Price.Output}
+		p.meta[i] = meta{wild: d.IsWildcard(), weight: weight(d.Weight), priceIn: d.Price.Input, priceOut: d.Price.Output,
+			prior: d.Expected.TPS > 0 || d.Expected.TTFT > 0}
 		if d.IsWildcard() {
 			p.wild = append(p.wild, int32(i))
 		} else {
@@ -428,29 +431,7 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 	if req.Policy > Cost || req.LatencyMetric > LatencyCompletion {
 		return Plan{}, fmt.Errorf("route: Request: unknown Policy %d or LatencyMetric %d", req.Policy, req.LatencyMetric)
 	}
-	if req.Policy == 0 {
-		req.Policy = p.opts.Policy
-	}
-	if req.LatencyMetric == 0 {
-		req.LatencyMetric = p.opts.LatencyMetric
-	}
-	if req.ExpectedInputTokens <= 0 {
-		req.ExpectedInputTokens = DefaultExpectedInputTokens
-	}
-	if req.ExpectedOutputTokens <= 0 {
-		req.ExpectedOutputTokens = DefaultExpectedOutputTokens
-	}
-	scorer := req.Scorer
-	if scorer == nil && r.Policy == 0 {
-		scorer = p.opts.Scorer
-	}
-	policyName := "custom"
-	if scorer == nil {
-		policyName = req.Policy.String()
-		if req.Policy == Latency && req.LatencyMetric == LatencyCompletion {
-			policyName = "latency(completion)"
-		}
-	}
+	scorer, policyName := p.defaults(req, r.Policy == 0)
 	slo := req.SLO.merge(p.opts.SLO)
 	// Cost needs no samples: prices are known up front, so cold deployments
 	// are ordered by expected cost too (see chooseFirst).
@@ -482,21 +463,7 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 	open, usable := p.scoreItems(s, &scoring{scorer: scorer, slo: slo, checkSLO: checkSLO, in: in, out: out}, now)
 	// Open breakers are excluded, unless every remaining candidate is open:
 	// then all of them are tried, last resort first by score (fail-open).
-	excludeOpen := open > 0 && usable > 0
-	for i := range s.items {
-		it := &s.items[i]
-		if excludeOpen && it.health == healthOpen && it.excl == exclNone {
-			it.excl = exclOpen
-		}
-		if it.excl == exclNone {
-			r := rank{tier: it.tier, score: it.score, tie: it.tie, idx: it.idx, item: int32(i)}
-			if it.viol != 0 {
-				// Violators: the closest to meeting the SLO first.
-				r.score, r.tie = -it.dist, it.score
-			}
-			s.ranks = append(s.ranks, r)
-		}
-	}
+	p.rankItems(s, open > 0 && usable > 0)
 	if len(s.ranks) == 0 {
 		plan := p.materialize(s, policyName)
 		return plan, fmt.Errorf("%w: all %d deployments of %s are excluded (%s)",
@@ -518,6 +485,57 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 		plan.Deployments[0].Reason = first
 	}
 	return plan, nil
+}
+
+// defaults applies the Picker's defaults to req's zero Policy,
+// LatencyMetric and expected token counts, and returns the Scorer that
+// orders it (nil: the built-in Policy; the Options' Scorer only when the
+// request named no Policy, as noPolicy says) and the policy's name for the
+// Plan.
+func (p *Picker) defaults(req *Request, noPolicy bool) (Scorer, string) {
+	if req.Policy == 0 {
+		req.Policy = p.opts.Policy
+	}
+	if req.LatencyMetric == 0 {
+		req.LatencyMetric = p.opts.LatencyMetric
+	}
+	if req.ExpectedInputTokens <= 0 {
+		req.ExpectedInputTokens = DefaultExpectedInputTokens
+	}
+	if req.ExpectedOutputTokens <= 0 {
+		req.ExpectedOutputTokens = DefaultExpectedOutputTokens
+	}
+	scorer := req.Scorer
+	if scorer == nil && noPolicy {
+		scorer = p.opts.Scorer
+	}
+	switch {
+	case scorer != nil:
+		return scorer, "custom"
+	case req.Policy == Latency && req.LatencyMetric == LatencyCompletion:
+		return nil, "latency(completion)"
+	}
+	return nil, req.Policy.String()
+}
+
+// rankItems appends the rank of every item not excluded to s.ranks,
+// excluding open breakers first when excludeOpen. Violators rank by their
+// SLO distance, the closest first, then by score.
+func (p *Picker) rankItems(s *scratch, excludeOpen bool) {
+	for i := range s.items {
+		it := &s.items[i]
+		if excludeOpen && it.health == healthOpen && it.excl == exclNone {
+			it.excl = exclOpen
+		}
+		if it.excl != exclNone {
+			continue
+		}
+		r := rank{tier: it.tier, score: it.score, tie: it.tie, idx: it.idx, item: int32(i)}
+		if it.viol != 0 {
+			r.score, r.tie = -it.dist, it.score
+		}
+		s.ranks = append(s.ranks, r)
+	}
 }
 
 // collect appends the deployments idxs of model s.models[mi] that the

@@ -88,7 +88,8 @@ type Scorer interface {
 
 // Expected is the Picker's view of one deployment's statistics: the windowed
 // percentile and the EWMA blended by taking the more pessimistic of the two
-// (the higher TTFT, the lower TPS); after a change of level that measure
+// (the higher TTFT, the lower TPS), shrunk toward the deployment's prior
+// (Deployment.Expected) when it has one; after a change of level that measure
 // detected, both are the new level, so a TPS falling 3× or more shows within
 // two samples (see the package documentation, Estimates). It is a value,
 // safe to copy and for concurrent reads.
@@ -99,12 +100,9 @@ type Expected struct {
 	Samples   int64   // successful samples in the window
 	TTFTOK    bool    // a finite positive TTFT was available
 	TPSOK     bool    // a finite positive TPS was available
-	OK        bool    // warm: the source had enough samples and TTFTOK or TPSOK
+	OK        bool    // warm: TTFTOK or TPSOK, and the source had enough samples, or the Picker compared the deployment before (its window has emptied since: the figures are its last level), or a prior (Deployment.Expected) gives them
 
-	// What the Picker's exploration and SLO check read besides (explore.go).
-	newest int64   // unix ns of the newest sample; 0 when unknown
-	ttftQ  float64 // TTFT at the window percentile alone, for the SLO check; 0 when unknown
-	spread float64 // p95/p50 of TPS or TTFT, the larger: the per-sample spread; 0 when unknown
+	ttftQ float64 // TTFT at the window percentile alone, for the SLO check; 0 when unknown
 }
 
 // Blend returns the Expected view of e, reading TTFT at ttftAt and TPS at
@@ -139,16 +137,6 @@ func blend(x *Expected, e *measure.Estimate, ok bool, ttftAt, tpsAt Percentile) 
 	x.OK = ok && e.OK && (x.TTFTOK || x.TPSOK)
 	if valid(ttftP) {
 		x.ttftQ = ttftP
-	}
-	if !e.Newest.IsZero() {
-		x.newest = e.Newest.UnixNano()
-	}
-	// The spread as p95/p50 (the log is taken only when exploring).
-	if valid(e.TTFTP50) && e.TTFTP95 > e.TTFTP50 && valid(e.TTFTP95) {
-		x.spread = e.TTFTP95 / e.TTFTP50
-	}
-	if valid(e.TPSP50) && e.TPSP95 > e.TPSP50 && valid(e.TPSP95) {
-		x.spread = max(x.spread, e.TPSP95/e.TPSP50)
 	}
 }
 

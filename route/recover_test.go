@@ -170,3 +170,27 @@ func TestAllViolateClosestLeads(t *testing.T) {
 		t.Errorf("first places %v: cheap, the farthest, explored too often", n)
 	}
 }
+
+// A prior (Deployment.Expected) ranks a new deployment from its first pick,
+// worth three samples, and fades as measurements arrive.
+func TestPriorRanksNewDeployment(t *testing.T) {
+	reg := measure.NewRegistry(measure.Options{})
+	ds := []Deployment{dep("plain", "us", "m"), dep("known", "us", "m")}
+	ds[1].Expected = Prior{TPS: 1000, TTFT: 300 * time.Millisecond}
+	p := newPicker(t, ds, reg, Options{Exploration: Off, Band: Off, ColdProbes: Off, Seed: 1})
+	plan := mustPick(t, p, Request{Model: "m"}, t0)
+	equal(t, order(plan), []string{"known/us/m", "plain/us/m"}, "order with no samples")
+	known := plan.Deployments[0]
+	equal(t, known.Reason, ReasonBest, "known's reason")
+	equal(t, [3]any{known.Expected.OK, known.Expected.TPS, known.Expected.TTFT}, [3]any{true, 1000.0, 0.3}, "known's figures: the prior")
+	now := t0
+	for range 30 { // measured at 500 tok/s, 100 ms
+		now = now.Add(time.Second)
+		reg.RecordAt(now, ds[1].Key(), tps.Sample{TTFT: 100 * time.Millisecond, TPS: 500, TPSOK: true})
+	}
+	e := mustPick(t, p, Request{Model: "m"}, now).Deployments[0].Expected
+	// exp((3 ln 1000 + 30 ln 500) / 33) = 532.
+	if math.Abs(e.TPS-532) > 5 || e.TTFT > 0.12 {
+		t.Errorf("after 30 samples: TPS %.1f TTFT %.3f, want about 532 and about 0.11", e.TPS, e.TTFT)
+	}
+}

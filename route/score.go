@@ -99,22 +99,23 @@ func healthOf(st Status, now time.Time) (health, busy uint8) {
 // being measured before, it is not new, and exploration re-measures it.
 // A prior makes it compared from the start.
 func (p *Picker) warmUp(it *item, d *Deployment, now int64) {
+	it.prior = 0
 	e := &it.exp
 	has := e.TTFTOK || e.TPSOK
 	warmed := false
 	if !p.meta[it.idx].wild {
 		m := &p.memo[it.idx]
 		if has && (e.OK || e.Samples >= minCompare) {
-			m.remember(e, now)
+			m.remember(e, it.newest, now, &p.rising)
 		}
 		warmed = m.warm.Load()
 	}
 	if has && warmed {
 		e.OK = true
 	}
-	if pr := d.Expected; pr.TPS > 0 || pr.TTFT > 0 {
+	if mt := &p.meta[it.idx]; mt.prior {
 		it.prior = priorSamples
-		applyPrior(e, pr, warmed)
+		applyPrior(e, d.Expected, warmed)
 		has = true
 	}
 	it.cold = !has || !(e.OK || e.Samples >= minCompare)

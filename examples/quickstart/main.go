@@ -5,7 +5,7 @@
 // 127.0.0.1, in three regions, each with its own time to first token (TTFT),
 // speed, price and failure mode. Then it sends streaming calls through a
 // tpsroute.Client at a fixed concurrency while a script degrades them: the
-// fastest provider's speed halves, then one region answers 503 for 10 s and
+// fastest provider's speed halves, then one region answers 503 for 7.5 s and
 // recovers. Every second it prints what the router measured and where the
 // calls went; at the end, where the traffic went in each phase and why, and
 // whether any call was lost.

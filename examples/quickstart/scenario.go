@@ -37,7 +37,7 @@ func (p simProvider) Label() string { return p.Provider + "/" + p.Region }
 
 // timeline says when the scripted events happen, as offsets from the start.
 // It scales with the run's duration so that a short smoke run still shows
-// every event; at the default 25 s the outage lasts exactly 10 s.
+// every event; at the default 25 s the outage lasts 7.5 s.
 type timeline struct {
 	Slowdown             time.Duration // groq's TPS halves
 	OutageFrom, OutageTo time.Duration // eu-west answers 503
@@ -46,7 +46,7 @@ type timeline struct {
 
 func newTimeline(d time.Duration) timeline {
 	at := func(f float64) time.Duration { return time.Duration(f * float64(d)).Round(100 * time.Millisecond) }
-	return timeline{Slowdown: at(0.2), OutageFrom: at(0.5), OutageTo: at(0.9), End: d}
+	return timeline{Slowdown: at(0.2), OutageFrom: at(0.45), OutageTo: at(0.75), End: d}
 }
 
 // phase is a stretch of the run between two scripted events.

@@ -1,0 +1,8 @@
+//go:build !linux
+
+package route
+
+import "time"
+
+// threadCPU is only implemented on Linux.
+func threadCPU() (time.Duration, bool) { return 0, false }
