@@ -78,11 +78,17 @@ type memo struct {
 // rising counts the Picker's memo entries with rising set.
 func (m *memo) remember(e *Expected, newest, now int64, rising *atomic.Int64) {
 	seen := m.seen.Load()
-	if newest != 0 && newest == seen {
-		return // nothing new since the last pick that looked (the usual case)
+	if newest == seen && (newest != 0 || m.warm.Load()) {
+		// Nothing new since the last pick that looked (the usual case), or
+		// a Source that does not say when its samples are from: then no
+		// levels are remembered (no contender rule).
+		return
 	}
 	if !m.warm.Load() {
 		m.warm.Store(true)
+	}
+	if newest == 0 {
+		return
 	}
 	if newest > seen {
 		m.note(e, newest, now, rising)
@@ -222,8 +228,11 @@ func (p *Picker) confirm(s *scratch) int {
 // is lv), mixed for a contender with the chance at its remembered best.
 func (p *Picker) chance(s *scratch, lead, it *item, lv float64, now int64) float64 {
 	g := p.gap(s, lead, it, &it.exp, it.score)
-	sd := math.Sqrt(lv + variance(it, &it.exp, now))
-	c := tail(g, sd)
+	var c float64
+	if g <= 0 || g*g < 36*(lv+variance1(it, &it.exp, now)) {
+		// Not hopeless even at the widest spread (sigma 1): the normal tail.
+		c = tail(g, math.Sqrt(lv+variance(it, &it.exp, now)))
+	}
 	if p.meta[it.idx].wild {
 		return c
 	}
@@ -239,6 +248,7 @@ func (p *Picker) chance(s *scratch, lead, it *item, lv float64, now int64) float
 	if w == 0 {
 		return c
 	}
+	sd := math.Sqrt(lv + variance(it, &it.exp, now))
 	return w*tail(p.gap(s, lead, it, &opt, p.scoreOf(s, it, &opt)), sd) + (1-w)*c
 }
 
@@ -311,6 +321,16 @@ func variance(it *item, e *Expected, now int64) float64 {
 		v += float64(now-it.newest) / driftTime
 	}
 	return sigma * sigma * v
+}
+
+// variance1 is variance at sigma 1, the most variance allows: a bound
+// that needs no logarithm.
+func variance1(it *item, e *Expected, now int64) float64 {
+	v := 1 / max(float64(e.Samples)+it.prior, 1)
+	if it.newest > 0 && now > it.newest {
+		v += float64(now-it.newest) / driftTime
+	}
+	return v
 }
 
 // note keeps what exploration reads of e besides its Expected view: the
