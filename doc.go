@@ -61,7 +61,11 @@
 // Cancelling the context or closing a Stream early ends the upstream request
 // at once; it counts as a cancellation, not as a provider failure. A Stream
 // belongs to one goroutine (Close may come from another); the Client starts
-// no goroutines of its own, so there is nothing to stop.
+// no goroutines of its own, so there is nothing to stop, unless
+// Config.StateFile is set: then one goroutine writes the statistics to that
+// file every Config.StateInterval, and Client.Close stops it and writes them
+// once more, so that the next process restores them in New and routes like
+// this one (docs/STATE.md).
 //
 // # Call options
 //
