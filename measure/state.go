@@ -639,7 +639,7 @@ func (r *Registry) decodeState(data []byte, now time.Time, keep func(Key) bool) 
 	if nkeys > uint64(len(d.b)) { // each key takes bytes
 		return nil, info, corrupt("key count %d: %v", nkeys, errTruncated)
 	}
-	m := make(map[Key]*entry, nkeys)
+	m := make(map[Key]*entry, min(nkeys, 1024)) // a hint only: nkeys is not trusted yet
 	for range nkeys {
 		var strs [3]string
 		for i := range strs {
