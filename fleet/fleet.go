@@ -84,6 +84,7 @@ type Fleet struct {
 	keys    map[measure.Key]*keyState
 	served  []affinityRecord // to publish
 	lastID  string           // last stream entry read
+	since   time.Time        // read no stream entry before; zero: the window
 	ignored map[string]bool  // replicas on another schema, logged once
 	peers   map[string]time.Time
 
@@ -163,7 +164,9 @@ func redactErr(err error, url string) error {
 // second call returns an error). reg holds the Client's statistics: the
 // Fleet exports its deltas and merges the other replicas' into it. What reg
 // holds when JoinClient is called (statistics restored from a state file,
-// Config.StateFile) is not exported: the fleet had it when it was measured. The
+// Config.StateFile) is not exported: the fleet had it when it was measured;
+// and the stream is then read from the state's save time on, not over the
+// whole window, since the state holds what was merged before. The
 // deployments' Limits.RPM and TPM are enforced fleet-wide (wildcard
 // deployments are not shared); their credentials are not read. learn records
 // a cache key that another replica's call was served with; it must be safe
@@ -187,6 +190,9 @@ func (f *Fleet) JoinClient(reg *measure.Registry, deployments []route.Deployment
 	// they were measured, so they are marked published, not sent again.
 	f.exp.Export()
 	f.exp.Commit()
+	// The restored state holds what the fleet's stream said until it was
+	// saved: read the stream from then on, not the whole window again.
+	f.since, _ = reg.Restored()
 	f.learn = learn
 	for _, d := range deployments {
 		if d.IsWildcard() {

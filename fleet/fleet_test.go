@@ -394,3 +394,56 @@ func TestRestoredStateNotRepublished(t *testing.T) {
 	require.True(t, ok)
 	assert.Equal(t, int64(1), rt.Requests, "only the sample recorded after the restart")
 }
+
+// TestRestartedReplicaCountsNothingTwice: a replica restarted from a state
+// file under a new replica name (the gateway's are random) holds its own
+// samples and what it had merged, once each: it reads the fleet's stream
+// from the save on, so neither its old self's deltas nor the others' come
+// back a second time; what the others publish afterwards arrives as usual.
+func TestRestartedReplicaCountsNothingTwice(t *testing.T) {
+	mr := miniredis.RunT(t)
+	url := "redis://" + mr.Addr()
+	r1, r2 := newReplica(t, url, "r1"), newReplica(t, url, "r2")
+	now := time.Now() // stream entry ids are the server's clock
+	for i := range 20 {
+		r1.reg.RecordAt(now.Add(time.Duration(i)*time.Millisecond), slow.Key(), sample(300*time.Millisecond, 80))
+	}
+	for i := range 10 {
+		r2.reg.RecordAt(now.Add(time.Duration(i)*time.Millisecond), slow.Key(), sample(time.Second, 40))
+	}
+	r1.round(now)
+	r2.round(now)
+	r1.round(now)
+	rt, ok := r1.reg.Remote(slow.Key())
+	require.True(t, ok)
+	require.Equal(t, int64(10), rt.Requests)
+
+	time.Sleep(2 * time.Millisecond) // the save comes after every entry so far
+	saved := time.Now()
+	var file bytes.Buffer
+	require.NoError(t, r1.reg.SaveState(&file, saved))
+	reg := measure.NewRegistry(measure.Options{})
+	_, err := reg.RestoreState(&file, saved, nil)
+	require.NoError(t, err)
+	f, err := New(Options{URL: url, Name: "test", Replica: "r1-restarted"})
+	require.NoError(t, err)
+	f.manual = true
+	_, err = f.JoinClient(reg, []route.Deployment{slow, fast}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, f.Close()) })
+
+	f.syncAt(context.Background(), time.Now(), true)
+	rt, ok = reg.Remote(slow.Key())
+	require.True(t, ok)
+	assert.Equal(t, int64(10), rt.Requests, "r2's samples once, r1's old ones not as remote")
+	st, _ := reg.Snapshot().Lookup(slow.Key())
+	assert.Equal(t, int64(20), st.Requests, "r1's own samples, restored")
+
+	for range 5 {
+		r2.reg.RecordAt(time.Now(), slow.Key(), sample(time.Second, 40))
+	}
+	r2.round(time.Now())
+	f.syncAt(context.Background(), time.Now(), true)
+	rt, _ = reg.Remote(slow.Key())
+	assert.Equal(t, int64(15), rt.Requests, "what r2 published after the restart arrives")
+}

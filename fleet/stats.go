@@ -103,10 +103,14 @@ func (f *Fleet) syncStats(ctx context.Context, now time.Time) error {
 	f.readMembers(members.Val(), now)
 
 	f.mu.Lock()
-	last := f.lastID
+	last, since := f.lastID, f.since
 	f.mu.Unlock()
 	if last == "" {
-		last = strconv.FormatInt(now.Add(-window).UnixMilli(), 10) + "-0"
+		from := now.Add(-window)
+		if since.After(from) {
+			from = since
+		}
+		last = strconv.FormatInt(from.UnixMilli(), 10) + "-0"
 	}
 	for range 100 { // at most 100 batches per round; the rest next round
 		res, err := f.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{f.streamKey(), last}, Count: 1000, Block: -1}).Result()

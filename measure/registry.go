@@ -122,6 +122,7 @@ type Registry struct {
 	keys      atomic.Pointer[map[Key]*entry]
 	nextPrune atomic.Int64 // UnixNano; 0 means at the first Record
 	nextSweep atomic.Int64 // UnixNano; 0 means at the first SweepAt
+	restored  atomic.Int64 // UnixNano of the restored state's save, rebased; 0 none (state.go)
 }
 
 // NewRegistry returns an empty Registry configured by o.

@@ -33,7 +33,8 @@ import (
 // sub-window's sketch in sketches-go's DDSketch format), length-prefixed.
 // Tag 1 holds the key's own statistics (times, TTFT PeakEWMA, chunk-gap
 // window and EWMA, the change detectors, error classes); tag 2 one cache
-// state's (its windows, EWMAs, counters and outcomes), once per state used.
+// state's (its windows, EWMAs, counters and outcomes), once per state used;
+// tag 4 what other Registries merged in (fleet mode), when there is any.
 // A reader skips sections whose tag it does not know, so a later writer may
 // add sections without a new version; a change that would make skipping
 // wrong changes the version byte.
@@ -44,6 +45,7 @@ const (
 
 	tagKey   = 1 // the key's own statistics
 	tagCache = 2 // one cache state's statistics
+	tagFleet = 4 // what other Registries merged in (MergeAt)
 
 	maxStateBytes  = 1 << 30 // RestoreState reads at most this much
 	maxKeyString   = 4096    // bytes in one of a Key's strings
@@ -97,9 +99,10 @@ type RestoreInfo struct {
 // change detectors, the counters, the outcome counts behind the error rate,
 // the error classes and the token and cost meters, with every time as Unix
 // nanoseconds. Keys idle for longer than Options.TTL at now are left out
-// (RestoreState would not restore them). Not saved: calls in flight, and
-// what other Registries merged in (MergeAt; fleet mode replays that from the
-// fleet). Each key is read under its own lock, as Snapshot does, so Records
+// (RestoreState would not restore them), and so are keys with neither a
+// sample of their own nor merged data. What other Registries merged in
+// (MergeAt, fleet mode) is saved in a section of its own. Calls in flight
+// are not saved. Each key is read under its own lock, as Snapshot does, so Records
 // may go on meanwhile; the bytes are written with one Write at the end.
 // The output is deterministic: keys are sorted as in Snapshot.Keys.
 //
@@ -129,7 +132,7 @@ func (r *Registry) appendState(b []byte, now time.Time) []byte {
 	for _, k := range keys {
 		e := m[k]
 		e.mu.Lock()
-		if e.dead || t-e.lastSeen > int64(o.TTL) || !e.hasOwnData() {
+		if e.dead || t-e.lastSeen > int64(o.TTL) || (!e.hasOwnData() && e.remote == nil) {
 			e.mu.Unlock()
 			continue
 		}
@@ -146,6 +149,10 @@ func (r *Registry) appendState(b []byte, now time.Time) []byte {
 			sec = append(sec[:0], byte(cs))
 			sec = st.appendSection(sec, now, &scratch)
 			body = appendSection(body, tagCache, sec)
+		}
+		if e.remote != nil {
+			sec = e.remote.appendSection(sec[:0], now, &scratch)
+			body = appendSection(body, tagFleet, sec)
 		}
 		e.mu.Unlock()
 		enc.EncodeUvarint64(&body, 0)
@@ -262,19 +269,45 @@ func (s *stateStats) appendSection(b []byte, now time.Time, scratch *[]byte) []b
 	for _, v := range s.counters() {
 		enc.EncodeUvarint64(&b, uint64(max(*v, 0)))
 	}
-	oldest := floorDiv(now.UnixNano(), s.ring.width) - int64(len(s.ring.slots))
+	return s.ring.appendTo(b, now)
+}
+
+// appendSection appends the tag-4 section's content.
+func (rs *remoteStats) appendSection(b []byte, now time.Time, scratch *[]byte) []byte {
+	appendWindow(&b, &rs.ttft, now, scratch)
+	appendWindow(&b, &rs.tps, now, scratch)
+	for _, st := range []EWMAState{rs.ttftE, rs.tpsE} {
+		e := EWMA{sum: st.Sum, weight: st.Weight, last: st.Last, ok: st.Weight > 0}
+		appendEWMA(&b, &e)
+	}
+	for _, v := range rs.counters() {
+		enc.EncodeUvarint64(&b, uint64(max(*v, 0)))
+	}
+	b = rs.ring.appendTo(b, now)
+	enc.EncodeVarint64(&b, rs.newest)
+	return b
+}
+
+func (rs *remoteStats) counters() []*int64 {
+	return []*int64{&rs.requests, &rs.errors, &rs.input, &rs.cached, &rs.output, &rs.cost.Dollars, &rs.cost.Picodollars}
+}
+
+// appendTo appends the ring's slots inside the window at now: a count,
+// then each slot's epoch, successes and failures.
+func (o *outcomeRing) appendTo(b []byte, now time.Time) []byte {
+	oldest := floorDiv(now.UnixNano(), o.width) - int64(len(o.slots))
 	var n uint64
-	for _, o := range s.ring.slots {
-		if o.any > 0 && o.epoch > oldest {
+	for _, s := range o.slots {
+		if s.any > 0 && s.epoch > oldest {
 			n++
 		}
 	}
 	enc.EncodeUvarint64(&b, n)
-	for _, o := range s.ring.slots {
-		if o.any > 0 && o.epoch > oldest {
-			enc.EncodeVarint64(&b, o.epoch)
-			enc.EncodeUvarint64(&b, uint64(o.ok))
-			enc.EncodeUvarint64(&b, uint64(o.fail))
+	for _, s := range o.slots {
+		if s.any > 0 && s.epoch > oldest {
+			enc.EncodeVarint64(&b, s.epoch)
+			enc.EncodeUvarint64(&b, uint64(s.ok))
+			enc.EncodeUvarint64(&b, uint64(s.fail))
 		}
 	}
 	return b
@@ -309,10 +342,12 @@ func (s *stateStats) counters() []*int64 {
 // Registry holds a key), or are rd's own. A section of an unknown tag is
 // skipped. RestoreState never panics on any input (FuzzRestoreState).
 //
-// Restored statistics are this Registry's own (Stats, not Stats.Fleet). An
-// Exporter made after RestoreState exports them in its first Export; package
-// fleet commits what a Registry holds when it joins without exporting it,
-// since the fleet received those samples when they were measured.
+// Restored statistics land where they were: this Registry's own in Stats,
+// what it had merged in Stats.Fleet. An Exporter made after RestoreState
+// exports the own ones in its first Export; package fleet commits what a
+// Registry holds when it joins without exporting it, since the fleet
+// received those samples when they were measured, and reads the fleet's
+// stream from Restored() on, since the state holds what it merged before.
 //
 // RestoreState is safe for concurrent use: a Record racing with it either
 // comes first (and RestoreState returns ErrStateNotEmpty) or lands in the
@@ -335,7 +370,20 @@ func (r *Registry) RestoreState(rd io.Reader, now time.Time, keep func(Key) bool
 		return RestoreInfo{}, ErrStateNotEmpty
 	}
 	r.keys.Store(&m)
+	r.restored.Store(info.SavedAt.UnixNano() + int64(info.Shift))
 	return info, nil
+}
+
+// Restored returns the time the state RestoreState restored was saved at,
+// on the restored clock (RestoreInfo.SavedAt plus RestoreInfo.Shift), and
+// false when this Registry was not restored. Package fleet reads the fleet's
+// stream from then on, since what it merged before is in the state.
+func (r *Registry) Restored() (time.Time, bool) {
+	t := r.restored.Load()
+	if t == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, t), true
 }
 
 // stateReader decodes a state file's body; every error wraps ErrStateCorrupt.
@@ -702,6 +750,8 @@ func (r *Registry) decodeEntry(d *stateReader, k Key, rb *stateRebase) (*entry, 
 			err = r.decodeKeySection(sd, e, rb)
 		case tagCache:
 			err = r.decodeCacheSection(sd, e, rb)
+		case tagFleet:
+			err = r.decodeFleetSection(sd, e, rb)
 		default:
 			continue // a later version's section: skipped
 		}
@@ -793,11 +843,21 @@ func (r *Registry) decodeCacheSection(d *stateReader, e *entry, rb *stateRebase)
 	if st.cost.Picodollars >= picoPerDollar {
 		return corrupt("picodollars out of range")
 	}
-	n, err := d.count("outcome slots", uint64(len(st.ring.slots)))
+	if err := d.ring(&st.ring, rb); err != nil {
+		return err
+	}
+	e.states[cs] = st
+	return nil
+}
+
+// ring decodes outcomeRing.appendTo's slots into o, rebased, without those
+// outside the window at now.
+func (d *stateReader) ring(o *outcomeRing, rb *stateRebase) error {
+	n, err := d.count("outcome slots", uint64(len(o.slots)))
 	if err != nil {
 		return err
 	}
-	bound := int64(maxStateTime) / st.ring.width
+	bound := int64(maxStateTime) / o.width
 	for range n {
 		ep, err := d.varint("outcome epoch")
 		if err != nil {
@@ -814,15 +874,57 @@ func (r *Registry) decodeCacheSection(d *stateReader, e *entry, rb *stateRebase)
 		if ep > bound || ep < -bound {
 			return corrupt("outcome epoch out of range")
 		}
-		if ep += rb.epoch; ep <= rb.nowE-int64(len(st.ring.slots)) || ok+fail == 0 {
+		if ep += rb.epoch; ep <= rb.nowE-int64(len(o.slots)) || ok+fail == 0 {
 			continue // outside the window at now
 		}
-		s := &st.ring.slots[mod(ep, int64(len(st.ring.slots)))]
+		s := &o.slots[mod(ep, int64(len(o.slots)))]
 		if s.any > 0 {
 			return corrupt("outcome epoch twice")
 		}
 		*s = outcomeSlot{epoch: ep, ok: ok, fail: fail, any: ok + fail}
 	}
-	e.states[cs] = st
+	return nil
+}
+
+func (r *Registry) decodeFleetSection(d *stateReader, e *entry, rb *stateRebase) error {
+	if e.remote != nil {
+		return corrupt("fleet section twice")
+	}
+	w := r.opts.Window
+	rs := &remoteStats{}
+	rs.ttft.init(w)
+	rs.tps.init(w)
+	rs.ring = outcomeRing{width: rs.ttft.width, slots: make([]outcomeSlot, w.Buckets)}
+	if err := d.window("fleet TTFT window", &rs.ttft, rb); err != nil {
+		return err
+	}
+	if err := d.window("fleet TPS window", &rs.tps, rb); err != nil {
+		return err
+	}
+	for _, st := range []*EWMAState{&rs.ttftE, &rs.tpsE} {
+		var ew EWMA
+		if err := d.ewma("fleet EWMA", &ew, rb); err != nil {
+			return err
+		}
+		*st = ew.state()
+	}
+	var err error
+	for _, p := range rs.counters() {
+		if *p, err = d.count("fleet counter", math.MaxInt64/2); err != nil {
+			return err
+		}
+	}
+	if rs.cost.Picodollars >= picoPerDollar {
+		return corrupt("fleet picodollars out of range")
+	}
+	if err := d.ring(&rs.ring, rb); err != nil {
+		return err
+	}
+	newest, err := d.time("fleet newest")
+	if err != nil {
+		return err
+	}
+	rs.newest = rb.time(newest)
+	e.remote = rs
 	return nil
 }

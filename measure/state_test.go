@@ -287,28 +287,53 @@ func TestStateSkipsUnknownSections(t *testing.T) {
 	assert.Equal(t, r.SnapshotAt(now), got.SnapshotAt(now))
 }
 
-// TestStateLeavesOutWhatIsNotOwn: calls in flight and other Registries'
-// merged data are not saved; a key known only through them is left out.
-func TestStateLeavesOutWhatIsNotOwn(t *testing.T) {
+// TestStateFleetData: what other Registries merged in is saved and
+// restored with the rest (Stats.Fleet, and the Estimate that reads it);
+// calls in flight and keys only begun are not.
+func TestStateFleetData(t *testing.T) {
 	r, now := busyRegistry(t, 8)
 	end := r.BeginAt(now, kA)
 	defer end()
 	other := NewRegistry(Options{})
 	kD := Key{Provider: "remote", Model: "only"}
-	other.RecordAt(now, kD, okSample(time.Second, 50, tps.CacheCold))
-	other.RecordAt(now, kA, okSample(time.Second, 50, tps.CacheCold))
+	for i := range 20 {
+		at := now.Add(time.Duration(i-20) * time.Second)
+		other.RecordAt(at, kD, okSample(time.Second, 50, tps.CacheCold))
+		other.RecordAt(at, kA, okSample(2*time.Second, 20, tps.CacheCold))
+	}
+	other.RecordAt(now, kA, tps.Sample{TTFT: time.Second, Err: errors.New("x"), ErrPhase: tps.PhaseMidStream})
 	for _, d := range other.NewExporter().Export() {
 		require.NoError(t, r.MergeAt(now, &d))
 	}
 	r.BeginAt(now, Key{Provider: "begun", Model: "only"})() // begun, never recorded
-	got, info := restore(t, save(t, r, now), now)
-	assert.Equal(t, 3, info.Keys)
-	st, ok := got.SnapshotAt(now).Lookup(kA)
-	require.True(t, ok)
-	assert.Zero(t, st.InFlight)
-	assert.Nil(t, st.Fleet)
-	_, ok = got.SnapshotAt(now).Lookup(kD)
+	_, ok := r.Restored()
 	assert.False(t, ok)
+
+	got, info := restore(t, save(t, r, now), now)
+	assert.Equal(t, 4, info.Keys, "kA, kB, kC and the remote-only kD")
+	at, ok := got.Restored()
+	require.True(t, ok)
+	assert.True(t, at.Equal(now), "%v", at)
+
+	want := r.SnapshotAt(now)
+	have := got.SnapshotAt(now)
+	st, ok := have.Lookup(kA)
+	require.True(t, ok)
+	assert.Zero(t, st.InFlight, "calls in flight are not restored")
+	require.NotNil(t, st.Fleet)
+	ws, _ := want.Lookup(kA)
+	ws.InFlight = 0
+	assert.Equal(t, ws, st)
+	for _, k := range []Key{kB, kD} {
+		a, _ := want.Lookup(k)
+		b, _ := have.Lookup(k)
+		assert.Equal(t, a, b, "%v", k)
+		ea, _ := r.Estimate(k)
+		eb, _ := got.Estimate(k)
+		assert.Equal(t, ea, eb, "%v", k)
+	}
+	_, ok = have.Lookup(Key{Provider: "begun", Model: "only"})
+	assert.False(t, ok, "a key only begun is not saved")
 }
 
 // TestStateConcurrent: SaveState runs while Records go on (go test -race).
@@ -343,6 +368,11 @@ func FuzzRestoreState(f *testing.F) {
 	small.RecordAt(now, kA, okSample(time.Second, 50, tps.CacheWarm))
 	small.RecordAt(now, kB, tps.Sample{TTFT: time.Second, Err: errors.New("x"), ErrPhase: tps.PhaseMidStream})
 	f.Add(save(f, small, now), int64(0), true)
+	merged := NewRegistry(Options{})
+	for _, d := range small.NewExporter().Export() {
+		require.NoError(f, merged.MergeAt(now, &d))
+	}
+	f.Add(save(f, merged, now), int64(0), true)
 	f.Add([]byte("TPSS\x01"), int64(0), false)
 	f.Fuzz(func(t *testing.T, data []byte, offset int64, fix bool) {
 		if fix && len(data) >= 4 {
