@@ -327,7 +327,8 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 	}
 	now := time.Now()
 	// Republish stale estimates (at most once per second) before reading
-	// them, so that a deployment without traffic turns cold and is probed.
+	// them, so that a deployment without traffic shows its window emptying
+	// (route then ranks it on the level it last showed and re-measures it).
 	c.reg.SweepAt(now)
 	plan, err := c.picker.PickAt(req, now)
 	if err != nil {

@@ -604,7 +604,9 @@ func (r *Registry) maybePrune(now time.Time, t int64) {
 // SweepAt keeps the published Estimates fresh as of now: at most once per
 // second of sample time it runs PruneAt(now), which republishes every kept
 // key's Estimate, so that a key that gets no traffic (because it was slow)
-// sees its old samples leave the window and turns cold, and is probed again.
+// sees its old samples leave the window: its Estimate is no longer OK (route
+// keeps ranking a deployment it compared before on the level it last
+// showed, and re-measures it by exploration).
 // Other calls within the second cost one atomic load; the first call only
 // starts the clock. Call it where Estimates are about to be read: the
 // tpsroute Client calls it before every pick.
