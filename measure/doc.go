@@ -16,7 +16,12 @@
 //     level two samples after it fell 3×, not after the window ages;
 //   - counts of requests, successes, errors by tps.Phase and by class,
 //     timeouts and cancellations, and a windowed error rate;
-//   - an in-flight gauge (Registry.Begin);
+//   - an in-flight gauge (Registry.Begin), followed over time, and a load
+//     model fitted from it: how a stream's TPS falls with the other calls in
+//     flight at its start, 1/TPS linear in their number (Estimate.LoadK,
+//     LoadFactor);
+//   - per prompt-size class (log2 buckets of input tokens, InputClass),
+//     EWMAs of TPS and TTFT (Estimate.Input);
 //   - input, cached, output and reasoning token meters, and cost from
 //     per-key prices, summed exactly in picodollars (Money).
 //

@@ -27,10 +27,19 @@ type Estimate struct {
 	Newest           time.Time // time of the newest sample; zero if none
 	InFlight         int64     // calls begun and not ended, read live
 	OK               bool      // Samples >= Options.MinSamples
+	// LoadK is the number of other calls in flight at which a stream's TPS
+	// halves, fitted online from the load each sample started at (load.go); 0
+	// when no load dependence is measured. See LoadFactor.
+	LoadK float64
+	// LoadRef is the mean number of other calls in flight during the recent
+	// TPS samples: the load the TPS figures describe.
+	LoadRef float64
+
+	inputs *inputTable // warm prompt-size classes (input.go); nil: none
 }
 
 func (e *Estimate) sanitize() {
-	for _, p := range []*float64{&e.TTFTP50, &e.TTFTP95, &e.TPSP50, &e.TPSP95, &e.TTFTEWMA, &e.TPSEWMA, &e.ErrorRate} {
+	for _, p := range []*float64{&e.TTFTP50, &e.TTFTP95, &e.TPSP50, &e.TPSP95, &e.TTFTEWMA, &e.TPSEWMA, &e.ErrorRate, &e.LoadK, &e.LoadRef} {
 		*p = finite(*p)
 	}
 }

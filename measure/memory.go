@@ -22,7 +22,7 @@ func (w *Window) memBytes() int {
 }
 
 func (e *entry) memBytes() int {
-	n := int(unsafe.Sizeof(*e)) + int(unsafe.Sizeof(Estimate{})) + e.gaps.memBytes()
+	n := int(unsafe.Sizeof(*e)) + int(unsafe.Sizeof(published{})) + e.gaps.memBytes()
 	for _, st := range e.states {
 		if st == nil {
 			continue

@@ -155,7 +155,11 @@ type entry struct {
 	tpsSince    int64    // UnixNano of the latest TPS change; 0 none
 	ttftSince   int64    // UnixNano of the latest TTFT change; 0 none
 	classes     map[string]int64
-	remote      *remoteStats // merged from other Registries (MergeAt); nil until then
+	remote      *remoteStats             // merged from other Registries (MergeAt); nil until then
+	load        loadTrack                // in flight over time (load.go)
+	fit         loadFit                  // TPS against load (load.go)
+	inputs      [InputClasses]inputClass // by prompt size (input.go)
+	inU         EWMA                     // unloaded TPS over every class
 }
 
 // stateStats holds one key's statistics for one cache state.
@@ -232,7 +236,7 @@ func (r *Registry) newEntry(k Key) *entry {
 	e := &entry{key: k, price: r.opts.Prices[k].perToken(), lastRefresh: math.MinInt64 / 2}
 	e.gaps.init(r.opts.Window)
 	hl := r.opts.HalfLife
-	e.gapE.HalfLife, e.ttftE.HalfLife = hl, hl
+	e.gapE.HalfLife, e.ttftE.HalfLife, e.inU.HalfLife = hl, hl, hl
 	return e
 }
 
@@ -371,6 +375,8 @@ func (r *Registry) RecordAt(now time.Time, k Key, s tps.Sample) {
 	st.cost.add(e.price.cost(s.InputTokens, s.CachedTokens, s.OutputTokens))
 
 	shifted := false
+	ic := InputClass(s.InputTokens)
+	var classTTFT float64
 	if s.TTFT > 0 {
 		v := s.TTFT.Seconds()
 		if st.ttft.Add(now, v) {
@@ -381,14 +387,37 @@ func (r *Registry) RecordAt(now time.Time, k Key, s tps.Sample) {
 			if !failed && e.ttftShift.add(v) {
 				e.ttftSince, shifted = t, true
 			}
+			if !failed {
+				classTTFT = v
+			}
 		}
 	}
 	if !failed {
+		var unloaded float64
 		if s.TPSOK && s.TPS > 0 && st.tps.Add(now, s.TPS) {
 			st.tpsE.Update(now, s.TPS)
-			if e.tpsShift.add(s.TPS) {
+			// The detector sees the sample at the key's reference load and
+			// prompt-size mix (load.go, input.go), so that neither a load
+			// swing nor a change of prompt mix reads as a change of level.
+			x, ok := r.sampleLoad(e, &s)
+			k, ref := e.fit.model()
+			unloaded = s.TPS * loadFactor(k, x, 0)
+			v := s.TPS * loadFactor(k, x, ref)
+			if s.InputTokens > 0 {
+				v *= e.classNorm(ic, r.opts.MinSamples)
+			}
+			if e.tpsShift.add(v) {
 				e.tpsSince, shifted = t, true
 			}
+			if ok {
+				e.fit.add(t, loadHalfLives*float64(r.opts.HalfLife), x, s.TPS)
+			}
+		}
+		if shifted {
+			e.resetInputs()
+		}
+		if s.InputTokens > 0 && (unloaded > 0 || classTTFT > 0) {
+			e.addInput(now, ic, unloaded, classTTFT)
 		}
 		if s.TPOT > 0 {
 			v := s.TPOT.Seconds()
@@ -438,17 +467,50 @@ func (e *entry) combined(f func(*stateStats) *EWMA) (float64, bool) {
 func (r *Registry) Begin(k Key) (end func()) { return r.BeginAt(time.Now(), k) }
 
 // BeginAt is Begin at time now. A key with calls in flight is never pruned.
+//
+// The end func takes the key's lock briefly: the Registry follows the
+// in-flight count over time to measure the load each stream started at
+// (Estimate.LoadK). The end's time is now plus the monotonic time elapsed
+// since BeginAt was called.
 func (r *Registry) BeginAt(now time.Time, k Key) (end func()) {
+	wall := time.Now()
+	t0 := now.UnixNano()
 	e := r.locked(k)
-	e.lastSeen = max(e.lastSeen, now.UnixNano())
+	e.lastSeen = max(e.lastSeen, t0)
 	e.inflight.Add(1)
+	e.load.begin(t0)
 	e.mu.Unlock()
 	var done atomic.Bool
 	return func() {
 		if done.CompareAndSwap(false, true) {
+			t := t0 + int64(time.Since(wall))
+			e.mu.Lock()
+			e.load.end(t)
 			e.inflight.Add(-1)
+			e.mu.Unlock()
 		}
 	}
+}
+
+// sampleLoad returns the number of other calls in flight on e when s
+// started (just after its start, where its own Begin is), and false when s
+// has no start time or no generation phase, or e's marks do not reach back
+// to its start. e.mu must be held.
+//
+// The load at the start, not the average over the stream's life: that
+// average depends on the stream's own length (a fast stream that began
+// alone and was followed by a crowd averages a high load at a high speed),
+// which blurs the fit exactly when traffic swings.
+func (r *Registry) sampleLoad(e *entry, s *tps.Sample) (float64, bool) {
+	if s.Start.IsZero() || s.Last <= s.TTFT {
+		return 0, false
+	}
+	t0 := s.Start.UnixNano() + int64(min(time.Millisecond, max(s.TTFT, 0)))
+	n, ok := e.load.countAt(t0)
+	if !ok {
+		return 0, false
+	}
+	return float64(max(n-1, 0)), true
 }
 
 // Estimate returns k's latest published Estimate, with InFlight read live,
@@ -577,6 +639,11 @@ func (r *Registry) refresh(e *entry, now time.Time) {
 	if ok+fail > 0 {
 		est.ErrorRate = float64(fail) / float64(ok+fail)
 	}
+	est.LoadK, est.LoadRef = e.fit.model()
+	pub := &published{}
+	if e.fillInputs(&pub.tab, t, r.opts.MinSamples, int64(r.opts.Window.Length), est.LoadK, est.LoadRef) {
+		est.inputs = &pub.tab
+	}
 	est.Samples = ok
 	est.TPSSamples = int64(pq.n)
 	if newest != 0 {
@@ -585,7 +652,8 @@ func (r *Registry) refresh(e *entry, now time.Time) {
 	est.OK = ok >= int64(r.opts.MinSamples) && tq.n > 0
 	est.sanitize()
 	e.lastRefresh = t
-	e.est.Store(&est)
+	pub.est = est
+	e.est.Store(&pub.est)
 }
 
 func (r *Registry) maybePrune(now time.Time, t int64) {

@@ -34,7 +34,9 @@ import (
 // Tag 1 holds the key's own statistics (times, TTFT PeakEWMA, chunk-gap
 // window and EWMA, the change detectors, error classes); tag 2 one cache
 // state's (its windows, EWMAs, counters and outcomes), once per state used;
-// tag 4 what other Registries merged in (fleet mode), when there is any.
+// tag 3 the load model and the prompt-size classes (load.go, input.go),
+// when the key has either; tag 4 what other Registries merged in (fleet
+// mode), when there is any.
 // A reader skips sections whose tag it does not know, so a later writer may
 // add sections without a new version; a change that would make skipping
 // wrong changes the version byte.
@@ -45,6 +47,7 @@ const (
 
 	tagKey   = 1 // the key's own statistics
 	tagCache = 2 // one cache state's statistics
+	tagShape = 3 // the load model and the prompt-size classes
 	tagFleet = 4 // what other Registries merged in (MergeAt)
 
 	maxStateBytes  = 1 << 30 // RestoreState reads at most this much
@@ -154,6 +157,9 @@ func (r *Registry) appendState(b []byte, now time.Time) []byte {
 			sec = e.remote.appendSection(sec[:0], now, &scratch)
 			body = appendSection(body, tagFleet, sec)
 		}
+		if e.hasShape() {
+			body = appendSection(body, tagShape, e.appendShapeSection(sec[:0]))
+		}
 		e.mu.Unlock()
 		enc.EncodeUvarint64(&body, 0)
 	}
@@ -254,6 +260,51 @@ func (e *entry) appendKeySection(b []byte, now time.Time, scratch *[]byte) []byt
 	for _, c := range names {
 		appendString(&b, c)
 		enc.EncodeUvarint64(&b, uint64(max(e.classes[c], 0)))
+	}
+	return b
+}
+
+// hasShape reports whether e has a load fit or a prompt-size class to save.
+// e.mu must be held.
+func (e *entry) hasShape() bool {
+	if e.fit.w > 0 || e.inU.ok {
+		return true
+	}
+	for i := range e.inputs {
+		if e.inputs[i].n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// appendShapeSection appends the tag-3 section's content: the load fit,
+// the EWMA over classes and each class with samples. The in-flight integral
+// is not saved (calls in flight are not). e.mu must be held.
+func (e *entry) appendShapeSection(b []byte) []byte {
+	f := &e.fit
+	for _, v := range []float64{f.w, f.x, f.y, f.xx, f.xy, f.yy, f.v} {
+		enc.EncodeFloat64LE(&b, v)
+	}
+	enc.EncodeVarint64(&b, f.last)
+	appendEWMA(&b, &e.inU)
+	var n uint64
+	for i := range e.inputs {
+		if e.inputs[i].n > 0 {
+			n++
+		}
+	}
+	enc.EncodeUvarint64(&b, n)
+	for i := range e.inputs {
+		ic := &e.inputs[i]
+		if ic.n == 0 {
+			continue
+		}
+		b = append(b, byte(i))
+		appendEWMA(&b, &ic.tps)
+		appendEWMA(&b, &ic.ttft)
+		enc.EncodeUvarint64(&b, uint64(ic.n))
+		enc.EncodeVarint64(&b, ic.newest)
 	}
 	return b
 }
@@ -727,7 +778,7 @@ func (r *Registry) decodeState(data []byte, now time.Time, keep func(Key) bool) 
 // decodeEntry decodes one key's sections into a new entry.
 func (r *Registry) decodeEntry(d *stateReader, k Key, rb *stateRebase) (*entry, error) {
 	e := r.newEntry(k)
-	seenKey := false
+	seenKey, seenShape := false, false
 	for {
 		tag, err := d.uvarint("section tag")
 		if err != nil {
@@ -750,6 +801,12 @@ func (r *Registry) decodeEntry(d *stateReader, k Key, rb *stateRebase) (*entry, 
 			err = r.decodeKeySection(sd, e, rb)
 		case tagCache:
 			err = r.decodeCacheSection(sd, e, rb)
+		case tagShape:
+			if seenShape {
+				return nil, corrupt("load and prompt-size section twice")
+			}
+			seenShape = true
+			err = r.decodeShapeSection(sd, e, rb)
 		case tagFleet:
 			err = r.decodeFleetSection(sd, e, rb)
 		default:
@@ -808,6 +865,66 @@ func (r *Registry) decodeKeySection(d *stateReader, e *entry, rb *stateRebase) e
 			return corrupt("error class %q twice", c)
 		}
 		e.classes[string(c)] = v
+	}
+	return nil
+}
+
+func (r *Registry) decodeShapeSection(d *stateReader, e *entry, rb *stateRebase) error {
+	f := &e.fit
+	for _, p := range []*float64{&f.w, &f.x, &f.y, &f.xx, &f.xy, &f.yy, &f.v} {
+		v, err := d.float("load fit")
+		if err != nil {
+			return err
+		}
+		*p = v
+	}
+	if f.w < 0 || f.x < 0 || f.y < 0 || f.xx < 0 || f.xy < 0 || f.yy < 0 || f.v < 0 {
+		return corrupt("load fit: negative sum")
+	}
+	last, err := d.time("load fit time")
+	if err != nil {
+		return err
+	}
+	f.last = rb.time(last)
+	if err := d.ewma("class EWMA", &e.inU, rb); err != nil {
+		return err
+	}
+	n, err := d.count("prompt-size classes", InputClasses)
+	if err != nil {
+		return err
+	}
+	for range n {
+		c, err := d.byte("prompt-size class")
+		if err != nil {
+			return err
+		}
+		if int(c) >= InputClasses {
+			return corrupt("prompt-size class %d", c)
+		}
+		ic := &e.inputs[c]
+		if ic.n > 0 {
+			return corrupt("prompt-size class %d twice", c)
+		}
+		ic.tps.HalfLife, ic.ttft.HalfLife = e.inU.HalfLife, e.inU.HalfLife
+		if err := d.ewma("class TPS EWMA", &ic.tps, rb); err != nil {
+			return err
+		}
+		if err := d.ewma("class TTFT EWMA", &ic.ttft, rb); err != nil {
+			return err
+		}
+		v, err := d.count("class samples", 1<<30)
+		if err != nil {
+			return err
+		}
+		if v == 0 {
+			return corrupt("prompt-size class %d without samples", c)
+		}
+		ic.n = int32(v)
+		newest, err := d.time("class newest")
+		if err != nil {
+			return err
+		}
+		ic.newest = rb.time(newest)
 	}
 	return nil
 }

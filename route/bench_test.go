@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/tps"
 )
 
 func benchPick(b *testing.B, n int, req Request, health Health) {
@@ -75,6 +76,27 @@ func BenchmarkPick(b *testing.B) {
 			}
 		}
 		benchPicker(b, newPicker(b, ds, reg, Options{Seed: 1}), Request{Model: "m"})
+	})
+	// The registry with a load model and a warm prompt-size class on every
+	// deployment, calls in flight, and a request of known prompt size: every
+	// step of shape runs.
+	b.Run("deployments=16/registry+load+classes", func(b *testing.B) {
+		ds, _ := spread(16)
+		reg := measure.NewRegistry(measure.Options{MinSamples: 1})
+		for i := range ds {
+			for j := range 40 {
+				start := t0.Add(time.Duration(j) * time.Second)
+				reg.BeginAt(start, ds[i].Key()) // never ended: the load grows
+				reg.RecordAt(start.Add(time.Second), ds[i].Key(), tps.Sample{
+					Start: start, TTFT: 100 * time.Millisecond, Last: time.Second, Total: time.Second,
+					TPS: 1000 / float64(i+1) / (1 + float64(j)/4), TPSOK: true, OutputTokens: 200, InputTokens: 300,
+				})
+			}
+			if est, _ := reg.Estimate(ds[i].Key()); !(est.LoadK > 0) {
+				b.Fatalf("no load model: %+v", est)
+			}
+		}
+		benchPicker(b, newPicker(b, ds, reg, Options{Seed: 1}), Request{Model: "m", ExpectedInputTokens: 300})
 	})
 	b.Run("deployments=256", func(b *testing.B) { benchPick(b, 256, Request{Model: "m"}, nil) })
 	b.Run("deployments=256/estimate-only", func(b *testing.B) {

@@ -132,6 +132,16 @@
 // exploration (above). TTFT is read at p95 and TPS at p50 unless Options
 // say otherwise.
 //
+// With measure's Registry as the Source, the Expected statistics are then
+// fitted to the call: a request's ExpectedInputTokens selects its prompt-size
+// class, whose own TPS and TTFT ratio are used once the class is warm (10
+// samples; the aggregate before), and where measure has fitted a load model
+// the TPS is the EWMA scaled to the deployment's calls in flight now.
+// Expected.MarginalTPS is that TPS minus the slowdown the call would cause
+// the calls already there; the Throughput policy ranks by it, so traffic
+// spreads off a load-sensitive leader before it saturates (docs/ROUTING.md,
+// "Load and prompt size").
+//
 // # Sources and handles
 //
 // A Source gives a deployment's measure.Estimate by key; *measure.Registry

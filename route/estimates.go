@@ -10,8 +10,9 @@ type hbox struct{ h measure.EstimateHandle }
 // readEstimates sets every item's Expected from the Source: through the
 // deployment's handle when the Source hands them out (decided once, in
 // NewPicker), else through Source.Estimate. The two loops are kept apart so
-// that a plain Source pays nothing for the handle machinery.
-func (p *Picker) readEstimates(s *scratch) {
+// that a plain Source pays nothing for the handle machinery. in is the
+// request's estimated prompt tokens, 0 when unknown (see shape).
+func (p *Picker) readEstimates(s *scratch, in int64) {
 	tAt, pAt := p.opts.TTFTPercentile, p.opts.TPSPercentile
 	items := s.items
 	if p.hsrc == nil {
@@ -26,6 +27,7 @@ func (p *Picker) readEstimates(s *scratch) {
 			}
 			blend(&it.exp, &est, ok, tAt, pAt)
 			it.note(&est)
+			shape(&it.exp, &est, in)
 		}
 		return
 	}
@@ -40,6 +42,53 @@ func (p *Picker) readEstimates(s *scratch) {
 		}
 		blend(&it.exp, &est, ok, tAt, pAt)
 		it.note(&est)
+		shape(&it.exp, &est, in)
+	}
+}
+
+// shape fits a blended Expected to the call about to be made, leaving its
+// TPS and TTFT (the deployment's figures, which exploration remembers and
+// the SLO check reads) and setting the factors behind CallTPS, CallTTFT and
+// MarginalTPS. With a load model (measure.Estimate.LoadK) the call's TPS is
+// the EWMA, the figure the model refers to (a window's p50 over a mix of
+// loads is not the speed at any one load), scaled to the deployment's calls
+// in flight now (measure.Estimate.LoadFactor), so that traffic spreads
+// before a load-sensitive leader saturates; MarginalTPS takes off the
+// slowdown the call causes those calls. A warm prompt-size class of in
+// tokens gives the call its class's TPS, scaled the same way, and scales
+// its TTFT by the class's ratio (measure.Estimate.Input). An Estimate
+// without classes or load model (any Source other than measure's Registry,
+// or too few samples) sets no factor.
+func shape(x *Expected, e *measure.Estimate, in int64) {
+	if !x.TPSOK && !x.TTFTOK {
+		return
+	}
+	load := e.LoadK > 0
+	tps := x.TPS
+	if load && x.TPSOK && valid(e.TPSEWMA) {
+		tps = e.TPSEWMA
+	}
+	if f, ok := e.Input(in); ok {
+		if valid(f.TPS) {
+			tps = f.TPS
+		}
+		if valid(f.TTFTRatio) && x.TTFTOK {
+			x.ttftF = float32(f.TTFTRatio)
+		}
+	}
+	if !x.TPSOK {
+		return
+	}
+	if load {
+		// MarginalTPS: (n+1)·T(n) − n·T(n−1) over T(n), T(n) = tps·LoadFactor(n).
+		lf := e.LoadFactor(e.InFlight)
+		tps *= lf
+		if n := e.InFlight; n > 0 {
+			x.marginal = float32(max(float64(n+1)-float64(n)*e.LoadFactor(n-1)/lf, 1e-9))
+		}
+	}
+	if tps != x.TPS {
+		x.tpsF = float32(tps / x.TPS)
 	}
 }
 

@@ -457,7 +457,7 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 
 	// Statistics, then score and classify.
 	if p.src != nil {
-		p.readEstimates(s)
+		p.readEstimates(s, r.ExpectedInputTokens)
 	}
 	s.slo, s.checkSLO, s.scorer = slo, checkSLO, scorer
 	open, usable := p.scoreItems(s, &scoring{scorer: scorer, slo: slo, checkSLO: checkSLO, in: in, out: out}, now)

@@ -12,7 +12,9 @@ import (
 type Policy uint8
 
 const (
-	// Throughput maximises the expected generation-phase tokens per second.
+	// Throughput maximises the expected generation-phase tokens per second,
+	// ranking by Expected.MarginalTPS: with measure's load model, what the
+	// call adds to the deployment's total TPS at its current load.
 	Throughput Policy = iota + 1
 	// Latency minimises the expected time to first token or, with
 	// LatencyCompletion, the expected completion time
@@ -91,8 +93,12 @@ type Scorer interface {
 // (the higher TTFT, the lower TPS), shrunk toward the deployment's prior
 // (Deployment.Expected) when it has one; after a change of level that measure
 // detected, both are the new level, so a TPS falling 3× or more shows within
-// two samples (see the package documentation, Estimates). It is a value,
-// safe to copy and for concurrent reads.
+// two samples (see the package documentation, Estimates). TTFT and TPS are
+// the deployment's figures; the Picker also fits them to the call, a warm
+// prompt-size class's figures and the deployment's current load
+// (measure.Estimate.Input, LoadFactor), which CallTPS, CallTTFT and
+// MarginalTPS return and the built-in policies rank by (Blend alone does
+// not fit). It is a value, safe to copy and for concurrent reads.
 type Expected struct {
 	TTFT      float64 // seconds; valid only if TTFTOK
 	TPS       float64 // generation-phase tokens/s; valid only if TPSOK
@@ -102,7 +108,15 @@ type Expected struct {
 	TPSOK     bool    // a finite positive TPS was available
 	OK        bool    // warm: TTFTOK or TPSOK, and the source had enough samples, or the Picker compared the deployment before (its window has emptied since: the figures are its last level), or a prior (Deployment.Expected) gives them
 
+	// The call's figures over the deployment's (estimates.go's shape): TPS
+	// for the prompt's size class at the current load, TTFT for the class,
+	// and MarginalTPS over the call's TPS. 0 means 1. float32, and tpsF in
+	// the bools' padding, to keep the Plan's candidates small.
+	tpsF float32
+
 	ttftQ float64 // TTFT at the window percentile alone, for the SLO check; 0 when unknown
+
+	ttftF, marginal float32
 }
 
 // Blend returns the Expected view of e, reading TTFT at ttftAt and TPS at
@@ -162,9 +176,10 @@ func pessimistic(a, b float64, higher bool) (float64, bool) {
 func valid(v float64) bool { return v > 0 && v <= math.MaxFloat64 }
 
 // Score implements Scorer for the built-in policies:
-//   - Throughput: Expected.TPS, or 0 when unknown;
-//   - Latency: minus the expected TTFT in seconds, or minus TTFT + output
-//     tokens / TPS with LatencyCompletion; -math.MaxFloat64 when unknown;
+//   - Throughput: Expected.MarginalTPS, or 0 when unknown;
+//   - Latency: minus Expected.CallTTFT in seconds, or minus CallTTFT +
+//     output tokens / CallTPS with LatencyCompletion; -math.MaxFloat64 when
+//     unknown;
 //   - Cost: minus the expected cost in USD (Deployment.ExpectedCost).
 //
 // The zero Policy scores as Throughput.
@@ -175,7 +190,7 @@ func (p Policy) Score(d Deployment, e Expected, r *Request) float64 {
 func (p Policy) score(d *Deployment, e *Expected, r *Request) float64 {
 	switch p {
 	case Latency:
-		t, ok := e.TTFT, e.TTFTOK
+		t, ok := e.CallTTFT(), e.TTFTOK
 		if r != nil && r.LatencyMetric == LatencyCompletion {
 			t, ok = completion(e, r.outputTokens())
 		}
@@ -193,7 +208,31 @@ func (p Policy) score(d *Deployment, e *Expected, r *Request) float64 {
 	if !e.TPSOK {
 		return 0
 	}
-	return clamp(e.TPS)
+	return clamp(e.MarginalTPS())
+}
+
+// CallTPS is the TPS expected for the call being picked: TPS, the
+// deployment's figure, for the prompt's size class when that class is warm
+// and at the deployment's calls in flight now when measure has a load model
+// (see the package documentation, Estimates). Valid only if TPSOK.
+func (e Expected) CallTPS() float64 { return e.TPS * one(e.tpsF) }
+
+// CallTTFT is the TTFT expected for the call being picked: TTFT scaled by
+// the prompt's size class when that class is warm. Valid only if TTFTOK.
+func (e Expected) CallTTFT() float64 { return e.TTFT * one(e.ttftF) }
+
+// MarginalTPS is what the call adds to the deployment's total TPS (the sum
+// over its streams): CallTPS minus the slowdown the call causes the calls
+// already in flight, from measure's load model; CallTPS without one. The
+// Throughput policy ranks by it. Valid only if TPSOK.
+func (e Expected) MarginalTPS() float64 { return e.CallTPS() * one(e.marginal) }
+
+// one returns f, or 1 for 0 (unset).
+func one(f float32) float64 {
+	if f > 0 {
+		return float64(f)
+	}
+	return 1
 }
 
 // completion returns TTFT + out/TPS in seconds.
@@ -201,7 +240,7 @@ func completion(e *Expected, out int64) (float64, bool) {
 	if !e.TTFTOK || !e.TPSOK {
 		return 0, false
 	}
-	return e.TTFT + float64(out)/e.TPS, true
+	return e.CallTTFT() + float64(out)/e.CallTPS(), true
 }
 
 // ExpectedCost returns the cost in USD of a call with in input and out output

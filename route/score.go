@@ -66,7 +66,7 @@ func (p *Picker) scoreItems(s *scratch, sc *scoring, now time.Time) (open, usabl
 		case req.Policy == Cost:
 			it.score = clamp(-it.cost)
 			if it.exp.TPSOK {
-				it.tie = clamp(it.exp.TPS)
+				it.tie = clamp(it.exp.CallTPS())
 			}
 		default:
 			it.score = req.Policy.score(d, &it.exp, req)

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -93,6 +94,59 @@ func (p pinned) Choose(v *View) int {
 	return -1
 }
 func (pinned) Observe(Outcome) {}
+
+// Split returns a static split: each deployment i gets the share
+// weights[i] / sum(weights) of the calls, in smooth weighted round-robin
+// order (nginx's: the deployments' turns interleave as evenly as the weights
+// allow), as a fixed traffic split in a load balancer would. Deployments
+// past the weights, or with zero or negative weight, get none; when no
+// available deployment has weight the Client routes. Sweeping the weights
+// finds the best static split of a scenario (TestLoadBestStaticSplit).
+func Split(weights ...float64) Policy {
+	return &split{w: slices.Clone(weights), cur: make([]float64, len(weights))}
+}
+
+type split struct {
+	mu  sync.Mutex
+	w   []float64
+	cur []float64
+}
+
+func (p *split) Name() string {
+	var b []byte
+	b = append(b, "split"...)
+	for i, w := range p.w {
+		if i == 0 {
+			b = append(b, '-')
+		} else {
+			b = append(b, '/')
+		}
+		b = strconv.AppendFloat(b, w, 'g', 4, 64)
+	}
+	return string(b)
+}
+
+func (p *split) Choose(v *View) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	best, total := -1, 0.0
+	for _, i := range v.Available {
+		if i >= len(p.w) || !(p.w[i] > 0) {
+			continue
+		}
+		p.cur[i] += p.w[i]
+		total += p.w[i]
+		if best < 0 || p.cur[i] > p.cur[best] {
+			best = i
+		}
+	}
+	if best >= 0 {
+		p.cur[best] -= total
+	}
+	return best
+}
+
+func (*split) Observe(Outcome) {}
 
 // RoundRobin returns the round-robin baseline: the available deployments in
 // turn.
