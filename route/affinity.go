@@ -24,6 +24,7 @@ type affinityShard struct {
 	m    map[string]affinityEntry
 	ring []string // insertion order; ring[next] is the oldest once full
 	next int
+	max  int // the keys the shard holds: len(ring) once full
 }
 
 type affinityEntry struct {
@@ -31,12 +32,16 @@ type affinityEntry struct {
 	expires time.Time
 }
 
+// newAffinity returns an empty affinity of about entries keys. The shards'
+// maps and rings grow as keys arrive rather than being sized up front: a
+// Picker whose requests carry few cache keys then holds no megabytes of
+// empty slots that every garbage collection would scan.
 func newAffinity(ttl time.Duration, entries int) *affinity {
 	a := &affinity{ttl: ttl, seed: maphash.MakeSeed()}
 	per := max(entries/affinityShards, 1)
 	for i := range a.shards {
-		a.shards[i].m = make(map[string]affinityEntry, per)
-		a.shards[i].ring = make([]string, per)
+		a.shards[i].m = make(map[string]affinityEntry)
+		a.shards[i].max = per
 	}
 	return a
 }
@@ -69,9 +74,13 @@ func (a *affinity) put(cacheKey string, k measure.Key, now time.Time) {
 		s.m[cacheKey] = e
 		return
 	}
-	delete(s.m, s.ring[s.next]) // the oldest key, once the ring is full
-	s.ring[s.next] = cacheKey
-	s.next = (s.next + 1) % len(s.ring)
+	if len(s.ring) < s.max {
+		s.ring = append(s.ring, cacheKey)
+	} else {
+		delete(s.m, s.ring[s.next]) // the oldest key
+		s.ring[s.next] = cacheKey
+		s.next = (s.next + 1) % len(s.ring)
+	}
 	s.m[cacheKey] = e
 }
 

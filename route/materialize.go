@@ -22,6 +22,10 @@ func (p *Picker) materialize(s *scratch, policyName string) Plan {
 	for i, o := range s.order {
 		p.candidate(&out[i], s, &s.items[o], &wild)
 	}
+	plan := Plan{Deployments: out[:len(s.order):len(s.order)], Policy: policyName}
+	if nExcl == 0 {
+		return plan
+	}
 	j := len(s.order)
 	for i := range s.items {
 		if it := &s.items[i]; it.excl != exclNone {
@@ -33,10 +37,7 @@ func (p *Picker) materialize(s *scratch, policyName string) Plan {
 			j++
 		}
 	}
-	plan := Plan{Deployments: out[:len(s.order):len(s.order)], Policy: policyName}
-	if nExcl > 0 {
-		plan.Excluded = out[len(s.order):]
-	}
+	plan.Excluded = out[len(s.order):]
 	return plan
 }
 

@@ -235,6 +235,7 @@ type meta struct {
 	priceIn  float64 // Price.Input
 	priceOut float64 // Price.Output
 	prior    bool    // Deployment.Expected is set
+	revised  bool    // Deployment.Revision is set
 }
 
 // NewPicker returns a Picker over ds, reading statistics from src (nil means
@@ -299,7 +300,7 @@ func NewPicker(ds []Deployment, src Source, health Health, opts Options) (*Picke
 		}
 		p.keys[i] = k
 		p.meta[i] = meta{wild: d.IsWildcard(), weight: weight(d.Weight), priceIn: d.Price.Input, priceOut: d.Price.Output,
-			prior: d.Expected.TPS > 0 || d.Expected.TTFT > 0}
+			prior: d.Expected.TPS > 0 || d.Expected.TTFT > 0, revised: d.Revision != ""}
 		if d.IsWildcard() {
 			p.wild = append(p.wild, int32(i))
 		} else {
@@ -546,9 +547,10 @@ func (p *Picker) collect(s *scratch, req *Request, idxs []int32, mi int) {
 	capped := req.PriceCap != (measure.Price{})
 	wild := len(idxs) > 0 && p.meta[idxs[0]].wild // idxs is p.wild
 	if rev == "" && len(req.Only) == 0 && len(req.Ignore) == 0 && len(req.Regions) == 0 && !capped && !wild {
-		// No pins: keep every unversioned deployment.
+		// No pins: keep every unversioned deployment (read from meta, so
+		// that this loop touches no Deployment).
 		for _, idx := range idxs {
-			if p.ds[idx].Revision == "" {
+			if !p.meta[idx].revised {
 				s.items = append(s.items, item{idx: idx, model: int32(mi)})
 			}
 		}

@@ -446,7 +446,7 @@ func TestSortRanks(t *testing.T) {
 				}
 				rng.Shuffle(n, func(i, j int) { r[i], r[j] = r[j], r[i] })
 				want := slices.Clone(r)
-				slices.SortFunc(want, compareRanks)
+				slices.SortFunc(want, func(x, y rank) int { return compareRanks(&x, &y) })
 				sortRanks(r)
 				equal(t, r, want, "order")
 			}

@@ -127,19 +127,20 @@ type scratch struct {
 // candidates (often already nearly in order), by pdqsort beyond.
 func sortRanks(r []rank) {
 	if len(r) > 24 {
-		slices.SortFunc(r, compareRanks)
+		slices.SortFunc(r, func(x, y rank) int { return compareRanks(&x, &y) })
 		return
 	}
 	for i := 1; i < len(r); i++ {
-		for j := i; j > 0 && compareRanks(r[j], r[j-1]) < 0; j-- {
+		for j := i; j > 0 && compareRanks(&r[j], &r[j-1]) < 0; j-- {
 			r[j], r[j-1] = r[j-1], r[j]
 		}
 	}
 }
 
 // compareRanks orders by tier, then higher score, then higher tie-break,
-// then configuration order.
-func compareRanks(x, y rank) int {
+// then configuration order. It takes pointers so that the insertion sort
+// does not copy two ranks per comparison.
+func compareRanks(x, y *rank) int {
 	switch {
 	case x.tier != y.tier:
 		return x.tier.compare(y.tier)

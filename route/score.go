@@ -21,6 +21,7 @@ type scoring struct {
 func (p *Picker) scoreItems(s *scratch, sc *scoring, now time.Time) (open, usable int) {
 	req := &s.req
 	health := p.health
+	t := now.UnixNano()
 	var wd Deployment
 	for i := range s.items {
 		it := &s.items[i]
@@ -36,7 +37,7 @@ func (p *Picker) scoreItems(s *scratch, sc *scoring, now time.Time) (open, usabl
 			kp = &wk
 			s.nWild++
 		}
-		p.warmUp(it, d, now.UnixNano())
+		p.warmUp(it, d, t)
 		if health != nil {
 			it.health, it.busy = healthOf(health.Status(*kp, now), now)
 			if it.health == healthOpen {
