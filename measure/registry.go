@@ -547,6 +547,20 @@ type EstimateHandle interface {
 	Live() bool
 }
 
+// ReadEstimate sets *est to the Estimate h.Estimate returns and returns its
+// ok. For a handle from Registry.Handle it copies the published Estimate
+// once, straight into *est, rather than through a return value; est can
+// stay on the caller's stack. route's Picker reads one per candidate on
+// every pick.
+func ReadEstimate(h EstimateHandle, est *Estimate) bool {
+	if rh, ok := h.(*handle); ok {
+		return rh.read(est)
+	}
+	var ok bool
+	*est, ok = h.Estimate()
+	return ok
+}
+
 // Handle returns a handle on k's Estimate, or nil when k is not kept (never
 // recorded or begun, or pruned since). The handle stays valid until k is
 // pruned; see EstimateHandle.Live. It takes no lock and allocates nothing.
@@ -563,11 +577,18 @@ type handle entry
 
 func (h *handle) Estimate() (Estimate, bool) {
 	var est Estimate
+	ok := h.read(&est)
+	return est, ok
+}
+
+func (h *handle) read(est *Estimate) bool {
 	if p := h.est.Load(); p != nil {
-		est = *p
+		*est = *p
+	} else {
+		*est = Estimate{}
 	}
 	est.InFlight = h.inflight.Load()
-	return est, est.OK
+	return est.OK
 }
 
 func (h *handle) Live() bool { return !h.pruned.Load() }

@@ -546,6 +546,39 @@ func TestHandle(t *testing.T) {
 	})
 }
 
+// TestReadEstimate checks that ReadEstimate writes exactly what the
+// handle's Estimate returns, for a Registry handle cold and warm (InFlight
+// read live) and for any other EstimateHandle, overwriting whatever the
+// value held before.
+func TestReadEstimate(t *testing.T) {
+	kA := Key{Provider: "a", Model: "m"}
+	r := NewRegistry(Options{MinSamples: 2})
+	r.BeginAt(t0, kA)
+	h := r.Handle(kA)
+	require.NotNil(t, h)
+	for i := range 3 {
+		want, wantOK := h.Estimate()
+		got := Estimate{TTFTP50: 99, Samples: 99, InFlight: 99, OK: !wantOK}
+		gotOK := ReadEstimate(h, &got)
+		assert.Equal(t, wantOK, gotOK, "ok after %d samples", i)
+		assert.Equal(t, want, got, "estimate after %d samples", i)
+		r.RecordAt(t0.Add(time.Duration(i+1)*time.Second), kA, okSample(time.Second, 100+float64(i), tps.CacheCold))
+	}
+	var got Estimate
+	assert.True(t, ReadEstimate(h, &got), "warm at two samples")
+	assert.EqualValues(t, 1, got.InFlight, "the begun call is still in flight")
+
+	other := otherHandle{est: Estimate{TPSP50: 7, Samples: 3, OK: true}}
+	assert.True(t, ReadEstimate(other, &got), "another EstimateHandle's ok")
+	assert.Equal(t, other.est, got, "another EstimateHandle's Estimate")
+}
+
+// otherHandle is an EstimateHandle that is not a Registry's.
+type otherHandle struct{ est Estimate }
+
+func (o otherHandle) Estimate() (Estimate, bool) { return o.est, o.est.OK }
+func (o otherHandle) Live() bool                 { return true }
+
 // TestSweepAt checks that SweepAt keeps an idle key's Estimate fresh: once
 // its only sample has left the window the key turns cold, with no Record and
 // no Prune from outside. The first call only starts the clock, and calls

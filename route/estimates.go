@@ -31,14 +31,14 @@ func (p *Picker) readEstimates(s *scratch, in int64) {
 		}
 		return
 	}
+	var est measure.Estimate // each read overwrites it whole
 	for i := range items {
 		it := &items[i]
-		var est measure.Estimate
 		var ok bool
 		if b := p.handles[it.idx].Load(); b != nil && b.h.Live() {
-			est, ok = b.h.Estimate()
+			ok = measure.ReadEstimate(b.h, &est)
 		} else {
-			est, ok = p.resolveEstimate(s, it)
+			ok = p.resolveEstimate(s, it, &est)
 		}
 		blend(&it.exp, &est, ok, tAt, pAt)
 		it.note(&est)
@@ -92,22 +92,25 @@ func shape(x *Expected, e *measure.Estimate, in int64) {
 	}
 }
 
-// resolveEstimate reads it's statistics when its deployment has no live
-// handle: a wildcard deployment (whose key depends on the request) always
-// reads Source.Estimate; any other asks the HandleSource for a handle and
-// keeps it for the next picks.
-func (p *Picker) resolveEstimate(s *scratch, it *item) (measure.Estimate, bool) {
+// resolveEstimate reads it's statistics into *est when its deployment has
+// no live handle, and returns their ok: a wildcard deployment (whose key
+// depends on the request) always reads Source.Estimate; any other asks the
+// HandleSource for a handle and keeps it for the next picks.
+func (p *Picker) resolveEstimate(s *scratch, it *item, est *measure.Estimate) bool {
+	var ok bool
 	if p.meta[it.idx].wild {
-		return p.src.Estimate(p.keyOf(s, it))
+		*est, ok = p.src.Estimate(p.keyOf(s, it))
+		return ok
 	}
 	// Concurrent picks may resolve at once and store in any order; a stale
 	// handle stored last is not Live and is resolved again next time.
 	h := p.hsrc.Handle(p.keys[it.idx])
 	if h == nil {
-		return measure.Estimate{}, false
+		*est = measure.Estimate{}
+		return false
 	}
 	p.handles[it.idx].Store(&hbox{h: h})
-	return h.Estimate()
+	return measure.ReadEstimate(h, est)
 }
 
 // keyOf returns the measure.Key of it: the precomputed key, or for a wildcard
