@@ -12,6 +12,7 @@ package replaytest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -23,6 +24,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tpsroute/tpsroute/replay"
 )
@@ -72,6 +74,10 @@ func serve(t testing.TB, path string, c *replay.Cassette) string {
 	return srv.URL()
 }
 
+// upstreamGrace is how long record keeps reading the upstream's answer after
+// the caller hung up.
+const upstreamGrace = time.Second
+
 // record proxies to baseURL through a Recorder writing into a temporary
 // directory, and moves the one cassette to path when t ends.
 //
@@ -96,7 +102,14 @@ func record(t testing.TB, path, baseURL string, opts []replay.RecorderOption) st
 			http.Error(w, "replaytest: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		out, err := http.NewRequestWithContext(r.Context(), r.Method, upstream+strings.TrimPrefix(r.URL.Path, "/v1"), bytes.NewReader(body))
+		// The caller hangs up as soon as it has read [DONE], which can be
+		// before the upstream's end of body reaches this proxy; tied to the
+		// caller's context, that race recorded a clean answer as a reset.
+		// The upstream read outlives the caller by a grace second instead.
+		ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+		defer cancel()
+		defer context.AfterFunc(r.Context(), func() { time.AfterFunc(upstreamGrace, cancel) })()
+		out, err := http.NewRequestWithContext(ctx, r.Method, upstream+strings.TrimPrefix(r.URL.Path, "/v1"), bytes.NewReader(body))
 		if err != nil {
 			http.Error(w, "replaytest: "+err.Error(), http.StatusBadGateway)
 			return
