@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/tpsroute/tpsroute/internal/cputime"
 	"io"
 	"net/http"
-	"runtime"
 	"testing"
 	"time"
 
@@ -36,22 +36,6 @@ func (memRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}},
 		Body: io.NopCloser(bytes.NewReader(benchSSE)), Request: req}, nil
-}
-
-// cpuPerOp locks the benchmark to its OS thread and, when the returned func
-// runs, reports that thread's CPU time per op as "cpu-ns/op": the figure that
-// other load on a shared machine does not inflate (GC work on other threads
-// is not included).
-func cpuPerOp(b *testing.B) func() {
-	runtime.LockOSThread()
-	start, ok := threadCPU()
-	return func() {
-		end, ok2 := threadCPU()
-		runtime.UnlockOSThread()
-		if ok && ok2 && b.N > 0 {
-			b.ReportMetric(float64(end-start)/float64(b.N), "cpu-ns/op")
-		}
-	}
 }
 
 // BenchmarkExecutor measures one call end to end over an in-memory transport
@@ -98,7 +82,7 @@ func BenchmarkExecutor(b *testing.B) {
 	}
 	b.Run("direct", func(b *testing.B) {
 		b.ReportAllocs()
-		defer cpuPerOp(b)()
+		defer cputime.PerOp(b)()
 		for b.Loop() {
 			direct(b)
 		}
@@ -112,7 +96,7 @@ func BenchmarkExecutor(b *testing.B) {
 		ex := fallback.New(fallback.Options{}, fallback.Hooks{Transport: memRT{}})
 		c := fallback.Call{Body: body, Stream: true}
 		b.ReportAllocs()
-		defer cpuPerOp(b)()
+		defer cputime.PerOp(b)()
 		for b.Loop() {
 			res, err := ex.Do(context.Background(), pplan, c)
 			if err != nil {
@@ -131,7 +115,7 @@ func BenchmarkExecutor(b *testing.B) {
 			ex := fallback.New(fallback.Options{}, fallback.Hooks{Transport: memRT{}})
 			c := fallback.Call{Body: body, Stream: stream}
 			b.ReportAllocs()
-			defer cpuPerOp(b)()
+			defer cputime.PerOp(b)()
 			for b.Loop() {
 				viaExecutor(b, ex, c)
 			}

@@ -2,7 +2,7 @@ package route
 
 import (
 	"fmt"
-	"runtime"
+	"github.com/tpsroute/tpsroute/internal/cputime"
 	"testing"
 	"time"
 
@@ -18,7 +18,7 @@ func benchPick(b *testing.B, n int, req Request, health Health) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	defer cpuPerOp(b)()
+	defer cputime.PerOp(b)()
 	for b.Loop() {
 		if _, err := p.PickAt(req, t0); err != nil {
 			b.Fatal(err)
@@ -32,26 +32,10 @@ func benchPicker(b *testing.B, p *Picker, req Request) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	defer cpuPerOp(b)()
+	defer cputime.PerOp(b)()
 	for b.Loop() {
 		if _, err := p.PickAt(req, t0); err != nil {
 			b.Fatal(err)
-		}
-	}
-}
-
-// cpuPerOp locks the benchmark to its OS thread and, when the returned func
-// runs, reports that thread's CPU time per op as "cpu-ns/op": the figure that
-// other load on a shared machine does not inflate (GC work on other threads
-// is not included).
-func cpuPerOp(b *testing.B) func() {
-	runtime.LockOSThread()
-	start, ok := threadCPU()
-	return func() {
-		end, ok2 := threadCPU()
-		runtime.UnlockOSThread()
-		if ok && ok2 && b.N > 0 {
-			b.ReportMetric(float64(end-start)/float64(b.N), "cpu-ns/op")
 		}
 	}
 }

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package route
+package cputime
 
 import "time"
 

@@ -1,8 +1,0 @@
-//go:build !linux
-
-package fallback_test
-
-import "time"
-
-// threadCPU is only implemented on Linux.
-func threadCPU() (time.Duration, bool) { return 0, false }
