@@ -39,8 +39,8 @@ import (
 // the separate module in testdata/sketchescompat, which may import
 // sketches-go whole (run `go test ./...` there; the root module's tests do
 // not). The other direction, decoding bins that sketches-go itself encoded
-// (DecodeAndMergeWith's dense and index-only encodings), is untested beyond
-// the fuzz test of Window decoding.
+// (DecodeAndMergeWith's dense and index-only encodings), is tested on bins
+// written by hand in each encoding and by the fuzz test of Window decoding.
 //
 // A compactStore is not safe for concurrent use.
 type compactStore struct {
@@ -290,7 +290,7 @@ func (s *compactStore) Encode(b *[]byte, t enc.FlagType) {
 // adds them to s, advancing b past them.
 func (s *compactStore) DecodeAndMergeWith(b *[]byte, mode enc.SubFlag, maxBins int) error {
 	switch mode {
-	case enc.BinEncodingIndexDeltasAndCounts:
+	case enc.BinEncodingIndexDeltasAndCounts, enc.BinEncodingIndexDeltas:
 		n, err := enc.DecodeUvarint64(b)
 		if err != nil {
 			return err
@@ -301,32 +301,17 @@ func (s *compactStore) DecodeAndMergeWith(b *[]byte, mode enc.SubFlag, maxBins i
 			if err != nil {
 				return err
 			}
-			c, err := enc.DecodeVarfloat64(b)
-			if err != nil {
-				return err
+			c := 1.0 // BinEncodingIndexDeltas: every bin counts one
+			if mode == enc.BinEncodingIndexDeltasAndCounts {
+				if c, err = enc.DecodeVarfloat64(b); err != nil {
+					return err
+				}
 			}
 			index += d
 			if err := checkIndex(index); err != nil {
 				return err
 			}
 			s.AddWithCount(int(index), c, maxBins)
-		}
-	case enc.BinEncodingIndexDeltas:
-		n, err := enc.DecodeUvarint64(b)
-		if err != nil {
-			return err
-		}
-		var index int64
-		for range n {
-			d, err := enc.DecodeVarint64(b)
-			if err != nil {
-				return err
-			}
-			index += d
-			if err := checkIndex(index); err != nil {
-				return err
-			}
-			s.addCount(int(index), 1, maxBins)
 		}
 	case enc.BinEncodingContiguousCounts:
 		n, err := enc.DecodeUvarint64(b)

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	enc "github.com/DataDog/sketches-go/ddsketch/encoding"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -83,4 +84,47 @@ func TestCompactStore(t *testing.T) {
 		s.AddWithCount(3, 2.6, 100)
 		storeOracle(t, &s, map[int]uint64{3: 3})
 	})
+}
+
+// TestCompactStoreDecodesEveryBinEncoding decodes bins 3, 5 (count 2) and 6
+// written in each of the sketches-go bin encodings.
+func TestCompactStoreDecodesEveryBinEncoding(t *testing.T) {
+	want := map[int]uint64{3: 1, 5: 2, 6: 1}
+	tests := []struct {
+		name  string
+		mode  enc.SubFlag
+		write func(b *[]byte)
+	}{
+		{"index_deltas_and_counts", enc.BinEncodingIndexDeltasAndCounts, func(b *[]byte) {
+			enc.EncodeUvarint64(b, 3)
+			for _, d := range [][2]float64{{3, 1}, {2, 2}, {1, 1}} {
+				enc.EncodeVarint64(b, int64(d[0]))
+				enc.EncodeVarfloat64(b, d[1])
+			}
+		}},
+		{"index_deltas", enc.BinEncodingIndexDeltas, func(b *[]byte) {
+			enc.EncodeUvarint64(b, 4)
+			for _, d := range []int64{3, 2, 0, 1} {
+				enc.EncodeVarint64(b, d)
+			}
+		}},
+		{"contiguous_counts", enc.BinEncodingContiguousCounts, func(b *[]byte) {
+			enc.EncodeUvarint64(b, 4)
+			enc.EncodeVarint64(b, 3) // first index
+			enc.EncodeVarint64(b, 1) // index step
+			for _, c := range []float64{1, 0, 2, 1} {
+				enc.EncodeVarfloat64(b, c)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b []byte
+			tt.write(&b)
+			var s compactStore
+			require.NoError(t, s.DecodeAndMergeWith(&b, tt.mode, 100))
+			assert.Empty(t, b)
+			storeOracle(t, &s, want)
+		})
+	}
 }

@@ -335,12 +335,10 @@ func (s *scanner) delta(c *Chunk, cd *ChoiceDelta) bool {
 			}
 		case "function_call":
 			if s.peek() == '{' {
-				s.skip(1)
 				out = true
 				c.ToolCall = true
-			} else {
-				s.skip(1)
 			}
+			s.skip(1)
 		default:
 			s.skip(1)
 		}

@@ -83,16 +83,12 @@ func newStreamError(body, event []byte) *StreamError {
 				s.skip(1)
 			}
 		case "message":
-			if s.peek() == '"' {
-				e.Message = string(appendUnescaped(nil, s.str()))
-			} else {
-				s.skip(1)
+			if v := s.optStr(); v != nil {
+				e.Message = string(appendUnescaped(nil, v))
 			}
 		case "type":
-			if s.peek() == '"' {
-				e.Type = string(appendUnescaped(nil, s.str()))
-			} else {
-				s.skip(1)
+			if v := s.optStr(); v != nil {
+				e.Type = string(appendUnescaped(nil, v))
 			}
 		case "code":
 			e.Code = scalarText(&s)
