@@ -249,12 +249,14 @@ func (c *Cassette) plan(*request) *plan {
 		return p
 	}
 	p.events = make([]event, 0, len(r.Events))
+	var chunk tps.Chunk
+	output := func(data []byte) bool { return tps.ParseChunk(data, &chunk) == nil && chunk.Output }
 	for _, e := range r.Events {
 		ev := event{at: c.ms(e.AtMS)}
 		switch {
 		case e.Data != nil:
 			ev.kind, ev.name, ev.data = eventData, e.Event, *e.Data
-			ev.output = outputChunk(ev.data)
+			ev.output = output([]byte(ev.data))
 		case e.Comment != nil:
 			ev.kind, ev.data = eventComment, *e.Comment
 		default:
@@ -267,7 +269,7 @@ func (c *Cassette) plan(*request) *plan {
 			}
 			ev.kind, ev.data = eventRaw, raw
 			tps.ForEachData([]byte(raw), func(d []byte) {
-				ev.output = ev.output || outputChunk(string(d))
+				ev.output = ev.output || output(d)
 			})
 		}
 		p.events = append(p.events, ev)
@@ -281,40 +283,6 @@ func (c *Cassette) plan(*request) *plan {
 		p.end = endHang
 	}
 	return p
-}
-
-// outputChunk reports whether a data payload carries output: non-empty
-// content, reasoning, refusal or a tool-call fragment.
-func outputChunk(data string) bool {
-	var c struct {
-		Choices []struct {
-			Delta *struct {
-				Content          *string         `json:"content"`
-				ReasoningContent *string         `json:"reasoning_content"`
-				Reasoning        *string         `json:"reasoning"`
-				Refusal          *string         `json:"refusal"`
-				ToolCalls        json.RawMessage `json:"tool_calls"`
-			} `json:"delta"`
-		} `json:"choices"`
-	}
-	if json.Unmarshal([]byte(data), &c) != nil {
-		return false
-	}
-	for _, ch := range c.Choices {
-		d := ch.Delta
-		if d == nil {
-			continue
-		}
-		for _, s := range []*string{d.Content, d.ReasoningContent, d.Reasoning, d.Refusal} {
-			if s != nil && *s != "" {
-				return true
-			}
-		}
-		if len(d.ToolCalls) > 0 && string(d.ToolCalls) != "null" && string(d.ToolCalls) != "[]" {
-			return true
-		}
-	}
-	return false
 }
 
 // newEvent returns the cassette event for a kind, name and payload, choosing

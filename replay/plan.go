@@ -27,7 +27,7 @@ type event struct {
 	kind   eventKind
 	name   string // SSE "event:" field for data events; "" for none
 	data   string
-	output bool // carries output (content, reasoning, refusal or tool call)
+	output bool // carries output: tps.ParseChunk sets Chunk.Output
 }
 
 // chunk reports whether e counts as a chunk for CutAfter, StallAfter,
