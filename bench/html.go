@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"html"
 	"html/template"
@@ -337,15 +338,7 @@ type chartSection struct {
 // It is long (about 110 lines, complexity about 35) because it is the
 // list of the report's charts, each a few lines choosing its series.
 func (rep *Report) charts(color map[string]string) []chartSection {
-	type cellKey struct {
-		config int
-		target string
-	}
-	byCell := map[cellKey][]Result{}
-	for _, r := range rep.Results {
-		k := cellKey{r.Config, r.Target}
-		byCell[k] = append(byCell[k], r)
-	}
+	byCell := rep.byCell()
 	var out []chartSection
 	// CDFs per configuration.
 	for _, ci := range rep.Configs {
@@ -354,7 +347,7 @@ func (rep *Report) charts(color map[string]string) []chartSection {
 		tpsC := chart{id: "tps-cdf-" + strconv.Itoa(ci.Index), title: "TPS CDF, " + ci.Label(), xLabel: "generation tokens/s", yLabel: "% of requests", yMin0: true}
 		for _, t := range rep.Targets {
 			var tv, sv []float64
-			for _, r := range byCell[cellKey{ci.Index, t}] {
+			for _, r := range byCell[cell{ci.Index, t}] {
 				if r.OK() && r.TTFTMS > 0 {
 					tv = append(tv, r.TTFTMS)
 				}
@@ -425,12 +418,12 @@ func (rep *Report) charts(color map[string]string) []chartSection {
 		var pts [][2]float64
 		for _, ci := range rep.Configs {
 			var part [][2]float64
-			for _, r := range byCell[cellKey{ci.Index, t}] {
+			for _, r := range byCell[cell{ci.Index, t}] {
 				if r.OK() && r.TTFTMS > 0 {
 					part = append(part, [2]float64{r.SentMS / 1000, r.TTFTMS})
 				}
 			}
-			slices.SortFunc(part, func(a, b [2]float64) int { return cmpFloat(a[0], b[0]) })
+			slices.SortFunc(part, func(a, b [2]float64) int { return cmp.Compare(a[0], b[0]) })
 			if len(part) > 0 && len(pts) > 0 {
 				pts = append(pts, [2]float64{math.NaN(), math.NaN()})
 			}
@@ -444,14 +437,4 @@ func (rep *Report) charts(color map[string]string) []chartSection {
 		out = append(out, chartSection{title: "Over time", charts: []chart{over}})
 	}
 	return out
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

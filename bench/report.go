@@ -45,15 +45,7 @@ type Report struct {
 // Summarize recomputes Summaries from Results and SLO.
 func (rep *Report) Summarize() {
 	rep.Summaries = rep.Summaries[:0]
-	type cell struct {
-		config int
-		target string
-	}
-	groups := map[cell][]Result{}
-	for _, r := range rep.Results {
-		c := cell{r.Config, r.Target}
-		groups[c] = append(groups[c], r)
-	}
+	groups := rep.byCell()
 	for _, ci := range rep.Configs {
 		for _, t := range rep.Targets {
 			if rs := groups[cell{ci.Index, t}]; len(rs) > 0 {
@@ -61,6 +53,22 @@ func (rep *Report) Summarize() {
 			}
 		}
 	}
+}
+
+// cell is one configuration (its index) and target of a report.
+type cell struct {
+	config int
+	target string
+}
+
+// byCell groups the results by configuration and target, in their order.
+func (rep *Report) byCell() map[cell][]Result {
+	groups := map[cell][]Result{}
+	for _, r := range rep.Results {
+		c := cell{r.Config, r.Target}
+		groups[c] = append(groups[c], r)
+	}
+	return groups
 }
 
 // Summary returns the Summary of configuration config and target, and false

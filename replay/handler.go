@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -237,11 +237,6 @@ func (h *Handler) redactHeader(in http.Header) http.Header {
 }
 
 func (h *Handler) serveModels(w http.ResponseWriter) {
-	names := make([]string, 0, len(h.scripts))
-	for m := range h.scripts {
-		names = append(names, m)
-	}
-	sort.Strings(names)
 	type model struct {
 		ID      string `json:"id"`
 		Object  string `json:"object"`
@@ -252,7 +247,7 @@ func (h *Handler) serveModels(w http.ResponseWriter) {
 		Object string  `json:"object"`
 		Data   []model `json:"data"`
 	}{Object: "list", Data: []model{}}
-	for _, m := range names {
+	for _, m := range slices.Sorted(maps.Keys(h.scripts)) {
 		list.Data = append(list.Data, model{ID: m, Object: "model", Created: h.created.Unix(), OwnedBy: "replay"})
 	}
 	b, _ := json.Marshal(list)

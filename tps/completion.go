@@ -2,7 +2,8 @@ package tps
 
 import (
 	"encoding/json"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -162,12 +163,7 @@ func (a *Accumulator) JSON() []byte {
 func (a *Accumulator) completion() wireCompletion {
 	out := wireCompletion{ID: a.id, Object: "chat.completion", Created: a.created, Model: a.model,
 		SystemFingerprint: a.fingerprint, ServiceTier: a.serviceTier, Choices: []wireChoice{}, Usage: a.usage}
-	idx := make([]int64, 0, len(a.choices))
-	for i := range a.choices {
-		idx = append(idx, i)
-	}
-	sort.Slice(idx, func(i, j int) bool { return idx[i] < idx[j] })
-	for _, i := range idx {
+	for _, i := range slices.Sorted(maps.Keys(a.choices)) {
 		acc := a.choices[i]
 		m := wireMessage{Role: "assistant"}
 		if acc.hasContent || len(acc.tools) == 0 {
@@ -182,12 +178,7 @@ func (a *Accumulator) completion() wireCompletion {
 			s := acc.refusal.String()
 			m.Refusal = &s
 		}
-		tidx := make([]int64, 0, len(acc.tools))
-		for j := range acc.tools {
-			tidx = append(tidx, j)
-		}
-		sort.Slice(tidx, func(x, y int) bool { return tidx[x] < tidx[y] })
-		for _, j := range tidx {
+		for _, j := range slices.Sorted(maps.Keys(acc.tools)) {
 			t := acc.tools[j]
 			var tc wireToolCall
 			tc.ID, tc.Type = t.id, t.typ
