@@ -12,7 +12,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tpsroute/tpsroute/fallback"
-	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
 )
@@ -137,7 +136,7 @@ func (c *Call) AttemptEnd(i int, a fallback.Attempt, s *tps.Sample) {
 		if s.TPSOK {
 			c.t.tps.Record(ctx, s.TPS, d.own...)
 		}
-		if usd := cost(d.d.Price, s); usd > 0 {
+		if usd := d.d.Price.Dollars(s.InputTokens, s.CachedTokens, s.OutputTokens); usd > 0 {
 			c.t.cost.Add(ctx, usd, d.add...)
 		}
 	}
@@ -240,15 +239,12 @@ func (c *Call) End(err error) {
 	} else {
 		attrs = []attribute.KeyValue{keyOperation.String("chat"), keyProvider.String(Other), keyRequestModel.String(c.model)}
 	}
-	errType := ""
+	errType, durAttrs := "", attrs
 	if err != nil {
 		errType = ErrorType(err)
+		durAttrs = append(attrs, keyErrorType.String(errType))
 	}
-	if errType != "" {
-		c.t.duration.Record(ctx, now.Sub(c.start).Seconds(), metric.WithAttributes(append(attrs, keyErrorType.String(errType))...))
-	} else {
-		c.t.duration.Record(ctx, now.Sub(c.start).Seconds(), metric.WithAttributes(attrs...))
-	}
+	c.t.duration.Record(ctx, now.Sub(c.start).Seconds(), metric.WithAttributes(durAttrs...))
 	if started > 0 {
 		c.t.tokens.Record(ctx, in, metric.WithAttributes(append(attrs, keyTokenType.String("input"))...))
 		c.t.tokens.Record(ctx, out, metric.WithAttributes(append(attrs, keyTokenType.String("output"))...))
@@ -294,9 +290,4 @@ func ErrorType(err error) string {
 		return "timeout"
 	}
 	return Other
-}
-
-// cost returns the USD cost of a sample's tokens at price p.
-func cost(p measure.Price, s *tps.Sample) float64 {
-	return p.Dollars(s.InputTokens, s.CachedTokens, s.OutputTokens)
 }
