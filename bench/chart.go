@@ -1,5 +1,7 @@
 package bench
 
+import "cmp"
+
 // Chart is one inline SVG line plot drawn like the plots of the HTML report,
 // for other reports built on this package (the fleet simulator's). It is a
 // plain value; SVG only reads it, so it is safe for concurrent reads.
@@ -31,11 +33,7 @@ type Series struct {
 func (c *Chart) SVG() string {
 	ch := chart{id: c.ID, title: c.Title, xLabel: c.XLabel, yLabel: c.YLabel, yMin0: c.YFromZero}
 	for i, s := range c.Series {
-		color := s.Color
-		if color == "" {
-			color = Palette(i)
-		}
-		ch.series = append(ch.series, series{id: s.ID, name: s.Name, color: color, points: s.Points, step: s.Step, dots: s.Dots})
+		ch.series = append(ch.series, series{id: s.ID, name: s.Name, color: cmp.Or(s.Color, Palette(i)), points: s.Points, step: s.Step, dots: s.Dots})
 	}
 	return ch.svg()
 }

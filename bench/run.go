@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -176,9 +177,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// Run is long (about 110 lines) because it is the harness's one sequence:
 	// validate, build the cells, warm up, run, summarise; each step uses the
 	// previous one's values.
-	if cfg.Requests == 0 {
-		cfg.Requests = DefaultRequests
-	}
+	cfg.Requests = cmp.Or(cfg.Requests, DefaultRequests)
 	if cfg.Requests < 0 || cfg.Warmup < 0 {
 		return nil, fmt.Errorf("%w: Requests and Warmup must not be negative", ErrInvalidConfig)
 	}
@@ -189,9 +188,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("%w: the router config has no deployment", ErrInvalidConfig)
 	}
 	w := cfg.Workload
-	if w.Model == "" {
-		w.Model = cfg.Router.Deployments[0].Model
-	}
+	w.Model = cmp.Or(w.Model, cfg.Router.Deployments[0].Model)
 	if w.Model == route.Wildcard {
 		return nil, fmt.Errorf("%w: the workload needs a model name (the first deployment is a wildcard)", ErrInvalidConfig)
 	}
@@ -203,9 +200,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = DefaultTimeout
-	}
+	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
 	rc := cfg.Router
 	if rc.HTTPClient == nil || rc.HTTPClient.Transport == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -210,9 +211,7 @@ func (w *Workload) build(i int, cm CacheMode, nonce string) Prompt {
 		n := sizes[i%len(sizes)]
 		p.Messages = []Message{{Role: "user", Content: Words(n, w.Seed, uint64(i)+1)}}
 	}
-	if p.MaxTokens == 0 {
-		p.MaxTokens = w.MaxTokens
-	}
+	p.MaxTokens = cmp.Or(p.MaxTokens, w.MaxTokens)
 	system := ""
 	if w.SystemTokens > 0 {
 		system = Words(w.SystemTokens, w.Seed, 0)

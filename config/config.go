@@ -10,6 +10,7 @@
 package config
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -495,10 +496,7 @@ func (p *converter) route(f *fileRoute) (route.Options, error) {
 		if err != nil {
 			return o, err
 		}
-		if ttl == 0 {
-			ttl = -1
-		}
-		o.AffinityTTL = ttl
+		o.AffinityTTL = cmp.Or(ttl, -1)
 	}
 	if f.AffinityEntries < 0 {
 		return o, p.errorf("route.affinity_entries", "negative")

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -111,9 +112,7 @@ func New(o Options) (*Fleet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fleet: %w", redactErr(err, o.URL))
 	}
-	if o.Name == "" {
-		o.Name = DefaultName
-	}
+	o.Name = cmp.Or(o.Name, DefaultName)
 	if strings.ContainsAny(o.Name, ":{} \t\n") {
 		return nil, fmt.Errorf("fleet: name %q: must not contain ':', braces or spaces", o.Name)
 	}

@@ -2,6 +2,7 @@ package replay
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -225,10 +226,7 @@ func (c *Cassette) ms(v float64) time.Duration {
 	if c.fast {
 		return 0
 	}
-	k := c.scale
-	if k == 0 {
-		k = 1
-	}
+	k := cmp.Or(c.scale, 1)
 	return time.Duration(math.Round(v * k * float64(time.Millisecond)))
 }
 

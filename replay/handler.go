@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -451,9 +452,7 @@ func (pl *player) headers(p *plan) bool {
 	switch p.before {
 	case beforeReset:
 		if pl.waitOrStop(p.headersAt, true) {
-			if pl.outcome == "" {
-				pl.outcome = "reset"
-			}
+			pl.outcome = cmp.Or(pl.outcome, "reset")
 			abort(pl.w, true)
 		}
 		return false

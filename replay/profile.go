@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"encoding/json"
 	"math"
 	"math/rand/v2"
@@ -235,10 +236,7 @@ func (p *Profile) plan(r *request) *plan {
 	rng := rand.New(rand.NewPCG(p.Seed, uint64(r.attempt)))
 	t := p.timing(r, rng)
 	pl := newStreamPlan()
-	model := p.Model
-	if model == "" {
-		model = r.body.Model
-	}
+	model := cmp.Or(p.Model, r.body.Model)
 	pl.header.Set("x-request-id", "req-"+model+"-"+strconv.Itoa(r.attempt))
 	if p.Region != "" {
 		pl.header.Set("x-region", p.Region)
@@ -256,10 +254,7 @@ func (p *Profile) plan(r *request) *plan {
 	cached := 0
 	if p.PromptCache.Enabled && r.state != nil {
 		cached = r.state.cache(&r.body, max(p.PromptCache.Block, 1))
-		f := p.PromptCache.TTFTFactor
-		if f == 0 {
-			f = 0.25
-		}
+		f := cmp.Or(p.PromptCache.TTFTFactor, 0.25)
 		share := float64(cached) / float64(prompt)
 		t.ttft = time.Duration(float64(t.ttft) * (1 - (1-f)*share))
 	}

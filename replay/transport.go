@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -41,9 +42,7 @@ func (t memTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if sr.Body == nil {
 		sr.Body = http.NoBody
 	}
-	if sr.Host == "" {
-		sr.Host = req.URL.Host
-	}
+	sr.Host = cmp.Or(sr.Host, req.URL.Host)
 	stop := context.AfterFunc(ctx, func() {
 		pw.CloseWithError(context.Cause(ctx))
 	})

@@ -1,6 +1,7 @@
 package tps
 
 import (
+	"cmp"
 	"strconv"
 	"strings"
 )
@@ -98,9 +99,7 @@ func newStreamError(body, event []byte) *StreamError {
 			s.skip(1)
 		}
 	}
-	if e.Code == "" {
-		e.Code = status
-	}
+	e.Code = cmp.Or(e.Code, status)
 	return e
 }
 

@@ -2,6 +2,7 @@ package tps
 
 import (
 	"bytes"
+	"cmp"
 	"time"
 )
 
@@ -157,25 +158,14 @@ func (t *Timer) Event(now time.Time, c *Chunk) {
 	}
 }
 
+// mergeServer keeps each timing src reported over what dst held.
 func mergeServer(dst, src *ServerTiming) {
-	if src.Queue != 0 {
-		dst.Queue = src.Queue
-	}
-	if src.Prompt != 0 {
-		dst.Prompt = src.Prompt
-	}
-	if src.Completion != 0 {
-		dst.Completion = src.Completion
-	}
-	if src.Total != 0 {
-		dst.Total = src.Total
-	}
-	if src.PredictedPerSecond != 0 {
-		dst.PredictedPerSecond = src.PredictedPerSecond
-	}
-	if src.CacheN != 0 {
-		dst.CacheN = src.CacheN
-	}
+	dst.Queue = cmp.Or(src.Queue, dst.Queue)
+	dst.Prompt = cmp.Or(src.Prompt, dst.Prompt)
+	dst.Completion = cmp.Or(src.Completion, dst.Completion)
+	dst.Total = cmp.Or(src.Total, dst.Total)
+	dst.PredictedPerSecond = cmp.Or(src.PredictedPerSecond, dst.PredictedPerSecond)
+	dst.CacheN = cmp.Or(src.CacheN, dst.CacheN)
 }
 
 // Fail records err as the stream's failure. The first error wins; a nil

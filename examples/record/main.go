@@ -17,6 +17,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -56,10 +57,7 @@ func run(ctx context.Context, w io.Writer, dir string, getenv func(string) strin
 		dir = tmp
 	}
 
-	baseURL, apiKey, model := getenv("OPENAI_BASE_URL"), getenv("OPENAI_API_KEY"), getenv("OPENAI_MODEL")
-	if model == "" {
-		model = "gpt-4.1-mini"
-	}
+	baseURL, apiKey, model := getenv("OPENAI_BASE_URL"), getenv("OPENAI_API_KEY"), cmp.Or(getenv("OPENAI_MODEL"), "gpt-4.1-mini")
 	if baseURL == "" || apiKey == "" {
 		// No endpoint configured: record a simulated provider in the Groq
 		// dialect (usage sent twice), with a realistic TTFT and speed.
