@@ -94,9 +94,6 @@ func New(cfg Config) (*Client, error) {
 			mo.Prices[d.Key()] = d.Price
 		}
 	}
-	if mo.Classify == nil {
-		mo.Classify = classify
-	}
 	c.reg = measure.NewRegistry(mo)
 	if cfg.StateFile != "" {
 		// Before the fleet joins, which then does not republish them.
@@ -273,21 +270,6 @@ func (c *Client) measuredTTFT(d route.Deployment) (time.Duration, bool) {
 		return 0, false
 	}
 	return time.Duration(e.TTFTP95 * float64(time.Second)), true
-}
-
-// classify names the error class of a failed sample for measure: a caller's
-// cancellation, an early Close and a lost hedge are cancellations, not
-// provider failures.
-func classify(err error) string {
-	switch {
-	case errors.Is(err, context.Canceled), errors.Is(err, fallback.ErrHedgeLost):
-		return measure.ClassCanceled
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, fallback.ErrHeadersTimeout),
-		errors.Is(err, fallback.ErrTTFTTimeout), errors.Is(err, fallback.ErrStall),
-		errors.Is(err, fallback.ErrMaxDuration):
-		return measure.ClassTimeout
-	}
-	return measure.ClassOther
 }
 
 // call is one routed call: what the caller asked and what routing made of it.

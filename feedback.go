@@ -11,15 +11,16 @@ import (
 // Begin starts one attempt of the call on d: it counts the attempt in flight
 // in measure and in telemetry and returns the attempt's completion handle,
 // which carries the attempt's outcome everywhere it is learnt from: the
-// sample to measure, the end of the in-flight count, the attempt's
-// telemetry, and, for a success, cache affinity in the Picker and the
-// fleet. It implements fallback.Feedback.
+// sample to measure, with the error class the Executor gave the attempt
+// (fallback.Attempt.ErrorClass), the end of the in-flight count, the
+// attempt's telemetry, and, for a success, cache affinity in the Picker and
+// the fleet. It implements fallback.Feedback.
 func (cl *call) Begin(i int, d *route.Deployment) fallback.Done {
 	c, k := cl.c, d.Key()
 	end := c.reg.Begin(k)
 	c.tel.InFlight(k, 1)
 	return func(a fallback.Attempt, s *tps.Sample) {
-		c.reg.Record(k, *s)
+		c.reg.RecordClass(k, *s, a.ErrorClass())
 		end()
 		c.tel.InFlight(k, -1)
 		cl.cfg.tel.AttemptEnd(i, a, s)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -205,5 +206,30 @@ func TestTransportEarlyCloseIsCancellation(t *testing.T) {
 		att := f.providers["a"].h.Attempts()
 		require.Len(t, att, 1)
 		assert.False(t, att[0].End.IsZero(), "upstream ended")
+	})
+}
+
+// TestFeedbackRecordsAttemptClass checks that each attempt reaches measure
+// with the class the Executor gave it (fallback.Attempt.ErrorClass): a
+// headers deadline and a stall are timeouts, a cut stream is other, and
+// none of them is the caller's cancellation.
+func TestFeedbackRecordsAttemptClass(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newMemFleet()
+		script := replay.WithFaults(&replay.Profile{TPS: 100, OutputTokens: 20},
+			replay.Hang().OnAttempts(1), replay.StallAfter(2, time.Hour).OnAttempts(2), replay.CutAfter(2).OnAttempts(3))
+		url := f.add("a", map[string]replay.Script{"m": script})
+		c := mustNew(t, Config{HTTPClient: &http.Client{Transport: f}, Deployments: []route.Deployment{dep("a", "", "m", url)}})
+		for range 3 {
+			_, _, err := streamOnce(t, c, "m")
+			require.Error(t, err)
+		}
+		synctest.Wait()
+		st, ok := c.Stats().Lookup(measure.Key{Provider: "a", Model: "m"})
+		require.True(t, ok)
+		assert.Equal(t, map[string]int64{measure.ClassTimeout: 2, measure.ClassOther: 1}, st.ErrorsByClass)
+		assert.EqualValues(t, 2, st.Timeouts)
+		assert.EqualValues(t, 3, st.Errors)
+		assert.Zero(t, st.Canceled)
 	})
 }

@@ -1,20 +1,17 @@
 package bench
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/openai/openai-go/v3"
-
 	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/measure"
-	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
 )
 
@@ -136,65 +133,39 @@ func (r *Result) schedule(run0, scheduled, sent time.Time) {
 	}
 }
 
-// classify names the class of a failed request: status is the HTTP status
-// when one is known (0 otherwise), code the provider's error code.
-// Its complexity (about 30) is the report's table of classes, in order of
-// precedence (provider code, status, then the error's kind and phase); each
-// case is one row of that table (docs/BENCH.md).
-func classify(err error, status int, code string, phase tps.Phase) string {
-	var oe *openai.Error
-	if errors.As(err, &oe) {
-		if status == 0 {
-			status = oe.StatusCode
-		}
-		if code == "" {
-			code = oe.Code
-		}
-	}
-	var fe *fallback.Error
-	if status == 0 && errors.As(err, &fe) {
-		if a, ok := fe.Last(); ok {
-			status = a.Status
-			if phase == tps.PhaseNone {
-				phase = a.Phase
-			}
-		}
-	}
-	switch {
-	case code == "insufficient_quota":
-		return "quota"
-	case status == 429:
-		return "rate_limit"
-	case status == 401 || status == 403:
-		return "auth"
-	case status == 404 && errors.Is(err, route.ErrNoDeployment):
-		return "no_deployment"
-	case status == 404:
-		return "not_found"
-	case status == 408 || status == 504:
-		return "timeout"
-	case status >= 400 && status < 500:
-		return "bad_request"
-	case status >= 500 && status != 502:
-		return "server"
-	}
-	switch {
-	case errors.Is(err, fallback.ErrOpen), errors.Is(err, fallback.ErrCoolingDown), errors.Is(err, fallback.ErrNoBudget):
+// errorClass names the report's class (docs/BENCH.md) of a request whose
+// deciding attempt was a (fallback.Error.Last), from what the Executor
+// determined of it: its Class, HTTP Status, Phase and Timeout. The cases are
+// in order of precedence: not sent, the provider's answer, the request's own
+// deadline, how far the attempt got.
+func errorClass(a fallback.Attempt) string {
+	switch s := a.Status; {
+	case a.Class == fallback.ClassSkipped:
 		return "skipped"
-	case errors.Is(err, route.ErrNoDeployment):
-		return "no_deployment"
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, fallback.ErrHeadersTimeout), errors.Is(err, fallback.ErrTTFTTimeout):
+	case s == http.StatusTooManyRequests && a.Class == fallback.ClassUnavailable:
+		return "quota"
+	case s == http.StatusTooManyRequests:
+		return "rate_limit"
+	case s == http.StatusUnauthorized, s == http.StatusForbidden:
+		return "auth"
+	case s == http.StatusNotFound:
+		return "not_found"
+	case s == http.StatusRequestTimeout, s == http.StatusGatewayTimeout:
 		return "timeout"
-	case errors.Is(err, fallback.ErrStall), errors.Is(err, fallback.ErrMidStream):
-		return "mid_stream"
-	case phase == tps.PhaseMidStream:
-		return "mid_stream"
-	case phase == tps.PhaseFirstToken:
-		return "first_token"
-	case phase == tps.PhaseConnect || phase == tps.PhaseHeaders:
-		return "connect"
-	case status == 502:
+	case s >= 400 && s < 500:
+		return "bad_request"
+	case s >= 500 && s != http.StatusBadGateway: // a 502, "the upstream did not answer", counts by phase: connect
 		return "server"
+	case a.Class == fallback.ClassCanceled && a.Timeout():
+		return "timeout" // Config.Timeout after output; failed reports it before as canceled
+	case a.Phase == tps.PhaseMidStream:
+		return "mid_stream"
+	case a.Timeout():
+		return "timeout"
+	case a.Phase == tps.PhaseFirstToken:
+		return "first_token"
+	case a.Phase == tps.PhaseConnect, a.Phase == tps.PhaseHeaders:
+		return "connect"
 	}
 	return "other"
 }

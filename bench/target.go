@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -58,28 +59,26 @@ func (k caller) call(ctx context.Context, body []byte, sent time.Time, r *Result
 	}
 	r.fill(s, sent)
 	if rerr != io.EOF {
-		// A failure after the commit point: Read returns a *fallback.Error.
-		phase := s.ErrPhase
+		// A failure after the commit point: Read returns a *fallback.Error,
+		// whose last attempt is the committed one.
+		a := fallback.Attempt{Err: rerr}
 		var fe *fallback.Error
-		if phase == tps.PhaseNone && errors.As(rerr, &fe) {
-			phase = fe.Phase()
+		if errors.As(rerr, &fe) {
+			a, _ = fe.Last()
 		}
-		if phase == tps.PhaseNone {
-			phase = tps.PhaseMidStream
-		}
-		r.setError(&reported{k.c.HTTPError(rerr).Message, rerr}, classify(rerr, 0, "", phase), phase)
+		a.Phase = cmp.Or(s.ErrPhase, a.Phase, tps.PhaseMidStream)
+		r.setError(&reported{k.c.HTTPError(rerr).Message, rerr}, errorClass(a), a.Phase)
 	}
 	return res, nil
 }
 
 // failed records an error of Client.Do, a call that never reached its
 // commit point. The message is the Client's HTTP answer to it (API keys
-// redacted); the class and phase come from the error's types: an unknown
-// model or no deployment left by the options is no_deployment, a deployment
-// skipped for an open breaker, a cooldown or no rate-limit budget (no
-// request sent) is skipped, and otherwise the last attempt decides: no
-// status is a connect failure, an error status fails at the headers, and a
-// 200 that brought no output fails at the first token.
+// redacted). An unknown model or no deployment left by the options is
+// no_deployment; otherwise the last attempt decides the class (errorClass)
+// and the phase: none for a deployment skipped (no request sent), connect
+// without a status, first_token after a 200 that brought no output, headers
+// after an error status.
 func (k caller) failed(ctx context.Context, err error, r *Result) {
 	he := k.c.HTTPError(err)
 	msg := &reported{fmt.Sprintf("bench: HTTP %d: %s", he.Status, he.Message), err}
@@ -88,27 +87,22 @@ func (k caller) failed(ctx context.Context, err error, r *Result) {
 	switch {
 	case ctx.Err() != nil:
 		r.setError(msg, "canceled", tps.PhaseConnect)
-	case errors.As(err, &fe):
-		a, ok := fe.Last()
+	case errors.As(err, &fe) && len(fe.Attempts) > 0:
+		a, _ := fe.Last()
+		phase := tps.PhaseHeaders
 		switch {
-		case !ok:
-			r.setError(msg, classify(err, 0, "", tps.PhaseNone), tps.PhaseNone)
 		case a.Class == fallback.ClassSkipped:
-			r.setError(msg, "skipped", tps.PhaseNone)
-		default:
-			phase := tps.PhaseHeaders
-			switch a.Status {
-			case 0:
-				phase = tps.PhaseConnect
-			case 200:
-				phase = tps.PhaseFirstToken
-			}
-			r.setError(msg, classify(err, a.Status, "", phase), phase)
+			phase = tps.PhaseNone
+		case a.Status == 0:
+			phase = tps.PhaseConnect
+		case a.Status == 200:
+			phase = tps.PhaseFirstToken
 		}
+		r.setError(msg, errorClass(a), phase)
 	case errors.As(err, &me), errors.Is(err, route.ErrNoDeployment):
 		r.setError(msg, "no_deployment", tps.PhaseNone)
 	default: // a *RequestError, or what the Client reports as a 500
-		r.setError(msg, classify(err, he.Status, he.Code, tps.PhaseNone), tps.PhaseNone)
+		r.setError(msg, errorClass(fallback.Attempt{Status: he.Status}), tps.PhaseNone)
 	}
 }
 

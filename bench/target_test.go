@@ -62,3 +62,36 @@ func TestCallerFailed(t *testing.T) {
 		})
 	}
 }
+
+// TestErrorClass pins each row of docs/BENCH.md's table of error classes,
+// in its order of precedence, on the deciding attempt.
+func TestErrorClass(t *testing.T) {
+	mid := func(err error) error { return errors.Join(fallback.ErrMidStream, err) }
+	tests := []struct {
+		name string
+		a    fallback.Attempt
+		want string
+	}{
+		{"skipped", fallback.Attempt{Class: fallback.ClassSkipped, Err: fallback.ErrNoBudget}, "skipped"},
+		{"quota", fallback.Attempt{Class: fallback.ClassUnavailable, Status: 429, Phase: tps.PhaseHeaders}, "quota"},
+		{"rate limit", fallback.Attempt{Class: fallback.ClassRateLimited, Status: 429, Phase: tps.PhaseHeaders}, "rate_limit"},
+		{"forbidden", fallback.Attempt{Class: fallback.ClassAuth, Status: 403, Phase: tps.PhaseHeaders}, "auth"},
+		{"model not found", fallback.Attempt{Class: fallback.ClassUnavailable, Status: 404, Phase: tps.PhaseHeaders}, "not_found"},
+		{"gateway timeout", fallback.Attempt{Class: fallback.ClassRetry, Status: 504, Phase: tps.PhaseHeaders}, "timeout"},
+		{"context length", fallback.Attempt{Class: fallback.ClassContextLength, Status: 400, Phase: tps.PhaseHeaders}, "bad_request"},
+		{"overloaded", fallback.Attempt{Class: fallback.ClassNext, Status: 529, Phase: tps.PhaseHeaders}, "server"},
+		{"own deadline after output", fallback.Attempt{Class: fallback.ClassCanceled, Status: 200, Phase: tps.PhaseMidStream, Err: mid(context.DeadlineExceeded)}, "timeout"},
+		{"stall", fallback.Attempt{Class: fallback.ClassMidStream, Status: 200, Phase: tps.PhaseMidStream, Err: mid(fallback.ErrStall)}, "mid_stream"},
+		{"cut", fallback.Attempt{Class: fallback.ClassMidStream, Status: 200, Phase: tps.PhaseMidStream, Err: mid(fallback.ErrTruncated)}, "mid_stream"},
+		{"max duration before output", fallback.Attempt{Class: fallback.ClassNext, Status: 200, Phase: tps.PhaseFirstToken, Err: fallback.ErrMaxDuration}, "timeout"},
+		{"malformed before output", fallback.Attempt{Class: fallback.ClassNext, Status: 200, Phase: tps.PhaseFirstToken, Err: fallback.ErrMalformed}, "first_token"},
+		{"bad gateway", fallback.Attempt{Class: fallback.ClassRetry, Status: 502, Phase: tps.PhaseHeaders}, "connect"},
+		{"refused", fallback.Attempt{Class: fallback.ClassRetry, Phase: tps.PhaseConnect, Err: errors.New("connection refused")}, "connect"},
+		{"no phase", fallback.Attempt{Class: fallback.ClassInvalid, Err: errors.New("bad URL")}, "other"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, errorClass(tt.a))
+		})
+	}
+}

@@ -2,6 +2,8 @@ package fallback
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -9,6 +11,8 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/tidwall/gjson"
+
+	"github.com/tpsroute/tpsroute/measure"
 )
 
 // Class is what the executor made of one failed attempt: whether it retried the
@@ -64,6 +68,36 @@ func (c Class) String() string {
 		return names[c]
 	}
 	return "class(" + strconv.Itoa(int(c)) + ")"
+}
+
+// Timeout reports whether the attempt ended at a deadline: the caller's
+// (context.DeadlineExceeded) or one of the Executor's (ErrHeadersTimeout,
+// ErrTTFTTimeout, ErrStall, ErrMaxDuration). Its Class says what the
+// Executor did about it: ClassNext before the commit point, ClassMidStream
+// after it, ClassCanceled for the caller's deadline.
+func (a Attempt) Timeout() bool {
+	for _, d := range [...]error{context.DeadlineExceeded, ErrHeadersTimeout, ErrTTFTTimeout, ErrStall, ErrMaxDuration} {
+		if errors.Is(a.Err, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrorClass names the attempt's class for measure.Registry.RecordClass: ""
+// for a success, measure.ClassTimeout when Timeout is true,
+// measure.ClassCanceled for the rest of ClassCanceled (the caller, an early
+// Close, a lost hedge), measure.ClassOther otherwise.
+func (a Attempt) ErrorClass() string {
+	switch {
+	case a.Class == ClassNone && a.Err == nil:
+		return ""
+	case a.Timeout():
+		return measure.ClassTimeout
+	case a.Class == ClassCanceled:
+		return measure.ClassCanceled
+	}
+	return measure.ClassOther
 }
 
 // breakerFailure reports whether the class counts as the provider's failure.

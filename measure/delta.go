@@ -565,7 +565,7 @@ func (d *Delta) UnmarshalBinary(data []byte) error {
 }
 
 // Options returns the Registry's options with defaults filled in (Prices
-// and Classify included).
+// included).
 func (r *Registry) Options() Options {
 	o := r.opts
 	o.Prices = maps.Clone(o.Prices)

@@ -32,10 +32,16 @@ const (
 	maxClasses = 32
 )
 
-// Error classes of the default classifier (Options.Classify nil).
+// Error classes of a failed sample, the keys of Stats.ErrorsByClass. The
+// class travels with the sample: the Client records each attempt with the
+// class the fallback Executor gave it (fallback.Attempt.ErrorClass, through
+// RecordClass). A sample recorded without one (Record, RecordAt) is
+// classified from its Err: ClassCanceled when it matches context.Canceled,
+// ClassTimeout for context.DeadlineExceeded or a net.Error timeout,
+// ClassOther otherwise.
 const (
-	ClassTimeout  = "timeout"  // context.DeadlineExceeded or a net.Error timeout
-	ClassCanceled = "canceled" // context.Canceled: the caller gave up
+	ClassTimeout  = "timeout"  // a deadline ended the call: the caller's, the transport's or the Executor's
+	ClassCanceled = "canceled" // the caller gave up: not the provider's failure
 	ClassOther    = "other"    // anything else
 )
 
@@ -61,13 +67,6 @@ type Options struct {
 	// Prices gives each key's price; a key not in the map costs nothing.
 	// The map is copied by NewRegistry. Nil means no costs.
 	Prices map[Key]Price
-	// Classify names the class of a failed sample's error, for
-	// Stats.ErrorsByClass (at most 32 distinct classes per key, the rest
-	// count as "other"). ClassTimeout also counts in Timeouts; ClassCanceled
-	// samples count in Requests and Canceled but not as errors. It must be
-	// safe for concurrent use. Nil means the default classifier: ClassTimeout,
-	// ClassCanceled or ClassOther.
-	Classify func(err error) string
 }
 
 func (o Options) normalized() Options {
@@ -85,13 +84,11 @@ func (o Options) normalized() Options {
 		o.Refresh = DefaultRefresh
 	}
 	o.Prices = maps.Clone(o.Prices)
-	if o.Classify == nil {
-		o.Classify = defaultClassify
-	}
 	return o
 }
 
-func defaultClassify(err error) string {
+// classOf is the class of a failed sample recorded without one.
+func classOf(err error) string {
 	if errors.Is(err, context.Canceled) {
 		return ClassCanceled
 	}
@@ -287,14 +284,20 @@ func (r *Registry) locked(k Key) *entry {
 // Record adds one finished call of key k. The sample's time is
 // s.Start + s.Total (the end of the stream), or time.Now() when s.Start is
 // zero. See RecordAt.
-func (r *Registry) Record(k Key, s tps.Sample) {
-	var now time.Time
-	if s.Start.IsZero() {
-		now = time.Now()
-	} else {
+func (r *Registry) Record(k Key, s tps.Sample) { r.RecordClass(k, s, "") }
+
+// RecordClass is Record for a sample whose error class its caller has
+// already determined: class names it in Stats.ErrorsByClass (ClassTimeout,
+// ClassCanceled, ClassOther or a caller's own name; at most 32 distinct
+// names per key, the rest count as ClassOther) instead of one read from
+// s.Err. It is ignored for a successful sample; "" means classify s.Err as
+// Record does.
+func (r *Registry) RecordClass(k Key, s tps.Sample, class string) {
+	now := time.Now()
+	if !s.Start.IsZero() {
 		now = s.Start.Add(max(s.Total, s.E2E, s.TTFT, 0))
 	}
-	r.RecordAt(now, k, s)
+	r.RecordClassAt(now, k, s, class)
 }
 
 // RecordAt adds one finished call of key k, observed at now. It is safe for
@@ -316,16 +319,16 @@ func (r *Registry) Record(k Key, s tps.Sample) {
 //     (s.Gaps.Sum / s.Gaps.Count), one value per stream.
 //   - Durations enter in seconds; negative, NaN or infinite values are
 //     dropped. The sample's cache state selects the per-state statistics.
-func (r *Registry) RecordAt(now time.Time, k Key, s tps.Sample) {
+func (r *Registry) RecordAt(now time.Time, k Key, s tps.Sample) { r.RecordClassAt(now, k, s, "") }
+
+// RecordClassAt is RecordAt with the sample's error class given, as in
+// RecordClass.
+func (r *Registry) RecordClassAt(now time.Time, k Key, s tps.Sample, class string) {
 	t := now.UnixNano()
 	r.maybePrune(now, t)
 	failed := s.Err != nil || s.ErrPhase != tps.PhaseNone
-	class := ""
-	if failed {
-		class = ClassOther
-		if s.Err != nil {
-			class = r.opts.Classify(s.Err) // outside the key's lock
-		}
+	if failed && class == "" {
+		class = classOf(s.Err) // outside the key's lock
 	}
 	e := r.locked(k)
 	defer e.mu.Unlock()

@@ -138,10 +138,10 @@ func TestRecordOutcomes(t *testing.T) {
 			require.NoError(t, err)
 		})
 	}
-	t.Run("custom_classifier_and_class_cap", func(t *testing.T) {
-		r := NewRegistry(Options{Classify: func(err error) string { return err.Error() }})
+	t.Run("given_class_and_class_cap", func(t *testing.T) {
+		r := NewRegistry(Options{})
 		for i := range 100 {
-			r.RecordAt(t0, kA, tps.Sample{Err: fmt.Errorf("c%d", i), ErrPhase: tps.PhaseHeaders})
+			r.RecordClassAt(t0, kA, tps.Sample{Err: context.Canceled, ErrPhase: tps.PhaseHeaders}, fmt.Sprintf("c%d", i))
 		}
 		st, _ := r.SnapshotAt(t0).Lookup(kA)
 		assert.Len(t, st.ErrorsByClass, maxClasses+1)
