@@ -68,13 +68,8 @@ type Result struct {
 // OK reports whether the request succeeded.
 func (r *Result) OK() bool { return r.ErrorClass == "" }
 
-// ErrorClasses returns the values of Result.ErrorClass, in report order:
-// rate_limit (429), quota (429 insufficient_quota), auth (401, 403),
-// bad_request (other 4xx), not_found (404), server (5xx), timeout (408, 504,
-// deadlines), connect (no response), first_token (failed after headers,
-// before output), mid_stream (failed after output), skipped (breaker open,
-// cooling down or no rate-limit budget), no_deployment, canceled (the run
-// was interrupted; never counted in a Summary) and other.
+// ErrorClasses returns the values of Result.ErrorClass in report order;
+// docs/BENCH.md's table of error classes defines each.
 func ErrorClasses() []string {
 	return []string{
 		"rate_limit", "quota", "auth", "bad_request", "not_found", "server",
@@ -110,9 +105,9 @@ func (r *Result) fill(s tps.Sample, sent time.Time) {
 		if s.E2E > 0 {
 			r.E2EMS = ms(s.Start.Add(s.E2E).Sub(sent))
 		}
-	}
-	if !s.Start.IsZero() && s.Total > 0 {
-		r.TotalMS = ms(s.Start.Add(s.Total).Sub(sent))
+		if s.Total > 0 {
+			r.TotalMS = ms(s.Start.Add(s.Total).Sub(sent))
+		}
 	}
 	r.TPS, r.TPSOK = s.TPS, s.TPSOK
 	r.OutputTokens, r.InputTokens, r.CachedTokens = s.OutputTokens, s.InputTokens, s.CachedTokens

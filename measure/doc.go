@@ -67,10 +67,13 @@
 // Every sample counts in Requests, tokens and cost. A sample fails when its
 // Err is set or its ErrPhase is not tps.PhaseNone; failures count in Errors,
 // ErrorsByPhase, ErrorsByClass and the error rate, except those of class
-// ClassCanceled (the caller gave up), which count in Canceled only. TTFT
-// counts whenever a first token arrived, even if the stream failed later;
-// TPS, TPOT, E2E and chunk gaps count for successful samples only, and TPS
-// only when the sample's TPSOK is true. See Registry.RecordAt.
+// ClassCanceled (the caller gave up), which count in Canceled only. A
+// failure's class is the one its recorder gives (RecordClass: the Client
+// gives the class the fallback Executor made of the attempt) or, from
+// Record, one read from its Err. TTFT counts whenever a first token
+// arrived, even if the stream failed later; TPS, TPOT, E2E and chunk gaps
+// count for successful samples only, and TPS only when the sample's TPSOK
+// is true. See Registry.RecordAt.
 //
 // # Estimates and staleness
 //
