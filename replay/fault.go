@@ -42,6 +42,12 @@ func (f Fault) During(from, to time.Duration) Fault {
 	})
 }
 
+// named returns f under another name.
+func (f Fault) named(name string) Fault {
+	f.name = name
+	return f
+}
+
 func (f Fault) and(name string, pred func(*request) bool) Fault {
 	g := f
 	g.name = f.name + "." + name
@@ -108,9 +114,7 @@ func RateLimited(retryAfter string) Fault {
 		h.Set("Retry-After", retryAfter)
 	}
 	h.Set("x-ratelimit-remaining-requests", "0")
-	f := Status(http.StatusTooManyRequests, "", h)
-	f.name = "rate-limited(" + retryAfter + ")"
-	return f
+	return Status(http.StatusTooManyRequests, "", h).named("rate-limited(" + retryAfter + ")")
 }
 
 // RetryAfterMS answers 429 with "retry-after-ms: ms" and, rounded up,
@@ -119,9 +123,7 @@ func RetryAfterMS(ms int) Fault {
 	h := http.Header{}
 	h.Set("retry-after-ms", strconv.Itoa(ms))
 	h.Set("Retry-After", strconv.Itoa((ms+999)/1000))
-	f := Status(http.StatusTooManyRequests, "", h)
-	f.name = "retry-after-ms(" + strconv.Itoa(ms) + ")"
-	return f
+	return Status(http.StatusTooManyRequests, "", h).named("retry-after-ms(" + strconv.Itoa(ms) + ")")
 }
 
 // RetryAfterDate answers 429 with Retry-After as an HTTP-date d after the
@@ -141,30 +143,22 @@ func RetryAfterDate(d time.Duration) Fault {
 // InsufficientQuota answers 429 with code insufficient_quota: the same status
 // as a rate limit, but one a client must not retry.
 func InsufficientQuota() Fault {
-	f := Status(http.StatusTooManyRequests, errorBody("replay: you exceeded your current quota", "insufficient_quota", "insufficient_quota"), nil)
-	f.name = "insufficient-quota"
-	return f
+	return Status(http.StatusTooManyRequests, errorBody("replay: you exceeded your current quota", "insufficient_quota", "insufficient_quota"), nil).named("insufficient-quota")
 }
 
 // ContextLengthExceeded answers 400 with code context_length_exceeded.
 func ContextLengthExceeded() Fault {
-	f := Status(http.StatusBadRequest, errorBody("replay: this model's maximum context length is exceeded", "invalid_request_error", "context_length_exceeded"), nil)
-	f.name = "context-length-exceeded"
-	return f
+	return Status(http.StatusBadRequest, errorBody("replay: this model's maximum context length is exceeded", "invalid_request_error", "context_length_exceeded"), nil).named("context-length-exceeded")
 }
 
 // ContentPolicy answers 400 with code content_policy_violation.
 func ContentPolicy() Fault {
-	f := Status(http.StatusBadRequest, errorBody("replay: the prompt was rejected by the content policy", "invalid_request_error", "content_policy_violation"), nil)
-	f.name = "content-policy"
-	return f
+	return Status(http.StatusBadRequest, errorBody("replay: the prompt was rejected by the content policy", "invalid_request_error", "content_policy_violation"), nil).named("content-policy")
 }
 
 // Unauthorized answers 401 with code invalid_api_key.
 func Unauthorized() Fault {
-	f := Status(http.StatusUnauthorized, "", nil)
-	f.name = "unauthorized"
-	return f
+	return Status(http.StatusUnauthorized, "", nil).named("unauthorized")
 }
 
 // ResetBeforeHeaders aborts the connection instead of answering: over TCP the
@@ -328,9 +322,7 @@ func KeepAlivesBeforeFirstToken(n int, interval time.Duration) Fault {
 // DownFor answers 503 to every request arriving in the first d after the
 // handler's creation, then lets the script answer (flapping).
 func DownFor(d time.Duration) Fault {
-	f := Status(http.StatusServiceUnavailable, "", nil).During(0, d)
-	f.name = "down-for(" + d.String() + ")"
-	return f
+	return Status(http.StatusServiceUnavailable, "", nil).During(0, d).named("down-for(" + d.String() + ")")
 }
 
 // RejectPrefill answers 400 when the last message is from the assistant, as

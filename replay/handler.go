@@ -209,7 +209,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	mt, _ := body.maxTokens()
 	a := &Attempt{
 		N: n, Time: start, Model: body.Model, Method: r.Method, Path: r.URL.Path,
-		Header: h.redactHeader(r.Header), Messages: len(body.Messages), LastRole: body.lastRole(),
+		Header: route.RedactHeader(r.Header, h.redact...), Messages: len(body.Messages), LastRole: body.lastRole(),
 		Stream: body.Stream, IncludeUsage: body.includeUsage(), MaxTokens: mt,
 	}
 	h.attempts = append(h.attempts, a)
@@ -231,10 +231,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.Faults = p.faults
 	h.mu.Unlock()
 	h.play(w, r, p, a, start)
-}
-
-func (h *Handler) redactHeader(in http.Header) http.Header {
-	return route.RedactHeader(in, h.redact...)
 }
 
 func (h *Handler) serveModels(w http.ResponseWriter) {

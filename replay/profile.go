@@ -210,13 +210,7 @@ func (p *Profile) timing(r *request, rng *rand.Rand) timing {
 		if r.elapsed < ph.After || r.attempt < ph.FromAttempt {
 			continue
 		}
-		if ph.TTFT != 0 {
-			t.ttft = ph.TTFT
-		}
-		if ph.TPS != 0 {
-			t.tps = ph.TPS
-		}
-		t.status = ph.Status
+		t.ttft, t.tps, t.status = cmp.Or(ph.TTFT, t.ttft), cmp.Or(ph.TPS, t.tps), ph.Status
 	}
 	t.ttft = time.Duration(float64(t.ttft) * p.jitter(rng))
 	return t
@@ -484,7 +478,7 @@ func (c chunker) chunk(delta, finish, usage string) string {
 		if strings.Contains(delta, `"content":"`) && delta != `{"role":"assistant","content":""}` {
 			b.WriteString(`,"content_filter_results":{"hate":{"filtered":false,"severity":"safe"},"self_harm":{"filtered":false,"severity":"safe"},"sexual":{"filtered":false,"severity":"safe"},"violence":{"filtered":false,"severity":"safe"}}`)
 		}
-		b.WriteString(`}],"usage":` + orNull(usage))
+		b.WriteString(`}],"usage":` + cmp.Or(usage, "null"))
 	case UsageTwice:
 		b.WriteString(`,"system_fingerprint":"fp_replay","choices":[{"index":0,"delta":` + delta + `,"logprobs":null,"finish_reason":` + fin + `}]`)
 		if usage != "" {
@@ -492,7 +486,7 @@ func (c chunker) chunk(delta, finish, usage string) string {
 			b.WriteString(`,"usage":` + usage)
 		}
 	default:
-		b.WriteString(`,"system_fingerprint":"fp_replay","choices":[{"index":0,"delta":` + delta + `,"logprobs":null,"finish_reason":` + fin + `}],"usage":` + orNull(usage))
+		b.WriteString(`,"system_fingerprint":"fp_replay","choices":[{"index":0,"delta":` + delta + `,"logprobs":null,"finish_reason":` + fin + `}],"usage":` + cmp.Or(usage, "null"))
 	}
 	b.WriteByte('}')
 	return b.String()
@@ -501,11 +495,4 @@ func (c chunker) chunk(delta, finish, usage string) string {
 // usageChunk renders the final usage chunk with choices [].
 func (c chunker) usageChunk(usage string) string {
 	return `{"id":"` + c.id + `","object":"chat.completion.chunk","created":` + strconv.FormatInt(c.created, 10) + `,"model":` + jsonString(c.model) + `,"choices":[],"usage":` + usage + `}`
-}
-
-func orNull(s string) string {
-	if s == "" {
-		return "null"
-	}
-	return s
 }
