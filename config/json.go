@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -91,15 +92,16 @@ func (w *keyWalker) value(t reflect.Type, path string) error {
 			if path != "" {
 				sub = path + "." + key
 			}
-			w.lines[sub] = lineAt(w.data, keyOffset(w.data, start))
+			line := lineAt(w.data, keyOffset(w.data, start))
+			w.lines[sub] = line
 			var ft reflect.Type
 			switch {
 			case fields != nil:
 				if why, bad := refusedKeys[key]; bad {
-					return &tpsroute.ConfigError{Line: lineAt(w.data, keyOffset(w.data, start)), Field: sub, Msg: why}
+					return &tpsroute.ConfigError{Line: line, Field: sub, Msg: why}
 				}
 				if ft, ok = fields[key]; !ok {
-					return &tpsroute.ConfigError{Line: lineAt(w.data, keyOffset(w.data, start)), Field: sub, Msg: fmt.Sprintf("unknown field %q", key)}
+					return &tpsroute.ConfigError{Line: line, Field: sub, Msg: fmt.Sprintf("unknown field %q", key)}
 				}
 			case t.Kind() == reflect.Map:
 				ft = t.Elem()
@@ -140,10 +142,7 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		if name == "-" {
 			continue
 		}
-		if name == "" {
-			name = f.Name
-		}
-		m[name] = f.Type
+		m[cmp.Or(name, f.Name)] = f.Type
 	}
 	return m
 }
@@ -164,12 +163,7 @@ func keyOffset(data []byte, offset int64) int64 {
 
 // lineAt returns the 1-based line of byte offset in data.
 func lineAt(data []byte, offset int64) int {
-	if offset > int64(len(data)) {
-		offset = int64(len(data))
-	}
-	if offset < 0 {
-		offset = 0
-	}
+	offset = min(max(offset, 0), int64(len(data)))
 	return bytes.Count(data[:offset], []byte{'\n'}) + 1
 }
 
