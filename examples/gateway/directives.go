@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -137,20 +138,14 @@ func (d *directives) parseProvider(p gjson.Result) *tpsroute.HTTPError {
 	if bad != nil {
 		return bad
 	}
-	var err *tpsroute.HTTPError
-	if v := p.Get("order"); v.Exists() {
-		if d.req.Providers, err = stringList("provider.order", v); err != nil {
-			return err
-		}
-	}
-	if v := p.Get("only"); v.Exists() {
-		if d.req.Only, err = stringList("provider.only", v); err != nil {
-			return err
-		}
-	}
-	if v := p.Get("ignore"); v.Exists() {
-		if d.req.Ignore, err = stringList("provider.ignore", v); err != nil {
-			return err
+	for _, l := range []struct {
+		key string
+		dst *[]string
+	}{{"order", &d.req.Providers}, {"only", &d.req.Only}, {"ignore", &d.req.Ignore}} {
+		if v := p.Get(l.key); v.Exists() {
+			if *l.dst, bad = stringList("provider."+l.key, v); bad != nil {
+				return bad
+			}
 		}
 	}
 	if v := p.Get("allow_fallbacks"); v.Exists() {
@@ -274,11 +269,8 @@ func intersect(a, b []string) []string {
 	}
 	var out []string
 	for _, x := range a {
-		for _, y := range b {
-			if x == y {
-				out = append(out, x)
-				break
-			}
+		if slices.Contains(b, x) {
+			out = append(out, x)
 		}
 	}
 	return out
