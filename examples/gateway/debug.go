@@ -1,11 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"crypto/subtle"
 	"encoding/json"
 	"io"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -147,15 +148,9 @@ func (g *gateway) view() debugView {
 		}
 		v.Deployments = append(v.Deployments, dv)
 	}
-	sort.Slice(v.Deployments, func(i, j int) bool {
-		a, b := v.Deployments[i].Key, v.Deployments[j].Key
-		if a.Model != b.Model {
-			return a.Model < b.Model
-		}
-		if a.Provider != b.Provider {
-			return a.Provider < b.Provider
-		}
-		return a.Region < b.Region
+	slices.SortFunc(v.Deployments, func(x, y deploymentView) int {
+		a, b := x.Key, y.Key
+		return cmp.Or(cmp.Compare(a.Model, b.Model), cmp.Compare(a.Provider, b.Provider), cmp.Compare(a.Region, b.Region))
 	})
 	return v
 }
