@@ -20,7 +20,8 @@
 // choices with peak-EWMA latency) and OpenRouter (price-weighted inverse
 // square with outage demotion and percentile cutoffs). Oracle knows every
 // deployment's true parameters at each call and picks the best under the
-// scenario's objective.
+// scenario's objective; each call of any policy records whether it went to
+// that truly best deployment (Call.TrueBest, Summary.TrueBest).
 //
 // # Time
 //

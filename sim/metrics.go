@@ -22,6 +22,9 @@ type Summary struct {
 	TTFTP95 time.Duration `json:"ttft_p95"`
 	// CostPerMOutput is US dollars per million output tokens delivered.
 	CostPerMOutput float64 `json:"cost_per_m_output"`
+	// TrueBest is the share of the calls first sent to a deployment truly
+	// best for them (Call.TrueBest): 1 for the oracle, by construction.
+	TrueBest float64 `json:"true_best"`
 	// Events are the degradations and recoveries of the scenario, with how
 	// the run reacted.
 	Events []Event `json:"events,omitempty"`
@@ -69,6 +72,9 @@ func (res *Result) summarise(sc *Scenario) {
 	var out int64
 	for _, c := range res.Calls {
 		s.Calls++
+		if c.TrueBest {
+			s.TrueBest++
+		}
 		if c.Failed {
 			s.Failed++
 			continue
@@ -79,6 +85,9 @@ func (res *Result) summarise(sc *Scenario) {
 		ttft = append(ttft, float64(c.TTFT))
 		cost += c.Cost
 		out += c.OutputTokens
+	}
+	if s.Calls > 0 {
+		s.TrueBest /= float64(s.Calls)
 	}
 	td, fd := bench.NewDist(tps), bench.NewDist(ttft)
 	s.TPSP50, s.TPSMean = td.P50, td.Mean

@@ -46,9 +46,9 @@ type View struct {
 	// OutputTokens is the call's output cap.
 	OutputTokens int
 
-	fleet *fleet // the ground truth, for the oracle only
-	obj   string
-	slo   SLO
+	obj    string
+	slo    SLO
+	scores []float64 // the ground truth: trueScores of Available, for the oracle and TrueBest
 }
 
 // Outcome is one finished call as its caller saw it.
@@ -466,8 +466,30 @@ func (oracle) Observe(Outcome) {}
 
 func (oracle) Choose(v *View) int {
 	best, bestScore := -1, math.Inf(-1)
-	for _, i := range v.Available {
-		d := v.fleet.deps[i]
+	for k, i := range v.Available {
+		if v.scores[k] > bestScore {
+			best, bestScore = i, v.scores[k]
+		}
+	}
+	return best
+}
+
+// trueScores returns the true score of each deployment of v.Available, in
+// order, for the call v describes, under the scenario's objective (higher is
+// better): the oracle picks the highest, and a call's TrueBest says whether
+// its deployment had it. It reads each deployment's parameters at the
+// moment, with the call counted among its concurrent streams: the expected
+// TPS × success probability for throughput; minus the expected TTFT, less
+// 1000 s per unit of failure probability, for latency; for cost, minus the
+// call's price (tokens × price per million), less 1000 per unit of failure
+// probability, when the deployment meets the SLO and fails under half its
+// calls, and otherwise -1e9 plus its expected TPS × success probability,
+// so that every deployment meeting it scores above every one missing it and
+// the fastest of those missing it leads when none does.
+func trueScores(f *fleet, v *View) []float64 {
+	out := make([]float64, len(v.Available))
+	for k, i := range v.Available {
+		d := f.deps[i]
 		p := d.truth(v.Elapsed, d.inFlight.Load()+1, v.PromptTokens)
 		ok := 1.0
 		if p.status != 0 {
@@ -489,11 +511,21 @@ func (oracle) Choose(v *View) int {
 		default:
 			score = p.tps * ok
 		}
-		if score > bestScore {
-			best, bestScore = i, score
-		}
+		out[k] = score
 	}
-	return best
+	return out
+}
+
+// trueBest reports whether deployment i had the highest true score of
+// v.Available for the call (trueScores), ties included: scores within a
+// relative 1e-12 of the highest count as tied.
+func (v *View) trueBest(i int) bool {
+	k := slices.Index(v.Available, i)
+	if k < 0 {
+		return false
+	}
+	top := slices.Max(v.scores)
+	return top-v.scores[k] <= 1e-12*math.Abs(top)
 }
 
 func itoa(i int) string {

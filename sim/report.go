@@ -112,7 +112,7 @@ func reaction(s Summary) (degraded, regain string) {
 }
 
 type row struct {
-	policy, calls, failed, tpsP50, tpsMean, ttftP50, ttftP95, cost, degraded, regain, vsOracle, vsDefaults string
+	policy, calls, failed, tpsP50, tpsMean, ttftP50, ttftP95, cost, degraded, regain, vsOracle, vsDefaults, trueBest string
 }
 
 func (rep *Report) rows() []row {
@@ -132,24 +132,31 @@ func (rep *Report) rows() []row {
 			ttftP50: fmtDur(s.TTFTP50), ttftP95: fmtDur(s.TTFTP95),
 			cost:     strconv.FormatFloat(s.CostPerMOutput, 'f', 3, 64),
 			degraded: d, regain: g, vsOracle: ref(r, "oracle"), vsDefaults: ref(r, "tpsroute"),
+			trueBest: strconv.FormatFloat(s.TrueBest, 'f', 2, 64),
 		})
 	}
 	return out
 }
 
+// cells returns the row's cells in tableHeader's order.
+func (r row) cells() []string {
+	return []string{r.policy, r.calls, r.failed, r.tpsP50, r.tpsMean, r.ttftP50, r.ttftP95, r.cost, r.degraded, r.regain, r.vsOracle, r.vsDefaults, r.trueBest}
+}
+
 // tableHeader is the table's columns.
-var tableHeader = []string{"policy", "calls", "failed", "TPS p50", "TPS mean", "TTFT p50", "TTFT p95", "$/1M out", "sent degraded", "regain", "TPS/oracle", "TPS/tpsroute"}
+var tableHeader = []string{"policy", "calls", "failed", "TPS p50", "TPS mean", "TTFT p50", "TTFT p95", "$/1M out", "sent degraded", "regain", "TPS/oracle", "TPS/tpsroute", "true best"}
 
 // WriteTable writes one aligned text row per policy: calls, failed calls,
 // delivered TPS p50 and mean, TTFT p50 and p95, cost per million output
 // tokens, calls sent to each degraded deployment before its share fell below
-// 20%, time to regain share after each recovery or join, and mean TPS over
-// the oracle's and the defaults'.
+// 20%, time to regain share after each recovery or join, mean TPS over the
+// oracle's and the defaults', and the share of calls sent to the deployment
+// truly best for them (Summary.TrueBest).
 func (rep *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "%s\t\n", strings.Join(tableHeader, "\t"))
 	for _, r := range rep.rows() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.policy, r.calls, r.failed, r.tpsP50, r.tpsMean, r.ttftP50, r.ttftP95, r.cost, r.degraded, r.regain, r.vsOracle, r.vsDefaults)
+		fmt.Fprintf(tw, "%s\t\n", strings.Join(r.cells(), "\t"))
 	}
 	return tw.Flush()
 }
@@ -158,7 +165,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 func (rep *Report) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(tableHeader, " | "), strings.Repeat("---|", len(tableHeader)))
 	for _, r := range rep.rows() {
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.policy, r.calls, r.failed, r.tpsP50, r.tpsMean, r.ttftP50, r.ttftP95, r.cost, r.degraded, r.regain, r.vsOracle, r.vsDefaults)
+		fmt.Fprintf(w, "| %s |\n", strings.Join(r.cells(), " | "))
 	}
 	return nil
 }
@@ -240,7 +247,7 @@ func WriteHTML(w io.Writer, reps ...*Report) error {
 	for _, rep := range reps {
 		sec := section{Title: "scenario " + rep.Scenario.Name, Meta: rep.Scenario.Description}
 		for _, r := range rep.rows() {
-			sec.Rows = append(sec.Rows, []string{r.policy, r.calls, r.failed, r.tpsP50, r.tpsMean, r.ttftP50, r.ttftP95, r.cost, r.degraded, r.regain, r.vsOracle, r.vsDefaults})
+			sec.Rows = append(sec.Rows, r.cells())
 		}
 		for _, c := range rep.Charts() {
 			sec.Charts = append(sec.Charts, template.HTML(c.SVG())) // #nosec: SVG escapes every text

@@ -36,6 +36,12 @@ type Call struct {
 	InputTokens  int64   `json:"input_tokens"`
 	OutputTokens int64   `json:"output_tokens"`
 	Cost         float64 `json:"cost"`
+	// TrueBest says Sent was truly best for the call on the scenario's
+	// objective when it started, or tied for it: the deployment the oracle
+	// picks, judged on the scenario's noise-free parameters at Start (phase,
+	// slow period, its concurrent streams with this call, the prompt size,
+	// failure rates).
+	TrueBest bool `json:"true_best"`
 }
 
 // Result is one policy's run of one scenario.
@@ -197,8 +203,9 @@ func (r *runner) call(ctx context.Context, buf []byte) {
 		Now: now, Elapsed: elapsed, Available: av, Deployments: r.sc.Deployments,
 		Pending:      func(i int) int { return int(r.pending[i].Load()) },
 		PromptTokens: prompt, OutputTokens: out,
-		fleet: r.f, obj: r.sc.Objective, slo: r.sc.SLO,
+		obj: r.sc.Objective, slo: r.sc.SLO,
 	}
+	v.scores = trueScores(r.f, v)
 	chosen := r.p.Choose(v)
 	var opts []tpsroute.CallOption
 	if len(ignore) > 0 {
@@ -265,6 +272,7 @@ func (r *runner) call(ctx context.Context, buf []byte) {
 			o.Troubled = append(o.Troubled, d)
 		}
 	}
+	c.TrueBest = c.Sent >= 0 && v.trueBest(c.Sent)
 	r.p.Observe(o)
 	r.mu.Lock()
 	r.calls = append(r.calls, c)

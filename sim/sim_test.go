@@ -77,21 +77,51 @@ func score(obj string, s Summary) float64 {
 // and explains them (all-violate's cost ratios: the baselines pay less by
 // sending calls to deployments far from the SLO).
 var floors = map[string]map[string]float64{
-	"static":      {"oracle": 0.95, "round-robin": 1.82, "random": 1.81, "litellm-latency": 1.88, "p2c-peak-ewma": 1.29, "openrouter-price": 1.81},
-	"degrade":     {"oracle": 0.93, "round-robin": 1.59, "random": 1.60, "litellm-latency": 1.58, "p2c-peak-ewma": 1.26, "openrouter-price": 1.56},
-	"outage":      {"oracle": 0.95, "round-robin": 1.28, "random": 1.28, "litellm-latency": 0.95, "p2c-peak-ewma": 1.14, "openrouter-price": 1.30},
-	"latency":     {"oracle": 0.95, "round-robin": 7.16, "random": 7.12, "litellm-latency": 0.95, "p2c-peak-ewma": 6.40, "openrouter-price": 7.12},
-	"cost-slo":    {"oracle": 0.96, "round-robin": 1.45, "random": 1.44, "litellm-latency": 1.42, "p2c-peak-ewma": 2.06, "openrouter-price": 1.18},
-	"load":        {"oracle": 1.01, "round-robin": 1.72, "random": 1.72, "litellm-latency": 1.03, "p2c-peak-ewma": 1.09, "openrouter-price": 1.43},
-	"prompt-size": {"oracle": 0.95, "round-robin": 1.23, "random": 1.24, "litellm-latency": 1.25, "p2c-peak-ewma": 1.23, "openrouter-price": 1.22},
-	"noisy":       {"oracle": 0.85, "round-robin": 1.15, "random": 1.15, "litellm-latency": 1.00, "p2c-peak-ewma": 0.98, "openrouter-price": 1.14},
-	"cold-start":  {"oracle": 0.94, "round-robin": 1.23, "random": 1.21, "litellm-latency": 1.24, "p2c-peak-ewma": 1.08, "openrouter-price": 1.22},
-	"recover-1":   {"oracle": 0.93, "round-robin": 1.34, "random": 1.36, "litellm-latency": 1.46, "p2c-peak-ewma": 1.07, "openrouter-price": 1.34},
-	"recover-10":  {"oracle": 0.94, "round-robin": 1.35, "random": 1.37, "litellm-latency": 1.33, "p2c-peak-ewma": 1.18, "openrouter-price": 1.39},
-	"slo-outlier": {"oracle": 0.96, "round-robin": 2.16, "random": 2.13, "litellm-latency": 3.35, "p2c-peak-ewma": 2.42, "openrouter-price": 1.21},
-	"all-violate": {"oracle": 0.98, "round-robin": 0.60, "random": 0.59, "litellm-latency": 0.58, "p2c-peak-ewma": 0.74, "openrouter-price": 0.36},
-	"cold-2x2":    {"oracle": 0.91, "round-robin": 1.49, "random": 1.53, "litellm-latency": 1.45, "p2c-peak-ewma": 1.35, "openrouter-price": 1.49},
-	"priors":      {"oracle": 0.96, "round-robin": 1.56, "random": 1.60, "litellm-latency": 1.52, "p2c-peak-ewma": 1.42, "openrouter-price": 1.56},
+	"static":       {"oracle": 0.95, "round-robin": 1.82, "random": 1.81, "litellm-latency": 1.88, "p2c-peak-ewma": 1.29, "openrouter-price": 1.81},
+	"degrade":      {"oracle": 0.93, "round-robin": 1.59, "random": 1.60, "litellm-latency": 1.58, "p2c-peak-ewma": 1.26, "openrouter-price": 1.56},
+	"outage":       {"oracle": 0.95, "round-robin": 1.28, "random": 1.28, "litellm-latency": 0.95, "p2c-peak-ewma": 1.14, "openrouter-price": 1.30},
+	"latency":      {"oracle": 0.95, "round-robin": 7.16, "random": 7.12, "litellm-latency": 0.95, "p2c-peak-ewma": 6.40, "openrouter-price": 7.12},
+	"cost-slo":     {"oracle": 0.96, "round-robin": 1.45, "random": 1.44, "litellm-latency": 1.42, "p2c-peak-ewma": 2.06, "openrouter-price": 1.18},
+	"load":         {"oracle": 1.01, "round-robin": 1.72, "random": 1.72, "litellm-latency": 1.03, "p2c-peak-ewma": 1.09, "openrouter-price": 1.43},
+	"prompt-size":  {"oracle": 0.95, "round-robin": 1.23, "random": 1.24, "litellm-latency": 1.25, "p2c-peak-ewma": 1.23, "openrouter-price": 1.22},
+	"noisy":        {"oracle": 0.85, "round-robin": 1.15, "random": 1.15, "litellm-latency": 1.00, "p2c-peak-ewma": 0.98, "openrouter-price": 1.14},
+	"cold-start":   {"oracle": 0.94, "round-robin": 1.23, "random": 1.21, "litellm-latency": 1.24, "p2c-peak-ewma": 1.08, "openrouter-price": 1.22},
+	"recover-1":    {"oracle": 0.93, "round-robin": 1.34, "random": 1.36, "litellm-latency": 1.46, "p2c-peak-ewma": 1.07, "openrouter-price": 1.34},
+	"recover-10":   {"oracle": 0.94, "round-robin": 1.35, "random": 1.37, "litellm-latency": 1.33, "p2c-peak-ewma": 1.18, "openrouter-price": 1.39},
+	"slo-outlier":  {"oracle": 0.96, "round-robin": 2.16, "random": 2.13, "litellm-latency": 3.35, "p2c-peak-ewma": 2.42, "openrouter-price": 1.21},
+	"all-violate":  {"oracle": 0.98, "round-robin": 0.60, "random": 0.59, "litellm-latency": 0.58, "p2c-peak-ewma": 0.74, "openrouter-price": 0.36},
+	"cold-2x2":     {"oracle": 0.91, "round-robin": 1.49, "random": 1.53, "litellm-latency": 1.45, "p2c-peak-ewma": 1.35, "openrouter-price": 1.49},
+	"degrade-ttft": {"oracle": 0.87, "round-robin": 1.74, "random": 1.75, "litellm-latency": 0.88, "p2c-peak-ewma": 1.64, "openrouter-price": 1.74},
+	"degrade-late": {"oracle": 0.94, "round-robin": 1.56, "random": 1.54, "litellm-latency": 1.92, "p2c-peak-ewma": 1.21, "openrouter-price": 1.53},
+	"priors":       {"oracle": 0.96, "round-robin": 1.56, "random": 1.60, "litellm-latency": 1.52, "p2c-peak-ewma": 1.42, "openrouter-price": 1.56},
+}
+
+// explainedLosses are the baselines allowed a floor below 0.95, that is to
+// beat the defaults on the scenario's objective by more than 5%, each written
+// up in docs/ROUTING.md ("Where the defaults lose today"; issue 16 item 7).
+// The oracle is the upper bound, not a baseline.
+var explainedLosses = map[string][]string{
+	"all-violate":  {"round-robin", "random", "litellm-latency", "p2c-peak-ewma", "openrouter-price"},
+	"degrade-ttft": {"litellm-latency"},
+}
+
+// Every floor below 0.95 of a baseline is a written-up loss.
+func TestFloorsExplained(t *testing.T) {
+	for name, fl := range floors {
+		for policy, f := range fl {
+			if policy != "oracle" && f < 0.95 {
+				assert.Contains(t, explainedLosses[name], policy, "%s: floor %.2f over %s", name, f, policy)
+			}
+		}
+	}
+}
+
+// p50Targets are issue 16's overall targets (item 7) on delivered p50 TPS:
+// at least 0.95 of the oracle's in static and 0.85 over the whole of
+// degrade, and at least 1.5× round-robin's in both.
+var p50Targets = map[string]map[string]float64{
+	"static":  {"oracle": 0.95, "round-robin": 1.5},
+	"degrade": {"oracle": 0.85, "round-robin": 1.5},
 }
 
 // raceScenarios are the scenarios TestScenarios runs under the race
@@ -128,6 +158,17 @@ func TestScenarios(t *testing.T) {
 			t.Logf("ratios of the defaults: %s", strings.Join(got, ", "))
 			for _, r := range rep.Results {
 				assert.Zero(t, r.Summary.Failed, "%s: failed calls", r.Policy)
+			}
+			// The oracle picks the truly best deployment by construction, so
+			// its calls all count as truly best (the metric's self-check).
+			assert.Equal(t, 1.0, rep.Result("oracle").Summary.TrueBest, "oracle's true-best share")
+			t.Logf("true-best share of the defaults: %.3f", def.Summary.TrueBest)
+			if want, ok := p50Targets[name]; ok {
+				for policy, floor := range want {
+					got := def.Summary.TPSP50 / rep.Result(policy).Summary.TPSP50
+					t.Logf("p50 TPS over %s: %.2f (issue 16: at least %.2f)", policy, got, floor)
+					assert.GreaterOrEqual(t, got, floor, "p50 TPS of the defaults over %s", policy)
+				}
 			}
 			if *docsDir != "" {
 				writeDocs(t, rep)
@@ -325,8 +366,10 @@ func priceOut(v float64) measure.Price { return measure.Price{Output: v} }
 // ratios: in cold-2x2 the fastest of four new deployments gets at least 60%
 // of calls 31 to 50 (at 5 calls/s, no priors); the recovered leader leads
 // again within 30 s at 1 call/s and 10 s at 10 calls/s; the SLO outlier
-// costs the cheap deployment at most a few calls; when all violate the
-// closest leads.
+// costs the cheap deployment at most a few calls; a degraded leader loses
+// its share within 10 of its own calls after 5 or 30 good minutes; the
+// share of the truly best deployment in noisy; when all violate the closest
+// leads.
 func TestIssue16Targets(t *testing.T) {
 	if raceEnabled {
 		t.Skip("run without the race detector")
@@ -360,19 +403,63 @@ func TestIssue16Targets(t *testing.T) {
 		})
 	}
 	t.Run("slo-outlier", func(t *testing.T) {
-		res := run(t, mustBundled(t, "slo-outlier"), Defaults()).Results[0]
-		other, outliers := 0, 0
+		sc := mustBundled(t, "slo-outlier")
+		res := run(t, sc, Defaults()).Results[0]
+		// The outlier is the phase that lifts cheap's TTFT over the SLO;
+		// the next phase ends it.
+		require.Len(t, sc.Deployments[0].Phases, 2)
+		from, until := time.Duration(sc.Deployments[0].Phases[0].From), time.Duration(sc.Deployments[0].Phases[1].From)
+		other, outliers, lost := 0, 0, 0
 		for _, c := range res.Calls {
-			if c.Sent == 0 && c.TTFT > 250*time.Millisecond {
+			if c.Sent == 0 && c.TTFT > time.Duration(sc.SLO.MaxTTFT) {
 				outliers++
 			}
-			if c.Start > 2*time.Minute && c.Sent != 0 {
+			if c.Start > from && c.Sent != 0 {
 				other++
 			}
+			if c.Start >= until && c.Sent != 0 && !c.TrueBest {
+				lost++
+			}
 		}
-		t.Logf("cheap's calls over 250 ms: %d; calls not first sent to it after: %d", outliers, other)
+		t.Logf("cheap's calls over the SLO: %d; calls not first sent to it after: %d; after the outlier, calls it was truly best for and did not get: %d", outliers, other, lost)
 		require.GreaterOrEqual(t, outliers, 1, "the scenario has its outlier")
 		assert.LessOrEqual(t, other, 5)
+		// Issue 16 item 1: one sample over an SLO limit costs it at most a
+		// few calls, never the window.
+		assert.LessOrEqual(t, lost, 3, "calls cheap lost after the outlier")
+	})
+	// Issue 16 item 1: a warm leader whose TPS falls 3× or more (or whose
+	// TTFT rises 3×, under the latency objective: degrade-ttft) loses its
+	// share within 10 of its own calls, after a short good period (degrade:
+	// 5 minutes, about 570 of its calls) as after a long one (degrade-late:
+	// 30 minutes, about 1,700).
+	for _, name := range []string{"degrade", "degrade-late", "degrade-ttft"} {
+		t.Run(name, func(t *testing.T) {
+			sc := mustBundled(t, name)
+			res := run(t, sc, Defaults()).Results[0]
+			ph := sc.Deployments[0].Phases
+			at, until := time.Duration(ph[0].From), time.Duration(sc.Duration)
+			if len(ph) > 1 {
+				until = time.Duration(ph[1].From)
+			}
+			before, own := 0, ownCallsBeforeShed(res, 0, at, until)
+			for _, c := range res.Calls {
+				if c.Start < at && c.Sent == 0 {
+					before++
+				}
+			}
+			t.Logf("leader's calls before the change: %d; its own calls after it up to the one after which its share of the next %d calls was below 20%%: %d", before, shedWindow, own)
+			assert.LessOrEqual(t, own, 10)
+		})
+	}
+	t.Run("noisy", func(t *testing.T) {
+		res := run(t, mustBundled(t, "noisy"), Defaults()).Results[0]
+		t.Logf("share of the calls sent to the truly best deployment: %.3f (issue 16's target: 0.85)", res.Summary.TrueBest)
+		// Issue 16 item 1's noise target is 0.85. The defaults reach 0.589
+		// today (docs/ROUTING.md, noisy, says why); this floor, that figure
+		// less 0.04, keeps it from falling further until route meets the
+		// target.
+		assert.GreaterOrEqual(t, res.Summary.TrueBest, 0.55)
 	})
 	t.Run("all-violate", func(t *testing.T) {
 		res := run(t, mustBundled(t, "all-violate"), Defaults()).Results[0]
@@ -380,6 +467,42 @@ func TestIssue16Targets(t *testing.T) {
 		t.Logf("closest's share of the second half: %.2f", got)
 		assert.GreaterOrEqual(t, got, 0.9)
 	})
+}
+
+// shedWindow is the number of calls over which ownCallsBeforeShed reads a
+// deployment's share.
+const shedWindow = 50
+
+// ownCallsBeforeShed returns how many calls started in [at, until) were
+// first sent to deployment i up to the first of them after which its share
+// of the next shedWindow calls (or of those left before until) is below
+// 20%: the calls it took to shed i. It is 0 when i got none, and all of them
+// when its share never fell.
+func ownCallsBeforeShed(res *Result, i int, at, until time.Duration) int {
+	var calls []Call
+	for _, c := range res.Calls {
+		if c.Start >= at && c.Start < until {
+			calls = append(calls, c)
+		}
+	}
+	own := 0
+	for j, c := range calls {
+		if c.Sent != i {
+			continue
+		}
+		own++
+		next := calls[j+1 : min(j+1+shedWindow, len(calls))]
+		n := 0
+		for _, x := range next {
+			if x.Sent == i {
+				n++
+			}
+		}
+		if float64(n) < 0.2*float64(len(next)) {
+			return own
+		}
+	}
+	return own
 }
 
 // splitShares are the shares of the first deployment TestLoadBestStaticSplit
@@ -456,4 +579,16 @@ func TestPromptSizeShortAndLong(t *testing.T) {
 		t.Logf("%s prompts: defaults %.0f tok/s over %d calls, oracle %.0f over %d: %.3f", size.name, d, nd, o, no, d/o)
 		assert.GreaterOrEqual(t, d/o, size.floor, "%s prompts", size.name)
 	}
+}
+
+// A call counts as truly best when its deployment had the highest true
+// score or tied for it; a deployment not available never does.
+func TestTrueBestTies(t *testing.T) {
+	v := &View{Available: []int{0, 2, 3}, scores: []float64{700, 700, 699.9}}
+	assert.True(t, v.trueBest(0))
+	assert.True(t, v.trueBest(2))
+	assert.False(t, v.trueBest(3))
+	assert.False(t, v.trueBest(1), "not available")
+	v.scores = []float64{-1e9 + 300, -1e9 + 900, -1e9 + 600} // cost, none meeting the SLO
+	assert.Equal(t, []bool{false, true, false}, []bool{v.trueBest(0), v.trueBest(2), v.trueBest(3)})
 }
