@@ -84,6 +84,7 @@ var floors = map[string]map[string]float64{
 	"cost-slo":     {"oracle": 0.96, "round-robin": 1.45, "random": 1.44, "litellm-latency": 1.42, "p2c-peak-ewma": 2.06, "openrouter-price": 1.18},
 	"load":         {"oracle": 1.01, "round-robin": 1.72, "random": 1.72, "litellm-latency": 1.03, "p2c-peak-ewma": 1.09, "openrouter-price": 1.43},
 	"prompt-size":  {"oracle": 0.95, "round-robin": 1.23, "random": 1.24, "litellm-latency": 1.25, "p2c-peak-ewma": 1.23, "openrouter-price": 1.22},
+	"outliers":     {"oracle": 0.92, "round-robin": 1.11, "random": 1.11, "litellm-latency": 1.25, "p2c-peak-ewma": 1.07, "openrouter-price": 1.12},
 	"noisy":        {"oracle": 0.85, "round-robin": 1.15, "random": 1.15, "litellm-latency": 1.00, "p2c-peak-ewma": 0.98, "openrouter-price": 1.14},
 	"cold-start":   {"oracle": 0.94, "round-robin": 1.23, "random": 1.21, "litellm-latency": 1.24, "p2c-peak-ewma": 1.08, "openrouter-price": 1.22},
 	"recover-1":    {"oracle": 0.93, "round-robin": 1.34, "random": 1.36, "litellm-latency": 1.46, "p2c-peak-ewma": 1.07, "openrouter-price": 1.34},
@@ -368,8 +369,8 @@ func priceOut(v float64) measure.Price { return measure.Price{Output: v} }
 // again within 30 s at 1 call/s and 10 s at 10 calls/s; the SLO outlier
 // costs the cheap deployment at most a few calls; a degraded leader loses
 // its share within 10 of its own calls after 5 or 30 good minutes; the
-// share of the truly best deployment in noisy; when all violate the closest
-// leads.
+// share of the truly best deployment in noisy and outliers; when all
+// violate the closest leads.
 func TestIssue16Targets(t *testing.T) {
 	if raceEnabled {
 		t.Skip("run without the race detector")
@@ -452,15 +453,17 @@ func TestIssue16Targets(t *testing.T) {
 			assert.LessOrEqual(t, own, 10)
 		})
 	}
-	t.Run("noisy", func(t *testing.T) {
-		res := run(t, mustBundled(t, "noisy"), Defaults()).Results[0]
-		t.Logf("share of the calls sent to the truly best deployment: %.3f (issue 16's target: 0.85)", res.Summary.TrueBest)
-		// Issue 16 item 1's noise target is 0.85. The defaults reach 0.589
-		// today (docs/ROUTING.md, noisy, says why); this floor, that figure
-		// less 0.04, keeps it from falling further until route meets the
-		// target.
-		assert.GreaterOrEqual(t, res.Summary.TrueBest, 0.55)
-	})
+	// Issue 16 item 1's noise target, a true-best share of 0.85, is not met
+	// in noisy (slow periods of 20 s) nor in outliers (slow calls one or two
+	// at a time); docs/ROUTING.md says why. These floors, today's figures
+	// less 0.04, keep the shares from falling further until route meets it.
+	for name, floor := range map[string]float64{"noisy": 0.55, "outliers": 0.65} {
+		t.Run(name, func(t *testing.T) {
+			res := run(t, mustBundled(t, name), Defaults()).Results[0]
+			t.Logf("share of the calls sent to the truly best deployment: %.3f (issue 16's target: 0.85)", res.Summary.TrueBest)
+			assert.GreaterOrEqual(t, res.Summary.TrueBest, floor)
+		})
+	}
 	t.Run("all-violate", func(t *testing.T) {
 		res := run(t, mustBundled(t, "all-violate"), Defaults()).Results[0]
 		got := first(res, len(res.Calls)/2, len(res.Calls))[1]
