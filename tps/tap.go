@@ -77,9 +77,8 @@ type tap struct {
 // Read reads from the body and times the bytes it returns.
 func (t *tap) Read(p []byte) (int, error) {
 	if t.body == nil {
-		n, err := 0, io.EOF
-		t.after(p[:n], err)
-		return n, err
+		t.after(nil, io.EOF)
+		return 0, io.EOF
 	}
 	n, err := t.body.Read(p)
 	if n < 0 || n > len(p) { // a broken Reader; do not parse garbage
@@ -224,9 +223,7 @@ func (t *tap) overlong(now time.Time) {
 func (t *tap) processLine(now time.Time, line []byte) {
 	if !t.sawLine {
 		t.sawLine = true
-		if len(line) >= 3 && string(line[:3]) == "\xEF\xBB\xBF" { // UTF-8 BOM
-			line = line[3:]
-		}
+		line = bytes.TrimPrefix(line, []byte("\xEF\xBB\xBF")) // UTF-8 BOM
 	}
 	if len(line) == 0 {
 		t.dispatch(now)
