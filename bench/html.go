@@ -36,6 +36,13 @@ type chart struct {
 	yMin0          bool // y axis starts at 0
 }
 
+// add appends s to c's series, unless it has no point.
+func (c *chart) add(s series) {
+	if len(s.points) > 0 {
+		c.series = append(c.series, s)
+	}
+}
+
 const (
 	chartW, chartH                   = 560, 320
 	padL, padR, padT, padB           = 64, 16, 36, 48
@@ -355,12 +362,8 @@ func (rep *Report) charts(color map[string]string) []chartSection {
 					sv = append(sv, r.TPS)
 				}
 			}
-			if len(tv) > 0 {
-				ttft.series = append(ttft.series, series{id: t, name: rep.short(t), color: color[t], points: cdf(tv), step: true})
-			}
-			if len(sv) > 0 {
-				tpsC.series = append(tpsC.series, series{id: t, name: rep.short(t), color: color[t], points: cdf(sv), step: true})
-			}
+			ttft.add(series{id: t, name: rep.short(t), color: color[t], points: cdf(tv), step: true})
+			tpsC.add(series{id: t, name: rep.short(t), color: color[t], points: cdf(sv), step: true})
 		}
 		if len(ttft.series)+len(tpsC.series) > 0 {
 			sec.charts = append(sec.charts, ttft, tpsC)
@@ -402,12 +405,8 @@ func (rep *Report) charts(color map[string]string) []chartSection {
 					}
 				}
 			}
-			if len(ps) > 0 {
-				tpsS.series = append(tpsS.series, series{id: t, name: rep.short(t), color: color[t], points: ps, dots: true})
-			}
-			if len(pt) > 0 {
-				ttftS.series = append(ttftS.series, series{id: t, name: rep.short(t), color: color[t], points: pt, dots: true})
-			}
+			tpsS.add(series{id: t, name: rep.short(t), color: color[t], points: ps, dots: true})
+			ttftS.add(series{id: t, name: rep.short(t), color: color[t], points: pt, dots: true})
 		}
 		out = append(out, chartSection{title: "Sweep: " + cache + " cache", charts: []chart{tpsS, ttftS}})
 	}
@@ -429,9 +428,7 @@ func (rep *Report) charts(color map[string]string) []chartSection {
 			}
 			pts = append(pts, part...)
 		}
-		if len(pts) > 0 {
-			over.series = append(over.series, series{id: t, name: rep.short(t), color: color[t], points: pts, dots: true})
-		}
+		over.add(series{id: t, name: rep.short(t), color: color[t], points: pts, dots: true})
 	}
 	if len(over.series) > 0 {
 		out = append(out, chartSection{title: "Over time", charts: []chart{over}})
