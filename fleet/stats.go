@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -210,11 +211,7 @@ func (f *Fleet) readMembers(m map[string]string, now time.Time) {
 		f.mu.Unlock()
 	}
 	f.mu.Lock()
-	for r, t := range f.peers {
-		if now.Sub(t) > 10*f.opts.Sync {
-			delete(f.peers, r)
-		}
-	}
+	maps.DeleteFunc(f.peers, func(_ string, t time.Time) bool { return now.Sub(t) > 10*f.opts.Sync })
 	f.mu.Unlock()
 }
 
