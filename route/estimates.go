@@ -7,43 +7,61 @@ import (
 // hbox holds a resolved measure.EstimateHandle behind an atomic pointer.
 type hbox struct{ h measure.EstimateHandle }
 
-// readEstimates sets every item's Expected from the Source: through the
-// deployment's handle when the Source hands them out (decided once, in
-// NewPicker), else through Source.Estimate. The two loops are kept apart so
-// that a plain Source pays nothing for the handle machinery. in is the
-// request's estimated prompt tokens, 0 when unknown (see shape).
-func (p *Picker) readEstimates(s *scratch, in int64) {
-	tAt, pAt := p.opts.TTFTPercentile, p.opts.TPSPercentile
-	items := s.items
-	if p.hsrc == nil {
-		for i := range items {
-			it := &items[i]
-			var est measure.Estimate
-			var ok bool
-			if p.meta[it.idx].wild {
-				est, ok = p.src.Estimate(p.keyOf(s, it))
-			} else {
-				est, ok = p.src.Estimate(p.keys[it.idx])
-			}
-			blend(&it.exp, &est, ok, tAt, pAt)
-			it.note(&est)
-			shape(&it.exp, &est, in)
+// readEstimate sets it's Expected from the Source: through the deployment's
+// handle when the Source hands them out (decided once, in NewPicker), else
+// through Source.Estimate. est is the caller's buffer, overwritten whole. in
+// is the request's estimated prompt tokens, 0 when unknown (see shape).
+func (p *Picker) readEstimate(s *scratch, it *item, est *measure.Estimate, in int64) {
+	var ok bool
+	switch {
+	case p.hsrc == nil && p.meta[it.idx].wild:
+		*est, ok = p.src.Estimate(p.keyOf(s, it))
+	case p.hsrc == nil:
+		*est, ok = p.src.Estimate(p.keys[it.idx])
+	default:
+		b := p.handles[it.idx].Load()
+		if b == nil || !b.h.Live() {
+			ok = p.resolveEstimate(s, it, est)
+			break
 		}
+		if pe, n := measure.PublishedEstimate(b.h); pe != nil {
+			p.derive(s, it, pe)
+			shape(&it.exp, pe, n, in)
+			return
+		}
+		ok = measure.ReadEstimate(b.h, est)
+	}
+	blend(&it.exp, est, ok, p.opts.TTFTPercentile, p.opts.TPSPercentile)
+	it.note(est)
+	shape(&it.exp, est, est.InFlight, in)
+}
+
+// derived is what a pick derives from a deployment's published Estimate
+// alone (its blend and what exploration notes), kept per scratch until
+// measure publishes a new one.
+type derived struct {
+	est    *measure.Estimate // the published Estimate it was derived from; nil none
+	exp    Expected
+	newest int64
+	spread float64
+}
+
+// derive sets it's Expected, newest and spread from the published Estimate
+// e, through s's cache: a Registry republishes a key's Estimate only when
+// its figures change, so most picks find every deployment's derivation
+// done.
+func (p *Picker) derive(s *scratch, it *item, e *measure.Estimate) {
+	if len(s.derived) != len(p.ds) {
+		s.derived = make([]derived, len(p.ds))
+	}
+	d := &s.derived[it.idx]
+	if d.est != e {
+		blend(&it.exp, e, e.OK, p.opts.TTFTPercentile, p.opts.TPSPercentile)
+		it.note(e)
+		*d = derived{est: e, exp: it.exp, newest: it.newest, spread: it.spread}
 		return
 	}
-	var est measure.Estimate // each read overwrites it whole
-	for i := range items {
-		it := &items[i]
-		var ok bool
-		if b := p.handles[it.idx].Load(); b != nil && b.h.Live() {
-			ok = measure.ReadEstimate(b.h, &est)
-		} else {
-			ok = p.resolveEstimate(s, it, &est)
-		}
-		blend(&it.exp, &est, ok, tAt, pAt)
-		it.note(&est)
-		shape(&it.exp, &est, in)
-	}
+	it.exp, it.newest, it.spread = d.exp, d.newest, d.spread
 }
 
 // shape fits a blended Expected to the call about to be made, leaving its
@@ -52,14 +70,14 @@ func (p *Picker) readEstimates(s *scratch, in int64) {
 // MarginalTPS. With a load model (measure.Estimate.LoadK) the call's TPS is
 // the EWMA, the figure the model refers to (a window's p50 over a mix of
 // loads is not the speed at any one load), scaled to the deployment's calls
-// in flight now (measure.Estimate.LoadFactor), so that traffic spreads
+// in flight now, inFlight (measure.Estimate.LoadFactor), so that traffic spreads
 // before a load-sensitive leader saturates; MarginalTPS takes off the
 // slowdown the call causes those calls. A warm prompt-size class of in
 // tokens gives the call its class's TPS, scaled the same way, and scales
 // its TTFT by the class's ratio (measure.Estimate.Input). An Estimate
 // without classes or load model (any Source other than measure's Registry,
 // or too few samples) sets no factor.
-func shape(x *Expected, e *measure.Estimate, in int64) {
+func shape(x *Expected, e *measure.Estimate, inFlight, in int64) {
 	if !x.TPSOK && !x.TTFTOK {
 		return
 	}
@@ -81,9 +99,9 @@ func shape(x *Expected, e *measure.Estimate, in int64) {
 	}
 	if load {
 		// MarginalTPS: (n+1)·T(n) − n·T(n−1) over T(n), T(n) = tps·LoadFactor(n).
-		lf := e.LoadFactor(e.InFlight)
+		lf := e.LoadFactor(inFlight)
 		tps *= lf
-		if n := e.InFlight; n > 0 {
+		if n := inFlight; n > 0 {
 			x.marginal = float32(max(float64(n+1)-float64(n)*e.LoadFactor(n-1)/lf, 1e-9))
 		}
 	}

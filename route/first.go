@@ -109,6 +109,9 @@ func (p *Picker) probe(s *scratch, req *Request, head int, now time.Time) string
 // budget it takes (see takeCold), or -1: the one with the fewest samples,
 // so that cold deployments are probed in turn, else the first with budget.
 func (p *Picker) coldProbe(s *scratch, head int, now time.Time, shared bool) int {
+	if s.nCold == 0 {
+		return -1
+	}
 	items, order := s.items, s.order
 	fewest := -1
 	for j := range head {

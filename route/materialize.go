@@ -8,12 +8,7 @@ import (
 // excluded items, in one allocation; a second one holds the concrete copies
 // of wildcard deployments, and their keys, if any.
 func (p *Picker) materialize(s *scratch, policyName string) Plan {
-	nExcl := 0
-	for i := range s.items {
-		if s.items[i].excl != exclNone {
-			nExcl++
-		}
-	}
+	nExcl := s.nExcl
 	out := make([]Candidate, len(s.order)+nExcl)
 	var wild []concrete
 	if s.nWild > 0 {

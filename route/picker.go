@@ -428,7 +428,7 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 	s.req = *r
 	req := &s.req
 	s.items, s.ranks, s.order, s.models = s.items[:0], s.ranks[:0], s.order[:0], s.models[:0]
-	s.nWild = 0
+	s.nWild, s.nCold, s.nExcl = 0, 0, 0
 	if req.Policy > Cost || req.LatencyMetric > LatencyCompletion {
 		return Plan{}, fmt.Errorf("route: Request: unknown Policy %d or LatencyMetric %d", req.Policy, req.LatencyMetric)
 	}
@@ -456,15 +456,14 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 		return Plan{Policy: policyName}, p.noDeployment(req, s.models)
 	}
 
-	// Statistics, then score and classify.
-	if p.src != nil {
-		p.readEstimates(s, r.ExpectedInputTokens)
-	}
+	// Statistics, then score, classify and rank.
 	s.slo, s.checkSLO, s.scorer = slo, checkSLO, scorer
-	open, usable := p.scoreItems(s, &scoring{scorer: scorer, slo: slo, checkSLO: checkSLO, in: in, out: out}, now)
+	open, usable := p.scoreItems(s, &scoring{scorer: scorer, slo: slo, checkSLO: checkSLO, in: in, out: out}, r.ExpectedInputTokens, now)
 	// Open breakers are excluded, unless every remaining candidate is open:
 	// then all of them are tried, last resort first by score (fail-open).
-	p.rankItems(s, open > 0 && usable > 0)
+	if open > 0 && usable > 0 {
+		p.excludeOpen(s)
+	}
 	if len(s.ranks) == 0 {
 		plan := p.materialize(s, policyName)
 		return plan, fmt.Errorf("%w: all %d deployments of %s are excluded (%s)",
@@ -517,26 +516,6 @@ func (p *Picker) defaults(req *Request, noPolicy bool) (Scorer, string) {
 		return nil, "latency(completion)"
 	}
 	return nil, req.Policy.String()
-}
-
-// rankItems appends the rank of every item not excluded to s.ranks,
-// excluding open breakers first when excludeOpen. Violators rank by their
-// SLO distance, the closest first, then by score.
-func (p *Picker) rankItems(s *scratch, excludeOpen bool) {
-	for i := range s.items {
-		it := &s.items[i]
-		if excludeOpen && it.health == healthOpen && it.excl == exclNone {
-			it.excl = exclOpen
-		}
-		if it.excl != exclNone {
-			continue
-		}
-		r := rank{tier: it.tier, score: it.score, tie: it.tie, idx: it.idx, item: int32(i)}
-		if it.viol != 0 {
-			r.score, r.tie = -it.dist, it.score
-		}
-		s.ranks = append(s.ranks, r)
-	}
 }
 
 // collect appends the deployments idxs of model s.models[mi] that the

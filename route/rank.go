@@ -115,7 +115,12 @@ type scratch struct {
 	models []model
 	// chances are explore's per-candidate probabilities, order[1:].
 	chances []float64
+	// derived caches, per deployment, what picks derived from its
+	// published Estimate (estimates.go's derive).
+	derived []derived
 	nWild   int  // candidates from wildcard deployments
+	nCold   int  // candidates compared as cold (item.cold)
+	nExcl   int  // candidates excluded (item.excl)
 	costly  bool // the built-in Cost policy orders: a cold score is known
 	// For exploration: the merged SLO and the custom Scorer, if any.
 	slo      SLO

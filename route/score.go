@@ -2,6 +2,7 @@ package route
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/tpsroute/tpsroute/measure"
@@ -15,16 +16,23 @@ type scoring struct {
 	in, out  float64
 }
 
-// scoreItems sets every item's health, SLO violations, tier, expected cost
-// and score, from the Expected readEstimates set, and returns how many items
-// have an open breaker and how many are usable (neither open nor excluded).
-func (p *Picker) scoreItems(s *scratch, sc *scoring, now time.Time) (open, usable int) {
+// scoreItems reads every item's Expected from the Source (readEstimate, in
+// the request's estimated prompt tokens, 0 unknown), sets its health, SLO
+// violations, tier, expected cost and score, and appends the rank of each
+// one not excluded to s.ranks; it returns how many items have an open
+// breaker and how many are usable (neither open nor excluded). One pass
+// over the items, as Pick's budget wants: each item is read once.
+func (p *Picker) scoreItems(s *scratch, sc *scoring, in int64, now time.Time) (open, usable int) {
 	req := &s.req
 	health := p.health
 	t := now.UnixNano()
 	var wd Deployment
+	var est measure.Estimate // each read overwrites it whole
 	for i := range s.items {
 		it := &s.items[i]
+		if p.src != nil {
+			p.readEstimate(s, it, &est, in)
+		}
 		m := &p.meta[it.idx]
 		d := &p.ds[it.idx]
 		kp := &p.keys[it.idx]
@@ -72,8 +80,35 @@ func (p *Picker) scoreItems(s *scratch, sc *scoring, now time.Time) (open, usabl
 		default:
 			it.score = req.Policy.score(d, &it.exp, req)
 		}
+		if it.cold {
+			s.nCold++
+		}
+		if it.excl != exclNone {
+			s.nExcl++
+			continue
+		}
+		r := rank{tier: it.tier, score: it.score, tie: it.tie, idx: it.idx, item: int32(i)}
+		if it.viol != 0 {
+			// Violators rank by their SLO distance, the closest first, then by score.
+			r.score, r.tie = -it.dist, it.score
+		}
+		s.ranks = append(s.ranks, r)
 	}
 	return open, usable
+}
+
+// excludeOpen excludes the ranked items with an open breaker: Pick's rule
+// when some are open and others usable.
+func (p *Picker) excludeOpen(s *scratch) {
+	s.ranks = slices.DeleteFunc(s.ranks, func(r rank) bool {
+		it := &s.items[r.item]
+		if it.health != healthOpen {
+			return false
+		}
+		it.excl = exclOpen
+		s.nExcl++
+		return true
+	})
 }
 
 // healthOf classifies a deployment's Status at now.
