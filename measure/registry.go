@@ -564,17 +564,18 @@ func ReadEstimate(h EstimateHandle, est *Estimate) bool {
 	return ok
 }
 
-// PublishedEstimate returns the Estimate a handle from Registry.Handle last
-// published, without copying it, and the key's calls in flight now, or nil
-// and 0 for any other handle or while nothing is published (then read h
-// with ReadEstimate). The Estimate is shared and immutable: the caller must
-// not modify it, and its InFlight is as published, not live. Every change of
-// the key's figures publishes a new Estimate, so a caller that reads the
-// same keys on every request can keep what it derives from one, keyed by
-// the pointer, until the pointer changes: route's Picker does.
+// PublishedEstimate returns the Estimate a live handle from Registry.Handle
+// last published, without copying it, and the key's calls in flight now; it
+// returns nil and 0 for any other handle, once the key is pruned (Live is
+// false) and while nothing is published: then read h with ReadEstimate, or
+// ask for a new handle. The Estimate is shared and immutable: the caller
+// must not modify it, and its InFlight is as published, not live. Every
+// change of the key's figures publishes a new Estimate, so a caller that
+// reads the same keys on every request can keep what it derives from one,
+// keyed by the pointer, until the pointer changes: route's Picker does.
 func PublishedEstimate(h EstimateHandle) (e *Estimate, inFlight int64) {
 	rh, ok := h.(*handle)
-	if !ok {
+	if !ok || rh.pruned.Load() {
 		return nil, 0
 	}
 	if e = rh.est.Load(); e == nil {

@@ -3,6 +3,7 @@ package route
 import (
 	"fmt"
 	"github.com/tpsroute/tpsroute/internal/cputime"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -51,14 +52,11 @@ func BenchmarkPick(b *testing.B) {
 		benchPicker(b, newPicker(b, ds, estimateOnly{src}, Options{Seed: 1}), Request{Model: "m"})
 	})
 	b.Run("deployments=16/registry", func(b *testing.B) {
-		ds, _ := spread(16)
-		reg := measure.NewRegistry(measure.Options{MinSamples: 1})
-		for i := range ds {
-			for j := range 5 {
-				reg.RecordAt(t0.Add(time.Duration(j)*time.Second), ds[i].Key(),
-					sample(time.Duration(100+10*i)*time.Millisecond, 1000/float64(i+1)))
-			}
-		}
+		ds, reg := spreadRegistry(16, false)
+		benchPicker(b, newPicker(b, ds, reg, Options{Seed: 1}), Request{Model: "m"})
+	})
+	b.Run("deployments=16/registry/unordered", func(b *testing.B) {
+		ds, reg := spreadRegistry(16, true)
 		benchPicker(b, newPicker(b, ds, reg, Options{Seed: 1}), Request{Model: "m"})
 	})
 	// The registry with a load model and a warm prompt-size class on every
@@ -83,6 +81,14 @@ func BenchmarkPick(b *testing.B) {
 		benchPicker(b, newPicker(b, ds, reg, Options{Seed: 1}), Request{Model: "m", ExpectedInputTokens: 300})
 	})
 	b.Run("deployments=256", func(b *testing.B) { benchPick(b, 256, Request{Model: "m"}, nil) })
+	b.Run("deployments=256/registry", func(b *testing.B) {
+		ds, reg := spreadRegistry(256, false)
+		benchPicker(b, newPicker(b, ds, reg, Options{Seed: 1}), Request{Model: "m"})
+	})
+	b.Run("deployments=256/registry/unordered", func(b *testing.B) {
+		ds, reg := spreadRegistry(256, true)
+		benchPicker(b, newPicker(b, ds, reg, Options{Seed: 1}), Request{Model: "m"})
+	})
 	b.Run("deployments=256/estimate-only", func(b *testing.B) {
 		ds, src := spread(256)
 		benchPicker(b, newPicker(b, ds, estimateOnly{src}, Options{Seed: 1}), Request{Model: "m"})
@@ -101,6 +107,30 @@ func BenchmarkPick(b *testing.B) {
 			}
 		}
 	})
+}
+
+// spreadRegistry is spread's fleet on a measure.Registry, each deployment
+// with five samples: the slower the later in the configuration, or, when
+// unordered, in a seeded random order (as a real fleet's speeds are, which
+// the sort then has to put in order).
+func spreadRegistry(n int, unordered bool) ([]Deployment, *measure.Registry) {
+	ds, _ := spread(n)
+	speed := make([]int, n)
+	for i := range speed {
+		speed[i] = i
+	}
+	if unordered {
+		speed = rand.New(rand.NewPCG(1, 2)).Perm(n)
+	}
+	reg := measure.NewRegistry(measure.Options{MinSamples: 1})
+	for i := range ds {
+		r := speed[i]
+		for j := range 5 {
+			reg.RecordAt(t0.Add(time.Duration(j)*time.Second), ds[i].Key(),
+				sample(time.Duration(100+10*r)*time.Millisecond, 1000/float64(r+1)))
+		}
+	}
+	return ds, reg
 }
 
 func BenchmarkPickParallel(b *testing.B) {

@@ -20,14 +20,16 @@ func (p *Picker) readEstimate(s *scratch, it *item, est *measure.Estimate, in in
 		*est, ok = p.src.Estimate(p.keys[it.idx])
 	default:
 		b := p.handles[it.idx].Load()
+		if b != nil {
+			if pe, n := measure.PublishedEstimate(b.h); pe != nil {
+				p.derive(s, it, pe)
+				shape(&it.exp, pe, n, in)
+				return
+			}
+		}
 		if b == nil || !b.h.Live() {
 			ok = p.resolveEstimate(s, it, est)
 			break
-		}
-		if pe, n := measure.PublishedEstimate(b.h); pe != nil {
-			p.derive(s, it, pe)
-			shape(&it.exp, pe, n, in)
-			return
 		}
 		ok = measure.ReadEstimate(b.h, est)
 	}
@@ -50,10 +52,8 @@ type derived struct {
 // e, through s's cache: a Registry republishes a key's Estimate only when
 // its figures change, so most picks find every deployment's derivation
 // done.
+// s.derived has a slot per deployment (pick makes it).
 func (p *Picker) derive(s *scratch, it *item, e *measure.Estimate) {
-	if len(s.derived) != len(p.ds) {
-		s.derived = make([]derived, len(p.ds))
-	}
 	d := &s.derived[it.idx]
 	if d.est != e {
 		blend(&it.exp, e, e.OK, p.opts.TTFTPercentile, p.opts.TPSPercentile)

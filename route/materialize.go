@@ -15,7 +15,11 @@ func (p *Picker) materialize(s *scratch, policyName string) Plan {
 		wild = make([]concrete, 0, s.nWild)
 	}
 	for i, o := range s.order {
-		p.candidate(&out[i], s, &s.items[o], &wild)
+		if it := &s.items[o]; !p.meta[it.idx].wild {
+			fill(&out[i], it, &p.ds[it.idx], &p.keys[it.idx]) // candidate's usual case, without its call
+		} else {
+			p.candidate(&out[i], s, it, &wild)
+		}
 	}
 	plan := Plan{Deployments: out[:len(s.order):len(s.order)], Policy: policyName}
 	if nExcl == 0 {
@@ -47,16 +51,21 @@ type concrete struct {
 // *wild (whose capacity covers every wildcard candidate, so earlier pointers
 // stay valid).
 func (p *Picker) candidate(c *Candidate, s *scratch, it *item, wild *[]concrete) {
-	if p.meta[it.idx].wild {
-		*wild = append(*wild, concrete{d: p.ds[it.idx], k: p.keys[it.idx]})
-		w := &(*wild)[len(*wild)-1]
-		w.d.Model = s.models[it.model].name
-		w.d.Capabilities = w.d.capabilitiesFor(w.d.Model)
-		w.k.Model = s.models[it.model].keyModel
-		c.Deployment, c.key = &w.d, &w.k
-	} else {
-		c.Deployment, c.key = &p.ds[it.idx], &p.keys[it.idx]
+	if !p.meta[it.idx].wild {
+		fill(c, it, &p.ds[it.idx], &p.keys[it.idx])
+		return
 	}
+	*wild = append(*wild, concrete{d: p.ds[it.idx], k: p.keys[it.idx]})
+	w := &(*wild)[len(*wild)-1]
+	w.d.Model = s.models[it.model].name
+	w.d.Capabilities = w.d.capabilitiesFor(w.d.Model)
+	w.k.Model = s.models[it.model].keyModel
+	fill(c, it, &w.d, &w.k)
+}
+
+// fill sets c from it, whose deployment is d under key k.
+func fill(c *Candidate, it *item, d *Deployment, k *measure.Key) {
+	c.Deployment, c.key = d, k
 	c.Score = it.score
 	c.Violations = it.viol
 	c.Expected = it.exp

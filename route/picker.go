@@ -429,6 +429,9 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 	req := &s.req
 	s.items, s.ranks, s.order, s.models = s.items[:0], s.ranks[:0], s.order[:0], s.models[:0]
 	s.nWild, s.nCold, s.nExcl = 0, 0, 0
+	if p.hsrc != nil && len(s.derived) != len(p.ds) {
+		s.derived = make([]derived, len(p.ds))
+	}
 	if req.Policy > Cost || req.LatencyMetric > LatencyCompletion {
 		return Plan{}, fmt.Errorf("route: Request: unknown Policy %d or LatencyMetric %d", req.Policy, req.LatencyMetric)
 	}
@@ -471,7 +474,7 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 	}
 	// Scores and ties are never NaN (clamped), so plain comparisons order
 	// them totally.
-	sortRanks(s.ranks)
+	s.presort(len(p.ds))
 	for i := range s.ranks {
 		s.order = append(s.order, s.ranks[i].item)
 	}
@@ -528,11 +531,15 @@ func (p *Picker) collect(s *scratch, req *Request, idxs []int32, mi int) {
 	if rev == "" && len(req.Only) == 0 && len(req.Ignore) == 0 && len(req.Regions) == 0 && !capped && !wild {
 		// No pins: keep every unversioned deployment (read from meta, so
 		// that this loop touches no Deployment).
+		items := slices.Grow(s.items, len(idxs))
 		for _, idx := range idxs {
 			if !p.meta[idx].revised {
-				s.items = append(s.items, item{idx: idx, model: int32(mi)})
+				n := len(items)
+				items = items[:n+1]
+				items[n] = item{idx: idx, model: int32(mi)} // in place: append would copy a zeroed item
 			}
 		}
+		s.items = items
 		return
 	}
 	for _, idx := range idxs {

@@ -1,8 +1,10 @@
 package route
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -432,6 +434,81 @@ func TestHealth(t *testing.T) {
 	}
 }
 
+// TestTierOrder checks that tier.order ranks tiers by model, then health,
+// then SLO compliance, then provider order, then warm before cold, over
+// every combination (including the largest model index and provider
+// position), against the same precedence written as a comparison of
+// tuples.
+func TestTierOrder(t *testing.T) {
+	var tiers []tier
+	for _, model := range []int32{0, 1, 7, math.MaxInt32} {
+		for health := range healthOpen + 1 {
+			for _, violating := range []bool{false, true} {
+				for _, prov := range []int32{0, 1, 3, 1 << 20} {
+					for _, cold := range []bool{false, true} {
+						tiers = append(tiers, tier{model: model, prov: prov, health: health, violating: violating, cold: cold})
+					}
+				}
+			}
+		}
+	}
+	b := func(v bool) int {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	want := func(x, y tier) int {
+		return cmp.Or(cmp.Compare(x.model, y.model), cmp.Compare(x.health, y.health),
+			cmp.Compare(b(x.violating), b(y.violating)), cmp.Compare(x.prov, y.prov), cmp.Compare(b(x.cold), b(y.cold)))
+	}
+	for _, x := range tiers {
+		for _, y := range tiers {
+			if got := cmp.Compare(x.order(), y.order()); got != want(x, y) {
+				t.Fatalf("order(%+v) vs order(%+v): %d, want %d", x, y, got, want(x, y))
+			}
+		}
+	}
+}
+
+// TestPresortMatchesSort checks that presort, which starts each sort from
+// the scratch's last order, finds the order a plain sort finds, over picks
+// whose candidates change (some leave, some are new, a wildcard deployment
+// ranks twice) and whose figures move a little or a lot.
+func TestPresortMatchesSort(t *testing.T) {
+	const n = 64
+	rng := rand.New(rand.NewPCG(3, 4))
+	var s scratch
+	score := make([]float64, n)
+	for i := range score {
+		score[i] = float64(rng.IntN(1000))
+	}
+	for pick := range 300 {
+		s.ranks = s.ranks[:0]
+		for idx := range int32(n) {
+			if rng.IntN(10) == 0 { // not a candidate this time
+				continue
+			}
+			if rng.IntN(3) == 0 {
+				score[idx] += float64(rng.IntN(21) - 10) // a small move
+			}
+			if pick%50 == 0 {
+				score[idx] = float64(rng.IntN(1000)) // every figure changes
+			}
+			for model := range int32(1 + rng.IntN(2)) { // sometimes for two models, as a wildcard
+				s.ranks = append(s.ranks, rank{tier: tier{model: model, cold: rng.IntN(8) == 0}.order(), score: score[idx],
+					tie: float64(rng.IntN(2)), idx: idx, item: int32(len(s.ranks))})
+			}
+		}
+		want := slices.Clone(s.ranks)
+		slices.SortFunc(want, func(x, y rank) int { return compareRanks(&x, &y) })
+		s.presort(n)
+		if !slices.Equal(s.ranks, want) {
+			t.Fatalf("pick %d: presort order differs from the sort's", pick)
+		}
+	}
+}
+
 // TestSortRanks checks the insertion-sort path against pdqsort on random
 // ranks with many ties, on both sides of the size cut-over.
 func TestSortRanks(t *testing.T) {
@@ -441,7 +518,7 @@ func TestSortRanks(t *testing.T) {
 			for range 50 {
 				r := make([]rank, n)
 				for i := range r {
-					r[i] = rank{tier: tier{model: int32(rng.IntN(2)), cold: rng.IntN(2) == 0}, score: float64(rng.IntN(4)), tie: float64(rng.IntN(2)),
+					r[i] = rank{tier: tier{model: int32(rng.IntN(2)), cold: rng.IntN(2) == 0}.order(), score: float64(rng.IntN(4)), tie: float64(rng.IntN(2)),
 						idx: int32(i), item: int32(i)}
 				}
 				rng.Shuffle(n, func(i, j int) { r[i], r[j] = r[j], r[i] })

@@ -205,6 +205,11 @@ func (p Policy) score(d *Deployment, e *Expected, r *Request) float64 {
 		}
 		return clamp(-d.ExpectedCost(in, out))
 	}
+	return throughputScore(e)
+}
+
+// throughputScore is Throughput's score of e.
+func throughputScore(e *Expected) float64 {
 	if !e.TPSOK {
 		return 0
 	}

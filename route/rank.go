@@ -67,40 +67,29 @@ func (t tier) sameGroup(u tier) bool {
 	return t.model == u.model && t.health == u.health && t.violating == u.violating && t.prov == u.prov
 }
 
-// compare orders tiers: -1 when t ranks first, 1 when u does, else 0.
-func (t tier) compare(u tier) int {
-	switch {
-	case t.model != u.model:
-		return cmpInt(t.model, u.model)
-	case t.health != u.health:
-		return cmpInt(int32(t.health), int32(u.health))
-	case t.violating != u.violating:
-		if u.violating {
-			return -1
-		}
-		return 1
-	case t.prov != u.prov:
-		return cmpInt(t.prov, u.prov)
-	case t.cold != u.cold:
-		if u.cold {
-			return -1
-		}
+// order is t's place in the tier order as one number, so that the sort
+// compares tiers in one step: the fields in order of precedence, each in a
+// field of bits wide enough for its range (model 31, health 2, violating 1,
+// prov 21 since it is at most 1<<20, cold 1), the lower ranking first.
+func (t tier) order() uint64 {
+	o := uint64(uint32(t.model))
+	o = o<<2 | uint64(t.health)
+	o = o<<1 | bit(t.violating)
+	o = o<<21 | uint64(uint32(t.prov))
+	return o<<1 | bit(t.cold)
+}
+
+func bit(b bool) uint64 {
+	if b {
 		return 1
 	}
 	return 0
 }
 
-func cmpInt(a, b int32) int {
-	if a < b {
-		return -1
-	}
-	return 1
-}
-
 // rank is an item's sort key, kept apart from the item so the sort moves
 // small values and compares without indirection.
 type rank struct {
-	tier  tier // item.tier
+	tier  uint64 // item.tier.order()
 	score float64
 	tie   float64
 	idx   int32 // into p.ds: the final tie-break
@@ -118,27 +107,127 @@ type scratch struct {
 	// derived caches, per deployment, what picks derived from its
 	// published Estimate (estimates.go's derive).
 	derived []derived
-	nWild   int  // candidates from wildcard deployments
-	nCold   int  // candidates compared as cold (item.cold)
-	nExcl   int  // candidates excluded (item.excl)
-	costly  bool // the built-in Cost policy orders: a cold score is known
+	// last is the scratch's last sorted order (of more than insertionMax
+	// ranks), by deployment (p.ds indices), which presort starts the next
+	// sort from, and pos a deployment's place in it, +1 (or stale: last
+	// tells); slots, filled and rest are presort's buffers.
+	last   []int32
+	pos    []int32
+	slots  []rank
+	filled []bool
+	rest   []rank
+	nWild  int  // candidates from wildcard deployments
+	nCold  int  // candidates compared as cold (item.cold)
+	nExcl  int  // candidates excluded (item.excl)
+	costly bool // the built-in Cost policy orders: a cold score is known
 	// For exploration: the merged SLO and the custom Scorer, if any.
 	slo      SLO
 	checkSLO bool
 	scorer   Scorer
 }
 
+// presort sorts s.ranks (see sortRanks), n being the number of
+// deployments. Beyond insertion sort's sizes it first puts the ranks in
+// the order in which their deployments stood in this scratch's last sort,
+// those not in it last: the figures change little between picks, so the
+// ranks are then nearly sorted, and an insertion sort that gives up to
+// pdqsort after a few moves per rank finishes in about one pass, where
+// ranks in configuration order cost n log n comparisons. The order found
+// does not depend on where the sort starts: compareRanks is a total order.
+func (s *scratch) presort(n int) {
+	if len(s.ranks) <= insertionMax {
+		sortRanks(s.ranks)
+		return
+	}
+	if len(s.pos) != n {
+		s.pos, s.last = make([]int32, n), s.last[:0]
+	}
+	if s.place() {
+		insertionSortBounded(s.ranks, 4*len(s.ranks))
+	} else {
+		sortRanks(s.ranks)
+	}
+	last, pos := s.last[:0], s.pos
+	for i, r := range s.ranks {
+		last = append(last, r.idx)
+		pos[r.idx] = int32(i) + 1
+	}
+	s.last = last
+}
+
+// place puts s.ranks in the order of s.last, those not in it last, and
+// reports whether there was a last order to follow.
+func (s *scratch) place() bool {
+	m, ranks, last, pos := len(s.last), s.ranks, s.last, s.pos
+	if m < 2 {
+		return false
+	}
+	slots := slices.Grow(s.slots[:0], m)[:m]
+	filled := slices.Grow(s.filled[:0], m)[:m]
+	clear(filled)
+	rest, placed := s.rest[:0], 0
+	for _, r := range ranks {
+		// pos may be stale; last[at] says whether at is r's place. A
+		// wildcard deployment ranks once per model, in one place.
+		if at := pos[r.idx] - 1; at >= 0 && int(at) < m && last[at] == r.idx && !filled[at] {
+			slots[at], filled[at] = r, true
+			placed++
+		} else {
+			rest = append(rest, r)
+		}
+	}
+	s.filled, s.rest = filled, rest
+	if placed == m && len(rest) == 0 {
+		// The same candidates as last time (the usual case): the slots
+		// are the ranks, in order; swap the buffers.
+		s.ranks, s.slots = slots, ranks
+		return true
+	}
+	k := 0
+	for i, ok := range filled {
+		if ok {
+			ranks[k] = slots[i]
+			k++
+		}
+	}
+	copy(ranks[k:], rest)
+	s.slots = slots
+	return true
+}
+
+// insertionSortBounded sorts r by insertion as long as that takes at most
+// budget moves in all, then leaves the rest to sortRanks.
+func insertionSortBounded(r []rank, budget int) {
+	for i := 1; i < len(r); i++ {
+		x, j := r[i], i
+		for ; j > 0 && compareRanks(&x, &r[j-1]) < 0; j-- {
+			if budget--; budget < 0 {
+				r[j] = x // r is whole again, if not in order
+				sortRanks(r)
+				return
+			}
+			r[j] = r[j-1]
+		}
+		r[j] = x
+	}
+}
+
+// insertionMax is the most ranks sortRanks sorts by insertion.
+const insertionMax = 24
+
 // sortRanks sorts r by compareRanks: by insertion for the usual handful of
 // candidates (often already nearly in order), by pdqsort beyond.
 func sortRanks(r []rank) {
-	if len(r) > 24 {
+	if len(r) > insertionMax {
 		slices.SortFunc(r, func(x, y rank) int { return compareRanks(&x, &y) })
 		return
 	}
 	for i := 1; i < len(r); i++ {
-		for j := i; j > 0 && compareRanks(&r[j], &r[j-1]) < 0; j-- {
-			r[j], r[j-1] = r[j-1], r[j]
+		x, j := r[i], i
+		for ; j > 0 && compareRanks(&x, &r[j-1]) < 0; j-- {
+			r[j] = r[j-1]
 		}
+		r[j] = x
 	}
 }
 
@@ -148,7 +237,10 @@ func sortRanks(r []rank) {
 func compareRanks(x, y *rank) int {
 	switch {
 	case x.tier != y.tier:
-		return x.tier.compare(y.tier)
+		if x.tier < y.tier {
+			return -1
+		}
+		return 1
 	case x.score != y.score:
 		if x.score > y.score {
 			return -1

@@ -24,45 +24,38 @@ type scoring struct {
 // over the items, as Pick's budget wants: each item is read once.
 func (p *Picker) scoreItems(s *scratch, sc *scoring, in int64, now time.Time) (open, usable int) {
 	req := &s.req
-	health := p.health
-	t := now.UnixNano()
+	health, t := p.health, now.UnixNano()
+	policy, scorer, checkSLO, strict := req.Policy, sc.scorer, sc.checkSLO, sc.slo.Strict
+	items, ranks := s.items, slices.Grow(s.ranks, len(s.items))
 	var wd Deployment
 	var est measure.Estimate // each read overwrites it whole
-	for i := range s.items {
-		it := &s.items[i]
+	for i := range items {
+		it := &items[i]
 		if p.src != nil {
 			p.readEstimate(s, it, &est, in)
 		}
-		m := &p.meta[it.idx]
-		d := &p.ds[it.idx]
-		kp := &p.keys[it.idx]
-		var wk measure.Key
+		m, d := &p.meta[it.idx], &p.ds[it.idx]
 		if m.wild {
 			wd = *d
 			wd.Model = s.models[it.model].name
 			d = &wd
-			wk = p.keyOf(s, it)
-			kp = &wk
 			s.nWild++
 		}
-		p.warmUp(it, d, t)
+		p.warmUp(it, m, d, t)
 		if health != nil {
-			it.health, it.busy = healthOf(health.Status(*kp, now), now)
+			it.health, it.busy = healthOf(health.Status(p.keyOf(s, it), now), now)
 			if it.health == healthOpen {
 				open++
 			}
 		}
-		if sc.checkSLO {
+		if checkSLO {
 			it.viol = sc.slo.check(m.priceOut, &it.exp)
 			if it.viol != 0 {
 				it.dist = sc.slo.distance(m.priceOut, &it.exp, it.viol)
-				if sc.slo.Strict {
+				if strict {
 					it.excl = exclStrict
 				}
 			}
-		}
-		if it.excl == exclNone && it.health != healthOpen {
-			usable++
 		}
 		it.tier = tier{model: it.model, health: it.health, violating: it.viol != 0, cold: it.cold}
 		if len(req.Providers) > 0 {
@@ -70,15 +63,17 @@ func (p *Picker) scoreItems(s *scratch, sc *scoring, in int64, now time.Time) (o
 		}
 		it.cost = (sc.in*m.priceIn + sc.out*m.priceOut) / 1e6
 		switch {
-		case sc.scorer != nil:
-			it.score = clamp(sc.scorer.Score(*d, it.exp, req))
-		case req.Policy == Cost:
+		case scorer != nil:
+			it.score = clamp(scorer.Score(*d, it.exp, req))
+		case policy == Cost:
 			it.score = clamp(-it.cost)
 			if it.exp.TPSOK {
 				it.tie = clamp(it.exp.CallTPS())
 			}
+		case policy == Throughput:
+			it.score = throughputScore(&it.exp) // Policy.score's, inlined
 		default:
-			it.score = req.Policy.score(d, &it.exp, req)
+			it.score = policy.score(d, &it.exp, req)
 		}
 		if it.cold {
 			s.nCold++
@@ -87,13 +82,18 @@ func (p *Picker) scoreItems(s *scratch, sc *scoring, in int64, now time.Time) (o
 			s.nExcl++
 			continue
 		}
-		r := rank{tier: it.tier, score: it.score, tie: it.tie, idx: it.idx, item: int32(i)}
+		if it.health != healthOpen {
+			usable++
+		}
+		n := len(ranks)
+		ranks = ranks[:n+1] // in place (grown above): append would copy
+		ranks[n] = rank{tier: it.tier.order(), score: it.score, tie: it.tie, idx: it.idx, item: int32(i)}
 		if it.viol != 0 {
 			// Violators rank by their SLO distance, the closest first, then by score.
-			r.score, r.tie = -it.dist, it.score
+			ranks[n].score, ranks[n].tie = -it.dist, it.score
 		}
-		s.ranks = append(s.ranks, r)
 	}
+	s.ranks = ranks
 	return open, usable
 }
 
@@ -129,17 +129,17 @@ func healthOf(st Status, now time.Time) (health, busy uint8) {
 }
 
 // warmUp decides whether it is compared on its figures or probed as cold,
-// and applies its deployment's prior. A deployment is compared once its
+// and applies its deployment's prior; mt is its meta. A deployment is compared once its
 // window holds minCompare successful samples, and stays compared (on the
 // level it last showed, Expected.OK) when its window empties after that:
 // being measured before, it is not new, and exploration re-measures it.
 // A prior makes it compared from the start.
-func (p *Picker) warmUp(it *item, d *Deployment, now int64) {
+func (p *Picker) warmUp(it *item, mt *meta, d *Deployment, now int64) {
 	it.prior = 0
 	e := &it.exp
 	has := e.TTFTOK || e.TPSOK
 	warmed := false
-	if !p.meta[it.idx].wild {
+	if !mt.wild {
 		m := &p.memo[it.idx]
 		if has && (e.OK || e.Samples >= minCompare) {
 			m.remember(e, it.newest, now, &p.rising)
@@ -149,7 +149,7 @@ func (p *Picker) warmUp(it *item, d *Deployment, now int64) {
 	if has && warmed {
 		e.OK = true
 	}
-	if mt := &p.meta[it.idx]; mt.prior {
+	if mt.prior {
 		it.prior = priorSamples
 		applyPrior(e, d.Expected, warmed)
 		has = true
