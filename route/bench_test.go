@@ -41,6 +41,14 @@ func benchPicker(b *testing.B, p *Picker, req Request) {
 	}
 }
 
+// benchRegistry benchmarks Pick over spreadRegistry(n, unordered).
+func benchRegistry(n int, unordered bool) func(*testing.B) {
+	return func(b *testing.B) {
+		ds, reg := spreadRegistry(n, unordered)
+		benchPicker(b, newPicker(b, ds, reg, Options{Seed: 1}), Request{Model: "m"})
+	}
+}
+
 func BenchmarkPick(b *testing.B) {
 	b.Run("deployments=16", func(b *testing.B) { benchPick(b, 16, Request{Model: "m"}, nil) })
 	b.Run("deployments=16/health+slo+cachekey", func(b *testing.B) {
@@ -51,14 +59,8 @@ func BenchmarkPick(b *testing.B) {
 		ds, src := spread(16)
 		benchPicker(b, newPicker(b, ds, estimateOnly{src}, Options{Seed: 1}), Request{Model: "m"})
 	})
-	b.Run("deployments=16/registry", func(b *testing.B) {
-		ds, reg := spreadRegistry(16, false)
-		benchPicker(b, newPicker(b, ds, reg, Options{Seed: 1}), Request{Model: "m"})
-	})
-	b.Run("deployments=16/registry/unordered", func(b *testing.B) {
-		ds, reg := spreadRegistry(16, true)
-		benchPicker(b, newPicker(b, ds, reg, Options{Seed: 1}), Request{Model: "m"})
-	})
+	b.Run("deployments=16/registry", benchRegistry(16, false))
+	b.Run("deployments=16/registry/unordered", benchRegistry(16, true))
 	// The registry with a load model and a warm prompt-size class on every
 	// deployment, calls in flight, and a request of known prompt size: every
 	// step of shape runs.
@@ -81,14 +83,8 @@ func BenchmarkPick(b *testing.B) {
 		benchPicker(b, newPicker(b, ds, reg, Options{Seed: 1}), Request{Model: "m", ExpectedInputTokens: 300})
 	})
 	b.Run("deployments=256", func(b *testing.B) { benchPick(b, 256, Request{Model: "m"}, nil) })
-	b.Run("deployments=256/registry", func(b *testing.B) {
-		ds, reg := spreadRegistry(256, false)
-		benchPicker(b, newPicker(b, ds, reg, Options{Seed: 1}), Request{Model: "m"})
-	})
-	b.Run("deployments=256/registry/unordered", func(b *testing.B) {
-		ds, reg := spreadRegistry(256, true)
-		benchPicker(b, newPicker(b, ds, reg, Options{Seed: 1}), Request{Model: "m"})
-	})
+	b.Run("deployments=256/registry", benchRegistry(256, false))
+	b.Run("deployments=256/registry/unordered", benchRegistry(256, true))
 	b.Run("deployments=256/estimate-only", func(b *testing.B) {
 		ds, src := spread(256)
 		benchPicker(b, newPicker(b, ds, estimateOnly{src}, Options{Seed: 1}), Request{Model: "m"})
