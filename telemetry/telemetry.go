@@ -2,7 +2,9 @@ package telemetry
 
 import (
 	"context"
+	"maps"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -222,10 +224,7 @@ func (t *Telemetry) breakerGauge(m metric.Meter, h route.Health) error {
 	if err != nil {
 		return err
 	}
-	deps := make([]*dep, 0, len(t.exact))
-	for _, d := range t.exact {
-		deps = append(deps, d)
-	}
+	deps := slices.Collect(maps.Values(t.exact))
 	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		now := time.Now()
 		for _, d := range deps {
@@ -256,12 +255,9 @@ func newDep(d route.Deployment, model string) *dep {
 	// Per chunk, the SDK's cost grows with the number of attributes: the
 	// chunk gaps carry the conventions' required and conditionally required
 	// ones and server.address, not the response model or the region.
-	var chunk []attribute.KeyValue
-	for _, kv := range x.attrs {
-		if kv.Key != keyResponseModel && kv.Key != AttrRegion {
-			chunk = append(chunk, kv)
-		}
-	}
+	chunk := slices.DeleteFunc(slices.Clone(x.attrs), func(kv attribute.KeyValue) bool {
+		return kv.Key == keyResponseModel || kv.Key == AttrRegion
+	})
 	x.record = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(chunk...))}
 	own := metric.WithAttributeSet(attribute.NewSet(x.attrs[1:]...))
 	x.own, x.add, x.obs = []metric.RecordOption{own}, []metric.AddOption{own}, []metric.ObserveOption{own}
