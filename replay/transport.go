@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 )
 
 // Transport returns an in-memory http.RoundTripper that runs h for each
@@ -108,13 +109,12 @@ type memWriter struct {
 	header http.Header
 	pw     *io.PipeWriter
 
-	mu      sync.Mutex
 	once    sync.Once
 	ready   chan struct{} // closed when headers are sent, or the round trip fails
 	code    int
 	sent    http.Header
 	err     error // the round trip's error, set before ready closes
-	aborted bool
+	aborted atomic.Bool
 }
 
 func (w *memWriter) Header() http.Header { return w.header }
@@ -142,9 +142,7 @@ func (w *memWriter) fail(err error) {
 		w.err = err
 		close(w.ready)
 	})
-	w.mu.Lock()
-	w.aborted = true
-	w.mu.Unlock()
+	w.aborted.Store(true)
 	w.pw.CloseWithError(err)
 }
 
@@ -158,9 +156,7 @@ func (w *memWriter) abort() {
 		w.err = fmt.Errorf("replay: in-memory transport: %w", ErrConnReset)
 		close(w.ready)
 	})
-	w.mu.Lock()
-	w.aborted = true
-	w.mu.Unlock()
+	w.aborted.Store(true)
 	if sentHeaders {
 		w.pw.CloseWithError(io.ErrUnexpectedEOF)
 	} else {
@@ -171,11 +167,8 @@ func (w *memWriter) abort() {
 // finish ends the body cleanly after the handler returned, unless aborted.
 func (w *memWriter) finish() {
 	w.WriteHeader(http.StatusOK)
-	w.mu.Lock()
-	aborted := w.aborted
-	w.mu.Unlock()
 	switch {
-	case aborted:
+	case w.aborted.Load():
 	case w.ctx.Err() != nil:
 		// The client went away: its read fails with the context's error,
 		// as over a real connection, never with a clean EOF.
