@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"errors"
 	"io"
 	"log"
 	"net"
@@ -14,7 +13,6 @@ import (
 // safe for concurrent use.
 type Server struct {
 	h    *Handler
-	ln   net.Listener
 	srv  *http.Server
 	url  string
 	done chan struct{}
@@ -31,8 +29,7 @@ func NewServer(scripts map[string]Script, opts ...Option) *Server {
 		panic("replay: listen on 127.0.0.1:0: " + err.Error())
 	}
 	s := &Server{
-		h:  h,
-		ln: ln,
+		h: h,
 		srv: &http.Server{
 			Handler:  h,
 			ErrorLog: log.New(io.Discard, "", 0),
@@ -42,9 +39,7 @@ func NewServer(scripts map[string]Script, opts ...Option) *Server {
 	}
 	go func() {
 		defer close(s.done)
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return
-		}
+		_ = s.srv.Serve(ln) // returns http.ErrServerClosed once Close is called
 	}()
 	return s
 }
