@@ -229,10 +229,9 @@ func (w *Workload) build(i int, cm CacheMode, nonce string) Prompt {
 		p.Messages = append([]Message{{Role: "system", Content: head + system}}, p.Messages...)
 		return p
 	}
-	// No system prompt: the nonce goes first in the first message.
-	first := p.Messages[0]
-	first.Content = head + first.Content
-	p.Messages[0] = first
+	// No system prompt: the nonce goes first in the first message (p's own
+	// copy of the messages).
+	p.Messages[0].Content = head + p.Messages[0].Content
 	return p
 }
 
