@@ -54,6 +54,10 @@ type Result struct {
 	// Timeline is the run in buckets of Bucket.
 	Bucket   time.Duration `json:"bucket"`
 	Timeline []Bucket      `json:"timeline"`
+	// Route is the run's Client's routing counters at the end
+	// (tpsroute.Client.RouteStats): its explorations, cold and half-open
+	// probes among its picks.
+	Route route.Stats `json:"route"`
 }
 
 // tokenWords counts the output tokens of replay's synthetic answers, one
@@ -94,7 +98,7 @@ func Run(ctx context.Context, sc *Scenario, p Policy) (*Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	res := &Result{Policy: p.Name(), Calls: r.calls}
+	res := &Result{Policy: p.Name(), Calls: r.calls, Route: client.RouteStats()}
 	res.summarise(sc)
 	return res, nil
 }

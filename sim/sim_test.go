@@ -5,9 +5,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -95,6 +97,15 @@ var floors = map[string]map[string]float64{
 	"degrade-ttft": {"oracle": 0.87, "round-robin": 1.74, "random": 1.75, "litellm-latency": 0.88, "p2c-peak-ewma": 1.64, "openrouter-price": 1.74},
 	"degrade-late": {"oracle": 0.94, "round-robin": 1.56, "random": 1.54, "litellm-latency": 1.92, "p2c-peak-ewma": 1.21, "openrouter-price": 1.53},
 	"priors":       {"oracle": 0.96, "round-robin": 1.56, "random": 1.60, "litellm-latency": 1.52, "p2c-peak-ewma": 1.42, "openrouter-price": 1.56},
+	// Issue 16 item 2's recoveries from an SLO violation, an open breaker
+	// and a cooldown (recoverTargets below). recover-slo-1's cost ratios
+	// below 1 are the 4m40s its cheap leader takes to regain the lead.
+	"recover-slo-1":       {"oracle": 0.52, "round-robin": 0.84, "random": 0.86, "litellm-latency": 1.32, "p2c-peak-ewma": 1.10, "openrouter-price": 1.12},
+	"recover-slo-10":      {"oracle": 0.86, "round-robin": 1.06, "random": 1.09, "litellm-latency": 1.68, "p2c-peak-ewma": 1.25, "openrouter-price": 1.28},
+	"recover-halfopen-1":  {"oracle": 0.91, "round-robin": 1.25, "random": 1.23, "litellm-latency": 1.36, "p2c-peak-ewma": 1.07, "openrouter-price": 1.27},
+	"recover-halfopen-10": {"oracle": 0.92, "round-robin": 1.23, "random": 1.27, "litellm-latency": 1.28, "p2c-peak-ewma": 1.08, "openrouter-price": 1.23},
+	"recover-busy-1":      {"oracle": 0.95, "round-robin": 1.27, "random": 1.22, "litellm-latency": 1.33, "p2c-peak-ewma": 1.05, "openrouter-price": 1.30},
+	"recover-busy-10":     {"oracle": 0.95, "round-robin": 1.29, "random": 1.27, "litellm-latency": 1.32, "p2c-peak-ewma": 1.14, "openrouter-price": 1.30},
 }
 
 // explainedLosses are the baselines allowed a floor below 0.95, that is to
@@ -102,8 +113,9 @@ var floors = map[string]map[string]float64{
 // up in docs/ROUTING.md ("Where the defaults lose today"; issue 16 item 7).
 // The oracle is the upper bound, not a baseline.
 var explainedLosses = map[string][]string{
-	"all-violate":  {"round-robin", "random", "litellm-latency", "p2c-peak-ewma", "openrouter-price"},
-	"degrade-ttft": {"litellm-latency"},
+	"all-violate":   {"round-robin", "random", "litellm-latency", "p2c-peak-ewma", "openrouter-price"},
+	"degrade-ttft":  {"litellm-latency"},
+	"recover-slo-1": {"round-robin", "random"},
 }
 
 // Every floor below 0.95 of a baseline is a written-up loss.
@@ -370,7 +382,9 @@ func priceOut(v float64) measure.Price { return measure.Price{Output: v} }
 // costs the cheap deployment at most a few calls; a degraded leader loses
 // its share within 10 of its own calls after 5 or 30 good minutes; the
 // share of the truly best deployment in noisy and outliers; when all
-// violate the closest leads.
+// violate the closest leads and exploration still runs; and a leader
+// demoted over an SLO, behind an open breaker or while cooling down
+// regains its share within recoverTargets.
 func TestIssue16Targets(t *testing.T) {
 	if raceEnabled {
 		t.Skip("run without the race detector")
@@ -403,6 +417,52 @@ func TestIssue16Targets(t *testing.T) {
 			assert.True(t, ok, "a recovery event")
 		})
 	}
+	// Issue 16 item 2 for a leader demoted otherwise than by slowness: over
+	// an SLO (recover-slo-*), behind an open breaker (recover-halfopen-*)
+	// and in the cooling-down health tier (recover-busy-*). Where the
+	// target is not met the measured floor is asserted instead.
+	for _, name := range slices.Sorted(maps.Keys(recoverTargets)) {
+		want := recoverTargets[name]
+		t.Run(name, func(t *testing.T) {
+			res := run(t, mustBundled(t, name), Defaults()).Results[0]
+			var degraded, recovered bool
+			for _, e := range res.Summary.Events {
+				switch e.Kind {
+				case "degrade":
+					degraded = true
+					assert.True(t, e.Shed, "the leader is demoted while degraded")
+				case "recover":
+					recovered = true
+					bound := want.target
+					if want.floor > 0 {
+						bound = want.floor
+						t.Logf("regained after %v (issue 16's target: %v, not met; floor %v)", e.Regain, want.target, want.floor)
+					} else {
+						t.Logf("regained after %v (issue 16's target: %v)", e.Regain, want.target)
+					}
+					assert.True(t, e.Regained)
+					assert.LessOrEqual(t, e.Regain, bound)
+				}
+			}
+			assert.True(t, degraded && recovered, "a degradation and a recovery")
+			t.Logf("route counters: %+v", res.Route)
+			if strings.HasPrefix(name, "recover-halfopen") {
+				assert.NotZero(t, res.Route.HalfOpenProbes, "the breaker went half-open")
+			}
+		})
+	}
+	// Issue 16 item 2: when every deployment violates the SLO, exploration
+	// still runs (and, above, the closest leads).
+	t.Run("all-violate-explores", func(t *testing.T) {
+		res := run(t, mustBundled(t, "all-violate"), Defaults()).Results[0]
+		st := res.Route
+		half := first(res, len(res.Calls)/2, len(res.Calls))
+		t.Logf("explorations: %d of %d picks (%.3f); second half: closest %.3f, others %.3f",
+			st.Explorations, st.Picks, float64(st.Explorations)/float64(st.Picks), half[1], half[0]+half[2])
+		assert.NotZero(t, st.Explorations, "explorations")
+		assert.Greater(t, half[0]+half[2], 0.0, "calls of the second half first sent to a violator farther from the SLO")
+		assert.GreaterOrEqual(t, half[1], 0.9, "the closest leads")
+	})
 	t.Run("slo-outlier", func(t *testing.T) {
 		sc := mustBundled(t, "slo-outlier")
 		res := run(t, sc, Defaults()).Results[0]
@@ -470,6 +530,21 @@ func TestIssue16Targets(t *testing.T) {
 		t.Logf("closest's share of the second half: %.2f", got)
 		assert.GreaterOrEqual(t, got, 0.9)
 	})
+}
+
+// recoverTargets are issue 16 item 2's bounds on the time a recovered
+// leader takes to regain its share (Event.Regain), per scenario beyond
+// recover-1 and recover-10: the target, 30 s at 1 call/s and 10 s at 10
+// calls/s, and where it is not met today the floor asserted instead,
+// today's figure plus one timeline bucket (docs/ROUTING.md gives the
+// figures and the causes).
+var recoverTargets = map[string]struct{ target, floor time.Duration }{
+	"recover-slo-1":       {target: 30 * time.Second, floor: 4*time.Minute + 50*time.Second},
+	"recover-slo-10":      {target: 10 * time.Second, floor: 24 * time.Second},
+	"recover-halfopen-1":  {target: 30 * time.Second},
+	"recover-halfopen-10": {target: 10 * time.Second, floor: 15 * time.Second},
+	"recover-busy-1":      {target: 30 * time.Second},
+	"recover-busy-10":     {target: 10 * time.Second},
 }
 
 // shedWindow is the number of calls over which ownCallsBeforeShed reads a
