@@ -550,52 +550,39 @@ func (p *converter) measure(f *fileMeasure) (measure.Options, error) {
 	return o, nil
 }
 
-// fallback converts the file's fallback section. It is long (about 90 lines)
+// fallback converts the file's fallback section. It is long (about 80 lines)
 // because it is one flat list of fields, each converted and checked in the
 // file's order with the file's name in its error; splitting it would only
 // scatter that list.
 func (p *converter) fallback(f *fileFallback) (fallback.Options, error) {
 	var o fallback.Options
-	// The deadlines: omitted means fallback's default; an explicit zero
-	// ("0s") turns the deadline off, which fallback.Deadlines spells negative.
 	for _, d := range []struct {
-		path string
-		in   string
-		out  *time.Duration
+		path     string
+		in       string
+		out      *time.Duration
+		deadline bool // an explicit zero ("0s") turns it off, which fallback.Deadlines spells negative
 	}{
-		{"fallback.headers", f.Headers, &o.Deadlines.Headers},
-		{"fallback.ttft", f.TTFT, &o.Deadlines.TTFT},
-		{"fallback.stall", f.Stall, &o.Deadlines.Stall},
-		{"fallback.max_duration", f.MaxDuration, &o.Deadlines.MaxDuration},
-		{"fallback.finish_grace", f.FinishGrace, &o.Deadlines.FinishGrace},
+		{"fallback.headers", f.Headers, &o.Deadlines.Headers, true},
+		{"fallback.ttft", f.TTFT, &o.Deadlines.TTFT, true},
+		{"fallback.stall", f.Stall, &o.Deadlines.Stall, true},
+		{"fallback.max_duration", f.MaxDuration, &o.Deadlines.MaxDuration, true},
+		{"fallback.finish_grace", f.FinishGrace, &o.Deadlines.FinishGrace, true},
+		{"fallback.backoff_base", f.BackoffBase, &o.BackoffBase, false},
+		{"fallback.backoff_max", f.BackoffMax, &o.BackoffMax, false},
+		{"fallback.max_wait", f.MaxWait, &o.MaxWait, false},
+		{"fallback.penalty_cooldown", f.PenaltyCooldown, &o.PenaltyCooldown, false},
+		{"fallback.hedge.delay", f.Hedge.Delay, &o.Hedge.Delay, false},
+		{"fallback.breaker.window", f.Breaker.Window, &o.Breaker.Window, false},
+		{"fallback.breaker.bucket_period", f.Breaker.BucketPeriod, &o.Breaker.BucketPeriod, false},
+		{"fallback.breaker.timeout", f.Breaker.Timeout, &o.Breaker.Timeout, false},
+		{"fallback.breaker.max_timeout", f.Breaker.MaxTimeout, &o.Breaker.MaxTimeout, false},
 	} {
 		v, err := p.duration(d.path, d.in)
 		if err != nil {
 			return o, err
 		}
-		if v == 0 && d.in != "" {
+		if v == 0 && d.in != "" && d.deadline {
 			v = -1
-		}
-		*d.out = v
-	}
-	for _, d := range []struct {
-		path string
-		in   string
-		out  *time.Duration
-	}{
-		{"fallback.backoff_base", f.BackoffBase, &o.BackoffBase},
-		{"fallback.backoff_max", f.BackoffMax, &o.BackoffMax},
-		{"fallback.max_wait", f.MaxWait, &o.MaxWait},
-		{"fallback.penalty_cooldown", f.PenaltyCooldown, &o.PenaltyCooldown},
-		{"fallback.hedge.delay", f.Hedge.Delay, &o.Hedge.Delay},
-		{"fallback.breaker.window", f.Breaker.Window, &o.Breaker.Window},
-		{"fallback.breaker.bucket_period", f.Breaker.BucketPeriod, &o.Breaker.BucketPeriod},
-		{"fallback.breaker.timeout", f.Breaker.Timeout, &o.Breaker.Timeout},
-		{"fallback.breaker.max_timeout", f.Breaker.MaxTimeout, &o.Breaker.MaxTimeout},
-	} {
-		v, err := p.duration(d.path, d.in)
-		if err != nil {
-			return o, err
 		}
 		*d.out = v
 	}
