@@ -12,11 +12,12 @@ import "math"
 // with x the other calls in flight when the stream starts. The Registry
 // tracks each key's in-flight count over time (loadTrack: Begin and end
 // mark it), reads every successful TPS sample's x at its start, and fits
-// the line online by weighted
-// least squares with four times the Registry's half-life (loadFit). The slope used is
-// the fit's lower 95% confidence bound, so noise or a narrow spread of x
-// gives no load dependence rather than a false one; K is then a/b through
-// the samples' centroid. The Estimate publishes K and the load at which the
+// the line online by weighted least squares with four times the Registry's
+// half-life (loadFit). A load dependence is reported only when the line
+// explains at least 40% of the variance of 1/TPS (loadMinExplained), and
+// the slope used is the fit's lower 95% confidence bound, so noise, slow
+// outliers or a narrow spread of x give no load dependence rather than a
+// false one; K is then a/b through the samples' centroid. The Estimate publishes K and the load at which the
 // line gives the samples' mean TPS (LoadRef), so a reader scales the TPS
 // figures, which describe the load the samples were taken at, to the load a
 // new call would meet (Estimate.LoadFactor). Change detection is fed each
@@ -34,8 +35,20 @@ const (
 	// loadMinSpread is the least weighted variance of x (in calls²) before a
 	// slope is fitted. It is small: once routing keeps a load-sensitive
 	// deployment at one or two calls, x varies little, and the fit must not
-	// be dropped then (the slope's confidence bound does the guarding).
+	// be dropped then (the slope's confidence bound and loadMinExplained
+	// do the guarding).
 	loadMinSpread = 0.02
+	// loadMinExplained is the least share of the variance of 1/TPS that
+	// the line must explain (its R²) before a load dependence is reported.
+	// A slope can be significant and still not load's: a call that is slow
+	// for its own reason (a noisy neighbour, one slow call) stays in flight
+	// longer, so the calls that start meanwhile see a higher load and, in a
+	// slow period, are slow too. Such a slope explains little: in the
+	// simulator's outliers at most 0.28, in noisy mostly 0.1 to 0.3 (at
+	// most 0.59), while streams that do slow with load give 0.7 to 0.93
+	// (load), and K = 2 under log-normal noise of spread 0.3 over 0 to 2
+	// other calls gives 0.45. docs/ROUTING.md has the figures.
+	loadMinExplained = 0.4
 	// loadHalfLives is the fit's half-life in Registry half-lives (2 minutes
 	// by default): long enough to keep the spread of loads seen while the
 	// router was finding the balance.
@@ -156,6 +169,10 @@ func (f *loadFit) model() (k, ref float64) {
 	sxy := f.xy/f.w - mx*my
 	syy := f.yy/f.w - my*my
 	b := sxy / sxx
+	// b·sxy is the part of 1/TPS's variance the line explains.
+	if !(b*sxy >= loadMinExplained*syy) {
+		return 0, mx
+	}
 	resid := max(0, syy-b*sxy) // residual variance per unit weight
 	se := math.Sqrt(resid / (sxx * max(f.w-2, 1)))
 	b -= 2 * se

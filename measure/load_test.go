@@ -102,6 +102,33 @@ func TestLoadFit(t *testing.T) {
 		k, _ := f.model()
 		assert.Zero(t, k, "no load dependence made up from noise")
 	})
+	t.Run("slow outliers", func(t *testing.T) {
+		// Flat at 1000 tok/s (10% noise), but now and then a call runs at a
+		// fifth of the speed; a slow call stays in flight longer, so slow
+		// calls come more often at one or two other calls in flight. The
+		// slope is significant, yet explains little: no load dependence.
+		var f loadFit
+		for i := range 400 {
+			x, slow := 0.0, 0.02
+			if u := r.Float64(); u < 0.3 {
+				x, slow = 1+math.Floor(u/0.25), 0.15
+			}
+			v := 1000 * math.Exp(0.1*r.NormFloat64())
+			if r.Float64() < slow {
+				v /= 5
+			}
+			f.add(ns(time.Duration(i)*100*time.Millisecond), float64(DefaultHalfLife), x, v)
+		}
+		mx, my := f.x/f.w, f.y/f.w
+		sxx, sxy, syy := f.xx/f.w-mx*mx, f.xy/f.w-mx*my, f.yy/f.w-my*my
+		b := sxy / sxx
+		se := math.Sqrt((syy - b*sxy) / (sxx * (f.w - 2)))
+		require.Greater(t, b-2*se, 0.0, "the slope's lower 95%% bound alone would report a load dependence")
+		require.Less(t, b*sxy/syy, loadMinExplained)
+		k, ref := f.model()
+		assert.Zero(t, k, "no load dependence made up from slow outliers")
+		assert.InDelta(t, mx, ref, 1e-12, "the samples' mean load")
+	})
 	t.Run("no spread", func(t *testing.T) {
 		var f loadFit
 		fitSamples(&f, r, 2000, 2, 0, make([]float64, 100))
