@@ -335,17 +335,21 @@ func variance1(it *item, e *Expected, now int64) float64 {
 
 // note keeps what exploration reads of e besides its Expected view: the
 // newest sample's time and the spread as p95/p50 (the log is taken only
-// when exploring).
+// when exploring), TPS's when known, else TTFT's. TPS's p95 is its fast
+// tail, so it reads the per-sample noise; TTFT's p95 is its slow tail,
+// which slow periods (changes of level, for change detection) inflate up
+// to the cap: with it taken too, deployments 10% apart were explored
+// toward the 20% cap in the simulator's noisy scenario (docs/ROUTING.md).
 func (it *item) note(e *measure.Estimate) {
 	it.newest, it.spread = 0, 0
 	if !e.Newest.IsZero() {
 		it.newest = e.Newest.UnixNano()
 	}
-	if valid(e.TTFTP50) && valid(e.TTFTP95) && e.TTFTP95 > e.TTFTP50 {
+	switch {
+	case valid(e.TPSP50) && valid(e.TPSP95) && e.TPSP95 > e.TPSP50:
+		it.spread = e.TPSP95 / e.TPSP50
+	case valid(e.TTFTP50) && valid(e.TTFTP95) && e.TTFTP95 > e.TTFTP50:
 		it.spread = e.TTFTP95 / e.TTFTP50
-	}
-	if valid(e.TPSP50) && valid(e.TPSP95) && e.TPSP95 > e.TPSP50 {
-		it.spread = max(it.spread, e.TPSP95/e.TPSP50)
 	}
 }
 

@@ -482,3 +482,25 @@ func TestCostCold(t *testing.T) {
 		}
 	})
 }
+
+// The per-sample spread is TPS's p95/p50 (its fast tail, the noise) when
+// TPS has one, so that slow periods, which lift TTFT's p95 (its slow tail),
+// do not read as noise; TTFT's only when TPS has none.
+func TestNoteSpread(t *testing.T) {
+	e := measure.Estimate{TPSP50: 1000, TPSP95: 1200, TTFTP50: 0.2, TTFTP95: 1}
+	var it item
+	it.note(&e)
+	if it.spread != 1.2 {
+		t.Errorf("spread %v, want TPS's 1.2", it.spread)
+	}
+	e.TPSP50, e.TPSP95 = 0, 0
+	it.note(&e)
+	if it.spread != 5 {
+		t.Errorf("spread %v without TPS figures, want TTFT's 5", it.spread)
+	}
+	e.TTFTP95 = 0
+	it.note(&e)
+	if it.spread != 0 {
+		t.Errorf("spread %v without either, want 0 (unknown)", it.spread)
+	}
+}

@@ -87,7 +87,7 @@ var floors = map[string]map[string]float64{
 	"load":         {"oracle": 1.01, "round-robin": 1.72, "random": 1.72, "litellm-latency": 1.03, "p2c-peak-ewma": 1.09, "openrouter-price": 1.43},
 	"prompt-size":  {"oracle": 0.95, "round-robin": 1.23, "random": 1.24, "litellm-latency": 1.25, "p2c-peak-ewma": 1.23, "openrouter-price": 1.22},
 	"outliers":     {"oracle": 0.94, "round-robin": 1.14, "random": 1.14, "litellm-latency": 1.29, "p2c-peak-ewma": 1.10, "openrouter-price": 1.15},
-	"noisy":        {"oracle": 0.87, "round-robin": 1.18, "random": 1.18, "litellm-latency": 1.03, "p2c-peak-ewma": 1.01, "openrouter-price": 1.17},
+	"noisy":        {"oracle": 0.89, "round-robin": 1.22, "random": 1.21, "litellm-latency": 1.06, "p2c-peak-ewma": 1.04, "openrouter-price": 1.21},
 	"cold-start":   {"oracle": 0.94, "round-robin": 1.23, "random": 1.21, "litellm-latency": 1.24, "p2c-peak-ewma": 1.08, "openrouter-price": 1.22},
 	"recover-1":    {"oracle": 0.93, "round-robin": 1.34, "random": 1.36, "litellm-latency": 1.46, "p2c-peak-ewma": 1.07, "openrouter-price": 1.34},
 	"recover-10":   {"oracle": 0.94, "round-robin": 1.35, "random": 1.37, "litellm-latency": 1.33, "p2c-peak-ewma": 1.18, "openrouter-price": 1.39},
@@ -514,10 +514,10 @@ func TestIssue16Targets(t *testing.T) {
 		})
 	}
 	// Issue 16 item 1's noise target, a true-best share of 0.85: met in
-	// outliers (slow calls one or two at a time; 0.911), not yet in noisy
-	// (slow periods of 20 s; 0.697), whose floor is today's figure less
+	// outliers (slow calls one or two at a time; 0.913), not yet in noisy
+	// (slow periods of 20 s; 0.822), whose floor is today's figure less
 	// 0.04 until route meets it; docs/ROUTING.md says why.
-	for name, floor := range map[string]float64{"noisy": 0.65, "outliers": 0.85} {
+	for name, floor := range map[string]float64{"noisy": 0.78, "outliers": 0.85} {
 		t.Run(name, func(t *testing.T) {
 			res := run(t, mustBundled(t, name), Defaults()).Results[0]
 			t.Logf("share of the calls sent to the truly best deployment: %.3f (issue 16's target: 0.85)", res.Summary.TrueBest)
