@@ -25,7 +25,13 @@ import "math"
 // For TPS at sigma <= 0.3 that is k = 0.25, h = 1.5: two samples at a
 // third of the level (or three times it) cross it, a halving takes four.
 // One sample's deviation is capped at 0.8h, so one outlier, however far,
-// never makes a change by itself.
+// never makes a change by itself. The samples that make a change are not
+// noise: when a change fires, sigma goes back to what it was before they
+// arrived (the samples were learned while the statistic rose), and the
+// rebased p95 keeps the window's spread only up to that sigma's (a window
+// holding both levels is wider than either), so that a deployment that
+// recovers under a p95 TTFT limit complies as soon as the recovery is
+// detected, not once the old level's samples leave the window.
 const (
 	shiftSlack  = 0.25 // least allowance per sample, natural log units (±28%)
 	shiftLimit  = 1.5  // least decision threshold
@@ -47,8 +53,12 @@ type shift struct {
 	nv         int32   // samples in vari, at most 2*shiftMemory
 	up, down   float64 // CUSUM statistics, >= 0
 	upN, downN int32   // samples since each statistic was last 0
-	ring       [shiftRing]float64
-	next       int32 // ring position of the next sample
+	// The spread when each statistic last left 0, and calm, the one from
+	// before the last change began: vari has learned the change's own
+	// samples as noise, so rebase bounds the window's spread by calm.
+	upVari, downVari, calm float64
+	ring                   [shiftRing]float64
+	next                   int32 // ring position of the next sample
 }
 
 // add takes one positive, finite value and reports whether it completes a
@@ -74,14 +84,23 @@ func (s *shift) add(v float64) bool {
 	k := max(shiftSlack, sigma/2)
 	h := max(shiftLimit, shiftRunLen*sigma*sigma/k)
 	d := min(max(x-s.level, -0.8*h), 0.8*h)
+	up0, down0 := s.up == 0, s.down == 0
 	s.up, s.upN = cusum(s.up, s.upN, d-k)
 	s.down, s.downN = cusum(s.down, s.downN, -d-k)
+	if up0 && s.up > 0 {
+		s.upVari = s.vari
+	}
+	if down0 && s.down > 0 {
+		s.downVari = s.vari
+	}
 	var n int
 	switch {
 	case s.down > h:
 		n = int(s.downN)
+		s.calm, s.vari = s.downVari, s.downVari
 	case s.up > h:
 		n = int(s.upN)
+		s.calm, s.vari = s.upVari, s.upVari
 	default:
 		s.learn(x, d)
 		return false
@@ -97,12 +116,13 @@ func (s *shift) add(v float64) bool {
 }
 
 // rebase returns the level as p50 and EWMA, and p95 at the window's ratio
-// of p95 to p50 around it (the level alone when the window has none).
+// of p95 to p50 around it, at most a lognormal's at the spread from before
+// the change (the level alone when the window has none).
 func (s *shift) rebase(p50, p95 float64) (np50, np95, ewma float64) {
 	l := math.Exp(s.level)
 	np95 = l
 	if p50 > 0 && p95 > 0 {
-		np95 = l * p95 / p50
+		np95 = l * min(p95/p50, math.Exp(1.645*math.Sqrt(s.calm)))
 	}
 	return l, np95, l
 }

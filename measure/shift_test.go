@@ -74,3 +74,32 @@ func TestShiftQuietUnderNoise(t *testing.T) {
 		t.Logf("sigma %v: %d false changes in 10000 samples", tc.sigma, n)
 	}
 }
+
+// TestShiftSpreadAfterChange checks that the samples that make a change are
+// not learned as noise: after a doubling, then a recovery, the detector's
+// spread is the series' own (sigma 0.05), not inflated by the changes'
+// samples, and the rebased p95 bounds a window that holds both levels (p95
+// twice p50) to a lognormal's at that spread.
+func TestShiftSpreadAfterChange(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var s shift
+	feed := func(level float64, n int) (changed bool) {
+		for range n {
+			if s.add(level * math.Exp(0.05*rng.NormFloat64())) {
+				changed = true
+			}
+		}
+		return changed
+	}
+	feed(0.2, 50)
+	if !feed(0.4, 10) || !feed(0.2, 10) {
+		t.Fatal("a doubling and its end were not both detected")
+	}
+	if sigma := math.Sqrt(s.vari); sigma > 0.1 {
+		t.Errorf("spread after the changes: sigma %.3f, want about 0.05", sigma)
+	}
+	p50, p95, _ := s.rebase(0.2, 0.4)
+	if limit := p50 * math.Exp(1.645*0.1); p95 > limit {
+		t.Errorf("rebased p95 %.3f over a window twice as wide as p50: want at most %.3f", p95, limit)
+	}
+}

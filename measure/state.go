@@ -36,7 +36,8 @@ import (
 // state's (its windows, EWMAs, counters and outcomes), once per state used;
 // tag 3 the load model and the prompt-size classes (load.go, input.go),
 // when the key has either; tag 4 what other Registries merged in (fleet
-// mode), when there is any.
+// mode), when there is any; tag 5 the change detectors' spreads from
+// before their changes (shift.go), after tag 1.
 // A reader skips sections whose tag it does not know, so a later writer may
 // add sections without a new version; a change that would make skipping
 // wrong changes the version byte.
@@ -49,6 +50,7 @@ const (
 	tagCache = 2 // one cache state's statistics
 	tagShape = 3 // the load model and the prompt-size classes
 	tagFleet = 4 // what other Registries merged in (MergeAt)
+	tagCalm  = 5 // the change detectors' spreads from before their changes (shift.go)
 
 	maxStateBytes  = 1 << 30 // RestoreState reads at most this much
 	maxKeyString   = 4096    // bytes in one of a Key's strings
@@ -160,6 +162,13 @@ func (r *Registry) appendState(b []byte, now time.Time) []byte {
 		if e.hasShape() {
 			body = appendSection(body, tagShape, e.appendShapeSection(sec[:0]))
 		}
+		sec = sec[:0]
+		for _, sh := range []*shift{&e.tpsShift, &e.ttftShift} {
+			for _, v := range []float64{sh.upVari, sh.downVari, sh.calm} {
+				enc.EncodeFloat64LE(&sec, v)
+			}
+		}
+		body = appendSection(body, tagCalm, sec)
 		e.mu.Unlock()
 		enc.EncodeUvarint64(&body, 0)
 	}
@@ -669,6 +678,9 @@ func (d *stateReader) shift(what string, s *shift) error {
 	if err != nil {
 		return err
 	}
+	// The spread before a run of the statistics is not saved: a run in
+	// progress at the save goes on from the saved spread.
+	s.upVari, s.downVari, s.calm = s.vari, s.vari, s.vari
 	if s.vari < 0 || s.up < 0 || s.down < 0 {
 		return corrupt("%s: negative statistic", what)
 	}
@@ -778,7 +790,7 @@ func (r *Registry) decodeState(data []byte, now time.Time, keep func(Key) bool) 
 // decodeEntry decodes one key's sections into a new entry.
 func (r *Registry) decodeEntry(d *stateReader, k Key, rb *stateRebase) (*entry, error) {
 	e := r.newEntry(k)
-	seenKey, seenShape := false, false
+	seenKey, seenShape, seenCalm := false, false, false
 	for {
 		tag, err := d.uvarint("section tag")
 		if err != nil {
@@ -809,6 +821,12 @@ func (r *Registry) decodeEntry(d *stateReader, k Key, rb *stateRebase) (*entry, 
 			err = r.decodeShapeSection(sd, e, rb)
 		case tagFleet:
 			err = r.decodeFleetSection(sd, e, rb)
+		case tagCalm:
+			if !seenKey || seenCalm {
+				return nil, corrupt("detector spreads without the key section, or twice")
+			}
+			seenCalm = true
+			err = decodeCalmSection(sd, e)
 		default:
 			continue // a later version's section: skipped
 		}
@@ -819,6 +837,26 @@ func (r *Registry) decodeEntry(d *stateReader, k Key, rb *stateRebase) (*entry, 
 			return nil, corrupt("section %d: %d trailing bytes", tag, len(sd.b))
 		}
 	}
+}
+
+// decodeCalmSection reads tag 5: for the TPS and then the TTFT detector,
+// the spread when each statistic last left 0 and the one from before the
+// last change (a file without the section restores them as the saved
+// spread).
+func decodeCalmSection(d *stateReader, e *entry) error {
+	for _, sh := range []*shift{&e.tpsShift, &e.ttftShift} {
+		for _, p := range []*float64{&sh.upVari, &sh.downVari, &sh.calm} {
+			v, err := d.float("detector spread")
+			if err != nil {
+				return err
+			}
+			if !(v >= 0) || math.IsInf(v, 0) {
+				return corrupt("detector spread %v", v)
+			}
+			*p = v
+		}
+	}
+	return nil
 }
 
 func (r *Registry) decodeKeySection(d *stateReader, e *entry, rb *stateRebase) error {
