@@ -18,7 +18,6 @@ import (
 // safe for concurrent use: the breaker and limiters lock themselves, the rest
 // is guarded by mu or atomic.
 type keyState struct {
-	key       measure.Key
 	breaker   *gobreaker.TwoStepCircuitBreaker[struct{}]
 	forceTrip atomic.Bool // the next failure trips the breaker (401/403)
 
@@ -54,7 +53,7 @@ func (e *Executor) existing(k measure.Key) *keyState {
 }
 
 func (e *Executor) newState(k measure.Key, d *route.Deployment) *keyState {
-	st := &keyState{key: k, maxInFlight: int64(d.Limits.MaxInFlight)}
+	st := &keyState{maxInFlight: int64(d.Limits.MaxInFlight)}
 	if d.Limits.RPM > 0 {
 		st.rpm = rate.NewLimiter(rate.Limit(float64(d.Limits.RPM)/60), d.Limits.RPM)
 	}

@@ -538,7 +538,6 @@ func (d *stateReader) byte(what string) (byte, error) {
 type stateRebase struct {
 	opts         WindowOptions
 	shift, epoch int64
-	now          time.Time
 	nowE         int64
 }
 
@@ -733,7 +732,7 @@ func (r *Registry) decodeState(data []byte, now time.Time, keep func(Key) bool) 
 	}
 	var probe Window
 	probe.init(wo)
-	rb := &stateRebase{opts: wo, now: now}
+	rb := &stateRebase{opts: wo}
 	t := now.UnixNano()
 	if t < saved {
 		rb.epoch = floorDiv(t-saved, probe.width)

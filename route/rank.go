@@ -14,7 +14,7 @@ type item struct {
 	dist   float64 // SLO.distance when viol != 0
 	prior  float64 // samples the deployment's prior adds to exp (0 or priorSamples)
 	newest int64   // unix ns of the newest sample (measure.Estimate.Newest); 0 unknown
-	spread float64 // p95/p50 of TPS or TTFT, the larger: the per-sample spread; 0 unknown
+	spread float64 // p95/p50 of TPS, else of TTFT: the per-sample spread; 0 unknown
 	exp    Expected
 	idx    int32 // into p.ds
 	model  int32 // into scratch.models
