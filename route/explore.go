@@ -47,8 +47,12 @@ const (
 	// riseSignal is the factor by which one sample must move a contender's
 	// figures toward its best for it to be re-measured at once: a sample at
 	// the old level moves a change detector's level of n samples by its log
-	// ratio over n (+14% for a 5× recovery at n = 12), noise by a few %.
-	riseSignal = 1.05
+	// ratio over n (+14% for a 5× recovery at n = 12, +4.4% for a 2× one at
+	// the most n, 16), noise by a few %. At 5% the 2× TTFT recovery of the
+	// sim's recover-slo scenarios got no second look, and regained the lead
+	// 50 s and 21 s after it; at 3%, 20 s and 12 s, for 0.3% of noisy's
+	// true-best share (docs/ROUTING.md).
+	riseSignal = 1.03
 	// defaultSigma is the per-sample log spread assumed when the window
 	// does not tell it (fewer than 10 samples, or no spread).
 	defaultSigma = 0.3
