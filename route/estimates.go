@@ -33,9 +33,15 @@ func (p *Picker) readEstimate(s *scratch, it *item, est *measure.Estimate, in in
 		}
 		ok = measure.ReadEstimate(b.h, est)
 	}
-	blend(&it.exp, est, ok, p.opts.TTFTPercentile, p.opts.TPSPercentile)
-	it.note(est)
+	p.blend(it, est, ok)
 	shape(&it.exp, est, est.InFlight, in)
+}
+
+// blend sets it's Expected from e (Blend at the Picker's percentiles) and
+// what exploration notes of e.
+func (p *Picker) blend(it *item, e *measure.Estimate, ok bool) {
+	blend(&it.exp, e, ok, p.opts.TTFTPercentile, p.opts.TPSPercentile)
+	it.note(e)
 }
 
 // derived is what a pick derives from a deployment's published Estimate
@@ -51,13 +57,11 @@ type derived struct {
 // derive sets it's Expected, newest and spread from the published Estimate
 // e, through s's cache: a Registry republishes a key's Estimate only when
 // its figures change, so most picks find every deployment's derivation
-// done.
-// s.derived has a slot per deployment (pick makes it).
+// done. s.derived has a slot per deployment (pick makes it).
 func (p *Picker) derive(s *scratch, it *item, e *measure.Estimate) {
 	d := &s.derived[it.idx]
 	if d.est != e {
-		blend(&it.exp, e, e.OK, p.opts.TTFTPercentile, p.opts.TPSPercentile)
-		it.note(e)
+		p.blend(it, e, e.OK)
 		*d = derived{est: e, exp: it.exp, newest: it.newest, spread: it.spread}
 		return
 	}

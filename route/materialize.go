@@ -15,11 +15,7 @@ func (p *Picker) materialize(s *scratch, policyName string) Plan {
 		wild = make([]concrete, 0, s.nWild)
 	}
 	for i, o := range s.order {
-		if it := &s.items[o]; !p.meta[it.idx].wild {
-			fill(&out[i], it, &p.ds[it.idx], &p.keys[it.idx]) // candidate's usual case, without its call
-		} else {
-			p.candidate(&out[i], s, it, &wild)
-		}
+		p.candidate(&out[i], s, &s.items[o], &wild)
 	}
 	plan := Plan{Deployments: out[:len(s.order):len(s.order)], Policy: policyName}
 	if nExcl == 0 {

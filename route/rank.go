@@ -1,6 +1,7 @@
 package route
 
 import (
+	"math"
 	"slices"
 )
 
@@ -196,7 +197,8 @@ func (s *scratch) place() bool {
 }
 
 // insertionSortBounded sorts r by insertion as long as that takes at most
-// budget moves in all, then leaves the rest to sortRanks.
+// budget moves in all, then leaves the rest to sortRanks (pdqsort beyond
+// insertionMax ranks).
 func insertionSortBounded(r []rank, budget int) {
 	for i := 1; i < len(r); i++ {
 		x, j := r[i], i
@@ -222,18 +224,12 @@ func sortRanks(r []rank) {
 		slices.SortFunc(r, func(x, y rank) int { return compareRanks(&x, &y) })
 		return
 	}
-	for i := 1; i < len(r); i++ {
-		x, j := r[i], i
-		for ; j > 0 && compareRanks(&x, &r[j-1]) < 0; j-- {
-			r[j] = r[j-1]
-		}
-		r[j] = x
-	}
+	insertionSortBounded(r, math.MaxInt)
 }
 
 // compareRanks orders by tier, then higher score, then higher tie-break,
 // then configuration order. It takes pointers so that the insertion sort
-// does not copy two ranks per comparison.
+// does not copy the rank it compares against.
 func compareRanks(x, y *rank) int {
 	switch {
 	case x.tier != y.tier:
