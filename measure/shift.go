@@ -115,6 +115,12 @@ func (s *shift) add(v float64) bool {
 	return true
 }
 
+// calmed reports whether the spreads kept from before changes say more
+// than vari does (a state file then saves them).
+func (s *shift) calmed() bool {
+	return s.upVari != s.vari || s.downVari != s.vari || s.calm != s.vari
+}
+
 // rebase returns the level as p50 and EWMA, and p95 at the window's ratio
 // of p95 to p50 around it, at most a lognormal's at the spread from before
 // the change (the level alone when the window has none).

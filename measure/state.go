@@ -37,7 +37,8 @@ import (
 // tag 3 the load model and the prompt-size classes (load.go, input.go),
 // when the key has either; tag 4 what other Registries merged in (fleet
 // mode), when there is any; tag 5 the change detectors' spreads from
-// before their changes (shift.go), after tag 1.
+// before their changes (shift.go), after tag 1, when one differs from its
+// detector's variance (a reader sets them to it without the section).
 // A reader skips sections whose tag it does not know, so a later writer may
 // add sections without a new version; a change that would make skipping
 // wrong changes the version byte.
@@ -162,13 +163,15 @@ func (r *Registry) appendState(b []byte, now time.Time) []byte {
 		if e.hasShape() {
 			body = appendSection(body, tagShape, e.appendShapeSection(sec[:0]))
 		}
-		sec = sec[:0]
-		for _, sh := range []*shift{&e.tpsShift, &e.ttftShift} {
-			for _, v := range []float64{sh.upVari, sh.downVari, sh.calm} {
-				enc.EncodeFloat64LE(&sec, v)
+		if e.tpsShift.calmed() || e.ttftShift.calmed() {
+			sec = sec[:0]
+			for _, sh := range []*shift{&e.tpsShift, &e.ttftShift} {
+				for _, v := range []float64{sh.upVari, sh.downVari, sh.calm} {
+					enc.EncodeFloat64LE(&sec, v)
+				}
 			}
+			body = appendSection(body, tagCalm, sec)
 		}
-		body = appendSection(body, tagCalm, sec)
 		e.mu.Unlock()
 		enc.EncodeUvarint64(&body, 0)
 	}
