@@ -16,7 +16,10 @@
 //   - Breakers: a breaker that trips on one replica is recorded with its
 //     half-open time; the others keep the deployment off until then, and
 //     exactly one replica (the one whose SET NX wins) sends the half-open
-//     probe. A failed probe reopens it for twice as long, at most MaxOpen.
+//     probe. A failed probe reopens it for the interval the prober's own
+//     breaker reports when that breaker set the record's interval
+//     (fallback.BreakerSettings: traffic-proportional), else for twice as
+//     long, at most MaxOpen.
 //   - Limits: Deployment.Limits.RPM and TPM hold across the fleet. Each
 //     replica leases small batches of units from a GCRA kept in Redis (a Lua
 //     script, atomic) and spends them locally.

@@ -328,30 +328,48 @@ func TestLoopAndClose(t *testing.T) {
 	require.ErrorIs(t, err, ErrClosed)
 }
 
-// TestOpenedGrowth: trips within one open period do not grow the interval;
-// a trip after it (the deployment failed again) doubles it, capped.
+// TestOpenedGrowth: trips within one open period do not grow the interval.
+// After it, the replica whose breaker set the record's interval reopens it
+// for the interval that breaker reports (fallback's rule, shorter than twice
+// the last under traffic, issue 16 item 2), also when the trip ends its own
+// failed probe; a trip on another replica, whose breaker may not know the
+// outage, doubles it, capped.
 func TestOpenedGrowth(t *testing.T) {
 	mr := miniredis.RunT(t)
-	r := newReplica(t, "redis://"+mr.Addr(), "r1")
+	url := "redis://" + mr.Addr()
+	r1, r2 := newReplica(t, url, "r1"), newReplica(t, url, "r2")
 	k := slow.Key()
 	now := time.Now()
-	r.round(now)
-	interval := func() time.Duration {
+	r1.round(now)
+	r2.round(now)
+	interval := func(r *replica) time.Duration {
 		ks := r.f.state(k)
 		ks.mu.Lock()
 		defer ks.mu.Unlock()
 		return ks.interval
 	}
-	r.f.Opened(k, now, now.Add(2*time.Second))
-	r.f.Opened(k, now.Add(time.Second), now.Add(3*time.Second)) // in-flight calls failing
-	assert.Equal(t, 2*time.Second, interval())
-	r.f.Opened(k, now.Add(4*time.Second), now.Add(6*time.Second))
-	assert.Equal(t, 4*time.Second, interval())
+	r1.f.Opened(k, now, now.Add(2*time.Second))
+	r1.f.Opened(k, now.Add(time.Second), now.Add(3*time.Second)) // in-flight calls failing
+	assert.Equal(t, 2*time.Second, interval(r1))
+	r1.f.Opened(k, now.Add(4*time.Second), now.Add(5*time.Second))
+	assert.Equal(t, time.Second, interval(r1), "its breaker's interval, not twice the last")
+
+	// r1's own probe fails: its breaker reopens it (Opened), then Done.
+	at := now.Add(6 * time.Second)
+	r1.round(at)
+	require.NoError(t, r1.f.Admit(k, at, 0), "r1 holds the probe")
+	r1.f.Opened(k, at, at.Add(3*time.Second))
+	r1.f.Done(k, at, true)
+	assert.Equal(t, 3*time.Second, interval(r1), "its breaker's interval stands")
+	r1.round(at)
+	r2.round(at)
+	assert.Equal(t, 3*time.Second, interval(r2), "as the fleet sees it")
+
 	for i := range 8 {
 		at := now.Add(time.Duration(10+i*100) * time.Second)
-		r.f.Opened(k, at, at.Add(2*time.Second))
+		r2.f.Opened(k, at, at.Add(2*time.Second))
 	}
-	assert.Equal(t, MaxOpen, interval())
+	assert.Equal(t, MaxOpen, interval(r2), "another replica's trips double it")
 }
 
 // TestRestoredStateNotRepublished: a replica restarted from a state file

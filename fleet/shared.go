@@ -21,8 +21,9 @@ import (
 // reads those records each round and keeps the deployment off until then.
 // After until, the deployment is half-open fleet-wide: the replicas race to
 // SET probe:<key> NX, and only the winner sends the one probe. A successful
-// probe deletes the record; a failed one reopens it for twice the interval,
-// at most MaxOpen.
+// probe deletes the record; a failed one reopens it for the interval the
+// prober's own breaker reports when that breaker set the record's interval
+// (see Opened), else for twice the interval, at most MaxOpen.
 const (
 	// MaxOpen caps the open interval of a breaker reopened by failed
 	// probes.
@@ -48,6 +49,7 @@ type keyState struct {
 	openUntil time.Time
 	interval  time.Duration
 	opener    string
+	own       bool // the interval is the one this replica's breaker reported (Opened), not grown here
 	probeMine bool // this replica holds the half-open probe
 	probeUsed bool // the probe was admitted and has not ended
 	// Writes for the next round: an open record (zero: none) or a delete.
@@ -136,11 +138,15 @@ func (f *Fleet) Done(k measure.Key, now time.Time, failure bool) {
 		return
 	}
 	ks.probeUsed, ks.probeMine = false, false
-	if failure {
+	switch {
+	case failure && ks.own && now.Before(ks.openUntil):
+		// This replica's breaker reopened it for this probe (Opened
+		// comes first): its interval stands.
+	case failure:
 		iv := min(max(2*ks.interval, time.Second), MaxOpen)
 		ks.wantOpen, ks.wantIntvl, ks.wantClose = now.Add(iv), iv, false
-		ks.openUntil, ks.interval, ks.opener = now.Add(iv), iv, f.opts.Replica
-	} else {
+		ks.openUntil, ks.interval, ks.opener, ks.own = now.Add(iv), iv, f.opts.Replica, false
+	default:
 		ks.wantOpen, ks.wantClose = time.Time{}, true
 		ks.recorded = false
 	}
@@ -149,14 +155,19 @@ func (f *Fleet) Done(k measure.Key, now time.Time, failure bool) {
 }
 
 // Opened implements fallback.Shared: a breaker that tripped here is
-// published at once (the loop is woken).
+// published at once (the loop is woken). A trip after the record's open
+// interval reopens it for the interval this replica's breaker reports
+// (fallback's rule: doubling, at most a quarter of the outage and about 50
+// of this replica's calls) when that breaker set the record's interval,
+// else for at least twice the record's interval, at most MaxOpen: a breaker
+// that did not may not know how long the deployment has been down.
 func (f *Fleet) Opened(k measure.Key, now, until time.Time) {
 	ks := f.state(k)
 	if ks == nil {
 		return
 	}
 	ks.mu.Lock()
-	iv := until.Sub(now)
+	iv, grown := until.Sub(now), false
 	switch {
 	case ks.recorded && now.Before(ks.openUntil):
 		// Another trip within the same open period (calls that were in
@@ -165,12 +176,12 @@ func (f *Fleet) Opened(k measure.Key, now, until time.Time) {
 			ks.mu.Unlock()
 			return
 		}
-	case ks.recorded && ks.interval > 0:
+	case ks.recorded && ks.interval > 0 && !ks.own:
 		iv = max(iv, min(2*ks.interval, MaxOpen)) // tripped again after it: grow
-		until = now.Add(iv)
+		until, grown = now.Add(iv), true
 	}
 	ks.wantOpen, ks.wantIntvl, ks.wantClose = until, iv, false
-	ks.recorded, ks.openUntil, ks.interval, ks.opener = true, until, iv, f.opts.Replica
+	ks.recorded, ks.openUntil, ks.interval, ks.opener, ks.own = true, until, iv, f.opts.Replica, !grown
 	ks.mu.Unlock()
 	f.wake()
 }
@@ -261,11 +272,12 @@ func (f *Fleet) syncBreakers(ctx context.Context, now time.Time) error {
 			continue
 		}
 		if err == redis.Nil {
-			ks.recorded, ks.probeMine = false, false
+			ks.recorded, ks.probeMine, ks.own = false, false, false
 		} else if until, iv, opener, ok := parseBreaker(v); ok {
 			if !ks.recorded || !ks.openUntil.Equal(until) {
 				ks.probeMine = false // a new open period
 			}
+			ks.own = ks.own && opener == f.opts.Replica
 			ks.recorded, ks.openUntil, ks.interval, ks.opener = true, until, iv, opener
 			if !now.Before(until) && !ks.probeMine {
 				claim = append(claim, ks)
