@@ -219,6 +219,8 @@ type fileBreaker struct {
 	Timeout             string  `json:"timeout"`
 	MaxTimeout          string  `json:"max_timeout"`
 	Multiplier          float64 `json:"multiplier"`
+	// ProbeShare is a share or "off", as fileRoute's shares.
+	ProbeShare json.RawMessage `json:"probe_share"`
 }
 
 // converter turns a decoded fileConfig into a Config, reporting errors at the
@@ -623,6 +625,11 @@ func (p *converter) fallback(f *fileFallback) (fallback.Options, error) {
 		return o, p.errorf("fallback.breaker.multiplier", "want a factor in [1, 100], got %v", m)
 	}
 	o.Breaker.Multiplier = f.Breaker.Multiplier
+	share, err := p.offOr("fallback.breaker.probe_share", f.Breaker.ProbeShare, "a share in (0, 1]", func(v float64) bool { return v > 0 && v <= 1 })
+	if err != nil {
+		return o, err
+	}
+	o.Breaker.ProbeShare = share
 	o.Breaker.ConsecutiveFailures = f.Breaker.ConsecutiveFailures
 	o.Breaker.FailureRatio = f.Breaker.FailureRatio
 	o.Breaker.MinRequests = f.Breaker.MinRequests

@@ -115,6 +115,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"negative expected tps", "{\"deployments\":[{\"provider\":\"a\",\"model\":\"m\",\"base_url\":\"http://x/v1\",\n\"expected\":{\"tps\":-120}}]}", nil, 2, "deployments[0].expected.tps", "negative"},
 		{"unparsable expected ttft", "{\"deployments\":[{\"provider\":\"a\",\"model\":\"m\",\"base_url\":\"http://x/v1\",\n\"expected\":{\"ttft\":\"400\"}}]}", nil, 2, "deployments[0].expected.ttft", "duration"},
 		{"cold share out of range", "{\"deployments\":[" + okDep + "],\"route\":{\"cold_share\":-0.1}}", nil, 1, "route.cold_share", "(0, 1]"},
+		{"probe share out of range", "{\"deployments\":[" + okDep + "],\"fallback\":{\"breaker\":{\n\"probe_share\":1.5}}}", nil, 2, "fallback.breaker.probe_share", "(0, 1]"},
+		{"probe share of 0", "{\"deployments\":[" + okDep + "],\"fallback\":{\"breaker\":{\"probe_share\":0}}}", nil, 1, "fallback.breaker.probe_share", `"off"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -150,6 +152,12 @@ func TestParseConfigOffIsSpelledOff(t *testing.T) {
 	assert.Equal(t, route.Off, cfg.Route.ColdProbes)
 	assert.Equal(t, float64(route.Off), cfg.Route.ColdShare, "off lifts the share cap")
 	assert.Negative(t, cfg.Route.AffinityTTL)
+	cfg, err = parseClient(strings.NewReader(dep+`,"fallback":{"breaker":{"probe_share":"off"}}}`), nil)
+	require.NoError(t, err)
+	assert.Negative(t, cfg.Fallback.Breaker.ProbeShare, "off: a time-based open interval only")
+	cfg, err = parseClient(strings.NewReader(dep+`,"fallback":{"breaker":{"probe_share":0.05}}}`), nil)
+	require.NoError(t, err)
+	assert.Equal(t, 0.05, cfg.Fallback.Breaker.ProbeShare)
 
 	cfg, err = parseClient(strings.NewReader(dep+`}`), nil)
 	require.NoError(t, err)

@@ -169,11 +169,17 @@
 // MinRequests (10) were seen. It stays open BreakerSettings.Timeout (1 s)
 // after a first trip and then lets MaxRequests (1) probes through; each
 // failed probe trips it again for Multiplier (2) times longer, up to
-// MaxTimeout (60 s) and to a quarter of the time since its first trip, and a
-// good probe closes it and starts the next trip from Timeout again, as
-// Envoy's outlier ejection does. A deployment back from a short outage serves
-// again within about a second, one back from a long outage waits at most
-// about a quarter of it, and one down for long costs one probe a minute.
+// MaxTimeout (60 s), to a quarter of the time since its first trip and to the
+// time that 1/ProbeShare (50) calls for the deployment took (the calls its
+// open breaker kept off it, counted from Plan.Excluded and refused attempts,
+// and its probes), never below Timeout; a good probe closes it and starts the
+// next trip from Timeout again, as Envoy's outlier ejection does. A
+// deployment back from a short outage serves again within about a second;
+// one back from a long outage waits at most about a quarter of it, and at
+// most about 50 of its calls: 5 s at 10 calls/s, one Timeout at 50 calls/s
+// or more, so its probes cost about 2% of its calls at most, and a dead
+// deployment under heavy traffic gets one probe per Timeout. One down for
+// long and called rarely costs one probe a minute.
 // Status reports the breaker open for the whole interval and half-open once
 // a probe may go, which is when route puts it first for that probe. The
 // outcome of a committed stream is reported when the stream ends. Only the

@@ -172,11 +172,26 @@ func (e *Executor) Do(ctx context.Context, plan route.Plan, c Call) (*Result, er
 		cl.maxAttempts = max(n, min(n+e.opts.AttemptsPerDeployment-1, maxAttemptsCap))
 	}
 	e.calls.Add(1)
+	e.keepOff(plan.Excluded)
 	if n == 0 {
 		cl.cause = route.ErrNoDeployment
 		return nil, cl.err()
 	}
 	return cl.run()
+}
+
+// keepOff counts a call whose plan left deployments out for their open
+// breakers (route.ReasonOpen) against each of them, for
+// BreakerSettings.ProbeShare.
+func (e *Executor) keepOff(excluded []route.Candidate) {
+	for i := range excluded {
+		if excluded[i].Reason != route.ReasonOpen {
+			continue
+		}
+		if st := e.existing(excluded[i].Key()); st != nil {
+			st.keptOff.Add(1)
+		}
+	}
 }
 
 func (cl *call) err() *Error {
@@ -438,6 +453,7 @@ func (cl *call) tryDeployment(i int, d *route.Deployment, st *keyState) (res *Re
 		}
 		done, err := st.allow(time.Now())
 		if err != nil {
+			st.keptOff.Add(1)
 			cl.skip(i, ErrOpen)
 			cl.slots[i].excluded = true
 			return nil, false

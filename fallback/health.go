@@ -32,6 +32,11 @@ type keyState struct {
 	trips     int       // consecutive trips since the breaker last closed
 	firstTrip time.Time // the first of them
 	openUntil time.Time // no probe before: the current (growing) open interval
+	kept      int64     // the keptOff count at the first trip
+
+	// keptOff counts the calls its open breaker kept off the deployment
+	// (see Executor.keepOff), for BreakerSettings.ProbeShare.
+	keptOff atomic.Int64
 }
 
 func (e *Executor) state(d *route.Deployment) *keyState {
@@ -102,25 +107,26 @@ func (e *Executor) newState(k measure.Key, d *route.Deployment) *keyState {
 
 // onBreaker keeps the growing open interval: each trip without a close in
 // between holds the breaker open Multiplier times longer than the last, from
-// Timeout up to MaxTimeout and up to a quarter of the time since the first of
-// these trips; a close starts again from Timeout. gobreaker's
-// own open interval is Timeout, so once it has passed the breaker is
-// half-open underneath, and allow holds the probe back until openUntil. It
-// returns openUntil. It runs under the breaker's lock and takes only st.mu.
+// Timeout up to MaxTimeout, up to a quarter of the time since the first of
+// these trips and up to the time 1/ProbeShare calls for the deployment took
+// (BreakerSettings.openInterval); a close starts again from Timeout.
+// gobreaker's own open interval is Timeout, so once it has passed the
+// breaker is half-open underneath, and allow holds the probe back until
+// openUntil. It returns openUntil. It runs under the breaker's lock and takes
+// only st.mu.
 func (st *keyState) onBreaker(to gobreaker.State, now time.Time, bs BreakerSettings) time.Time {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	switch to {
 	case gobreaker.StateOpen:
 		st.trips++
+		kept := st.keptOff.Load()
 		if st.trips == 1 {
-			st.firstTrip = now
+			st.firstTrip, st.kept = now, kept
 		}
-		// Never more than a quarter of the outage so far: a deployment
-		// that recovers waits at most about a quarter of its outage for
-		// its next probe, whatever the phase of the doubling.
-		d := min(bs.openInterval(st.trips), max(bs.Timeout, now.Sub(st.firstTrip)/4))
-		st.openUntil = now.Add(d)
+		// Each trip after the first follows a failed probe.
+		calls := kept - st.kept + int64(st.trips-1)
+		st.openUntil = now.Add(bs.openInterval(st.trips, now.Sub(st.firstTrip), calls))
 	case gobreaker.StateClosed:
 		st.trips = 0
 		st.openUntil = time.Time{}

@@ -103,3 +103,36 @@ func TestNoteRateLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenInterval checks the open interval after a failed probe: the
+// doubling, held to a quarter of the outage and MaxTimeout, and to the time
+// that 1/ProbeShare calls took (issue 16 item 2), never below Timeout.
+func TestOpenInterval(t *testing.T) {
+	def := BreakerSettings{}.withDefaults()
+	off := BreakerSettings{ProbeShare: -1}.withDefaults()
+	tests := []struct {
+		name   string
+		bs     BreakerSettings
+		trips  int
+		outage time.Duration
+		calls  int64
+		want   time.Duration
+	}{
+		{"first_trip", def, 1, 0, 0, time.Second},
+		{"doubling", def, 3, time.Minute, 0, 4 * time.Second},
+		{"quarter_of_outage", def, 8, 40 * time.Second, 0, 10 * time.Second},
+		{"max_timeout", def, 20, time.Hour, 0, time.Minute},
+		{"1_call_per_s", def, 10, 60 * time.Second, 60, 15 * time.Second},   // 50 calls take 50 s: the quarter decides
+		{"10_calls_per_s", def, 10, 60 * time.Second, 600, 5 * time.Second}, // 50 calls take 5 s
+		{"10_calls_per_s_hour", def, 30, time.Hour, 36000, 5 * time.Second},
+		{"1000_calls_per_s", def, 30, time.Hour, 3600000, time.Second}, // never below Timeout
+		{"share_off", off, 10, 60 * time.Second, 600, 15 * time.Second},
+		{"share_above_1", BreakerSettings{ProbeShare: 7}.withDefaults(), 10, 60 * time.Second, 30, 2 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, tt.bs.openInterval(tt.trips, tt.outage, tt.calls))
+		})
+	}
+	assert.Equal(t, DefaultBreakerProbeShare, def.ProbeShare)
+}

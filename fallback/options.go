@@ -3,6 +3,7 @@ package fallback
 import (
 	"context"
 	"log/slog"
+	"math"
 	"net/http"
 	"time"
 
@@ -72,6 +73,11 @@ const (
 	DefaultBreakerMultiplier = 2
 	// DefaultBreakerMaxTimeout caps the open interval.
 	DefaultBreakerMaxTimeout = time.Minute
+	// DefaultBreakerProbeShare bounds the open interval by traffic: a probe
+	// at least every 50 calls kept off the deployment (2% of them), so that
+	// at 10 calls/s a recovered deployment serves again within about 5 s,
+	// whatever the length of its outage.
+	DefaultBreakerProbeShare = 0.02
 	// maxAttemptsCap bounds the retries that the default MaxAttempts allows
 	// on top of one attempt per deployment.
 	maxAttemptsCap = 10
@@ -162,19 +168,45 @@ type BreakerSettings struct {
 	// starts again from Timeout. Values below 1 mean the default, 2.
 	Multiplier float64
 	// MaxTimeout caps the open interval. Default 60 s: a deployment down
-	// for long costs one probe a minute, and is back within a minute of its
-	// recovery. A MaxTimeout below Timeout is raised to Timeout.
+	// for long and called rarely costs one probe a minute, and is back
+	// within a minute of its recovery (ProbeShare shortens the interval
+	// under traffic). A MaxTimeout below Timeout is raised to Timeout.
 	MaxTimeout time.Duration
+	// ProbeShare makes the open interval traffic-proportional: it is never
+	// longer than the time that 1/ProbeShare calls for the deployment took,
+	// at their mean rate since the breaker's first trip, and never shorter
+	// than Timeout. The calls counted are those its open breaker kept off it
+	// (an Executor.Do plan that lists it in Plan.Excluded as
+	// route.ReasonOpen, or an attempt its breaker refused) and its probes,
+	// so probes take about ProbeShare of the calls that would have gone to
+	// it, or one per Timeout when that is fewer: a busy deployment is
+	// re-measured within seconds of its recovery, and a dead one under heavy
+	// traffic gets one probe per Timeout, not a storm. Default
+	// DefaultBreakerProbeShare (2%): at 10 calls/s a probe every 5 s, at
+	// 50 calls/s and more one a second, and at 1 call/s (50 s) the time
+	// rule above mostly decides. A negative value turns the bound off (the
+	// interval is then time-based only); values above 1 mean 1.
+	ProbeShare float64
 }
 
 // openInterval returns how long the breaker stays open after its n-th
-// consecutive trip (n from 1).
-func (b BreakerSettings) openInterval(n int) time.Duration {
+// consecutive trip (n from 1), outage after the first of them, with calls
+// kept off the deployment or sent to it as probes since then: the doubling
+// from Timeout, at most MaxTimeout, a quarter of the outage and the time
+// calls took to number 1/ProbeShare, at least Timeout.
+func (b BreakerSettings) openInterval(n int, outage time.Duration, calls int64) time.Duration {
 	d := float64(b.Timeout)
 	for i := 1; i < n && d < float64(b.MaxTimeout); i++ {
 		d *= b.Multiplier
 	}
-	return time.Duration(min(d, float64(b.MaxTimeout)))
+	// Never more than a quarter of the outage so far: a deployment that
+	// recovers waits at most about a quarter of its outage for its next
+	// probe, whatever the phase of the doubling.
+	d = min(d, float64(b.MaxTimeout), max(float64(b.Timeout), float64(outage)/4))
+	if b.ProbeShare > 0 && calls > 0 {
+		d = min(d, max(float64(b.Timeout), float64(outage)/(float64(calls)*b.ProbeShare)))
+	}
+	return time.Duration(d)
 }
 
 func (b BreakerSettings) withDefaults() BreakerSettings {
@@ -206,6 +238,12 @@ func (b BreakerSettings) withDefaults() BreakerSettings {
 		b.MaxTimeout = DefaultBreakerMaxTimeout
 	}
 	b.MaxTimeout = max(b.MaxTimeout, b.Timeout)
+	switch {
+	case b.ProbeShare == 0 || math.IsNaN(b.ProbeShare):
+		b.ProbeShare = DefaultBreakerProbeShare
+	case b.ProbeShare > 1:
+		b.ProbeShare = 1
+	}
 	return b
 }
 

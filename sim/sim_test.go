@@ -540,7 +540,7 @@ var recoverTargets = map[string]struct{ target, floor time.Duration }{
 	"recover-slo-1":       {target: 30 * time.Second},
 	"recover-slo-10":      {target: 10 * time.Second, floor: 15 * time.Second},
 	"recover-halfopen-1":  {target: 30 * time.Second},
-	"recover-halfopen-10": {target: 10 * time.Second, floor: 15 * time.Second},
+	"recover-halfopen-10": {target: 10 * time.Second},
 	"recover-busy-1":      {target: 30 * time.Second},
 	"recover-busy-10":     {target: 10 * time.Second},
 }
