@@ -177,9 +177,9 @@
 // deployment back from a short outage serves again within about a second;
 // one back from a long outage waits at most about a quarter of it, and at
 // most about 50 of its calls: 5 s at 10 calls/s, one Timeout at 50 calls/s
-// or more, so its probes cost about 2% of its calls at most, and a dead
-// deployment under heavy traffic gets one probe per Timeout. One down for
-// long and called rarely costs one probe a minute.
+// or more. So, once its outage is long, its probes take about 2% of its
+// calls, and a dead deployment under heavy traffic gets one probe per
+// Timeout. One down for long and called rarely costs one probe a minute.
 // Status reports the breaker open for the whole interval and half-open once
 // a probe may go, which is when route puts it first for that probe. The
 // outcome of a committed stream is reported when the stream ends. Only the

@@ -177,11 +177,13 @@ type BreakerSettings struct {
 	// at their mean rate since the breaker's first trip, and never shorter
 	// than Timeout. The calls counted are those its open breaker kept off it
 	// (an Executor.Do plan that lists it in Plan.Excluded as
-	// route.ReasonOpen, or an attempt its breaker refused) and its probes,
-	// so probes take about ProbeShare of the calls that would have gone to
-	// it, or one per Timeout when that is fewer: a busy deployment is
-	// re-measured within seconds of its recovery, and a dead one under heavy
-	// traffic gets one probe per Timeout, not a storm. Default
+	// route.ReasonOpen, or an attempt its breaker refused) and its probes.
+	// Once the outage is long enough for the doubling and the quarter to
+	// exceed it, probes take ProbeShare of the calls that would have gone
+	// to it (more before, as without the bound), or one per Timeout when
+	// that is fewer: a busy deployment is re-measured within seconds of its
+	// recovery whatever the length of its outage, and a dead one under
+	// heavy traffic gets one probe per Timeout, not a storm. Default
 	// DefaultBreakerProbeShare (2%): at 10 calls/s a probe every 5 s, at
 	// 50 calls/s and more one a second, and at 1 call/s (50 s) the time
 	// rule above mostly decides. A negative value turns the bound off (the
