@@ -1,7 +1,7 @@
 package measure
 
 import (
-	"errors"
+	"bytes"
 	"fmt"
 	"maps"
 	"math"
@@ -335,6 +335,14 @@ type remoteStats struct {
 	newest                                  int64
 }
 
+func newRemoteStats(w WindowOptions) *remoteStats {
+	rs := &remoteStats{}
+	rs.ttft.init(w)
+	rs.tps.init(w)
+	rs.ring = outcomeRing{width: rs.ttft.width, slots: make([]outcomeSlot, w.Buckets)}
+	return rs
+}
+
 // MergeAt merges a Delta measured by another Registry into k's estimates at
 // now: its sub-windows join this Registry's windows (exactly, sub-window by
 // sub-window), its outcomes the error rate, its EWMA sums and weights the
@@ -354,14 +362,10 @@ func (r *Registry) MergeAt(now time.Time, d *Delta) error {
 	}
 	e := r.locked(d.Key)
 	defer e.mu.Unlock()
-	rs := e.remote
-	if rs == nil {
-		rs = &remoteStats{}
-		rs.ttft.init(w)
-		rs.tps.init(w)
-		rs.ring = outcomeRing{width: rs.ttft.width, slots: make([]outcomeSlot, w.Buckets)}
-		e.remote = rs
+	if e.remote == nil {
+		e.remote = newRemoteStats(w)
 	}
+	rs := e.remote
 	_ = rs.ttft.Merge(&d.TTFT)
 	_ = rs.tps.Merge(&d.TPS)
 	for _, o := range d.Outcomes {
@@ -382,19 +386,6 @@ func (r *Registry) MergeAt(now time.Time, d *Delta) error {
 	e.lastSeen = max(e.lastSeen, now.UnixNano())
 	r.refresh(e, now)
 	return nil
-}
-
-// addEpoch adds counts to the slot of epoch e, if still inside the ring.
-func (o *outcomeRing) addEpoch(e, ok, fail int64) {
-	s := &o.slots[mod(e, int64(len(o.slots)))]
-	if s.any == 0 || s.epoch < e {
-		*s = outcomeSlot{epoch: e}
-	} else if s.epoch > e {
-		return
-	}
-	s.any += ok + fail
-	s.ok += ok
-	s.fail += fail
 }
 
 // RemoteTotals are the meters other Registries merged into one key.
@@ -433,17 +424,9 @@ const deltaMagic = "TPSD\x01"
 // meters.
 func (d *Delta) MarshalBinary() ([]byte, error) {
 	b := []byte(deltaMagic)
-	for _, s := range []string{d.Key.Provider, d.Key.Region, d.Key.Model} {
-		enc.EncodeUvarint64(&b, uint64(len(s)))
-		b = append(b, s...)
-	}
+	appendKey(&b, d.Key)
 	for _, w := range []*Window{&d.TTFT, &d.TPS} {
-		wb, err := w.MarshalBinary()
-		if err != nil {
-			return nil, err
-		}
-		enc.EncodeUvarint64(&b, uint64(len(wb)))
-		b = append(b, wb...)
+		appendBytes(&b, w.appendBinary(nil))
 	}
 	enc.EncodeUvarint64(&b, uint64(len(d.Outcomes)))
 	for _, o := range d.Outcomes {
@@ -470,95 +453,50 @@ func (d *Delta) MarshalBinary() ([]byte, error) {
 // UnmarshalBinary replaces d with a Delta decoded from data produced by
 // MarshalBinary. Errors wrap ErrEncoding; d is left unchanged on error.
 func (d *Delta) UnmarshalBinary(data []byte) error {
-	fail := func(err error) error { return fmt.Errorf("%w: delta: %v", ErrEncoding, err) }
-	if len(data) < len(deltaMagic) || string(data[:len(deltaMagic)]) != deltaMagic {
-		return fail(errors.New("bad magic or version"))
+	if !bytes.HasPrefix(data, []byte(deltaMagic)) {
+		return fmt.Errorf("%w: delta: bad magic or version", ErrEncoding)
 	}
-	b := data[len(deltaMagic):]
+	dd := &decoder{b: data[len(deltaMagic):], kind: ErrEncoding}
 	var nd Delta
-	bytesField := func() ([]byte, error) {
-		n, err := enc.DecodeUvarint64(&b)
-		if err != nil {
-			return nil, err
-		}
-		if n > uint64(len(b)) {
-			return nil, errors.New("length past end")
-		}
-		v := b[:n]
-		b = b[n:]
-		return v, nil
-	}
-	var strs [3]string
-	for i := range strs {
-		v, err := bytesField()
-		if err != nil {
-			return fail(err)
-		}
-		strs[i] = string(v)
-	}
-	nd.Key = Key{Provider: strs[0], Region: strs[1], Model: strs[2]}
+	nd.Key = dd.key(math.MaxUint64)
 	for _, w := range []*Window{&nd.TTFT, &nd.TPS} {
-		v, err := bytesField()
-		if err != nil {
-			return fail(err)
+		wb := dd.bytes("delta window", math.MaxUint64)
+		if dd.err != nil {
+			return dd.err
 		}
-		if err := w.UnmarshalBinary(v); err != nil {
+		if err := w.UnmarshalBinary(wb); err != nil {
 			return err
 		}
 	}
-	n, err := enc.DecodeUvarint64(&b)
-	if err != nil {
-		return fail(err)
-	}
-	if n > 1<<16 {
-		return fail(errors.New("too many outcomes"))
-	}
+	n := dd.count("delta outcomes", 1<<16)
 	for range n {
-		e, err1 := enc.DecodeVarint64(&b)
-		ok, err2 := enc.DecodeUvarint64(&b)
-		fl, err3 := enc.DecodeUvarint64(&b)
-		if err := errors.Join(err1, err2, err3); err != nil {
-			return fail(err)
+		o := Outcomes{Epoch: dd.varint("delta outcome epoch")}
+		o.OK = dd.count("delta outcome count", math.MaxInt64/2)
+		o.Fail = dd.count("delta outcome count", math.MaxInt64/2)
+		if dd.err != nil {
+			return dd.err
 		}
-		if ok > math.MaxInt64/2 || fl > math.MaxInt64/2 {
-			return fail(errors.New("outcome count out of range"))
-		}
-		nd.Outcomes = append(nd.Outcomes, Outcomes{Epoch: e, OK: int64(ok), Fail: int64(fl)})
+		nd.Outcomes = append(nd.Outcomes, o)
 	}
 	for _, s := range []*EWMAState{&nd.TTFTEWMA, &nd.TPSEWMA} {
-		sum, err1 := enc.DecodeFloat64LE(&b)
-		w, err2 := enc.DecodeFloat64LE(&b)
-		last, err3 := enc.DecodeVarint64(&b)
-		if err := errors.Join(err1, err2, err3); err != nil {
-			return fail(err)
+		s.Sum = dd.float("delta EWMA sum")
+		s.Weight = dd.float("delta EWMA weight")
+		s.Last = dd.varint("delta EWMA time")
+		if s.Sum < 0 || s.Weight < 0 {
+			dd.fail("delta EWMA state out of range")
 		}
-		if !(sum >= 0) || !(w >= 0) || math.IsInf(sum, 0) || math.IsInf(w, 0) {
-			return fail(errors.New("EWMA state out of range"))
-		}
-		*s = EWMAState{Sum: sum, Weight: w, Last: last}
 	}
 	for _, p := range []*int64{&nd.Requests, &nd.Errors, &nd.InputTokens, &nd.CachedTokens, &nd.OutputTokens, &nd.Cost.Dollars, &nd.Cost.Picodollars} {
-		v, err := enc.DecodeUvarint64(&b)
-		if err != nil {
-			return fail(err)
-		}
-		if v > math.MaxInt64/2 {
-			return fail(errors.New("meter out of range"))
-		}
-		*p = int64(v)
+		*p = dd.count("delta meter", math.MaxInt64/2)
 	}
 	if nd.Cost.Picodollars >= picoPerDollar {
-		return fail(errors.New("picodollars out of range"))
+		dd.fail("delta picodollars out of range")
 	}
-	newest, err := enc.DecodeVarint64(&b)
-	if err != nil {
-		return fail(err)
-	}
-	if newest != 0 {
+	if newest := dd.varint("delta newest"); newest != 0 {
 		nd.Newest = time.Unix(0, newest)
 	}
-	if len(b) != 0 {
-		return fail(errors.New("trailing bytes"))
+	if err := dd.end(); err != nil {
+		return err
 	}
 	*d = nd
 	return nil

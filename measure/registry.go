@@ -185,20 +185,26 @@ type outcomeSlot struct {
 	ok, fail, any int64 // any > 0 marks the slot valid
 }
 
+// add counts one call's outcome at now (UnixNano).
 func (o *outcomeRing) add(now int64, ok bool) {
-	e := floorDiv(now, o.width)
+	if ok {
+		o.addEpoch(floorDiv(now, o.width), 1, 0)
+	} else {
+		o.addEpoch(floorDiv(now, o.width), 0, 1)
+	}
+}
+
+// addEpoch adds counts to the slot of epoch e, if still inside the ring.
+func (o *outcomeRing) addEpoch(e, ok, fail int64) {
 	s := &o.slots[mod(e, int64(len(o.slots)))]
 	if s.any == 0 || s.epoch < e {
 		*s = outcomeSlot{epoch: e}
 	} else if s.epoch > e {
 		return // older than the window
 	}
-	s.any++
-	if ok {
-		s.ok++
-	} else {
-		s.fail++
-	}
+	s.any += ok + fail
+	s.ok += ok
+	s.fail += fail
 }
 
 func (o *outcomeRing) sum(now int64) (ok, fail int64) {

@@ -1,6 +1,7 @@
 package measure
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -143,9 +144,7 @@ func (r *Registry) appendState(b []byte, now time.Time) []byte {
 			continue
 		}
 		n++
-		for _, s := range []string{k.Provider, k.Region, k.Model} {
-			appendString(&body, s)
-		}
+		appendKey(&body, k)
 		sec = e.appendKeySection(sec[:0], now, &scratch)
 		body = appendSection(body, tagKey, sec)
 		for cs, st := range e.states {
@@ -178,16 +177,6 @@ func (r *Registry) appendState(b []byte, now time.Time) []byte {
 	enc.EncodeUvarint64(&b, uint64(n))
 	b = append(b, body...)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
-}
-
-func appendString(b *[]byte, s string) {
-	enc.EncodeUvarint64(b, uint64(len(s)))
-	*b = append(*b, s...)
-}
-
-func appendBytes(b *[]byte, v []byte) {
-	enc.EncodeUvarint64(b, uint64(len(v)))
-	*b = append(*b, v...)
 }
 
 func appendSection(b []byte, tag uint64, sec []byte) []byte {
@@ -449,91 +438,10 @@ func (r *Registry) Restored() (time.Time, bool) {
 	return time.Unix(0, t), true
 }
 
-// stateReader decodes a state file's body; every error wraps ErrStateCorrupt.
-type stateReader struct {
-	b []byte
-}
-
 var errTruncated = errors.New("truncated")
 
 func corrupt(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrStateCorrupt, fmt.Sprintf(format, args...))
-}
-
-func (d *stateReader) uvarint(what string) (uint64, error) {
-	v, err := enc.DecodeUvarint64(&d.b)
-	if err != nil {
-		return 0, corrupt("%s: %v", what, err)
-	}
-	return v, nil
-}
-
-// count decodes a non-negative int64 at most limit.
-func (d *stateReader) count(what string, limit uint64) (int64, error) {
-	v, err := d.uvarint(what)
-	if err != nil {
-		return 0, err
-	}
-	if v > limit {
-		return 0, corrupt("%s %d out of range", what, v)
-	}
-	return int64(v), nil
-}
-
-func (d *stateReader) varint(what string) (int64, error) {
-	v, err := enc.DecodeVarint64(&d.b)
-	if err != nil {
-		return 0, corrupt("%s: %v", what, err)
-	}
-	return v, nil
-}
-
-// time decodes a UnixNano time within ±maxStateTime.
-func (d *stateReader) time(what string) (int64, error) {
-	v, err := d.varint(what)
-	if err != nil {
-		return 0, err
-	}
-	if v > maxStateTime || v < -maxStateTime {
-		return 0, corrupt("%s out of range", what)
-	}
-	return v, nil
-}
-
-func (d *stateReader) float(what string) (float64, error) {
-	v, err := enc.DecodeFloat64LE(&d.b)
-	if err != nil {
-		return 0, corrupt("%s: %v", what, err)
-	}
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0, corrupt("%s not finite", what)
-	}
-	return v, nil
-}
-
-func (d *stateReader) bytes(what string, limit uint64) ([]byte, error) {
-	n, err := d.uvarint(what)
-	if err != nil {
-		return nil, err
-	}
-	if n > uint64(len(d.b)) {
-		return nil, corrupt("%s: %v", what, errTruncated)
-	}
-	if n > limit {
-		return nil, corrupt("%s longer than %d bytes", what, limit)
-	}
-	v := d.b[:n]
-	d.b = d.b[n:]
-	return v, nil
-}
-
-func (d *stateReader) byte(what string) (byte, error) {
-	if len(d.b) == 0 {
-		return 0, corrupt("%s: %v", what, errTruncated)
-	}
-	c := d.b[0]
-	d.b = d.b[1:]
-	return c, nil
 }
 
 // stateRebase moves the times of one file: shift ns and epochs sub-windows,
@@ -553,31 +461,34 @@ func (rb *stateRebase) time(t int64) int64 {
 
 // window decodes one window into dst (initialised with the Registry's
 // options), rebased, without the sub-windows outside the window at now.
-func (d *stateReader) window(what string, dst *Window, rb *stateRebase) error {
-	wb, err := d.bytes(what, maxStateBytes)
-	if err != nil {
-		return err
+func (d *decoder) window(what string, dst *Window, rb *stateRebase) {
+	wb := d.bytes(what, maxStateBytes)
+	if d.err != nil {
+		return
 	}
 	var w Window
 	if err := w.UnmarshalBinary(wb); err != nil {
-		return corrupt("%s: %v", what, err)
+		d.fail("%s: %v", what, err)
+		return
 	}
 	if w.opts.Length != rb.opts.Length || w.opts.Buckets != rb.opts.Buckets || !w.m.equal(dst.m) {
-		return corrupt("%s: window options differ from the file's", what)
+		d.fail("%s: window options differ from the file's", what)
+		return
 	}
 	bound := int64(maxStateTime) / w.width
 	for i := range w.subs {
 		if s := &w.subs[i]; s.n > 0 && (s.epoch > bound || s.epoch < -bound) {
-			return corrupt("%s: sub-window out of range", what)
+			d.fail("%s: sub-window out of range", what)
+			return
 		}
 	}
 	if w.opts.MaxBins == dst.opts.MaxBins {
 		*dst = w
 	} else if err := dst.Merge(&w); err != nil { // copies, with dst's MaxBins
-		return corrupt("%s: %v", what, err)
+		d.fail("%s: %v", what, err)
+		return
 	}
 	dst.rebase(rb.epoch, rb.nowE)
-	return nil
 }
 
 // rebase moves every sub-window by k epochs and drops those outside the
@@ -617,82 +528,55 @@ func (w *Window) rebase(k, now int64) {
 	}
 }
 
-func (d *stateReader) ewma(what string, e *EWMA, rb *stateRebase) error {
-	flag, err := d.byte(what)
-	if err != nil {
-		return err
+// ewma decodes appendEWMA's flag and fields into e, rebased.
+func (d *decoder) ewma(what string, e *EWMA, rb *stateRebase) {
+	switch flag := d.byte(what); {
+	case d.err != nil || flag == 0:
+		return
+	case flag != 1:
+		d.fail("%s: bad flag %d", what, flag)
+		return
 	}
-	switch flag {
-	case 0:
-		return nil
-	case 1:
+	sum := d.float(what)
+	weight := d.float(what)
+	last := d.time(what)
+	switch {
+	case d.err != nil:
+	case !(weight > 0):
+		d.fail("%s: weight %g not positive", what, weight)
+	case last == 0:
+		d.fail("%s: no last update", what)
 	default:
-		return corrupt("%s: bad flag %d", what, flag)
+		e.sum, e.weight, e.last, e.ok = sum, weight, rb.time(last), true
 	}
-	sum, err := d.float(what)
-	if err != nil {
-		return err
-	}
-	weight, err := d.float(what)
-	if err != nil {
-		return err
-	}
-	last, err := d.time(what)
-	if err != nil {
-		return err
-	}
-	if !(weight > 0) {
-		return corrupt("%s: weight %g not positive", what, weight)
-	}
-	if last == 0 {
-		return corrupt("%s: no last update", what)
-	}
-	e.sum, e.weight, e.last, e.ok = sum, weight, rb.time(last), true
-	return nil
 }
 
-func (d *stateReader) shift(what string, s *shift) error {
-	var err error
-	f := func(p *float64) {
-		if err == nil {
-			*p, err = d.float(what)
-		}
-	}
-	c := func(p *int32, limit uint64) {
-		if err == nil {
-			var v int64
-			v, err = d.count(what, limit)
-			*p = int32(v)
-		}
-	}
-	f(&s.level)
-	f(&s.vari)
-	c(&s.n, shiftMemory)
-	c(&s.nv, 2*shiftMemory)
-	f(&s.up)
-	f(&s.down)
-	c(&s.upN, math.MaxInt32)
-	c(&s.downN, math.MaxInt32)
+// shift decodes appendShift's fields into s.
+func (d *decoder) shift(what string, s *shift) {
+	s.level = d.float(what)
+	s.vari = d.float(what)
+	s.n = int32(d.count(what, shiftMemory))
+	s.nv = int32(d.count(what, 2*shiftMemory))
+	s.up = d.float(what)
+	s.down = d.float(what)
+	s.upN = int32(d.count(what, math.MaxInt32))
+	s.downN = int32(d.count(what, math.MaxInt32))
 	for i := range s.ring {
-		f(&s.ring[i])
+		s.ring[i] = d.float(what)
 	}
-	c(&s.next, shiftRing-1)
-	if err != nil {
-		return err
-	}
+	s.next = int32(d.count(what, shiftRing-1))
 	// The spread before a run of the statistics is not saved: a run in
 	// progress at the save goes on from the saved spread.
 	s.upVari, s.downVari, s.calm = s.vari, s.vari, s.vari
 	if s.vari < 0 || s.up < 0 || s.down < 0 {
-		return corrupt("%s: negative statistic", what)
+		d.fail("%s: negative statistic", what)
 	}
-	return nil
 }
 
 // decodeState decodes and validates a whole file into a new key table.
 func (r *Registry) decodeState(data []byte, now time.Time, keep func(Key) bool) (map[Key]*entry, RestoreInfo, error) {
 	var info RestoreInfo
-	if len(data) < len(stateMagic) || string(data[:len(stateMagic)]) != stateMagic {
+	if !bytes.HasPrefix(data, []byte(stateMagic)) {
 		return nil, info, ErrStateFormat
 	}
 	if len(data) < len(stateMagic)+1 {
@@ -708,25 +592,14 @@ func (r *Registry) decodeState(data []byte, now time.Time, keep func(Key) bool) 
 	if crc32.Checksum(body, castagnoli) != sum {
 		return nil, info, corrupt("checksum mismatch (truncated or damaged)")
 	}
-	d := &stateReader{b: body[len(stateMagic)+1:]}
-	saved, err := d.time("saved time")
-	if err != nil {
-		return nil, info, err
-	}
-	length, err := d.uvarint("window length")
-	if err != nil {
-		return nil, info, err
-	}
-	buckets, err := d.uvarint("buckets")
-	if err != nil {
-		return nil, info, err
-	}
-	acc, err := enc.DecodeFloat64LE(&d.b)
-	if err != nil {
-		return nil, info, corrupt("accuracy: %v", err)
-	}
-	if _, err := d.uvarint("half-life"); err != nil {
-		return nil, info, err
+	d := &decoder{b: body[len(stateMagic)+1:], kind: ErrStateCorrupt}
+	saved := d.time("saved time")
+	length := d.uvarint("window length")
+	buckets := d.uvarint("buckets")
+	acc := d.float("accuracy")
+	d.uvarint("half-life")
+	if d.err != nil {
+		return nil, info, d.err
 	}
 	wo := r.opts.Window
 	if length != uint64(wo.Length) || buckets != uint64(wo.Buckets) || !withinTolerance(acc, wo.RelativeAccuracy, 1e-12) {
@@ -745,24 +618,13 @@ func (r *Registry) decodeState(data []byte, now time.Time, keep func(Key) bool) 
 	info.SavedAt = time.Unix(0, saved)
 	info.Shift = time.Duration(rb.shift)
 
-	nkeys, err := d.uvarint("key count")
-	if err != nil {
-		return nil, info, err
-	}
-	if nkeys > uint64(len(d.b)) { // each key takes bytes
-		return nil, info, corrupt("key count %d: %v", nkeys, errTruncated)
-	}
-	m := make(map[Key]*entry, min(nkeys, 1024)) // a hint only: nkeys is not trusted yet
+	nkeys := d.count("key count", uint64(len(d.b))) // each key takes bytes
+	m := make(map[Key]*entry, min(nkeys, 1024))     // a hint only: nkeys is not trusted yet
 	for range nkeys {
-		var strs [3]string
-		for i := range strs {
-			v, err := d.bytes("key", maxKeyString)
-			if err != nil {
-				return nil, info, err
-			}
-			strs[i] = string(v)
+		k := d.key(maxKeyString)
+		if d.err != nil {
+			return nil, info, d.err
 		}
-		k := Key{Provider: strs[0], Region: strs[1], Model: strs[2]}
 		if _, dup := m[k]; dup {
 			return nil, info, corrupt("key %v twice", k)
 		}
@@ -779,8 +641,8 @@ func (r *Registry) decodeState(data []byte, now time.Time, keep func(Key) bool) 
 			m[k] = e
 		}
 	}
-	if len(d.b) != 0 {
-		return nil, info, corrupt("%d trailing bytes", len(d.b))
+	if err := d.end(); err != nil {
+		return nil, info, err
 	}
 	for _, e := range m {
 		r.refresh(e, now) // e is not shared yet
@@ -790,53 +652,49 @@ func (r *Registry) decodeState(data []byte, now time.Time, keep func(Key) bool) 
 }
 
 // decodeEntry decodes one key's sections into a new entry.
-func (r *Registry) decodeEntry(d *stateReader, k Key, rb *stateRebase) (*entry, error) {
+func (r *Registry) decodeEntry(d *decoder, k Key, rb *stateRebase) (*entry, error) {
 	e := r.newEntry(k)
 	seenKey, seenShape, seenCalm := false, false, false
 	for {
-		tag, err := d.uvarint("section tag")
-		if err != nil {
-			return nil, err
+		tag := d.uvarint("section tag")
+		if d.err != nil {
+			return nil, d.err
 		}
 		if tag == 0 {
 			return e, nil
 		}
-		sec, err := d.bytes("section", maxStateBytes)
-		if err != nil {
-			return nil, err
+		sd := &decoder{b: d.bytes("section", maxStateBytes), kind: ErrStateCorrupt}
+		if d.err != nil {
+			return nil, d.err
 		}
-		sd := &stateReader{b: sec}
 		switch tag {
 		case tagKey:
 			if seenKey {
 				return nil, corrupt("key section twice")
 			}
 			seenKey = true
-			err = r.decodeKeySection(sd, e, rb)
+			decodeKeySection(sd, e, rb)
 		case tagCache:
-			err = r.decodeCacheSection(sd, e, rb)
+			r.decodeCacheSection(sd, e, rb)
 		case tagShape:
 			if seenShape {
 				return nil, corrupt("load and prompt-size section twice")
 			}
 			seenShape = true
-			err = r.decodeShapeSection(sd, e, rb)
+			decodeShapeSection(sd, e, rb)
 		case tagFleet:
-			err = r.decodeFleetSection(sd, e, rb)
+			r.decodeFleetSection(sd, e, rb)
 		case tagCalm:
 			if !seenKey || seenCalm {
 				return nil, corrupt("detector spreads without the key section, or twice")
 			}
 			seenCalm = true
-			err = decodeCalmSection(sd, e)
+			decodeCalmSection(sd, e)
 		default:
 			continue // a later version's section: skipped
 		}
-		if err != nil {
-			return nil, err
-		}
-		if len(sd.b) != 0 {
-			return nil, corrupt("section %d: %d trailing bytes", tag, len(sd.b))
+		if err := sd.end(); err != nil {
+			return nil, fmt.Errorf("%w (section %d)", err, tag)
 		}
 	}
 }
@@ -845,243 +703,157 @@ func (r *Registry) decodeEntry(d *stateReader, k Key, rb *stateRebase) (*entry, 
 // the spread when each statistic last left 0 and the one from before the
 // last change (a file without the section restores them as the saved
 // spread).
-func decodeCalmSection(d *stateReader, e *entry) error {
+func decodeCalmSection(d *decoder, e *entry) {
 	for _, sh := range []*shift{&e.tpsShift, &e.ttftShift} {
 		for _, p := range []*float64{&sh.upVari, &sh.downVari, &sh.calm} {
-			v, err := d.float("detector spread")
-			if err != nil {
-				return err
+			if *p = d.float("detector spread"); *p < 0 {
+				d.fail("detector spread %v", *p)
 			}
-			if !(v >= 0) || math.IsInf(v, 0) {
-				return corrupt("detector spread %v", v)
-			}
-			*p = v
 		}
 	}
-	return nil
 }
 
-func (r *Registry) decodeKeySection(d *stateReader, e *entry, rb *stateRebase) error {
+func decodeKeySection(d *decoder, e *entry, rb *stateRebase) {
 	for _, p := range []*int64{&e.lastSeen, &e.newest, &e.tpsSince, &e.ttftSince} {
-		v, err := d.time("key time")
-		if err != nil {
-			return err
-		}
-		*p = rb.time(v)
+		*p = rb.time(d.time("key time"))
 	}
-	if err := d.ewma("TTFT EWMA", &e.ttftE.e, rb); err != nil {
-		return err
-	}
+	d.ewma("TTFT EWMA", &e.ttftE.e, rb)
 	e.ttftE.e.HalfLife = e.ttftE.HalfLife
-	if err := d.ewma("chunk-gap EWMA", &e.gapE, rb); err != nil {
-		return err
-	}
-	if err := d.window("chunk-gap window", &e.gaps, rb); err != nil {
-		return err
-	}
-	if err := d.shift("TPS detector", &e.tpsShift); err != nil {
-		return err
-	}
-	if err := d.shift("TTFT detector", &e.ttftShift); err != nil {
-		return err
-	}
-	n, err := d.count("error classes", maxClasses)
-	if err != nil {
-		return err
-	}
+	d.ewma("chunk-gap EWMA", &e.gapE, rb)
+	d.window("chunk-gap window", &e.gaps, rb)
+	d.shift("TPS detector", &e.tpsShift)
+	d.shift("TTFT detector", &e.ttftShift)
+	n := d.count("error classes", maxClasses)
 	for range n {
-		c, err := d.bytes("error class", maxClassString)
-		if err != nil {
-			return err
-		}
-		v, err := d.count("error class count", math.MaxInt64/2)
-		if err != nil {
-			return err
+		c := string(d.bytes("error class", maxClassString))
+		v := d.count("error class count", math.MaxInt64/2)
+		if d.err != nil {
+			return
 		}
 		if e.classes == nil {
 			e.classes = make(map[string]int64, n)
 		}
-		if _, dup := e.classes[string(c)]; dup {
-			return corrupt("error class %q twice", c)
+		if _, dup := e.classes[c]; dup {
+			d.fail("error class %q twice", c)
+			return
 		}
-		e.classes[string(c)] = v
+		e.classes[c] = v
 	}
-	return nil
 }
 
-func (r *Registry) decodeShapeSection(d *stateReader, e *entry, rb *stateRebase) error {
+func decodeShapeSection(d *decoder, e *entry, rb *stateRebase) {
 	f := &e.fit
 	for _, p := range []*float64{&f.w, &f.x, &f.y, &f.xx, &f.xy, &f.yy, &f.v} {
-		v, err := d.float("load fit")
-		if err != nil {
-			return err
-		}
-		*p = v
+		*p = d.float("load fit")
 	}
 	if f.w < 0 || f.x < 0 || f.y < 0 || f.xx < 0 || f.xy < 0 || f.yy < 0 || f.v < 0 {
-		return corrupt("load fit: negative sum")
+		d.fail("load fit: negative sum")
 	}
-	last, err := d.time("load fit time")
-	if err != nil {
-		return err
-	}
-	f.last = rb.time(last)
-	if err := d.ewma("class EWMA", &e.inU, rb); err != nil {
-		return err
-	}
-	n, err := d.count("prompt-size classes", InputClasses)
-	if err != nil {
-		return err
-	}
+	f.last = rb.time(d.time("load fit time"))
+	d.ewma("class EWMA", &e.inU, rb)
+	n := d.count("prompt-size classes", InputClasses)
 	for range n {
-		c, err := d.byte("prompt-size class")
-		if err != nil {
-			return err
+		c := d.byte("prompt-size class")
+		if d.err != nil {
+			return
 		}
 		if int(c) >= InputClasses {
-			return corrupt("prompt-size class %d", c)
+			d.fail("prompt-size class %d", c)
+			return
 		}
 		ic := &e.inputs[c]
 		if ic.n > 0 {
-			return corrupt("prompt-size class %d twice", c)
+			d.fail("prompt-size class %d twice", c)
+			return
 		}
 		ic.tps.HalfLife, ic.ttft.HalfLife = e.inU.HalfLife, e.inU.HalfLife
-		if err := d.ewma("class TPS EWMA", &ic.tps, rb); err != nil {
-			return err
+		d.ewma("class TPS EWMA", &ic.tps, rb)
+		d.ewma("class TTFT EWMA", &ic.ttft, rb)
+		if ic.n = int32(d.count("class samples", 1<<30)); ic.n == 0 {
+			d.fail("prompt-size class %d without samples", c)
 		}
-		if err := d.ewma("class TTFT EWMA", &ic.ttft, rb); err != nil {
-			return err
-		}
-		v, err := d.count("class samples", 1<<30)
-		if err != nil {
-			return err
-		}
-		if v == 0 {
-			return corrupt("prompt-size class %d without samples", c)
-		}
-		ic.n = int32(v)
-		newest, err := d.time("class newest")
-		if err != nil {
-			return err
-		}
-		ic.newest = rb.time(newest)
+		ic.newest = rb.time(d.time("class newest"))
 	}
-	return nil
 }
 
-func (r *Registry) decodeCacheSection(d *stateReader, e *entry, rb *stateRebase) error {
-	cs, err := d.byte("cache state")
-	if err != nil {
-		return err
+func (r *Registry) decodeCacheSection(d *decoder, e *entry, rb *stateRebase) {
+	cs := d.byte("cache state")
+	if d.err != nil {
+		return
 	}
 	if int(cs) >= len(e.states) {
-		return corrupt("cache state %d", cs)
+		d.fail("cache state %d", cs)
+		return
 	}
 	if e.states[cs] != nil {
-		return corrupt("cache state %d twice", cs)
+		d.fail("cache state %d twice", cs)
+		return
 	}
 	st := r.newState()
 	for _, w := range []*Window{&st.ttft, &st.tps, &st.tpot, &st.e2e} {
-		if err := d.window("window", w, rb); err != nil {
-			return err
-		}
+		d.window("window", w, rb)
 	}
 	for _, ew := range []*EWMA{&st.ttftE.e, &st.tpsE, &st.tpotE, &st.e2eE} {
-		if err := d.ewma("EWMA", ew, rb); err != nil {
-			return err
-		}
+		d.ewma("EWMA", ew, rb)
 	}
 	st.ttftE.e.HalfLife = st.ttftE.HalfLife
 	for _, p := range st.counters() {
-		if *p, err = d.count("counter", math.MaxInt64/2); err != nil {
-			return err
-		}
+		*p = d.count("counter", math.MaxInt64/2)
 	}
 	if st.cost.Picodollars >= picoPerDollar {
-		return corrupt("picodollars out of range")
+		d.fail("picodollars out of range")
 	}
-	if err := d.ring(&st.ring, rb); err != nil {
-		return err
-	}
+	d.ring(&st.ring, rb)
 	e.states[cs] = st
-	return nil
 }
 
 // ring decodes outcomeRing.appendTo's slots into o, rebased, without those
 // outside the window at now.
-func (d *stateReader) ring(o *outcomeRing, rb *stateRebase) error {
-	n, err := d.count("outcome slots", uint64(len(o.slots)))
-	if err != nil {
-		return err
-	}
+func (d *decoder) ring(o *outcomeRing, rb *stateRebase) {
+	n := d.count("outcome slots", uint64(len(o.slots)))
 	bound := int64(maxStateTime) / o.width
 	for range n {
-		ep, err := d.varint("outcome epoch")
-		if err != nil {
-			return err
-		}
-		ok, err := d.count("outcome count", math.MaxInt64/4)
-		if err != nil {
-			return err
-		}
-		fail, err := d.count("outcome count", math.MaxInt64/4)
-		if err != nil {
-			return err
-		}
+		ep := d.varint("outcome epoch")
+		ok := d.count("outcome count", math.MaxInt64/4)
+		fail := d.count("outcome count", math.MaxInt64/4)
 		if ep > bound || ep < -bound {
-			return corrupt("outcome epoch out of range")
+			d.fail("outcome epoch out of range")
+		}
+		if d.err != nil {
+			return
 		}
 		if ep += rb.epoch; ep <= rb.nowE-int64(len(o.slots)) || ok+fail == 0 {
 			continue // outside the window at now
 		}
 		s := &o.slots[mod(ep, int64(len(o.slots)))]
 		if s.any > 0 {
-			return corrupt("outcome epoch twice")
+			d.fail("outcome epoch twice")
+			return
 		}
 		*s = outcomeSlot{epoch: ep, ok: ok, fail: fail, any: ok + fail}
 	}
-	return nil
 }
 
-func (r *Registry) decodeFleetSection(d *stateReader, e *entry, rb *stateRebase) error {
+func (r *Registry) decodeFleetSection(d *decoder, e *entry, rb *stateRebase) {
 	if e.remote != nil {
-		return corrupt("fleet section twice")
+		d.fail("fleet section twice")
+		return
 	}
-	w := r.opts.Window
-	rs := &remoteStats{}
-	rs.ttft.init(w)
-	rs.tps.init(w)
-	rs.ring = outcomeRing{width: rs.ttft.width, slots: make([]outcomeSlot, w.Buckets)}
-	if err := d.window("fleet TTFT window", &rs.ttft, rb); err != nil {
-		return err
-	}
-	if err := d.window("fleet TPS window", &rs.tps, rb); err != nil {
-		return err
-	}
+	rs := newRemoteStats(r.opts.Window)
+	d.window("fleet TTFT window", &rs.ttft, rb)
+	d.window("fleet TPS window", &rs.tps, rb)
 	for _, st := range []*EWMAState{&rs.ttftE, &rs.tpsE} {
 		var ew EWMA
-		if err := d.ewma("fleet EWMA", &ew, rb); err != nil {
-			return err
-		}
+		d.ewma("fleet EWMA", &ew, rb)
 		*st = ew.state()
 	}
-	var err error
 	for _, p := range rs.counters() {
-		if *p, err = d.count("fleet counter", math.MaxInt64/2); err != nil {
-			return err
-		}
+		*p = d.count("fleet counter", math.MaxInt64/2)
 	}
 	if rs.cost.Picodollars >= picoPerDollar {
-		return corrupt("fleet picodollars out of range")
+		d.fail("fleet picodollars out of range")
 	}
-	if err := d.ring(&rs.ring, rb); err != nil {
-		return err
-	}
-	newest, err := d.time("fleet newest")
-	if err != nil {
-		return err
-	}
-	rs.newest = rb.time(newest)
+	d.ring(&rs.ring, rb)
+	rs.newest = rb.time(d.time("fleet newest"))
 	e.remote = rs
-	return nil
 }

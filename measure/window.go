@@ -1,6 +1,7 @@
 package measure
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -136,14 +137,7 @@ func (w *Window) Options() WindowOptions {
 	return w.opts
 }
 
-func (w *Window) epoch(now time.Time) int64 {
-	ns := now.UnixNano()
-	e := ns / w.width
-	if ns%w.width < 0 {
-		e--
-	}
-	return e
-}
+func (w *Window) epoch(now time.Time) int64 { return floorDiv(now.UnixNano(), w.width) }
 
 // Add records v at time now and reports whether it was accepted. NaN, ±Inf
 // and negative values are rejected, as are values older than the window
@@ -179,11 +173,7 @@ func (w *Window) slot(e int64) *subWindow {
 	if w.subs == nil {
 		w.subs = make([]subWindow, w.opts.Buckets)
 	}
-	i := e % int64(len(w.subs))
-	if i < 0 {
-		i += int64(len(w.subs))
-	}
-	s := &w.subs[i]
+	s := &w.subs[mod(e, int64(len(w.subs)))]
 	if s.n == 0 || s.epoch < e {
 		s.epoch = e
 		s.n, s.zero, s.sum = 0, 0, 0
@@ -347,81 +337,51 @@ func (w *Window) encodeSketch(s *subWindow, b *[]byte) {
 // UnmarshalBinary replaces w with a window decoded from data produced by
 // MarshalBinary. On error (wrapping ErrEncoding) w is left unchanged.
 func (w *Window) UnmarshalBinary(data []byte) error {
-	if len(data) < len(windowMagic) || string(data[:len(windowMagic)]) != windowMagic {
+	if !bytes.HasPrefix(data, []byte(windowMagic)) {
 		return fmt.Errorf("%w: bad magic or version", ErrEncoding)
 	}
-	b := data[len(windowMagic):]
-	fail := func(err error) error { return fmt.Errorf("%w: %v", ErrEncoding, err) }
-	length, err := enc.DecodeUvarint64(&b)
-	if err != nil {
-		return fail(err)
-	}
-	buckets, err := enc.DecodeUvarint64(&b)
-	if err != nil {
-		return fail(err)
-	}
-	acc, err := enc.DecodeFloat64LE(&b)
-	if err != nil {
-		return fail(err)
-	}
-	maxBins, err := enc.DecodeUvarint64(&b)
-	if err != nil {
-		return fail(err)
+	d := &decoder{b: data[len(windowMagic):], kind: ErrEncoding}
+	length := d.uvarint("window length")
+	buckets := d.uvarint("sub-window count")
+	acc := d.float("relative accuracy")
+	maxBins := d.uvarint("maximum bins")
+	if d.err != nil {
+		return d.err
 	}
 	if length == 0 || length > math.MaxInt64 || buckets == 0 || buckets > 1<<16 ||
 		!(acc > 0 && acc < 1) || maxBins == 0 || maxBins > 1<<20 || buckets > length {
-		return fail(errors.New("options out of range"))
+		return fmt.Errorf("%w: options out of range", ErrEncoding)
 	}
 	var nw Window
 	nw.init(WindowOptions{Length: time.Duration(length), Buckets: int(buckets), RelativeAccuracy: acc, MaxBins: int(maxBins)})
-	n, err := enc.DecodeUvarint64(&b)
-	if err != nil {
-		return fail(err)
-	}
-	if n > buckets {
-		return fail(errors.New("too many sub-windows"))
-	}
+	n := d.count("sub-windows", buckets)
 	for range n {
-		e, err := enc.DecodeVarint64(&b)
-		if err != nil {
-			return fail(err)
+		e := d.varint("sub-window epoch")
+		cnt := d.uvarint("sub-window count")
+		sum := d.float("sub-window sum")
+		sk := d.bytes("sketch", math.MaxUint64)
+		if d.err != nil {
+			return d.err
 		}
-		cnt, err := enc.DecodeUvarint64(&b)
-		if err != nil {
-			return fail(err)
-		}
-		sum, err := enc.DecodeFloat64LE(&b)
-		if err != nil {
-			return fail(err)
-		}
-		l, err := enc.DecodeUvarint64(&b)
-		if err != nil {
-			return fail(err)
-		}
-		if l > uint64(len(b)) {
-			return fail(errors.New("sketch length past end"))
-		}
-		sk := b[:l]
-		b = b[l:]
 		if e <= nw.newest-int64(buckets) {
-			return fail(errors.New("sub-windows out of range"))
+			return fmt.Errorf("%w: sub-windows out of range", ErrEncoding)
 		}
 		s := nw.slot(e)
 		if s == nil || s.n > 0 {
-			return fail(errors.New("duplicate sub-window"))
+			return fmt.Errorf("%w: duplicate sub-window", ErrEncoding)
 		}
 		if err := nw.decodeSketch(s, sk); err != nil {
-			return fail(err)
+			return fmt.Errorf("%w: %v", ErrEncoding, err)
 		}
-		if cnt != s.zero+s.pos.count || !(sum >= 0) || math.IsInf(sum, 0) {
-			return fail(errors.New("count or sum inconsistent with sketch"))
+		if cnt != s.zero+s.pos.count || sum < 0 {
+			return fmt.Errorf("%w: count or sum inconsistent with sketch", ErrEncoding)
 		}
 		s.n = cnt
 		s.sum = sum
 		nw.newest = max(nw.newest, e)
 	}
-	if len(b) != 0 {
-		return fail(errors.New("trailing bytes"))
+	if err := d.end(); err != nil {
+		return err
 	}
 	*w = nw
 	return nil
