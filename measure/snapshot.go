@@ -1,6 +1,7 @@
 package measure
 
 import (
+	"cmp"
 	"encoding/json"
 	"iter"
 	"maps"
@@ -172,13 +173,7 @@ func (s Snapshot) MarshalJSON() ([]byte, error) {
 }
 
 func compareKeys(a, b Key) int {
-	if c := strings.Compare(a.Provider, b.Provider); c != 0 {
-		return c
-	}
-	if c := strings.Compare(a.Region, b.Region); c != 0 {
-		return c
-	}
-	return strings.Compare(a.Model, b.Model)
+	return cmp.Or(strings.Compare(a.Provider, b.Provider), strings.Compare(a.Region, b.Region), strings.Compare(a.Model, b.Model))
 }
 
 // Snapshot returns the statistics of every key at time.Now(); see SnapshotAt.
@@ -226,71 +221,13 @@ func (r *Registry) stats(e *entry, now time.Time) Stats {
 	gq.add(&e.gaps, now)
 	st.ChunkGap = dist(&gq, ewmaValue(e.gapE.Value()))
 
-	var all [4]query
-	var ok, fail int64
-	for i, s := range e.states {
-		if s == nil {
-			continue
-		}
-		var cs CacheStats
-		ws := [4]*Window{&s.ttft, &s.tps, &s.tpot, &s.e2e}
-		ew := [4]float64{ewmaValue(s.ttftE.Value()), ewmaValue(s.tpsE.Value()), ewmaValue(s.tpotE.Value()), ewmaValue(s.e2eE.Value())}
-		ds := [4]*Dist{&cs.TTFT, &cs.TPS, &cs.TPOT, &cs.E2E}
-		for j, w := range ws {
-			var q query
-			q.add(w, now)
-			*ds[j] = dist(&q, ew[j])
-			all[j].add(w, now)
-		}
-		o, f := s.ring.sum(t)
-		ok += o
-		fail += f
-		if o+f > 0 {
-			cs.ErrorRate = float64(f) / float64(o+f)
-		}
-		cs.Requests, cs.Successes, cs.Errors, cs.Canceled, cs.Timeouts = s.requests, s.successes, s.errors, s.canceled, s.timeouts
-		cs.ErrorsByPhase = PhaseCounts{
-			Connect:    s.byPhase[tps.PhaseConnect],
-			Headers:    s.byPhase[tps.PhaseHeaders],
-			FirstToken: s.byPhase[tps.PhaseFirstToken],
-			MidStream:  s.byPhase[tps.PhaseMidStream],
-		}
-		cs.InputTokens, cs.CachedTokens, cs.OutputTokens, cs.ReasoningTokens = s.input, s.cached, s.output, s.reasoning
-		cs.CostExact = s.cost
-		cs.Cost = s.cost.Float()
-		switch tps.CacheState(i) {
-		case tps.CacheUnknown:
-			st.Unknown = cs
-		case tps.CacheCold:
-			st.Cold = cs
-		case tps.CacheWarm:
-			st.Warm = cs
-		}
-		a := &st.CacheStats
-		a.Requests += cs.Requests
-		a.Successes += cs.Successes
-		a.Errors += cs.Errors
-		a.Canceled += cs.Canceled
-		a.Timeouts += cs.Timeouts
-		a.ErrorsByPhase.Connect += cs.ErrorsByPhase.Connect
-		a.ErrorsByPhase.Headers += cs.ErrorsByPhase.Headers
-		a.ErrorsByPhase.FirstToken += cs.ErrorsByPhase.FirstToken
-		a.ErrorsByPhase.MidStream += cs.ErrorsByPhase.MidStream
-		a.InputTokens += cs.InputTokens
-		a.CachedTokens += cs.CachedTokens
-		a.OutputTokens += cs.OutputTokens
-		a.ReasoningTokens += cs.ReasoningTokens
-		a.CostExact.addMoney(cs.CostExact)
-	}
-	a := &st.CacheStats
-	a.Cost = a.CostExact.Float()
-	if ok+fail > 0 {
-		a.ErrorRate = float64(fail) / float64(ok+fail)
-	}
-	a.TTFT = dist(&all[0], ewmaValue(e.ttftE.Value()))
-	a.TPS = dist(&all[1], ewmaValue(e.combined(func(s *stateStats) *EWMA { return &s.tpsE })))
-	a.TPOT = dist(&all[2], ewmaValue(e.combined(func(s *stateStats) *EWMA { return &s.tpotE })))
-	a.E2E = dist(&all[3], ewmaValue(e.combined(func(s *stateStats) *EWMA { return &s.e2eE })))
+	st.CacheStats = cacheStats(now, e.states[:]...)
+	// The aggregate's TTFT EWMA is the key's own PeakEWMA, which sees every
+	// sample at once, not the states' PeakEWMAs combined.
+	st.TTFT.EWMA = finite(ewmaValue(e.ttftE.Value()))
+	st.Unknown = cacheStats(now, e.states[tps.CacheUnknown])
+	st.Cold = cacheStats(now, e.states[tps.CacheCold])
+	st.Warm = cacheStats(now, e.states[tps.CacheWarm])
 	if rs := e.remote; rs != nil {
 		fs := &FleetStats{Requests: rs.requests, Errors: rs.errors, InputTokens: rs.input, CachedTokens: rs.cached,
 			OutputTokens: rs.output, CostExact: rs.cost, Cost: rs.cost.Float()}
@@ -308,6 +245,52 @@ func (r *Registry) stats(e *entry, now time.Time) Stats {
 		st.Fleet = fs
 	}
 	return st
+}
+
+// cacheStats folds states (nil ones skipped) into one CacheStats at now:
+// their windows read together, their EWMAs combined and their counters
+// added up.
+func cacheStats(now time.Time, states ...*stateStats) CacheStats {
+	var cs CacheStats
+	var qs [4]query
+	var ews [4][]*EWMA
+	var ok, fail int64
+	for _, s := range states {
+		if s == nil {
+			continue
+		}
+		for j, w := range []*Window{&s.ttft, &s.tps, &s.tpot, &s.e2e} {
+			qs[j].add(w, now)
+		}
+		for j, ew := range []*EWMA{&s.ttftE.e, &s.tpsE, &s.tpotE, &s.e2eE} {
+			ews[j] = append(ews[j], ew)
+		}
+		o, f := s.ring.sum(now.UnixNano())
+		ok += o
+		fail += f
+		cs.Requests += s.requests
+		cs.Successes += s.successes
+		cs.Errors += s.errors
+		cs.Canceled += s.canceled
+		cs.Timeouts += s.timeouts
+		cs.ErrorsByPhase.Connect += s.byPhase[tps.PhaseConnect]
+		cs.ErrorsByPhase.Headers += s.byPhase[tps.PhaseHeaders]
+		cs.ErrorsByPhase.FirstToken += s.byPhase[tps.PhaseFirstToken]
+		cs.ErrorsByPhase.MidStream += s.byPhase[tps.PhaseMidStream]
+		cs.InputTokens += s.input
+		cs.CachedTokens += s.cached
+		cs.OutputTokens += s.output
+		cs.ReasoningTokens += s.reasoning
+		cs.CostExact.addMoney(s.cost)
+	}
+	if ok+fail > 0 {
+		cs.ErrorRate = float64(fail) / float64(ok+fail)
+	}
+	for j, d := range []*Dist{&cs.TTFT, &cs.TPS, &cs.TPOT, &cs.E2E} {
+		*d = dist(&qs[j], ewmaValue(combineEWMA(ews[j]...)))
+	}
+	cs.Cost = cs.CostExact.Float()
+	return cs
 }
 
 // finite returns x, or 0 when x is NaN or infinite.
