@@ -231,24 +231,6 @@ func (s *compactStore) Clear() {
 	s.count = 0
 }
 
-func (s *compactStore) IsEmpty() bool { return s.count == 0 }
-
-// KeyAtRank returns the lowest index whose cumulative count exceeds rank, the
-// same definition as the sketches-go stores.
-func (s *compactStore) KeyAtRank(rank float64) int {
-	if rank < 0 {
-		rank = 0
-	}
-	var n uint64
-	for i := s.lo; i <= s.hi; i++ {
-		n += s.at(i - s.offset)
-		if float64(n) > rank {
-			return i
-		}
-	}
-	return s.hi
-}
-
 // MergeWith adds every bin of o to s.
 func (s *compactStore) MergeWith(o *compactStore, maxBins int) {
 	if o.count == 0 {
