@@ -113,10 +113,10 @@ func TestStatsShared(t *testing.T) {
 	assert.Greater(t, e.TTFTEWMA, 2.0)
 	assert.Greater(t, e.TTFTP95, 3.9)
 	// Replica 1 does not merge its own data back.
-	rt, ok := r1.reg.Remote(slow.Key())
-	assert.False(t, ok, "%+v", rt)
-	rt, ok = r2.reg.Remote(slow.Key())
-	require.True(t, ok)
+	rt := merged(r1.reg, slow.Key(), now)
+	assert.Nil(t, rt, "%+v", rt)
+	rt = merged(r2.reg, slow.Key(), now)
+	require.NotNil(t, rt)
 	assert.Equal(t, int64(40), rt.Requests)
 
 	st := r2.f.Status(now)
@@ -271,8 +271,8 @@ func TestRedisDown(t *testing.T) {
 	r1.round(now)
 	assert.True(t, r2.f.Status(now).Connected)
 	assert.Contains(t, r2.logs.String(), "rejoined")
-	rt, ok := r1.reg.Remote(fast.Key())
-	require.True(t, ok, "what r2 measured while alone reached r1")
+	rt := merged(r1.reg, fast.Key(), now)
+	require.NotNil(t, rt, "what r2 measured while alone reached r1")
 	assert.Equal(t, int64(3), rt.Requests)
 }
 
@@ -401,15 +401,14 @@ func TestRestoredStateNotRepublished(t *testing.T) {
 
 	f.syncAt(context.Background(), now, true)
 	other.round(now)
-	_, ok := other.reg.Remote(slow.Key())
-	assert.False(t, ok, "the restored samples were published again")
+	assert.Nil(t, merged(other.reg, slow.Key(), now), "the restored samples were published again")
 
 	now = now.Add(time.Second)
 	reg.RecordAt(now, slow.Key(), sample(300*time.Millisecond, 80))
 	f.syncAt(context.Background(), now, true)
 	other.round(now)
-	rt, ok := other.reg.Remote(slow.Key())
-	require.True(t, ok)
+	rt := merged(other.reg, slow.Key(), now)
+	require.NotNil(t, rt)
 	assert.Equal(t, int64(1), rt.Requests, "only the sample recorded after the restart")
 }
 
@@ -432,8 +431,8 @@ func TestRestartedReplicaCountsNothingTwice(t *testing.T) {
 	r1.round(now)
 	r2.round(now)
 	r1.round(now)
-	rt, ok := r1.reg.Remote(slow.Key())
-	require.True(t, ok)
+	rt := merged(r1.reg, slow.Key(), now)
+	require.NotNil(t, rt)
 	require.Equal(t, int64(10), rt.Requests)
 
 	time.Sleep(2 * time.Millisecond) // the save comes after every entry so far
@@ -451,8 +450,8 @@ func TestRestartedReplicaCountsNothingTwice(t *testing.T) {
 	t.Cleanup(func() { require.NoError(t, f.Close()) })
 
 	f.syncAt(context.Background(), time.Now(), true)
-	rt, ok = reg.Remote(slow.Key())
-	require.True(t, ok)
+	rt = merged(reg, slow.Key(), time.Now())
+	require.NotNil(t, rt)
 	assert.Equal(t, int64(10), rt.Requests, "r2's samples once, r1's old ones not as remote")
 	st, _ := reg.Snapshot().Lookup(slow.Key())
 	assert.Equal(t, int64(20), st.Requests, "r1's own samples, restored")
@@ -462,6 +461,14 @@ func TestRestartedReplicaCountsNothingTwice(t *testing.T) {
 	}
 	r2.round(time.Now())
 	f.syncAt(context.Background(), time.Now(), true)
-	rt, _ = reg.Remote(slow.Key())
+	rt = merged(reg, slow.Key(), time.Now())
+	require.NotNil(t, rt)
 	assert.Equal(t, int64(15), rt.Requests, "what r2 published after the restart arrives")
+}
+
+// merged returns what reg merged from other replicas for k (Stats.Fleet),
+// read at now; nil when nothing was.
+func merged(reg *measure.Registry, k measure.Key, now time.Time) *measure.FleetStats {
+	st, _ := reg.SnapshotAt(now).Lookup(k)
+	return st.Fleet
 }

@@ -388,35 +388,6 @@ func (r *Registry) MergeAt(now time.Time, d *Delta) error {
 	return nil
 }
 
-// RemoteTotals are the meters other Registries merged into one key.
-type RemoteTotals struct {
-	Requests, Errors                        int64
-	InputTokens, CachedTokens, OutputTokens int64
-	Cost                                    Money
-	Newest                                  time.Time // zero when nothing was merged
-}
-
-// Remote returns the totals merged into k from other Registries by MergeAt,
-// and false when nothing was.
-func (r *Registry) Remote(k Key) (RemoteTotals, bool) {
-	e := r.lookup(k)
-	if e == nil {
-		return RemoteTotals{}, false
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	rs := e.remote
-	if rs == nil {
-		return RemoteTotals{}, false
-	}
-	t := RemoteTotals{Requests: rs.requests, Errors: rs.errors, InputTokens: rs.input,
-		CachedTokens: rs.cached, OutputTokens: rs.output, Cost: rs.cost}
-	if rs.newest != 0 {
-		t.Newest = time.Unix(0, rs.newest)
-	}
-	return t, true
-}
-
 const deltaMagic = "TPSD\x01"
 
 // MarshalBinary encodes the Delta: the key's three strings, the two windows
