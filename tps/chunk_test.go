@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -124,6 +125,21 @@ func TestParseChunkReuseDoesNotAllocate(t *testing.T) {
 	data := []byte(`{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-4o","system_fingerprint":"fp","choices":[{"index":0,"delta":{"reasoning_content":"a","content":"b"},"logprobs":null,"finish_reason":null}],"usage":null}`)
 	var c tps.Chunk
 	require.NoError(t, tps.ParseChunk(data, &c))
+	allocs := testing.AllocsPerRun(100, func() { _ = tps.ParseChunk(data, &c) })
+	assert.Zero(t, allocs)
+}
+
+// TestParseChunkFloats checks that server timings are read as encoding/json
+// reads them, correctly rounded (the last digit of 508.54739767602643 used
+// to be lost), and without allocating.
+func TestParseChunkFloats(t *testing.T) {
+	data := []byte(`{"choices":[],"timings":{"predicted_ms":20.25,"predicted_per_second":508.54739767602643},"x_groq":{"usage":{"queue_time":1.5e-3,"total_time":2E0}}}`)
+	var c tps.Chunk
+	require.NoError(t, tps.ParseChunk(data, &c))
+	assert.Equal(t, 508.54739767602643, c.Server.PredictedPerSecond)
+	assert.Equal(t, 20250*time.Microsecond, c.Server.Completion)
+	assert.Equal(t, 1500*time.Microsecond, c.Server.Queue)
+	assert.Equal(t, 2*time.Second, c.Server.Total)
 	allocs := testing.AllocsPerRun(100, func() { _ = tps.ParseChunk(data, &c) })
 	assert.Zero(t, allocs)
 }

@@ -72,21 +72,7 @@ const (
 
 // String returns the lower-case name of e ("done", "eof", ...).
 func (e End) String() string {
-	switch e {
-	case EndNone:
-		return "none"
-	case EndDone:
-		return "done"
-	case EndEOF:
-		return "eof"
-	case EndStream:
-		return "stream"
-	case EndError:
-		return "error"
-	case EndClosed:
-		return "closed"
-	}
-	return "End(" + strconv.Itoa(int(e)) + ")"
+	return enumString(uint8(e), "End", "none", "done", "eof", "stream", "error", "closed")
 }
 
 // Sample is the measurement of one streamed chat completion.
@@ -180,45 +166,23 @@ type ServerTiming struct {
 
 // String returns "none", "usage", "tokenizer" or "chunks".
 func (t TokenSource) String() string {
-	switch t {
-	case TokenSourceNone:
-		return "none"
-	case TokenSourceUsage:
-		return "usage"
-	case TokenSourceTokenizer:
-		return "tokenizer"
-	case TokenSourceChunks:
-		return "chunks"
-	}
-	return "TokenSource(" + strconv.Itoa(int(t)) + ")"
+	return enumString(uint8(t), "TokenSource", "none", "usage", "tokenizer", "chunks")
 }
 
 // String returns "unknown", "cold" or "warm".
 func (c CacheState) String() string {
-	switch c {
-	case CacheUnknown:
-		return "unknown"
-	case CacheCold:
-		return "cold"
-	case CacheWarm:
-		return "warm"
-	}
-	return "CacheState(" + strconv.Itoa(int(c)) + ")"
+	return enumString(uint8(c), "CacheState", "unknown", "cold", "warm")
 }
 
 // String returns "none", "connect", "headers", "first-token" or "mid-stream".
 func (p Phase) String() string {
-	switch p {
-	case PhaseNone:
-		return "none"
-	case PhaseConnect:
-		return "connect"
-	case PhaseHeaders:
-		return "headers"
-	case PhaseFirstToken:
-		return "first-token"
-	case PhaseMidStream:
-		return "mid-stream"
+	return enumString(uint8(p), "Phase", "none", "connect", "headers", "first-token", "mid-stream")
+}
+
+// enumString returns names[v], or "typ(v)" for a value outside names.
+func enumString(v uint8, typ string, names ...string) string {
+	if int(v) < len(names) {
+		return names[v]
 	}
-	return "Phase(" + strconv.Itoa(int(p)) + ")"
+	return typ + "(" + strconv.Itoa(int(v)) + ")"
 }

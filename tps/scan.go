@@ -2,8 +2,8 @@ package tps
 
 import (
 	"encoding/binary"
-	"math"
 	"math/bits"
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -329,87 +329,10 @@ func (s *scanner) float() float64 {
 	return parseFloat(s.num())
 }
 
-// pow10 returns 10^n for 0 <= n <= 22, all exact in a float64.
-func pow10(n int) float64 {
-	f := 1.0
-	for ; n > 0; n-- {
-		f *= 10
-	}
-	return f
-}
-
-// parseFloat converts a number already validated by num. It keeps up to 19
-// significant digits, which is far more than the server timings it reads
-// need, and does not allocate (strconv.ParseFloat would, for string(raw)).
-//
-// Its complexity (about 32) is the JSON number grammar (sign, digits,
-// fraction, exponent, each with its limits), kept in one allocation-free pass.
+// parseFloat converts a number already validated by num. The conversion of
+// raw to a string does not escape, so it does not allocate.
 func parseFloat(raw []byte) float64 {
-	i := 0
-	neg := false
-	if i < len(raw) && raw[i] == '-' {
-		neg = true
-		i++
-	}
-	var mant uint64
-	exp := 0
-	sig := 0
-	for ; i < len(raw) && raw[i] >= '0' && raw[i] <= '9'; i++ {
-		if sig < 19 {
-			mant = mant*10 + uint64(raw[i]-'0')
-			if mant != 0 {
-				sig++
-			}
-		} else {
-			exp++
-		}
-	}
-	if i < len(raw) && raw[i] == '.' {
-		for i++; i < len(raw) && raw[i] >= '0' && raw[i] <= '9'; i++ {
-			if sig < 19 {
-				mant = mant*10 + uint64(raw[i]-'0')
-				if mant != 0 {
-					sig++
-				}
-				exp--
-			}
-		}
-	}
-	if i < len(raw) && (raw[i] == 'e' || raw[i] == 'E') {
-		i++
-		eneg := false
-		if i < len(raw) && (raw[i] == '+' || raw[i] == '-') {
-			eneg = raw[i] == '-'
-			i++
-		}
-		e := 0
-		for ; i < len(raw) && raw[i] >= '0' && raw[i] <= '9'; i++ {
-			if e < 100000 {
-				e = e*10 + int(raw[i]-'0')
-			}
-		}
-		if eneg {
-			e = -e
-		}
-		exp += e
-	}
-	f := float64(mant)
-	for exp > 0 && f != 0 {
-		n := min(exp, 22)
-		f *= pow10(n)
-		exp -= n
-		if math.IsInf(f, 0) {
-			break
-		}
-	}
-	for exp < 0 && f != 0 {
-		n := min(-exp, 22)
-		f /= pow10(n)
-		exp += n
-	}
-	if neg {
-		f = -f
-	}
+	f, _ := strconv.ParseFloat(string(raw), 64) // ±Inf when out of range
 	return f
 }
 

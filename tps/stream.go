@@ -37,14 +37,8 @@ type Stream struct {
 // counts in Sample.Malformed. An HTTP error status (openai-go's
 // *openai.Error, before any event) is recorded with PhaseHeaders. A nil stream yields an empty, ended Stream.
 func Wrap(stream *ssestream.Stream[openai.ChatCompletionChunk], start time.Time, opts ...Option) *Stream {
-	now := time.Now()
 	s := &Stream{s: stream}
-	s.t.opts = buildOptions(opts)
-	s.t.Reset(start)
-	if h := s.t.opts.headers; !h.IsZero() {
-		now = h
-	}
-	s.t.Headers(now)
+	s.t.begin(start, time.Now(), opts)
 	return s
 }
 
@@ -64,10 +58,7 @@ func (s *Stream) Next() bool {
 		s.c.reset()
 		s.c.Malformed = true
 	}
-	s.t.Event(now, &s.c)
-	if fn := s.t.opts.observer; fn != nil {
-		fn(now, &s.c)
-	}
+	s.t.observe(now, &s.c)
 	return true
 }
 
@@ -95,10 +86,7 @@ func (s *Stream) stop(now time.Time) {
 		e := newStreamError(c.ErrorBody, c.Event)
 		e.cause = se
 		s.t.Fail(e, PhaseNone)
-		s.t.Event(now, c)
-		if fn := s.t.opts.observer; fn != nil {
-			fn(now, c)
-		}
+		s.t.observe(now, c)
 	default:
 		var syn *json.SyntaxError
 		var typ *json.UnmarshalTypeError

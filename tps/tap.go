@@ -41,14 +41,8 @@ const MaxLine = 32 << 20
 // A nil body reads as empty. Read must be called by one goroutine at a time;
 // Close may be called concurrently with Read, for example to abort it.
 func NewTap(body io.ReadCloser, start time.Time, done func(Sample), opts ...Option) io.ReadCloser {
-	now := time.Now()
 	t := &tap{body: body, done: done}
-	t.t.opts = buildOptions(opts)
-	t.t.Reset(start)
-	if h := t.t.opts.headers; !h.IsZero() {
-		now = h
-	}
-	t.t.Headers(now)
+	t.t.begin(start, time.Now(), opts)
 	return t
 }
 
@@ -217,7 +211,7 @@ func (t *tap) overlong(now time.Time) {
 	t.c.Malformed = true
 	t.c.Unframed = true
 	t.c.Start, t.c.End = t.evStart, t.at
-	t.emit(now)
+	t.t.observe(now, &t.c)
 }
 
 func (t *tap) processLine(now time.Time, line []byte) {
@@ -291,18 +285,11 @@ func (t *tap) dispatch(now time.Time) {
 	}
 	c.Start, c.End = t.evStart, t.at
 	t.evStart = t.at
-	t.emit(now)
+	t.t.observe(now, c)
 	t.data = t.data[:0]
 	t.hasData = false
 	t.event = t.event[:0]
 	t.errField = false
-}
-
-func (t *tap) emit(now time.Time) {
-	t.t.Event(now, &t.c)
-	if fn := t.t.opts.observer; fn != nil {
-		fn(now, &t.c)
-	}
 }
 
 // flush ends a final line and event that had no terminator

@@ -55,6 +55,17 @@ func (t *Timer) Reset(start time.Time) {
 	t.s.Start = start
 }
 
+// begin sets up a Timer that a Tap or Stream embeds, for a request written
+// at start whose headers arrived now, or at WithHeaders's time.
+func (t *Timer) begin(start, now time.Time, opts []Option) {
+	t.opts = buildOptions(opts)
+	t.Reset(start)
+	if h := t.opts.headers; !h.IsZero() {
+		now = h
+	}
+	t.Headers(now)
+}
+
 // Headers records that the response headers arrived at now. Only the first
 // call counts.
 func (t *Timer) Headers(now time.Time) {
@@ -155,6 +166,15 @@ func (t *Timer) Event(now time.Time, c *Chunk) {
 	}
 	if c.Error && t.s.Err == nil {
 		t.fail(newStreamError(c.ErrorBody, c.Event), PhaseNone)
+	}
+}
+
+// observe records the data event c with Event, then shows it to the
+// WithObserver function, as a Tap or Stream does for every data event.
+func (t *Timer) observe(now time.Time, c *Chunk) {
+	t.Event(now, c)
+	if fn := t.opts.observer; fn != nil {
+		fn(now, c)
 	}
 }
 
