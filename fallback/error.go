@@ -99,7 +99,7 @@ func (a Attempt) String() string {
 	}
 	if a.Phase != tps.PhaseNone {
 		b.WriteString(" at ")
-		b.WriteString(phaseName(a.Phase))
+		b.WriteString(a.Phase.String())
 	}
 	if a.Tokens > 0 {
 		b.WriteString(" after ")
@@ -116,20 +116,6 @@ func (a Attempt) String() string {
 		b.WriteString(")")
 	}
 	return b.String()
-}
-
-func phaseName(p tps.Phase) string {
-	switch p {
-	case tps.PhaseConnect:
-		return "connect"
-	case tps.PhaseHeaders:
-		return "headers"
-	case tps.PhaseFirstToken:
-		return "first-token"
-	case tps.PhaseMidStream:
-		return "mid-stream"
-	}
-	return "none"
 }
 
 // Error is the failure of a whole call: every attempt, in order. The last

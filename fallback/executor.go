@@ -344,7 +344,6 @@ func (cl *call) remaining(i int) bool {
 func (cl *call) run() (*Result, error) {
 	e := cl.e
 	for pass := 0; pass <= cl.maxAttempts+1; pass++ {
-		var readyAt time.Time
 		for i := range cl.plan {
 			if !cl.eligible(i) {
 				continue
@@ -355,18 +354,12 @@ func (cl *call) run() (*Result, error) {
 			d := cl.plan[i].Deployment
 			st := e.state(d)
 			now := time.Now()
-			if u, ok := st.cooling(now); ok {
+			if _, ok := st.cooling(now); ok {
 				cl.skip(i, ErrCoolingDown)
-				if readyAt.IsZero() || u.Before(readyAt) {
-					readyAt = u
-				}
 				continue
 			}
-			if ok, r := st.headroom(now, cl.est); !ok {
+			if ok, _ := st.headroom(now, cl.est); !ok {
 				cl.skip(i, ErrNoBudget)
-				if !r.IsZero() && (readyAt.IsZero() || r.Before(readyAt)) {
-					readyAt = r
-				}
 				continue
 			}
 			res, stop := cl.tryDeployment(i, d, st)
@@ -379,7 +372,7 @@ func (cl *call) run() (*Result, error) {
 		}
 		// Come back to deployments that were rate limited or cooling, if
 		// nothing else answered and the wait fits.
-		readyAt = cl.readyAt(readyAt)
+		readyAt := cl.readyAt()
 		if readyAt.IsZero() || !cl.wait(time.Until(readyAt)) {
 			return nil, cl.err()
 		}
@@ -388,8 +381,9 @@ func (cl *call) run() (*Result, error) {
 }
 
 // readyAt returns the earliest time an eligible deployment is free of its
-// cooldown and limiters, starting from t (zero: none known).
-func (cl *call) readyAt(t time.Time) time.Time {
+// cooldown and limiters, or zero when none will be.
+func (cl *call) readyAt() time.Time {
+	var t time.Time
 	now := time.Now()
 	for i := range cl.plan {
 		if !cl.eligible(i) {

@@ -1,6 +1,7 @@
 package fallback
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"math"
@@ -291,18 +292,10 @@ type Deadlines struct {
 
 // Or returns d with each zero field taken from def.
 func (d Deadlines) Or(def Deadlines) Deadlines {
-	for _, f := range []struct {
-		dst *time.Duration
-		src time.Duration
-	}{
-		{&d.Headers, def.Headers}, {&d.TTFT, def.TTFT}, {&d.Stall, def.Stall},
-		{&d.MaxDuration, def.MaxDuration}, {&d.FinishGrace, def.FinishGrace},
-	} {
-		if *f.dst == 0 {
-			*f.dst = f.src
-		}
+	return Deadlines{
+		Headers: cmp.Or(d.Headers, def.Headers), TTFT: cmp.Or(d.TTFT, def.TTFT), Stall: cmp.Or(d.Stall, def.Stall),
+		MaxDuration: cmp.Or(d.MaxDuration, def.MaxDuration), FinishGrace: cmp.Or(d.FinishGrace, def.FinishGrace),
 	}
-	return d
 }
 
 // defaultDeadlines are the deadlines of the zero Options.

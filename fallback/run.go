@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/openai/openai-go/v3"
+
 	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
 )
@@ -309,11 +311,8 @@ func (a *run) streamFailure(err error) (Class, error) {
 		if status == 0 {
 			status = http.StatusOK
 		}
-		var err error = newAPIError(status, &pe, route.RedactRequest(a.resp.Request), nil)
-		if (class == ClassPolicy || class == ClassContextLength) && pe.Message != "" {
-			err = &reasonError{err, truncate(pe.Message, 200)}
-		}
-		return class, wrap(ErrStreamError, err)
+		api := newAPIError(status, &pe, route.RedactRequest(a.resp.Request), nil)
+		return class, wrap(ErrStreamError, withReason(api, class, &pe))
 	case a.malformed:
 		return ClassNext, ErrMalformed
 	case err == nil:
@@ -368,7 +367,7 @@ func (a *run) httpError(req *http.Request, resp *http.Response) {
 	// resp.Request is the request as sent, credentials included.
 	rc := *resp
 	rc.Request, rc.Body = route.RedactRequest(req), http.NoBody
-	apiErr := newAPIError(resp.StatusCode, &pe, rc.Request, &rc)
+	err := withReason(newAPIError(resp.StatusCode, &pe, rc.Request, &rc), class, &pe)
 	ra, hasRA := retryAfter(resp.Header, now)
 	st := a.st
 	switch class {
@@ -386,12 +385,6 @@ func (a *run) httpError(req *http.Request, resp *http.Response) {
 	if hasRA {
 		st.coolDown(now.Add(ra))
 	}
-	var err error = apiErr
-	if class == ClassPolicy || class == ClassInvalid || class == ClassContextLength {
-		if pe.Message != "" {
-			err = &reasonError{apiErr, truncate(pe.Message, 200)}
-		}
-	}
 	a.sample = tps.Sample{Start: a.start, Headers: now.Sub(a.start), Total: now.Sub(a.start)}
 	a.sampled = true
 	a.fail(tps.PhaseHeaders, resp.StatusCode, class, err)
@@ -405,6 +398,18 @@ type reasonError struct {
 
 func (e *reasonError) Error() string { return e.api.Error() + ": " + e.reason }
 func (e *reasonError) Unwrap() error { return e.api }
+
+// withReason adds the provider's message to api for the classes whose reason
+// the caller needs: policy, invalid and context length.
+func withReason(api *openai.Error, class Class, pe *providerError) error {
+	switch class {
+	case ClassPolicy, ClassInvalid, ClassContextLength:
+		if pe.Message != "" {
+			return &reasonError{api, truncate(pe.Message, 200)}
+		}
+	}
+	return api
+}
 
 // observe is the tap's observer: it runs inside Read. The times a deadline
 // reads (lastOut, lastEvent) are stored before the phase flags, so that the
