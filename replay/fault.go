@@ -211,7 +211,7 @@ func CutAfter(k int) Fault {
 		default:
 			// Fewer than k chunks: cut after the last one. The terminator
 			// goes too, so the cut never reads as a clean end.
-			p.events = slices.DeleteFunc(p.events, func(e event) bool { return e.kind == eventData && e.data == "[DONE]" })
+			p.events = slices.DeleteFunc(p.events, event.done)
 			at = p.lastAt()
 		}
 		p.end = endReset
@@ -258,7 +258,7 @@ func ErrorEventAt(k int, style Style) Fault {
 		if i < 0 {
 			i = len(p.events)
 			for j, e := range p.events {
-				if e.kind == eventData && e.data == "[DONE]" {
+				if e.done() {
 					i = j
 				}
 			}
@@ -292,7 +292,7 @@ func ErrorEventAt(k int, style Style) Fault {
 // after the last chunk.
 func NoDone() Fault {
 	return Fault{name: "no-done", apply: func(p *plan, _ *request) {
-		p.events = slices.DeleteFunc(p.events, func(e event) bool { return e.kind == eventData && e.data == "[DONE]" })
+		p.events = slices.DeleteFunc(p.events, event.done)
 	}}
 }
 

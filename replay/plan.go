@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -34,14 +33,11 @@ type event struct {
 // MalformedAt and ErrorEventAt: a data event other than [DONE], or a raw
 // event. Comments are not chunks.
 func (e event) chunk() bool {
-	switch e.kind {
-	case eventData:
-		return e.data != "[DONE]"
-	case eventRaw:
-		return true
-	}
-	return false
+	return e.kind == eventRaw || e.kind == eventData && !e.done()
 }
+
+// done reports whether e is the "[DONE]" terminator.
+func (e event) done() bool { return e.kind == eventData && e.data == "[DONE]" }
 
 // bytes renders e in SSE framing.
 func (e event) bytes() []byte { return e.appendTo(nil) }
@@ -223,6 +219,7 @@ func accumulate(p *plan) *plan {
 	// calls, usage), as the tpsroute Client builds its own.
 	var (
 		acc     tps.Accumulator
+		chunk   tps.Chunk
 		errBody []byte
 		errCode int
 		seen    bool
@@ -230,14 +227,13 @@ func accumulate(p *plan) *plan {
 		allRaw  = true
 	)
 	fold := func(data []byte) {
-		if errBody != nil {
-			return
-		}
-		if !json.Valid(data) || !bytes.HasPrefix(bytes.TrimSpace(data), []byte("{")) {
+		if errBody != nil || tps.ParseChunk(data, &chunk) != nil {
 			return
 		}
 		seen = true
-		if errBody, errCode = errorEvent(data); errBody == nil {
+		if chunk.Error {
+			errBody, errCode = errorAnswer(chunk.ErrorBody)
+		} else {
 			acc.Add(data)
 		}
 	}
@@ -250,7 +246,7 @@ func accumulate(p *plan) *plan {
 			tps.ForEachData([]byte(e.data), fold)
 		default:
 			allRaw = false
-			if e.data != "[DONE]" {
+			if !e.done() {
 				fold([]byte(e.data))
 			}
 		}
@@ -278,25 +274,18 @@ func accumulate(p *plan) *plan {
 	return &q
 }
 
-// errorEvent returns the body and status a chunk with a non-null top-level
-// "error" becomes in a non-streaming answer: {"error": ...} with the error's
-// numeric code when it is an HTTP status, else 500. It returns nil for a
-// chunk without an error.
-func errorEvent(data []byte) ([]byte, int) {
-	var in struct {
-		Error json.RawMessage `json:"error"`
-	}
-	if json.Unmarshal(data, &in) != nil || len(in.Error) == 0 || string(in.Error) == "null" {
-		return nil, 0
-	}
+// errorAnswer returns the body and status an in-stream error becomes in a
+// non-streaming answer: {"error": raw} with the error's numeric code when it
+// is an HTTP status, else 500. raw is the value of the chunk's "error" key.
+func errorAnswer(raw []byte) ([]byte, int) {
 	status := http.StatusInternalServerError
 	var e struct {
 		Code json.RawMessage `json:"code"`
 	}
-	if json.Unmarshal(in.Error, &e) == nil {
+	if json.Unmarshal(raw, &e) == nil {
 		if n, err := strconv.Atoi(strings.Trim(string(e.Code), `"`)); err == nil && n >= 400 && n < 600 {
 			status = n
 		}
 	}
-	return []byte(`{"error":` + string(in.Error) + `}`), status
+	return []byte(`{"error":` + string(raw) + `}`), status
 }

@@ -47,21 +47,9 @@ const (
 
 // String returns the style's name, e.g. "openai" or "vllm".
 func (s Style) String() string {
-	switch s {
-	case OpenAI:
-		return "openai"
-	case VLLM:
-		return "vllm"
-	case UsageTwice:
-		return "usage-twice"
-	case Annotations:
-		return "annotations"
-	case ProcessingComments:
-		return "processing-comments"
-	case KeepAlives:
-		return "keep-alives"
-	case ReasoningFirst:
-		return "reasoning-first"
+	names := [...]string{"openai", "vllm", "usage-twice", "annotations", "processing-comments", "keep-alives", "reasoning-first"}
+	if int(s) < len(names) {
+		return names[s]
 	}
 	return "style(" + strconv.Itoa(int(s)) + ")"
 }
@@ -356,7 +344,7 @@ func (e *emitter) gap() {
 func (e *emitter) stream(pieces []string, reasoning int, finish string, u usage, includeUsage bool) {
 	p, c, per := e.p, &e.c, e.per
 	if p.Style == Annotations {
-		e.add(`{"choices":[],"created":0,"id":"","model":"","object":"","prompt_filter_results":[{"prompt_index":0,"content_filter_results":{"hate":{"filtered":false,"severity":"safe"},"self_harm":{"filtered":false,"severity":"safe"},"sexual":{"filtered":false,"severity":"safe"},"violence":{"filtered":false,"severity":"safe"}}}]}`, false)
+		e.add(`{"choices":[],"created":0,"id":"","model":"","object":"","prompt_filter_results":[{"prompt_index":0,"content_filter_results":`+safeFilters+`}]}`, false)
 	}
 	if p.Style == ReasoningFirst {
 		e.add(c.chunk(`{"role":"assistant","content":null,"reasoning_content":""}`, "", ""), false)
@@ -396,7 +384,7 @@ func (e *emitter) stream(pieces []string, reasoning int, finish string, u usage,
 		e.add(c.chunk(`{}`, finish, ""), false)
 	}
 	if p.Style == Annotations {
-		e.add(`{"choices":[{"content_filter_offsets":{"check_offset":0,"start_offset":0,"end_offset":`+strconv.Itoa(len(strings.Join(pieces, "")))+`},"content_filter_results":{"hate":{"filtered":false,"severity":"safe"},"self_harm":{"filtered":false,"severity":"safe"},"sexual":{"filtered":false,"severity":"safe"},"violence":{"filtered":false,"severity":"safe"}},"finish_reason":null,"index":0}],"created":`+strconv.FormatInt(c.created, 10)+`,"id":"`+c.id+`","model":"`+c.model+`","object":"chat.completion.chunk"}`, false)
+		e.add(`{"choices":[{"content_filter_offsets":{"check_offset":0,"start_offset":0,"end_offset":`+strconv.Itoa(len(strings.Join(pieces, "")))+`},"content_filter_results":`+safeFilters+`,"finish_reason":null,"index":0}],"created":`+strconv.FormatInt(c.created, 10)+`,"id":"`+c.id+`","model":"`+c.model+`","object":"chat.completion.chunk"}`, false)
 	}
 	if includeUsage {
 		if p.Style == ProcessingComments {
@@ -407,6 +395,9 @@ func (e *emitter) stream(pieces []string, reasoning int, finish string, u usage,
 	}
 	e.add("[DONE]", false)
 }
+
+// safeFilters is Azure's content_filter_results when no filter fired.
+const safeFilters = `{"hate":{"filtered":false,"severity":"safe"},"self_harm":{"filtered":false,"severity":"safe"},"sexual":{"filtered":false,"severity":"safe"},"violence":{"filtered":false,"severity":"safe"}}`
 
 // statusBody returns the OpenAI-shaped error body replay sends for a status.
 func statusBody(code int) string {
@@ -476,7 +467,7 @@ func (c chunker) chunk(delta, finish, usage string) string {
 	case Annotations:
 		b.WriteString(`,"system_fingerprint":"fp_replay","choices":[{"index":0,"delta":` + delta + `,"logprobs":null,"finish_reason":` + fin)
 		if strings.Contains(delta, `"content":"`) && delta != `{"role":"assistant","content":""}` {
-			b.WriteString(`,"content_filter_results":{"hate":{"filtered":false,"severity":"safe"},"self_harm":{"filtered":false,"severity":"safe"},"sexual":{"filtered":false,"severity":"safe"},"violence":{"filtered":false,"severity":"safe"}}`)
+			b.WriteString(`,"content_filter_results":` + safeFilters)
 		}
 		b.WriteString(`}],"usage":` + cmp.Or(usage, "null"))
 	case UsageTwice:
