@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"net/url"
 	"slices"
@@ -154,21 +155,15 @@ func New(o Options) (*Telemetry, error) {
 		models: make(map[string]bool),
 		served: make(map[servedKey]*dep),
 	}
-	var err error
+	var errs []error // every instrument is created; the errors are returned together
 	f64h := func(name, unit, desc string, bounds []float64) metric.Float64Histogram {
-		if err != nil {
-			return nil
-		}
-		var h metric.Float64Histogram
-		h, err = m.Float64Histogram(name, metric.WithUnit(unit), metric.WithDescription(desc), metric.WithExplicitBucketBoundaries(bounds...))
+		h, err := m.Float64Histogram(name, metric.WithUnit(unit), metric.WithDescription(desc), metric.WithExplicitBucketBoundaries(bounds...))
+		errs = append(errs, err)
 		return h
 	}
 	counter := func(name, unit, desc string) metric.Int64Counter {
-		if err != nil {
-			return nil
-		}
-		var c metric.Int64Counter
-		c, err = m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
 		return c
 	}
 	t.duration = f64h("gen_ai.client.operation.duration", "s", "GenAI operation duration.", DurationBuckets)
@@ -180,23 +175,20 @@ func New(o Options) (*Telemetry, error) {
 		"Time from the start of one attempt to its first output chunk, per deployment.", DurationBuckets)
 	t.tps = f64h("tpsroute.generation.tps", "{token}/s",
 		"Generation speed of one attempt: output tokens after the first chunk per second between the first and last output chunks.", TPSBuckets)
-	if err == nil {
-		t.tokens, err = m.Int64Histogram("gen_ai.client.token.usage", metric.WithUnit("{token}"),
-			metric.WithDescription("Number of input and output tokens used."), metric.WithExplicitBucketBoundaries(TokenBuckets...))
-	}
+	var err error
+	t.tokens, err = m.Int64Histogram("gen_ai.client.token.usage", metric.WithUnit("{token}"),
+		metric.WithDescription("Number of input and output tokens used."), metric.WithExplicitBucketBoundaries(TokenBuckets...))
+	errs = append(errs, err)
 	t.attempts = counter("tpsroute.attempts", "{attempt}", "Attempts by deployment, outcome, class and phase; deployments skipped for an open breaker or a cooldown count as skipped.")
 	t.failovers = counter("tpsroute.failovers", "{failover}", "Moves of a call from a failed attempt to another deployment before the commit point.")
 	t.continuations = counter("tpsroute.continuations", "{continuation}", "Mid-stream continuations onto another deployment after the commit point.")
 	t.decisions = counter("tpsroute.route.decisions", "{decision}", "Routing decisions by the reason their first deployment was first.")
-	if err == nil {
-		t.inflight, err = m.Int64UpDownCounter("tpsroute.inflight", metric.WithUnit("{request}"),
-			metric.WithDescription("Attempts in flight per deployment, from the request until its body is closed."))
-	}
-	if err == nil {
-		t.cost, err = m.Float64Counter("tpsroute.cost", metric.WithUnit("USD"),
-			metric.WithDescription("Cost of every attempt's tokens at the deployment's configured prices."))
-	}
-	if err != nil {
+	t.inflight, err = m.Int64UpDownCounter("tpsroute.inflight", metric.WithUnit("{request}"),
+		metric.WithDescription("Attempts in flight per deployment, from the request until its body is closed."))
+	errs = append(errs, err)
+	t.cost, err = m.Float64Counter("tpsroute.cost", metric.WithUnit("USD"),
+		metric.WithDescription("Cost of every attempt's tokens at the deployment's configured prices."))
+	if err := errors.Join(append(errs, err)...); err != nil {
 		return nil, err
 	}
 	for _, d := range o.Deployments {
