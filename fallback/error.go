@@ -146,15 +146,12 @@ func (e *Error) Error() string {
 	} else {
 		b.WriteString(" attempts")
 	}
-	if e.cause != nil {
-		b.WriteString(" (")
-		b.WriteString(safeMessage(e.cause))
-		b.WriteString(")")
-	}
-	if e.cont != nil {
-		b.WriteString(" (")
-		b.WriteString(safeMessage(e.cont))
-		b.WriteString(")")
+	for _, err := range [...]error{e.cause, e.cont} {
+		if err != nil {
+			b.WriteString(" (")
+			b.WriteString(safeMessage(err))
+			b.WriteString(")")
+		}
 	}
 	for i, a := range e.Attempts {
 		if i == 0 {
@@ -187,11 +184,10 @@ func countAttempts(as []Attempt) int {
 // Unwrap returns the attempts' errors, the most recent first.
 func (e *Error) Unwrap() []error {
 	out := make([]error, 0, len(e.Attempts)+2)
-	if e.cause != nil {
-		out = append(out, e.cause)
-	}
-	if e.cont != nil {
-		out = append(out, e.cont)
+	for _, err := range [...]error{e.cause, e.cont} {
+		if err != nil {
+			out = append(out, err)
+		}
 	}
 	for i := len(e.Attempts) - 1; i >= 0; i-- {
 		if err := e.Attempts[i].Err; err != nil {
