@@ -65,7 +65,6 @@ func TestRecordSuccess(t *testing.T) {
 	assert.Equal(t, int64(20000), st.InputTokens)
 	assert.Equal(t, int64(8000), st.CachedTokens)
 	assert.Equal(t, int64(2000), st.OutputTokens)
-	assert.Equal(t, st.Warm, st.Cache(tps.CacheWarm))
 	assert.Greater(t, st.TTFT.EWMA, 0.1)
 	assert.Zero(t, st.ErrorRate)
 	assert.Equal(t, now.UnixNano()-time.Second.Nanoseconds(), st.Newest.UnixNano())

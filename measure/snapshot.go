@@ -108,20 +108,6 @@ type FleetStats struct {
 	Newest       time.Time `json:"newest"` // zero if none
 }
 
-// Cache returns the statistics for cache state c; an out-of-range c gives
-// the zero CacheStats.
-func (s Stats) Cache(c tps.CacheState) CacheStats {
-	switch c {
-	case tps.CacheUnknown:
-		return s.Unknown
-	case tps.CacheCold:
-		return s.Cold
-	case tps.CacheWarm:
-		return s.Warm
-	}
-	return CacheStats{}
-}
-
 // Snapshot is an immutable view of a Registry at one time. Each key is read
 // under its own lock, so each key's Stats are consistent, but different keys
 // may be read a few microseconds apart. The zero Snapshot is empty.
