@@ -105,21 +105,30 @@ func (e *EWMA) state() EWMAState {
 	return EWMAState{Sum: e.sum, Weight: e.weight, Last: e.last}
 }
 
-// aggregate is one key's exportable statistics, cache states folded.
-type aggregate struct {
+// folded is one key's statistics with its cache states folded together,
+// what a Delta carries: an Exporter folds the key's own (aggregateLocked),
+// and MergeAt adds other Registries' into the key's remote layer.
+type folded struct {
 	ttft, tps                               Window
-	outcomes                                []Outcomes
+	ring                                    outcomeRing
 	ttftE, tpsE                             EWMAState
 	requests, errors, input, cached, output int64
 	cost                                    Money
 	newest                                  int64
 }
 
+func newFolded(w WindowOptions) *folded {
+	f := &folded{}
+	f.ttft.init(w)
+	f.tps.init(w)
+	f.ring = outcomeRing{width: f.ttft.width, slots: make([]outcomeSlot, w.Buckets)}
+	return f
+}
+
 // aggregateLocked folds e's local statistics. e.mu must be held.
-func (r *Registry) aggregateLocked(e *entry) *aggregate {
-	a := &aggregate{newest: e.newest}
-	a.ttft.init(r.opts.Window)
-	a.tps.init(r.opts.Window)
+func (r *Registry) aggregateLocked(e *entry) *folded {
+	a := newFolded(r.opts.Window)
+	a.newest = e.newest
 	hl := float64(r.opts.HalfLife)
 	a.ttftE = e.ttftE.e.state()
 	for _, st := range e.states {
@@ -130,10 +139,9 @@ func (r *Registry) aggregateLocked(e *entry) *aggregate {
 		_ = a.tps.Merge(&st.tps)
 		a.tpsE = a.tpsE.add(st.tpsE.state(), hl)
 		for _, s := range st.ring.slots {
-			if s.any == 0 {
-				continue
+			if s.any > 0 {
+				a.ring.addEpoch(s.epoch, s.ok, s.fail)
 			}
-			a.outcomes = addOutcome(a.outcomes, Outcomes{Epoch: s.epoch, OK: s.ok, Fail: s.fail})
 		}
 		a.requests += st.requests
 		a.errors += st.errors
@@ -145,37 +153,26 @@ func (r *Registry) aggregateLocked(e *entry) *aggregate {
 	return a
 }
 
-func addOutcome(os []Outcomes, o Outcomes) []Outcomes {
-	for i := range os {
-		if os[i].Epoch == o.Epoch {
-			os[i].OK += o.OK
-			os[i].Fail += o.Fail
-			return os
-		}
-	}
-	return append(os, o)
-}
-
 // delta returns what cur gained over prev (nil prev: everything), and false
 // when it gained nothing.
-func (r *Registry) delta(k Key, cur, prev *aggregate) (Delta, bool) {
+func (r *Registry) delta(k Key, cur, prev *folded) (Delta, bool) {
 	d := Delta{Key: k, Newest: time.Unix(0, cur.newest)}
 	hl := float64(r.opts.HalfLife)
 	d.TTFT.init(r.opts.Window)
 	d.TPS.init(r.opts.Window)
 	if prev == nil {
-		prev = &aggregate{}
-		prev.ttft.init(r.opts.Window)
-		prev.tps.init(r.opts.Window)
+		prev = newFolded(r.opts.Window)
 	}
 	windowDiff(&d.TTFT, &cur.ttft, &prev.ttft)
 	windowDiff(&d.TPS, &cur.tps, &prev.tps)
-	for _, o := range cur.outcomes {
-		for _, p := range prev.outcomes {
-			if p.Epoch == o.Epoch {
-				o.OK -= p.OK
-				o.Fail -= p.Fail
-			}
+	for i, c := range cur.ring.slots {
+		if c.any == 0 {
+			continue
+		}
+		o := Outcomes{Epoch: c.epoch, OK: c.ok, Fail: c.fail}
+		if p := prev.ring.slots[i]; p.any > 0 && p.epoch == c.epoch {
+			o.OK -= p.ok
+			o.Fail -= p.fail
 		}
 		if o.OK > 0 || o.Fail > 0 {
 			o.OK, o.Fail = max(o.OK, 0), max(o.Fail, 0)
@@ -262,14 +259,14 @@ func (s *compactStore) countAt(index int) uint64 {
 type Exporter struct {
 	r       *Registry
 	mu      sync.Mutex
-	last    map[Key]*aggregate // committed: what the fleet has
-	pending map[Key]*aggregate // exported, not yet committed
+	last    map[Key]*folded // committed: what the fleet has
+	pending map[Key]*folded // exported, not yet committed
 }
 
 // NewExporter returns an Exporter whose first Export returns everything the
 // Registry holds.
 func (r *Registry) NewExporter() *Exporter {
-	return &Exporter{r: r, last: map[Key]*aggregate{}}
+	return &Exporter{r: r, last: map[Key]*folded{}}
 }
 
 // Export returns a Delta for every key that changed since the last Commit
@@ -279,7 +276,7 @@ func (r *Registry) NewExporter() *Exporter {
 func (x *Exporter) Export() []Delta {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.pending = map[Key]*aggregate{}
+	x.pending = map[Key]*folded{}
 	var out []Delta
 	for k, e := range *x.r.keys.Load() {
 		prev := x.last[k]
@@ -314,33 +311,9 @@ func (x *Exporter) Commit() {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	keys := *x.r.keys.Load()
-	for k := range x.last {
-		if _, ok := keys[k]; !ok {
-			delete(x.last, k)
-		}
-	}
-	for k, a := range x.pending {
-		x.last[k] = a
-	}
+	maps.DeleteFunc(x.last, func(k Key, _ *folded) bool { return keys[k] == nil })
+	maps.Copy(x.last, x.pending)
 	x.pending = nil
-}
-
-// remoteStats is what other Registries measured for one key, merged.
-type remoteStats struct {
-	ttft, tps                               Window
-	ring                                    outcomeRing
-	ttftE, tpsE                             EWMAState
-	requests, errors, input, cached, output int64
-	cost                                    Money
-	newest                                  int64
-}
-
-func newRemoteStats(w WindowOptions) *remoteStats {
-	rs := &remoteStats{}
-	rs.ttft.init(w)
-	rs.tps.init(w)
-	rs.ring = outcomeRing{width: rs.ttft.width, slots: make([]outcomeSlot, w.Buckets)}
-	return rs
 }
 
 // MergeAt merges a Delta measured by another Registry into k's estimates at
@@ -363,7 +336,7 @@ func (r *Registry) MergeAt(now time.Time, d *Delta) error {
 	e := r.locked(d.Key)
 	defer e.mu.Unlock()
 	if e.remote == nil {
-		e.remote = newRemoteStats(w)
+		e.remote = newFolded(w)
 	}
 	rs := e.remote
 	_ = rs.ttft.Merge(&d.TTFT)

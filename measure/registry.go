@@ -152,7 +152,7 @@ type entry struct {
 	tpsSince    int64    // UnixNano of the latest TPS change; 0 none
 	ttftSince   int64    // UnixNano of the latest TTFT change; 0 none
 	classes     map[string]int64
-	remote      *remoteStats             // merged from other Registries (MergeAt); nil until then
+	remote      *folded                  // merged from other Registries (MergeAt); nil until then
 	load        loadTrack                // in flight over time (load.go)
 	fit         loadFit                  // TPS against load (load.go)
 	inputs      [InputClasses]inputClass // by prompt size (input.go)

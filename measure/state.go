@@ -325,7 +325,7 @@ func (s *stateStats) appendSection(b []byte, now time.Time, scratch *[]byte) []b
 }
 
 // appendSection appends the tag-4 section's content.
-func (rs *remoteStats) appendSection(b []byte, now time.Time, scratch *[]byte) []byte {
+func (rs *folded) appendSection(b []byte, now time.Time, scratch *[]byte) []byte {
 	appendWindow(&b, &rs.ttft, now, scratch)
 	appendWindow(&b, &rs.tps, now, scratch)
 	for _, st := range []EWMAState{rs.ttftE, rs.tpsE} {
@@ -340,7 +340,7 @@ func (rs *remoteStats) appendSection(b []byte, now time.Time, scratch *[]byte) [
 	return b
 }
 
-func (rs *remoteStats) counters() []*int64 {
+func (rs *folded) counters() []*int64 {
 	return []*int64{&rs.requests, &rs.errors, &rs.input, &rs.cached, &rs.output, &rs.cost.Dollars, &rs.cost.Picodollars}
 }
 
@@ -839,7 +839,7 @@ func (r *Registry) decodeFleetSection(d *decoder, e *entry, rb *stateRebase) {
 		d.fail("fleet section twice")
 		return
 	}
-	rs := newRemoteStats(r.opts.Window)
+	rs := newFolded(r.opts.Window)
 	d.window("fleet TTFT window", &rs.ttft, rb)
 	d.window("fleet TPS window", &rs.tps, rb)
 	for _, st := range []*EWMAState{&rs.ttftE, &rs.tpsE} {
