@@ -268,15 +268,7 @@ func (e *entry) appendKeySection(b []byte, now time.Time, scratch *[]byte) []byt
 // hasShape reports whether e has a load fit or a prompt-size class to save.
 // e.mu must be held.
 func (e *entry) hasShape() bool {
-	if e.fit.w > 0 || e.inU.ok {
-		return true
-	}
-	for i := range e.inputs {
-		if e.inputs[i].n > 0 {
-			return true
-		}
-	}
-	return false
+	return e.fit.w > 0 || e.inU.ok || slices.ContainsFunc(e.inputs[:], func(ic inputClass) bool { return ic.n > 0 })
 }
 
 // appendShapeSection appends the tag-3 section's content: the load fit,
