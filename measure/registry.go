@@ -330,6 +330,12 @@ func (r *Registry) RecordAt(now time.Time, k Key, s tps.Sample) { r.RecordClassA
 // RecordClassAt is RecordAt with the sample's error class given, as in
 // RecordClass.
 func (r *Registry) RecordClassAt(now time.Time, k Key, s tps.Sample, class string) {
+	// RecordClassAt is long (about 130 lines, complexity about 43) because
+	// it files every part of a sample under one hold of the key's lock, in
+	// the order the parts depend on: a change the TTFT or TPS detector sees
+	// resets the prompt-size classes before this sample joins its class,
+	// and forces the refresh at the end. It is the list that RecordAt's
+	// comment documents, kept in one place.
 	t := now.UnixNano()
 	r.maybePrune(now, t)
 	failed := s.Err != nil || s.ErrPhase != tps.PhaseNone
