@@ -47,16 +47,24 @@ func (d *decoder) fail(format string, args ...any) {
 	}
 }
 
-func (d *decoder) uvarint(what string) uint64 {
+// read decodes one value with dec, unless an error is recorded already;
+// the zero value on error.
+func read[T any](d *decoder, what string, dec func(*[]byte) (T, error)) T {
+	var zero T
 	if d.err != nil {
-		return 0
+		return zero
 	}
-	v, err := enc.DecodeUvarint64(&d.b)
+	v, err := dec(&d.b)
 	if err != nil {
 		d.fail("%s: %v", what, err)
+		return zero
 	}
 	return v
 }
+
+func (d *decoder) uvarint(what string) uint64 { return read(d, what, enc.DecodeUvarint64) }
+
+func (d *decoder) varint(what string) int64 { return read(d, what, enc.DecodeVarint64) }
 
 // count decodes a non-negative int64 at most limit.
 func (d *decoder) count(what string, limit uint64) int64 {
@@ -66,17 +74,6 @@ func (d *decoder) count(what string, limit uint64) int64 {
 		return 0
 	}
 	return int64(v)
-}
-
-func (d *decoder) varint(what string) int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, err := enc.DecodeVarint64(&d.b)
-	if err != nil {
-		d.fail("%s: %v", what, err)
-	}
-	return v
 }
 
 // time decodes a UnixNano time within ±maxStateTime.
@@ -91,14 +88,7 @@ func (d *decoder) time(what string) int64 {
 
 // float decodes a finite float64.
 func (d *decoder) float(what string) float64 {
-	if d.err != nil {
-		return 0
-	}
-	v, err := enc.DecodeFloat64LE(&d.b)
-	if err != nil {
-		d.fail("%s: %v", what, err)
-		return 0
-	}
+	v := read(d, what, enc.DecodeFloat64LE)
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		d.fail("%s not finite", what)
 		return 0
