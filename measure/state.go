@@ -646,7 +646,7 @@ func (r *Registry) decodeState(data []byte, now time.Time, keep func(Key) bool) 
 // decodeEntry decodes one key's sections into a new entry.
 func (r *Registry) decodeEntry(d *decoder, k Key, rb *stateRebase) (*entry, error) {
 	e := r.newEntry(k)
-	seenKey, seenShape, seenCalm := false, false, false
+	var seen [tagCalm + 1]bool // the sections read; all but tagCache come at most once
 	for {
 		tag := d.uvarint("section tag")
 		if d.err != nil {
@@ -659,28 +659,25 @@ func (r *Registry) decodeEntry(d *decoder, k Key, rb *stateRebase) (*entry, erro
 		if d.err != nil {
 			return nil, d.err
 		}
+		if tag < uint64(len(seen)) {
+			if seen[tag] && tag != tagCache {
+				return nil, corrupt("section %d twice", tag)
+			}
+			seen[tag] = true
+		}
 		switch tag {
 		case tagKey:
-			if seenKey {
-				return nil, corrupt("key section twice")
-			}
-			seenKey = true
 			decodeKeySection(sd, e, rb)
 		case tagCache:
 			r.decodeCacheSection(sd, e, rb)
 		case tagShape:
-			if seenShape {
-				return nil, corrupt("load and prompt-size section twice")
-			}
-			seenShape = true
 			decodeShapeSection(sd, e, rb)
 		case tagFleet:
 			r.decodeFleetSection(sd, e, rb)
 		case tagCalm:
-			if !seenKey || seenCalm {
-				return nil, corrupt("detector spreads without the key section, or twice")
+			if !seen[tagKey] {
+				return nil, corrupt("detector spreads before the key section")
 			}
-			seenCalm = true
 			decodeCalmSection(sd, e)
 		default:
 			continue // a later version's section: skipped
@@ -827,10 +824,6 @@ func (d *decoder) ring(o *outcomeRing, rb *stateRebase) {
 }
 
 func (r *Registry) decodeFleetSection(d *decoder, e *entry, rb *stateRebase) {
-	if e.remote != nil {
-		d.fail("fleet section twice")
-		return
-	}
 	rs := newFolded(r.opts.Window)
 	d.window("fleet TTFT window", &rs.ttft, rb)
 	d.window("fleet TPS window", &rs.tps, rb)
