@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -76,12 +77,8 @@ func (c Class) String() string {
 // Executor did about it: ClassNext before the commit point, ClassMidStream
 // after it, ClassCanceled for the caller's deadline.
 func (a Attempt) Timeout() bool {
-	for _, d := range [...]error{context.DeadlineExceeded, ErrHeadersTimeout, ErrTTFTTimeout, ErrStall, ErrMaxDuration} {
-		if errors.Is(a.Err, d) {
-			return true
-		}
-	}
-	return false
+	deadlines := []error{context.DeadlineExceeded, ErrHeadersTimeout, ErrTTFTTimeout, ErrStall, ErrMaxDuration}
+	return slices.ContainsFunc(deadlines, func(d error) bool { return errors.Is(a.Err, d) })
 }
 
 // ErrorClass names the attempt's class for measure.Registry.RecordClass: ""
@@ -336,11 +333,7 @@ func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
 		return time.Duration(s * float64(time.Second)), true
 	}
 	if t, err := http.ParseTime(v); err == nil {
-		d := t.Sub(now)
-		if d < 0 {
-			d = 0
-		}
-		return d, true
+		return max(t.Sub(now), 0), true
 	}
 	return 0, false
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -272,12 +273,9 @@ func (cl *call) eligible(i int) bool {
 // exceededModel reports whether d's logical model (and revision) answered
 // context_length_exceeded in this call.
 func (cl *call) exceededModel(d *route.Deployment) bool {
-	for _, x := range cl.ctxModels {
-		if x.Model == d.Model && x.Revision == d.Revision {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(cl.ctxModels, func(x *route.Deployment) bool {
+		return x.Model == d.Model && x.Revision == d.Revision
+	})
 }
 
 // ttftFor returns the TTFT deadline of an attempt on d: the configured one
@@ -408,9 +406,7 @@ func (cl *call) readyAt() time.Time {
 
 // wait sleeps d if it fits MaxWait and the caller's deadline.
 func (cl *call) wait(d time.Duration) bool {
-	if d < 0 {
-		d = 0
-	}
+	d = max(d, 0)
 	if cl.e.opts.MaxWait < 0 || d > cl.e.opts.MaxWait {
 		return false
 	}

@@ -70,11 +70,11 @@ type clock struct {
 
 // seen is what the tap observed of a run's stream, written during Read.
 type seen struct {
-	output, finish, sawDone, usage, toolCalls, multi, reasoning, malformed bool
-	errBody                                                                []byte
-	outChunks, finishes                                                    int64
-	keepText                                                               bool
-	text                                                                   []byte
+	output, finish, sawDone, toolCalls, multi, reasoning, malformed bool
+	errBody                                                         []byte
+	finishes                                                        int64
+	keepText                                                        bool
+	text                                                            []byte
 }
 
 // delivery is the byte-exact release of a run's body to the caller.
@@ -233,15 +233,10 @@ func (a *run) open(stream bool) bool {
 func (a *run) send(req *http.Request) (*http.Response, bool) {
 	resp, err := a.cl.e.transport.RoundTrip(req)
 	a.headersIn.Store(true)
-	a.resp = resp
-	if err == nil {
-		a.st.noteRateLimit(resp.Header, time.Now)
-	}
 	if err != nil {
 		if resp != nil && resp.Body != nil {
 			resp.Body.Close()
 		}
-		a.resp = nil
 		class, cause := a.cause(err, ClassRetry)
 		phase := tps.PhaseConnect
 		if errors.Is(cause, ErrHeadersTimeout) {
@@ -250,6 +245,8 @@ func (a *run) send(req *http.Request) (*http.Response, bool) {
 		a.fail(phase, 0, class, cause)
 		return nil, false
 	}
+	a.resp = resp
+	a.st.noteRateLimit(resp.Header, time.Now)
 	if resp.Body == nil {
 		resp.Body = http.NoBody
 	}
@@ -452,9 +449,6 @@ func (a *run) observe(now time.Time, c *tps.Chunk) {
 			a.markFinished()
 		}
 	}
-	if c.HasUsage {
-		a.usage = true
-	}
 }
 
 // outputChunk notes an output chunk el ns after the start: the output gap
@@ -470,16 +464,9 @@ func (a *run) outputChunk(el int64, c *tps.Chunk) {
 		a.outputSeen.Store(true)
 		a.rearm() // the TTFT deadline ends, the stall deadline starts
 	}
-	a.outChunks++
-	if c.ToolCall {
-		a.toolCalls = true
-	}
-	if c.Reasoning {
-		a.reasoning = true
-	}
-	if c.OutputDeltas > 1 {
-		a.multi = true
-	}
+	a.toolCalls = a.toolCalls || c.ToolCall
+	a.reasoning = a.reasoning || c.Reasoning
+	a.multi = a.multi || c.OutputDeltas > 1
 	if a.keepText {
 		if a.text == nil { // one allocation each for a typical answer
 			a.text, a.marks = make([]byte, 0, 1024), make([]mark, 0, 8)

@@ -135,9 +135,7 @@ func (t *Timer) Event(now time.Time, c *Chunk) {
 			if t.s.Gaps.Count == 0 || g < t.s.Gaps.Min {
 				t.s.Gaps.Min = g
 			}
-			if g > t.s.Gaps.Max {
-				t.s.Gaps.Max = g
-			}
+			t.s.Gaps.Max = max(t.s.Gaps.Max, g)
 			t.s.Gaps.Count++
 		}
 		t.last = d
