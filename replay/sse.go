@@ -10,17 +10,15 @@ import (
 // rendering it reproduces the block byte for byte, raw otherwise.
 func canonical(block []byte) (kind eventKind, name, data string) {
 	ev := tps.ParseEvent(block)
+	e := event{kind: eventRaw}
 	switch {
 	case ev.OnlyComment:
-		e := event{kind: eventComment, data: ev.Comment}
-		if bytes.Equal(e.bytes(), block) {
-			return eventComment, "", ev.Comment
-		}
+		e = event{kind: eventComment, data: ev.Comment}
 	case ev.HasData:
-		e := event{kind: eventData, name: ev.Name, data: ev.Data}
-		if bytes.Equal(e.bytes(), block) {
-			return eventData, ev.Name, ev.Data
-		}
+		e = event{kind: eventData, name: ev.Name, data: ev.Data}
+	}
+	if e.kind != eventRaw && bytes.Equal(e.bytes(), block) {
+		return e.kind, e.name, e.data
 	}
 	return eventRaw, "", string(block)
 }

@@ -130,7 +130,6 @@ type dep struct {
 	name   string                 // provider/region/model, the model bounded
 	model  string                 // bounded: configured, or Other
 	attrs  []attribute.KeyValue   // gen_ai.operation.name first, then the deployment's
-	set    attribute.Set          // attrs: the operation instruments
 	record []metric.RecordOption  // time_per_output_chunk's attributes, precomputed: per-chunk records allocate nothing
 	own    []metric.RecordOption  // attrs[1:]: tpsroute's histograms
 	add    []metric.AddOption     // attrs[1:]: tpsroute's counters
@@ -243,7 +242,6 @@ func newDep(d route.Deployment, model string) *dep {
 	if u, err := url.Parse(d.BaseURL); err == nil && u.Hostname() != "" {
 		x.attrs = append(x.attrs, keyServerAddress.String(u.Hostname()), keyServerPort.Int(port(u)))
 	}
-	x.set = attribute.NewSet(x.attrs...)
 	// Per chunk, the SDK's cost grows with the number of attributes: the
 	// chunk gaps carry the conventions' required and conditionally required
 	// ones and server.address, not the response model or the region.

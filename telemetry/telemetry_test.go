@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/measure"
@@ -25,8 +26,9 @@ func TestResolveBounded(t *testing.T) {
 	d := tel.resolve(measure.Key{Provider: "a", Region: "us", Model: "m"})
 	require.NotNil(t, d)
 	assert.Equal(t, "a/us/m", d.name)
-	addr, _ := d.set.Value("server.address")
-	port443, _ := d.set.Value("server.port")
+	set := attribute.NewSet(d.attrs...)
+	addr, _ := set.Value("server.address")
+	port443, _ := set.Value("server.port")
 	assert.Equal(t, "a.example", addr.AsString())
 	assert.EqualValues(t, 8443, port443.AsInt64())
 
