@@ -172,3 +172,27 @@ func TestHotPathAllocsWithRemote(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(100, func() { b.RecordAt(now, kA, s) }))
 	assert.Zero(t, testing.AllocsPerRun(100, func() { b.Estimate(kA) }))
 }
+
+// TestDeltaRejectsIndexesNoValueReaches: a Delta from another replica whose
+// bins lie where no finite value maps is malformed (ErrEncoding), so it is
+// never merged and the receiving Registry keeps what it held; before, it
+// decoded and MergeAt's quantiles built one array across the whole span.
+func TestDeltaRejectsIndexesNoValueReaches(t *testing.T) {
+	r, now := busyRegistry(t, 3)
+	want := r.SnapshotAt(now)
+	src := NewRegistry(Options{})
+	src.RecordAt(now, kA, okSample(time.Second, 50, 0))
+	ds := src.NewExporter().Export()
+	require.Len(t, ds, 1)
+	plantBins(&ds[0].TTFT, now, -hostileSpan, hostileSpan)
+	b, err := ds[0].MarshalBinary()
+	require.NoError(t, err)
+	var d Delta
+	err = d.UnmarshalBinary(b)
+	if err == nil {
+		n := allocated(func() { require.NoError(t, r.MergeAt(now, &d)) })
+		assert.LessOrEqual(t, n, uint64(maxQueryBytes), "MergeAt allocated %d bytes", n)
+	}
+	require.ErrorIs(t, err, ErrEncoding)
+	assert.Equal(t, want, r.SnapshotAt(now), "nothing merged")
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -374,6 +375,9 @@ func FuzzRestoreState(f *testing.F) {
 	}
 	f.Add(save(f, merged, now), int64(0), true)
 	f.Add([]byte("TPSS\x01"), int64(0), false)
+	// Bins where no finite value maps (TestRestoreRejectsIndexesNoValueReaches).
+	plantBins(&r.lookup(kA).gaps, now, -hostileSpan, hostileSpan)
+	f.Add(save(f, r, now), int64(0), false)
 	f.Fuzz(func(t *testing.T, data []byte, offset int64, fix bool) {
 		if fix && len(data) >= 4 {
 			body := data[:len(data)-4]
@@ -403,4 +407,37 @@ func FuzzRestoreState(f *testing.F) {
 			_, _ = a.Estimate(k)
 		}
 	})
+}
+
+// TestRestoreRejectsIndexesNoValueReaches: a state file (valid checksum)
+// whose window bins lie where no finite value maps is corrupt
+// (ErrStateCorrupt) and restores nothing, whether the bins are in a key's
+// own windows or in what it merged from the fleet; before, it restored and
+// the restore's own quantiles built one array across the whole span.
+func TestRestoreRejectsIndexesNoValueReaches(t *testing.T) {
+	for _, where := range []string{"own", "fleet"} {
+		t.Run(where, func(t *testing.T) {
+			r, now := busyRegistry(t, 4)
+			e := r.lookup(kA)
+			i := slices.IndexFunc(e.states[:], func(s *stateStats) bool { return s != nil })
+			w := &e.states[i].tps
+			if where == "fleet" {
+				src := NewRegistry(Options{})
+				src.RecordAt(now, kA, okSample(time.Second, 50, 0))
+				for _, d := range src.NewExporter().Export() {
+					require.NoError(t, r.MergeAt(now, &d))
+				}
+				w = &e.remote.tps
+			}
+			plantBins(w, now, -hostileSpan, hostileSpan)
+			data := save(t, r, now)
+			a := NewRegistry(Options{})
+			var err error
+			n := allocated(func() { _, err = a.RestoreState(bytes.NewReader(data), now, nil) })
+			assert.LessOrEqual(t, n, uint64(4*len(data)+maxQueryBytes), "RestoreState allocated %d bytes", n)
+			require.ErrorIs(t, err, ErrStateCorrupt)
+			assert.ErrorContains(t, err, "bin index")
+			assert.Zero(t, a.Len(), "nothing restored")
+		})
+	}
 }

@@ -2,6 +2,7 @@ package measure
 
 import (
 	"errors"
+	"fmt"
 	"math"
 
 	enc "github.com/DataDog/sketches-go/ddsketch/encoding"
@@ -269,8 +270,10 @@ func (s *compactStore) Encode(b *[]byte, t enc.FlagType) {
 }
 
 // DecodeAndMergeWith decodes bins in any of the sketches-go bin encodings and
-// adds them to s, advancing b past them.
-func (s *compactStore) DecodeAndMergeWith(b *[]byte, mode enc.SubFlag, maxBins int) error {
+// adds them to s, advancing b past them. A bin at an index that m gives no
+// finite value is an error, and so is an unknown encoding; the bins before
+// it are added.
+func (s *compactStore) DecodeAndMergeWith(b *[]byte, mode enc.SubFlag, m logMapping, maxBins int) error {
 	switch mode {
 	case enc.BinEncodingIndexDeltasAndCounts, enc.BinEncodingIndexDeltas:
 		n, err := enc.DecodeUvarint64(b)
@@ -290,7 +293,7 @@ func (s *compactStore) DecodeAndMergeWith(b *[]byte, mode enc.SubFlag, maxBins i
 				}
 			}
 			index += d
-			if err := checkIndex(index); err != nil {
+			if err := m.checkIndex(index); err != nil {
 				return err
 			}
 			s.AddWithCount(int(index), c, maxBins)
@@ -313,7 +316,7 @@ func (s *compactStore) DecodeAndMergeWith(b *[]byte, mode enc.SubFlag, maxBins i
 			if err != nil {
 				return err
 			}
-			if err := checkIndex(index); err != nil {
+			if err := m.checkIndex(index); err != nil {
 				return err
 			}
 			s.AddWithCount(int(index), c, maxBins)
@@ -325,9 +328,10 @@ func (s *compactStore) DecodeAndMergeWith(b *[]byte, mode enc.SubFlag, maxBins i
 	return nil
 }
 
-func checkIndex(i int64) error {
-	if i < math.MinInt32 || i > math.MaxInt32 {
-		return errors.New("measure: bin index out of range")
+// checkIndex returns an error when no finite value maps to index i.
+func (m logMapping) checkIndex(i int64) error {
+	if i < int64(m.minIndex) || i > int64(m.maxIndex) {
+		return fmt.Errorf("bin index %d outside the mapping's [%d, %d]", i, m.minIndex, m.maxIndex)
 	}
 	return nil
 }

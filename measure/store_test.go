@@ -122,7 +122,7 @@ func TestCompactStoreDecodesEveryBinEncoding(t *testing.T) {
 			var b []byte
 			tt.write(&b)
 			var s compactStore
-			require.NoError(t, s.DecodeAndMergeWith(&b, tt.mode, 100))
+			require.NoError(t, s.DecodeAndMergeWith(&b, tt.mode, newLogMapping(DefaultRelativeAccuracy), 100))
 			assert.Empty(t, b)
 			storeOracle(t, &s, want)
 		})

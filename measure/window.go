@@ -335,7 +335,9 @@ func (w *Window) encodeSketch(s *subWindow, b *[]byte) {
 }
 
 // UnmarshalBinary replaces w with a window decoded from data produced by
-// MarshalBinary. On error (wrapping ErrEncoding) w is left unchanged.
+// MarshalBinary. A sketch bin at an index that no finite value maps to
+// (outside ±35,4xx at 1% accuracy) is malformed. On error (wrapping
+// ErrEncoding) w is left unchanged.
 func (w *Window) UnmarshalBinary(data []byte) error {
 	if !bytes.HasPrefix(data, []byte(windowMagic)) {
 		return fmt.Errorf("%w: bad magic or version", ErrEncoding)
@@ -416,7 +418,7 @@ func (w *Window) decodeSketch(s *subWindow, b []byte) error {
 				return errors.New("index mapping differs from the window's")
 			}
 		case flag.Type() == enc.FlagTypePositiveStore:
-			if err := s.pos.DecodeAndMergeWith(&b, flag.SubFlag(), w.opts.MaxBins); err != nil {
+			if err := s.pos.DecodeAndMergeWith(&b, flag.SubFlag(), w.m, w.opts.MaxBins); err != nil {
 				return err
 			}
 		default:
@@ -428,21 +430,30 @@ func (w *Window) decodeSketch(s *subWindow, b []byte) error {
 
 // logMapping is the DDSketch logarithmic index mapping, identical to
 // sketches-go's mapping.LogarithmicMapping with index offset 0.
+//
+// Values from minIndexable to maxIndexable map to the indexes minIndex to
+// maxIndex (about ±ln(MaxFloat64)/ln(gamma), ±35,4xx at 1% accuracy), and
+// no finite value maps elsewhere: a decoded bin outside them was crafted
+// or damaged, and is rejected (compactStore.DecodeAndMergeWith), which
+// bounds the index span a query walks.
 type logMapping struct {
 	gamma, multiplier, accuracy float64
 	minIndexable, maxIndexable  float64
+	minIndex, maxIndex          int
 }
 
 func newLogMapping(relativeAccuracy float64) logMapping {
 	gamma := (1 + relativeAccuracy) / (1 - relativeAccuracy)
 	mult := 1 / math.Log(gamma)
-	return logMapping{
+	m := logMapping{
 		gamma:        gamma,
 		multiplier:   mult,
 		accuracy:     1 - 2/(1+gamma),
 		minIndexable: math.Max(math.Exp(math.MinInt32/mult+1), 0x1p-1022*gamma),
 		maxIndexable: math.Min(math.Exp(math.MaxInt32/mult-1), math.Exp(709)/(2*gamma)*(gamma+1)),
 	}
+	m.minIndex, m.maxIndex = m.index(m.minIndexable), m.index(m.maxIndexable)
+	return m
 }
 
 func (m logMapping) index(v float64) int {

@@ -3,6 +3,7 @@ package measure
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -268,6 +269,10 @@ func FuzzWindowUnmarshal(f *testing.F) {
 	var empty Window
 	b, _ = empty.MarshalBinary()
 	f.Add(b)
+	// Bins where no finite value maps (TestWindowRejectsIndexesNoValueReaches).
+	plantBins(&w, t0.Add(time.Minute), -hostileSpan, hostileSpan)
+	b, _ = w.MarshalBinary()
+	f.Add(b)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var w Window
 		if err := w.UnmarshalBinary(data); err != nil {
@@ -286,4 +291,81 @@ func FuzzWindowUnmarshal(f *testing.F) {
 		var w2 Window
 		require.NoError(t, w2.UnmarshalBinary(again))
 	})
+}
+
+// plantBins adds one count at each index to w, each in its own sub-window
+// live at now, bypassing Add: what a crafted encoding can hold.
+func plantBins(w *Window, now time.Time, idx ...int) {
+	w.lazyInit()
+	e := w.epoch(now)
+	for i, x := range idx {
+		s := w.slot(e - int64(i))
+		s.pos.addCount(x, 1, w.opts.MaxBins)
+		s.n++
+		w.newest = max(w.newest, e)
+	}
+}
+
+// allocated returns the bytes f allocates on the heap.
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// hostileSpan is how far from 0 the crafted bins of the hostile-input tests
+// sit: far outside the ±35,4xx indexes that finite values reach at 1%, yet
+// small enough that the old decoder's blow-up (a quantile query built one
+// array of 8 bytes per index across the span, 32 MiB here, 32 GiB at the
+// ±2^31 the encoding allowed) stays survivable in a test.
+const hostileSpan = 1 << 21
+
+// maxQueryBytes bounds what one query may allocate: the array across every
+// index that finite values reach at 1% accuracy (about 71k bins of 8 bytes)
+// with room to spare.
+const maxQueryBytes = 1 << 20
+
+// TestWindowRejectsIndexesNoValueReaches: a window encoding whose bins lie
+// outside the indexes the mapping gives finite positive values is malformed
+// (ErrEncoding); the extreme indexes that values do reach decode, and a
+// query across them stays within maxQueryBytes.
+func TestWindowRejectsIndexesNoValueReaches(t *testing.T) {
+	m := newLogMapping(DefaultRelativeAccuracy)
+	require.Equal(t, m.index(m.maxIndexable), m.maxIndex)
+	require.Equal(t, m.index(m.minIndexable), m.minIndex)
+	require.Less(t, m.maxIndex, 36_000, "ln(MaxFloat64)/ln(gamma)")
+	require.Greater(t, m.minIndex, -36_000)
+	tests := []struct {
+		name string
+		idx  []int
+		ok   bool
+	}{
+		{"extremes", []int{m.minIndex, m.maxIndex}, true},
+		{"above", []int{0, m.maxIndex + 1}, false},
+		{"below", []int{m.minIndex - 1, 0}, false},
+		{"hostile", []int{-hostileSpan, hostileSpan}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var w Window
+			plantBins(&w, t0, tt.idx...)
+			b, err := w.MarshalBinary()
+			require.NoError(t, err)
+			var got Window
+			err = got.UnmarshalBinary(b)
+			if err == nil {
+				n := allocated(func() { got.Quantile(t0, 0.5) })
+				assert.LessOrEqual(t, n, uint64(maxQueryBytes), "one quantile query allocated %d bytes", n)
+			}
+			if tt.ok {
+				require.NoError(t, err)
+				assert.Equal(t, int64(len(tt.idx)), got.Count(t0))
+				return
+			}
+			require.ErrorIs(t, err, ErrEncoding)
+			assert.ErrorContains(t, err, "bin index")
+		})
+	}
 }
