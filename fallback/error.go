@@ -90,30 +90,21 @@ type Attempt struct {
 // String summarises the attempt on one line without secrets.
 func (a Attempt) String() string {
 	var b strings.Builder
-	b.WriteString(a.Key.String())
-	b.WriteString(": ")
-	b.WriteString(a.Class.String())
+	fmt.Fprintf(&b, "%s: %s", a.Key, a.Class)
 	if a.Status != 0 {
-		b.WriteString(" ")
-		b.WriteString(strconv.Itoa(a.Status))
+		fmt.Fprintf(&b, " %d", a.Status)
 	}
 	if a.Phase != tps.PhaseNone {
-		b.WriteString(" at ")
-		b.WriteString(a.Phase.String())
+		fmt.Fprintf(&b, " at %s", a.Phase)
 	}
 	if a.Tokens > 0 {
-		b.WriteString(" after ")
-		b.WriteString(strconv.FormatInt(a.Tokens, 10))
-		b.WriteString(" tokens")
+		fmt.Fprintf(&b, " after %d tokens", a.Tokens)
 	}
 	if a.Duration > 0 {
-		b.WriteString(" in ")
-		b.WriteString(a.Duration.Round(time.Millisecond).String())
+		fmt.Fprintf(&b, " in %s", a.Duration.Round(time.Millisecond))
 	}
 	if a.Err != nil {
-		b.WriteString(" (")
-		b.WriteString(a.Err.Error())
-		b.WriteString(")")
+		fmt.Fprintf(&b, " (%s)", a.Err.Error())
 	}
 	return b.String()
 }
@@ -138,33 +129,26 @@ type Error struct {
 // Error returns "fallback: N attempts: a1; a2; ...", one line, without keys.
 func (e *Error) Error() string {
 	var b strings.Builder
-	b.WriteString("fallback: ")
 	n := countAttempts(e.Attempts) + countAttempts(e.Continuations)
-	b.WriteString(strconv.Itoa(n))
-	if n == 1 {
-		b.WriteString(" attempt")
-	} else {
-		b.WriteString(" attempts")
+	fmt.Fprintf(&b, "fallback: %d attempt", n)
+	if n != 1 {
+		b.WriteString("s")
 	}
 	for _, err := range [...]error{e.cause, e.cont} {
 		if err != nil {
-			b.WriteString(" (")
-			b.WriteString(safeMessage(err))
-			b.WriteString(")")
+			fmt.Fprintf(&b, " (%s)", safeMessage(err))
 		}
 	}
 	for i, a := range e.Attempts {
+		sep := "; "
 		if i == 0 {
-			b.WriteString(": ")
-		} else {
-			b.WriteString("; ")
+			sep = ": "
 		}
-		b.WriteString(a.String())
+		b.WriteString(sep + a.String())
 	}
 	for _, a := range e.Continuations {
 		if a.Class != ClassSkipped {
-			b.WriteString("; continuation ")
-			b.WriteString(a.String())
+			b.WriteString("; continuation " + a.String())
 		}
 	}
 	return b.String()

@@ -3,7 +3,6 @@ package tps
 import (
 	"cmp"
 	"strconv"
-	"strings"
 )
 
 // StreamError is an error a provider reported inside an HTTP 200 stream: a
@@ -33,21 +32,14 @@ type StreamError struct {
 
 // Error returns "tps: stream error" followed by the code and message.
 func (e *StreamError) Error() string {
-	var b strings.Builder
-	b.WriteString("tps: stream error")
+	msg := "tps: stream error"
 	if e.Code != "" {
-		b.WriteString(" (code ")
-		b.WriteString(e.Code)
-		b.WriteByte(')')
+		msg += " (code " + e.Code + ")"
 	}
-	if e.Message != "" {
-		b.WriteString(": ")
-		b.WriteString(e.Message)
-	} else if len(e.Body) > 0 {
-		b.WriteString(": ")
-		b.Write(e.Body)
+	if detail := cmp.Or(e.Message, string(e.Body)); detail != "" {
+		msg += ": " + detail
 	}
-	return b.String()
+	return msg
 }
 
 // Unwrap returns the error the transport library reported for the same

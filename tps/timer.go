@@ -213,26 +213,15 @@ func (t *Timer) Output() bool { return t.s.OutputChunks > 0 }
 // Finish ends the measurement at now and returns the Sample. End is EndError
 // if an error was recorded, EndDone if "[DONE]" was seen, else EndEOF.
 // Later calls return the same Sample.
-func (t *Timer) Finish(now time.Time) Sample {
-	end := EndEOF
-	if t.done {
-		end = EndDone
-	}
-	return t.end(now, end)
-}
+func (t *Timer) Finish(now time.Time) Sample { return t.end(now, EndEOF) }
 
 // Abandon ends the measurement at now because the consumer stopped reading
 // (EndClosed, unless an error or "[DONE]" came first) and returns the Sample.
 // Later calls, and later calls to Finish, return the same Sample.
-func (t *Timer) Abandon(now time.Time) Sample {
-	end := EndClosed
-	if t.done {
-		end = EndDone
-	}
-	return t.end(now, end)
-}
+func (t *Timer) Abandon(now time.Time) Sample { return t.end(now, EndClosed) }
 
-// end computes the derived fields once.
+// end computes the derived fields once. end is how the stream ended unless
+// an error was recorded (EndError) or "[DONE]" was seen (EndDone).
 //
 // It is long and branchy (complexity about 29) because it derives every
 // field of the Sample at one moment, with each metric's documented fallback
@@ -244,8 +233,11 @@ func (t *Timer) end(now time.Time, end End) Sample {
 	}
 	t.ended = true
 	s := &t.s
-	if s.Err != nil {
+	switch {
+	case s.Err != nil:
 		end = EndError
+	case t.done:
+		end = EndDone
 	}
 	s.End = end
 	s.Total = now.Sub(t.start)
