@@ -328,9 +328,8 @@ func (r *Registry) MergeAt(now time.Time, d *Delta) error {
 	d.TPS.lazyInit()
 	w := r.opts.Window
 	for _, dw := range []*Window{&d.TTFT, &d.TPS} {
-		if dw.opts.Length != w.Length || dw.opts.Buckets != w.Buckets || !withinTolerance(dw.opts.RelativeAccuracy, w.RelativeAccuracy, 1e-12) {
-			return fmt.Errorf("%w: delta for %v has %v/%d/%g, registry %v/%d/%g", ErrIncompatible, d.Key,
-				dw.opts.Length, dw.opts.Buckets, dw.opts.RelativeAccuracy, w.Length, w.Buckets, w.RelativeAccuracy)
+		if err := compatible(dw.opts, w); err != nil {
+			return fmt.Errorf("%w (the delta for %v, then this registry)", err, d.Key)
 		}
 	}
 	e := r.locked(d.Key)

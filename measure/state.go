@@ -463,8 +463,8 @@ func (d *decoder) window(what string, dst *Window, rb *stateRebase) {
 		d.fail("%s: %v", what, err)
 		return
 	}
-	if w.opts.Length != rb.opts.Length || w.opts.Buckets != rb.opts.Buckets || !w.m.equal(dst.m) {
-		d.fail("%s: window options differ from the file's", what)
+	if err := compatible(w.opts, rb.opts); err != nil {
+		d.fail("%s: window options differ from the file's: %v", what, err)
 		return
 	}
 	bound := int64(maxStateTime) / w.width
@@ -594,9 +594,9 @@ func (r *Registry) decodeState(data []byte, now time.Time, keep func(Key) bool) 
 		return nil, info, d.err
 	}
 	wo := r.opts.Window
-	if length != uint64(wo.Length) || buckets != uint64(wo.Buckets) || !withinTolerance(acc, wo.RelativeAccuracy, 1e-12) {
-		return nil, info, fmt.Errorf("%w: state file saved with windows %v/%d/%g, registry %v/%d/%g", ErrIncompatible,
-			time.Duration(min(length, math.MaxInt64)), buckets, acc, wo.Length, wo.Buckets, wo.RelativeAccuracy)
+	file := WindowOptions{Length: time.Duration(length), Buckets: int(buckets), RelativeAccuracy: acc, MaxBins: wo.MaxBins}
+	if err := compatible(file, wo); err != nil {
+		return nil, info, fmt.Errorf("%w (the state file's, then this registry's)", err)
 	}
 	var probe Window
 	probe.init(wo)

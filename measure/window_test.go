@@ -1,6 +1,7 @@
 package measure
 
 import (
+	"bytes"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -368,4 +369,66 @@ func TestWindowRejectsIndexesNoValueReaches(t *testing.T) {
 			assert.ErrorContains(t, err, "bin index")
 		})
 	}
+}
+
+// TestCompatible: one rule decides whether windows may be merged, and every
+// path that merges or restores them follows it: Window.Merge,
+// Registry.MergeAt of another registry's Delta, and RestoreState of another
+// registry's file. Before, Window.Merge compared gamma and MergeAt and
+// RestoreState the relative accuracy, so the "gamma-equal" row merged in
+// one and was ErrIncompatible in the others.
+func TestCompatible(t *testing.T) {
+	def := WindowOptions{}.normalized()
+	with := func(f func(*WindowOptions)) WindowOptions {
+		o := def
+		f(&o)
+		return o
+	}
+	acc := func(a float64) WindowOptions { return with(func(o *WindowOptions) { o.RelativeAccuracy = a }) }
+	tests := []struct {
+		name string
+		a    WindowOptions
+		ok   bool
+	}{
+		{"same", def, true},
+		{"length", with(func(o *WindowOptions) { o.Length = time.Minute }), false},
+		{"buckets", with(func(o *WindowOptions) { o.Buckets = 5 }), false},
+		{"max_bins", with(func(o *WindowOptions) { o.MaxBins = 512 }), true},
+		{"accuracy_by_arithmetic", acc(1 - 0.99), true}, // 0.010000000000000009
+		{"gamma_equal", acc(0.01 * (1 + 1e-11)), true},  // gammas 2e-13 apart
+		{"gamma_apart", acc(0.01 * (1 + 1e-9)), false},  // gammas 2e-11 apart
+		{"accuracy", acc(0.0101), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			check := func(what string, err error) {
+				t.Helper()
+				if tt.ok {
+					assert.NoError(t, err, what)
+				} else {
+					assert.ErrorIs(t, err, ErrIncompatible, what)
+				}
+			}
+			check("rule", compatible(tt.a, def))
+			src := NewWindow(tt.a)
+			require.True(t, src.Add(t0, 1))
+			check("Window.Merge", NewWindow(def).Merge(src))
+			r := NewRegistry(Options{Window: tt.a})
+			r.RecordAt(t0, kA, okSample(time.Second, 50, 0))
+			ds := r.NewExporter().Export()
+			require.Len(t, ds, 1)
+			check("MergeAt", NewRegistry(Options{}).MergeAt(t0, &ds[0]))
+			_, err := NewRegistry(Options{}).RestoreState(bytes.NewReader(save(t, r, t0)), t0, nil)
+			check("RestoreState", err)
+		})
+	}
+	t.Run("gamma", func(t *testing.T) {
+		g := gammaOf(DefaultRelativeAccuracy)
+		assert.True(t, sameGamma(g, g))
+		assert.True(t, sameGamma(g, g*(1+5e-13)))
+		assert.False(t, sameGamma(g, g*(1+2e-12)))
+		assert.False(t, sameGamma(g, math.Inf(1)), "an accuracy of 1")
+		assert.False(t, sameGamma(math.Inf(1), math.Inf(1)))
+		assert.False(t, sameGamma(g, math.NaN()))
+	})
 }
