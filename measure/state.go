@@ -139,7 +139,7 @@ func (r *Registry) appendState(b []byte, now time.Time) []byte {
 	for _, k := range keys {
 		e := m[k]
 		e.mu.Lock()
-		if e.dead || t-e.lastSeen > int64(o.TTL) || (!e.hasOwnData() && e.remote == nil) {
+		if e.dead || t-e.lastSeen > int64(o.TTL) || !e.hasData() {
 			e.mu.Unlock()
 			continue
 		}
@@ -235,15 +235,11 @@ func appendShift(b *[]byte, s *shift) {
 	enc.EncodeUvarint64(b, uint64(s.next))
 }
 
-// hasOwnData reports whether e holds a sample recorded here (not only calls
-// begun, or data merged from other Registries). e.mu must be held.
-func (e *entry) hasOwnData() bool {
-	for _, st := range e.states {
-		if st != nil {
-			return true
-		}
-	}
-	return false
+// hasData reports whether e holds a sample, recorded here or merged from
+// other Registries (not only calls begun): a key SaveState writes, and
+// RestoreState restores. e.mu must be held.
+func (e *entry) hasData() bool {
+	return e.remote != nil || slices.ContainsFunc(e.states[:], func(st *stateStats) bool { return st != nil })
 }
 
 // appendKeySection appends the tag-1 section's content. e.mu must be held.
@@ -625,6 +621,9 @@ func (r *Registry) decodeState(data []byte, now time.Time, keep func(Key) bool) 
 			return nil, info, fmt.Errorf("%w (key %v)", err, k)
 		}
 		switch {
+		case !e.hasData():
+			// No cache-state or fleet section: SaveState writes no such
+			// key, so restoring it would not survive the next save.
 		case e.lastSeen == 0 || t-e.lastSeen > int64(r.opts.TTL):
 			info.Expired++
 		case keep != nil && !keep(k):
