@@ -13,7 +13,9 @@
 //     Finagle's and Linkerd's balancers) and EWMAs of TPS, TPOT, E2E and gaps;
 //   - change detection on log TPS and log TTFT (a two-sided CUSUM scaled to
 //     each series' spread), so that the Estimate describes a deployment's new
-//     level two samples after it fell 3×, not after the window ages;
+//     level two samples after it fell 3×, not after the window ages, and
+//     shows a change it has begun to see before it confirms it
+//     (Estimate.TPSPending, TTFTPending);
 //   - counts of requests, successes, errors by tps.Phase and by class,
 //     timeouts and cancellations, and a windowed error rate;
 //   - an in-flight gauge (Registry.Begin), followed over time, and a load

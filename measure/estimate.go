@@ -34,12 +34,23 @@ type Estimate struct {
 	// LoadRef is the mean number of other calls in flight during the recent
 	// TPS samples: the load the TPS figures describe.
 	LoadRef float64
+	// TPSPending and TTFTPending are where a change of level of TPS and
+	// TTFT points that the change detector has begun to see and not yet
+	// confirmed: its statistic toward the change holds more than one
+	// allowance (one sample about twice the allowance from the level, or
+	// several nearer), while the fields above still show the old level.
+	// The value is the geometric mean of the samples since that statistic
+	// last left 0 (of up to 8), in tokens/s and seconds; 0 when none.
+	// route re-measures a former leader whose pending change points back
+	// toward its best level, so that the change is confirmed or refuted at
+	// once.
+	TPSPending, TTFTPending float64
 
 	inputs *inputTable // warm prompt-size classes (input.go); nil: none
 }
 
 func (e *Estimate) sanitize() {
-	for _, p := range []*float64{&e.TTFTP50, &e.TTFTP95, &e.TPSP50, &e.TPSP95, &e.TTFTEWMA, &e.TPSEWMA, &e.ErrorRate, &e.LoadK, &e.LoadRef} {
+	for _, p := range []*float64{&e.TTFTP50, &e.TTFTP95, &e.TPSP50, &e.TPSP95, &e.TTFTEWMA, &e.TPSEWMA, &e.ErrorRate, &e.LoadK, &e.LoadRef, &e.TPSPending, &e.TTFTPending} {
 		*p = finite(*p)
 	}
 }

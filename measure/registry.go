@@ -696,6 +696,7 @@ func (r *Registry) refresh(e *entry, now time.Time) {
 		est.ErrorRate = float64(fail) / float64(ok+fail)
 	}
 	est.LoadK, est.LoadRef = e.fit.model()
+	est.TPSPending, est.TTFTPending = e.tpsShift.pending(), e.ttftShift.pending()
 	pub := &published{}
 	if e.fillInputs(&pub.tab, t, r.opts.MinSamples, int64(r.opts.Window.Length), est.LoadK, est.LoadRef) {
 		est.inputs = &pub.tab

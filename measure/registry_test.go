@@ -602,3 +602,24 @@ func TestSweepAt(t *testing.T) {
 	assert.Zero(t, e.Samples)
 	assert.Equal(t, 1, r.Len(), "idle within TTL: kept")
 }
+
+// A change the detector begins to see is published with the next refresh:
+// one first token at half the level shows in the Estimate as pending at
+// that level, while its figures stay at the old level.
+func TestRegistryPublishesPending(t *testing.T) {
+	r := NewRegistry(Options{})
+	t0 := time.Unix(1_700_000_000, 0)
+	s := tps.Sample{TTFT: 400 * time.Millisecond, TPS: 600, TPSOK: true, OutputTokens: 200}
+	for i := range 30 {
+		r.RecordAt(t0.Add(time.Duration(i)*time.Second), kA, s)
+	}
+	e, ok := r.Estimate(kA)
+	require.True(t, ok)
+	assert.Zero(t, e.TTFTPending)
+	s.TTFT = 200 * time.Millisecond
+	r.RecordAt(t0.Add(30*time.Second), kA, s)
+	e, _ = r.Estimate(kA)
+	assert.InDelta(t, 0.2, e.TTFTPending, 1e-9)
+	assert.Zero(t, e.TPSPending)
+	assert.InDelta(t, 0.4, e.TTFTP50, 0.01, "the level is not moved before the change is confirmed")
+}

@@ -80,9 +80,7 @@ func (s *shift) add(v float64) bool {
 		s.learn(x, x-s.level)
 		return false
 	}
-	sigma := math.Sqrt(s.vari)
-	k := max(shiftSlack, sigma/2)
-	h := max(shiftLimit, shiftRunLen*sigma*sigma/k)
+	k, h := s.limits()
 	d := min(max(x-s.level, -0.8*h), 0.8*h)
 	up0, down0 := s.up == 0, s.down == 0
 	s.up, s.upN = cusum(s.up, s.upN, d-k)
@@ -113,6 +111,37 @@ func (s *shift) add(v float64) bool {
 	s.level, s.n = sum/float64(n), int32(n)
 	s.up, s.upN, s.down, s.downN = 0, 0, 0, 0
 	return true
+}
+
+// limits returns the allowance and the threshold at the learnt spread.
+func (s *shift) limits() (k, h float64) {
+	sigma := math.Sqrt(s.vari)
+	k = max(shiftSlack, sigma/2)
+	return k, max(shiftLimit, shiftRunLen*sigma*sigma/k)
+}
+
+// pending returns the level of the change the statistics have begun to
+// see and not yet confirmed (Estimate.TPSPending): the geometric mean of the
+// samples since the statistic that holds more than an allowance (the
+// larger if both do) last left 0, of up to shiftRing; 0 when neither does.
+func (s *shift) pending() float64 {
+	if s.nv < shiftMemory {
+		return 0
+	}
+	k, _ := s.limits()
+	c, n := s.up, s.upN
+	if s.down > c {
+		c, n = s.down, s.downN
+	}
+	if c < k || n == 0 {
+		return 0
+	}
+	m := min(int(n), shiftRing)
+	sum := 0.0
+	for i := range m {
+		sum += s.ring[(int(s.next)-m+i+shiftRing)%shiftRing]
+	}
+	return math.Exp(sum / float64(m))
 }
 
 // calmed reports whether the spreads kept from before changes say more

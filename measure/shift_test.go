@@ -103,3 +103,53 @@ func TestShiftSpreadAfterChange(t *testing.T) {
 		t.Errorf("rebased p95 %.3f over a window twice as wide as p50: want at most %.3f", p95, limit)
 	}
 }
+
+// TestShiftPending checks what a change looks like before it is confirmed:
+// after the first sample at half the level the detector shows it pending,
+// at the samples' level, through the three more it takes to fire, and then
+// nothing is pending. A sample within the allowance shows nothing, and one
+// outlier's pending change is gone once the next samples are back at the
+// level.
+func TestShiftPending(t *testing.T) {
+	warm := func() *shift {
+		var s shift
+		for range 100 {
+			s.add(1000)
+		}
+		return &s
+	}
+	s := warm()
+	if p := s.pending(); p != 0 {
+		t.Fatalf("steady: pending %v", p)
+	}
+	s.add(1100)
+	if p := s.pending(); p != 0 {
+		t.Fatalf("within the allowance: pending %v", p)
+	}
+	s = warm()
+	for i := range 3 {
+		if s.add(500) {
+			t.Fatalf("sample %d fired", i+1)
+		}
+		if p := s.pending(); math.Abs(p/500-1) > 1e-9 {
+			t.Fatalf("after %d samples at half: pending %v, want 500", i+1, p)
+		}
+	}
+	if !s.add(500) {
+		t.Fatal("the fourth sample at half did not fire")
+	}
+	if p := s.pending(); p != 0 {
+		t.Fatalf("after the change: pending %v", p)
+	}
+	s = warm()
+	s.add(100)
+	if p := s.pending(); math.Abs(p/100-1) > 1e-9 {
+		t.Fatalf("one outlier at a tenth: pending %v, want 100", p)
+	}
+	for range 3 {
+		s.add(1000)
+	}
+	if p := s.pending(); p != 0 {
+		t.Fatalf("after the outlier: pending %v", p)
+	}
+}

@@ -75,7 +75,11 @@
 // fell behind is also judged at its best remembered level with weight
 // min(1, unseen/50 s), so that at r picks/s a demoted leader is re-measured
 // about every sqrt(100/r) seconds (10 s at 1/s, 3 s at 10/s) and regains
-// the lead within seconds of recovering. Under Cost a dearer deployment is
+// the lead within seconds of recovering: when its newest sample begins a
+// change back toward its best (measure.Estimate.TPSPending), the next pick
+// that finds it with no call in flight re-measures it, until the change is
+// confirmed or refuted. Under Cost a cheaper deployment that would comply is
+// judged by its margin inside the SLO, and a dearer deployment is
 // never explored (its cost is known). Options.Exploration caps the share
 // of picks that explore (default 20%); in a steady fleet far fewer do.
 // Half-open deployments have their own probes (above).

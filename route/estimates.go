@@ -23,6 +23,7 @@ func (p *Picker) readEstimate(s *scratch, it *item, est *measure.Estimate, in in
 		if b != nil {
 			if pe, n := measure.PublishedEstimate(b.h); pe != nil {
 				p.derive(s, it, pe)
+				it.flight = n
 				shape(&it.exp, pe, n, in)
 				return
 			}
@@ -34,6 +35,7 @@ func (p *Picker) readEstimate(s *scratch, it *item, est *measure.Estimate, in in
 		ok = measure.ReadEstimate(b.h, est)
 	}
 	p.blend(it, est, ok)
+	it.flight = est.InFlight
 	shape(&it.exp, est, est.InFlight, in)
 }
 
@@ -52,20 +54,21 @@ type derived struct {
 	exp    Expected
 	newest int64
 	spread float64
+	pend   [2]float32
 }
 
-// derive sets it's Expected, newest and spread from the published Estimate
-// e, through s's cache: a Registry republishes a key's Estimate only when
-// its figures change, so most picks find every deployment's derivation
-// done. s.derived has a slot per deployment (pick makes it).
+// derive sets it's Expected, newest, spread and pend from the published
+// Estimate e, through s's cache: a Registry republishes a key's Estimate
+// only when its figures change, so most picks find every deployment's
+// derivation done. s.derived has a slot per deployment (pick makes it).
 func (p *Picker) derive(s *scratch, it *item, e *measure.Estimate) {
 	d := &s.derived[it.idx]
 	if d.est != e {
 		p.blend(it, e, e.OK)
-		*d = derived{est: e, exp: it.exp, newest: it.newest, spread: it.spread}
+		*d = derived{est: e, exp: it.exp, newest: it.newest, spread: it.spread, pend: it.pend}
 		return
 	}
-	it.exp, it.newest, it.spread = d.exp, d.newest, d.spread
+	it.exp, it.newest, it.spread, it.pend = d.exp, d.newest, d.spread, d.pend
 }
 
 // shape fits a blended Expected to the call about to be made, leaving its

@@ -25,10 +25,12 @@ import (
 // second a demoted contender is then re-measured about every
 // sqrt(2·revertTime/r) seconds (10 s at 1/s, 3 s at 10/s, 1 s at 100/s),
 // which is what lets a recovered leader regain its share within seconds;
-// and a contender whose newest sample moved its figures toward its best by
-// riseSignal is re-measured on the next pick (once per such sample), so the
-// second sample that confirms a recovery (measure's change detector needs
-// two) follows the first at once.
+// and a contender whose newest sample began a change of level back toward
+// its best (measure.Estimate.TPSPending: the change detector's statistic
+// toward it holds more than an allowance, and the samples point at least
+// halfway back) is re-measured by the next pick that finds it with no call
+// in flight, so the samples that confirm or refute a recovery (a 2× one
+// needs four) follow one another at once.
 // docs/ROUTING.md gives the simulator's figures behind the constants.
 const (
 	// minCompare is the number of successful samples after which a
@@ -44,15 +46,6 @@ const (
 	revertTime = float64(50 * time.Second)
 	// peakMemory is how long a deployment's best level is remembered.
 	peakMemory = int64(10 * time.Minute)
-	// riseSignal is the factor by which one sample must move a contender's
-	// figures toward its best for it to be re-measured at once: a sample at
-	// the old level moves a change detector's level of n samples by its log
-	// ratio over n (+14% for a 5× recovery at n = 12, +4.4% for a 2× one at
-	// the most n, 16), noise by a few %. At 5% the 2× TTFT recovery of the
-	// sim's recover-slo scenarios got no second look, and regained the lead
-	// 50 s and 21 s after it; at 3%, 20 s and 12 s, for 0.3% of noisy's
-	// true-best share (docs/ROUTING.md).
-	riseSignal = 1.03
 	// defaultSigma is the per-sample log spread assumed when the window
 	// does not tell it (fewer than 10 samples, or no spread).
 	defaultSigma = 0.3
@@ -67,20 +60,20 @@ type memo struct {
 	tpsAt    atomic.Int64  // unix ns when bestTPS was last seen
 	bestTTFT atomic.Uint64 // math.Float64bits of the lowest TTFT seen; 0 none
 	ttftAt   atomic.Int64  // unix ns when bestTTFT was last seen
-	// The figures at the newest sample seen, and whether that sample moved
-	// them toward the best by more than riseSignal.
-	seen     atomic.Int64  // Expected.newest
-	seenTPS  atomic.Uint64 // math.Float64bits of Expected.TPS
-	seenTTFT atomic.Uint64 // math.Float64bits of Expected.TTFT
-	rising   atomic.Bool
+	// The newest sample seen, and whether it began a change back toward the
+	// best (recovering).
+	seen   atomic.Int64 // item.newest
+	rising atomic.Bool
 }
 
-// remember records e's levels at now: the best TPS and TTFT it has had
-// within peakMemory, and whether its newest sample moved it toward them. It
-// looks only when a sample arrived since it last did (Expected.newest), and
-// writes only when a level improves on (or renews) the remembered one.
-// rising counts the Picker's memo entries with rising set.
-func (m *memo) remember(e *Expected, newest, now int64, rising *atomic.Int64) {
+// remember records the levels of it's figures at now: the best TPS and
+// TTFT it has had within peakMemory, and whether its newest sample began a
+// change back toward them. It looks only when a sample arrived since it
+// last did (item.newest), and writes only when a level improves on (or
+// renews) the remembered one. rising counts the Picker's memo entries with
+// rising set.
+func (m *memo) remember(it *item, now int64, rising *atomic.Int64) {
+	e, newest := &it.exp, it.newest
 	seen := m.seen.Load()
 	if newest == seen && (newest != 0 || m.warm.Load()) {
 		// Nothing new since the last pick that looked (the usual case), or
@@ -95,7 +88,7 @@ func (m *memo) remember(e *Expected, newest, now int64, rising *atomic.Int64) {
 		return
 	}
 	if newest > seen {
-		m.note(e, newest, now, rising)
+		m.note(it, now, rising)
 	}
 	if e.TPSOK {
 		keepBest(&m.bestTPS, &m.tpsAt, e.TPS, now, func(v, best float64) (bool, bool) { return v > best, v >= 0.8*best })
@@ -105,22 +98,28 @@ func (m *memo) remember(e *Expected, newest, now int64, rising *atomic.Int64) {
 	}
 }
 
-// note records the figures at a new sample and whether it moved them toward
-// the remembered best by riseSignal.
-func (m *memo) note(e *Expected, newest, now int64, rising *atomic.Int64) {
-	tps, ttft := math.Float64frombits(m.seenTPS.Load()), math.Float64frombits(m.seenTTFT.Load())
-	_, contender := m.peak(e, now)
-	r := contender && ((e.TPSOK && tps > 0 && e.TPS > riseSignal*tps) || (e.TTFTOK && e.TTFT > 0 && ttft > riseSignal*e.TTFT))
-	if m.rising.Swap(r) != r {
+// note records a new sample of it and whether it began a change back
+// toward the remembered best (recovering).
+func (m *memo) note(it *item, now int64, rising *atomic.Int64) {
+	opt, contender := m.peak(&it.exp, now)
+	if r := contender && it.recovering(&opt); m.rising.Swap(r) != r {
 		if r {
 			rising.Add(1)
 		} else {
 			rising.Add(-1)
 		}
 	}
-	m.seenTPS.Store(math.Float64bits(e.TPS))
-	m.seenTTFT.Store(math.Float64bits(e.TTFT))
-	m.seen.Store(newest)
+	m.seen.Store(it.newest)
+}
+
+// recovering reports whether measure has begun to see a change of it's
+// level (item.pend) that points back toward its best figures opt, at least
+// halfway in log units (noise points a little way; a recovery all the way).
+func (it *item) recovering(opt *Expected) bool {
+	e := &it.exp
+	tps, ttft := float64(it.pend[0]), float64(it.pend[1])
+	return (tps > 0 && e.TPSOK && opt.TPS > e.TPS && tps*tps >= e.TPS*opt.TPS) ||
+		(ttft > 0 && e.TTFTOK && opt.TTFT < e.TTFT && ttft*ttft <= e.TTFT*opt.TTFT)
 }
 
 // keepBest stores v as the best level, seen at now, when better says it
@@ -203,10 +202,13 @@ func (p *Picker) explore(s *scratch, u float64, now time.Time) int {
 	return -1
 }
 
-// confirm returns the position of a contender whose newest sample moved it
-// toward its best (memo.rising), taking that flag so one pick re-measures
-// it, or -1: the call that confirms or refutes a recovery is due at once,
-// not at exploration's odds.
+// confirm returns the position of a contender whose newest sample began a
+// change back toward its best (memo.rising) and that has no call in
+// flight, or -1: the calls that confirm or refute a recovery are due at
+// once, not at exploration's odds, one at a time (calls in flight slow a
+// deployment whose speed falls with load: sent at once, as many as the
+// change needed, they herded the sim's load scenario, 707 tok/s mean
+// against 746).
 func (p *Picker) confirm(s *scratch) int {
 	if p.rising.Load() <= 0 {
 		return -1
@@ -218,9 +220,8 @@ func (p *Picker) confirm(s *scratch) int {
 		if it.model != lead.model {
 			break
 		}
-		if it.health == healthOK && !it.cold && it.tier.prov == lead.tier.prov && !p.meta[it.idx].wild &&
-			p.memo[it.idx].rising.Load() && p.memo[it.idx].rising.CompareAndSwap(true, false) {
-			p.rising.Add(-1)
+		if m := &p.memo[it.idx]; it.health == healthOK && !it.cold && it.tier.prov == lead.tier.prov && !p.meta[it.idx].wild &&
+			m.rising.Load() && it.flight == 0 {
 			return i
 		}
 	}
@@ -259,8 +260,10 @@ func (p *Picker) chance(s *scratch, lead, it *item, lv float64, now int64) float
 // gap is how much it, with figures e and score sc, must improve, in log
 // units, to lead: its score's distance below the leader's, and when it
 // violates the SLO its distance from meeting it (when the leader violates
-// too, the difference of their distances). +Inf means it cannot lead
-// whatever its figures (a dearer deployment under Cost).
+// too, the difference of their distances); negative when it would lead, as
+// a cheaper deployment that complies does under Cost, by its SLO margin.
+// +Inf means it cannot lead whatever its figures (a dearer deployment
+// under Cost).
 func (p *Picker) gap(s *scratch, lead, it *item, e *Expected, sc float64) float64 {
 	if lead.viol != 0 { // violators rank by distance alone
 		viol := s.slo.check(p.meta[it.idx].priceOut, e)
@@ -283,6 +286,10 @@ func (p *Picker) gap(s *scratch, lead, it *item, e *Expected, sc float64) float6
 	viol := s.slo.check(p.meta[it.idx].priceOut, e)
 	if viol != 0 {
 		return max(gs, s.slo.distance(p.meta[it.idx].priceOut, e, viol))
+	}
+	if s.costly && it.cost < lead.cost {
+		// Cheaper and compliant, it leads by its margin inside the SLO.
+		return min(gs, -s.slo.margin(e))
 	}
 	return gs
 }
@@ -338,14 +345,16 @@ func variance1(it *item, e *Expected, now int64) float64 {
 }
 
 // note keeps what exploration reads of e besides its Expected view: the
-// newest sample's time and the spread as p95/p50 (the log is taken only
-// when exploring), TPS's when known, else TTFT's. TPS's p95 is its fast
+// newest sample's time, the levels of the changes measure has begun to see,
+// and the spread as p95/p50 (the log is taken only when exploring), TPS's
+// when known, else TTFT's. TPS's p95 is its fast
 // tail, so it reads the per-sample noise; TTFT's p95 is its slow tail,
 // which slow periods (changes of level, for change detection) inflate up
 // to the cap: with it taken too, deployments 10% apart were explored
 // toward the 20% cap in the simulator's noisy scenario (docs/ROUTING.md).
 func (it *item) note(e *measure.Estimate) {
 	it.newest, it.spread = 0, 0
+	it.pend = [2]float32{float32(e.TPSPending), float32(e.TTFTPending)}
 	if !e.Newest.IsZero() {
 		it.newest = e.Newest.UnixNano()
 	}

@@ -12,10 +12,12 @@ type item struct {
 	score  float64
 	tie    float64
 	cost   float64
-	dist   float64 // SLO.distance when viol != 0
-	prior  float64 // samples the deployment's prior adds to exp (0 or priorSamples)
-	newest int64   // unix ns of the newest sample (measure.Estimate.Newest); 0 unknown
-	spread float64 // p95/p50 of TPS, else of TTFT: the per-sample spread; 0 unknown
+	dist   float64    // SLO.distance when viol != 0
+	prior  float64    // samples the deployment's prior adds to exp (0 or priorSamples)
+	newest int64      // unix ns of the newest sample (measure.Estimate.Newest); 0 unknown
+	spread float64    // p95/p50 of TPS, else of TTFT: the per-sample spread; 0 unknown
+	pend   [2]float32 // levels of TPS's and TTFT's changes measure has begun to see (measure.Estimate.TPSPending); 0 none
+	flight int64      // calls in flight to it, read at this pick
 	exp    Expected
 	idx    int32 // into p.ds
 	model  int32 // into scratch.models

@@ -194,3 +194,49 @@ func TestPriorRanksNewDeployment(t *testing.T) {
 		t.Errorf("after 30 samples: TPS %.1f TTFT %.3f, want about 532 and about 0.11", e.TPS, e.TTFT)
 	}
 }
+
+// A former leader whose newest sample began a change back toward its best
+// (measure.Estimate.TPSPending) is re-measured by every pick that finds it
+// with no call in flight, one confirming call at a time; a pending
+// change that points only a little way back (noise) gets no such call, nor
+// does a rise of a deployment at its best.
+func TestPendingRecoveryConfirmedAtOnce(t *testing.T) {
+	ds := []Deployment{dep("lead", "us", "m"), dep("next", "us", "m")}
+	src := newSource()
+	p := newPicker(t, ds, src, Options{Seed: 1, Exploration: 1e-9, Band: Off})
+	t0 := time.Unix(1_700_000_000, 0)
+	kl, kn := ds[0].Key(), ds[1].Key()
+	src.set(kn, at(warm(0.2, 600), t0))
+	src.set(kl, at(warm(0.2, 1500), t0))
+	first := func(now time.Time) string {
+		return mustPick(t, p, Request{Model: "m"}, now).Deployments[0].Key().Provider
+	}
+	equal(t, first(t0), "lead", "the fast one leads")
+	now := t0.Add(time.Second)
+	src.set(kl, at(warm(0.2, 300), now))
+	equal(t, first(now), "next", "slowed, it lost the lead")
+	slow := func(pend float64, inFlight int64, now time.Time) measure.Estimate {
+		e := at(warm(0.2, 300), now)
+		e.TPSPending, e.InFlight = pend, inFlight
+		return e
+	}
+	now = now.Add(time.Second)
+	src.set(kl, slow(1400, 0, now))
+	equal(t, first(now), "lead", "a recovery pending, no call in flight")
+	src.set(kl, slow(1400, 1, now))
+	equal(t, first(now), "next", "its confirming call is in flight")
+	now = now.Add(time.Second)
+	src.set(kl, slow(1450, 0, now))
+	equal(t, first(now), "lead", "the next confirming call, once that one is back")
+	now = now.Add(time.Second)
+	src.set(kl, slow(400, 0, now))
+	equal(t, first(now), "next", "noise: pending less than halfway back")
+	// next is at its best: its pending rise is not a recovery to confirm.
+	now = now.Add(time.Second)
+	src.set(kl, at(warm(0.2, 1500), now))
+	equal(t, first(now), "lead", "recovered")
+	e := at(warm(0.2, 600), now)
+	e.TPSPending = 1400
+	src.set(kn, e)
+	equal(t, first(now), "lead", "a rise of a deployment at its best")
+}

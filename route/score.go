@@ -142,7 +142,7 @@ func (p *Picker) warmUp(it *item, mt *meta, d *Deployment, now int64) {
 	if !mt.wild {
 		m := &p.memo[it.idx]
 		if has && (e.OK || e.Samples >= minCompare) {
-			m.remember(e, it.newest, now, &p.rising)
+			m.remember(it, now, &p.rising)
 		}
 		warmed = m.warm.Load()
 	}

@@ -125,6 +125,20 @@ func (s SLO) distance(priceOut float64, e *Expected, v Violation) float64 {
 	return d
 }
 
+// margin is how far a deployment with statistics e is inside the measured
+// limits of s, MaxTTFT and MinTPS, in natural-log units, the least of them
+// (negative when it violates one); +Inf when neither applies.
+func (s SLO) margin(e *Expected) float64 {
+	m := math.Inf(1)
+	if s.MaxTTFT > 0 && e.TTFTOK {
+		m = math.Log(s.MaxTTFT.Seconds() / e.sloTTFT())
+	}
+	if s.MinTPS > 0 && e.TPSOK {
+		m = min(m, math.Log(e.TPS/s.MinTPS))
+	}
+	return m
+}
+
 // logOver returns ln(x/limit) for x over a positive limit, else 0.
 func logOver(x, limit float64) float64 {
 	if !(x > limit) || !(limit > 0) {

@@ -512,10 +512,10 @@ func TestIssue16Targets(t *testing.T) {
 		})
 	}
 	// Issue 16 item 1's noise target, a true-best share of 0.85: met in
-	// outliers (slow calls one or two at a time; 0.913), not yet in noisy
-	// (slow periods of 20 s; 0.822), whose floor is today's figure less
+	// outliers (slow calls one or two at a time; 0.911), not yet in noisy
+	// (slow periods of 20 s; 0.832), whose floor is today's figure less
 	// 0.04 until route meets it; docs/ROUTING.md says why.
-	for name, floor := range map[string]float64{"noisy": 0.78, "outliers": 0.85} {
+	for name, floor := range map[string]float64{"noisy": 0.79, "outliers": 0.85} {
 		t.Run(name, func(t *testing.T) {
 			res := run(t, mustBundled(t, name), Defaults()).Results[0]
 			t.Logf("share of the calls sent to the truly best deployment: %.3f (issue 16's target: 0.85)", res.Summary.TrueBest)
@@ -538,7 +538,7 @@ func TestIssue16Targets(t *testing.T) {
 // figures and the causes).
 var recoverTargets = map[string]struct{ target, floor time.Duration }{
 	"recover-slo-1":       {target: 30 * time.Second},
-	"recover-slo-10":      {target: 10 * time.Second, floor: 15 * time.Second},
+	"recover-slo-10":      {target: 10 * time.Second},
 	"recover-halfopen-1":  {target: 30 * time.Second},
 	"recover-halfopen-10": {target: 10 * time.Second},
 	"recover-busy-1":      {target: 30 * time.Second},
