@@ -196,3 +196,39 @@ func TestDeltaRejectsIndexesNoValueReaches(t *testing.T) {
 	require.ErrorIs(t, err, ErrEncoding)
 	assert.Equal(t, want, r.SnapshotAt(now), "nothing merged")
 }
+
+// FuzzDeltaUnmarshal: a Delta is what other replicas send through Redis,
+// so any bytes either fail to decode with ErrEncoding or decode to a Delta
+// that merges (or is ErrIncompatible), answers a Snapshot and round-trips.
+func FuzzDeltaUnmarshal(f *testing.F) {
+	src, now := busyRegistry(f, 5)
+	ds := src.NewExporter().Export()
+	for i := range ds {
+		b, err := ds[i].MarshalBinary()
+		require.NoError(f, err)
+		f.Add(b)
+	}
+	// Bins where no finite value maps (TestDeltaRejectsIndexesNoValueReaches).
+	plantBins(&ds[0].TPS, now, -hostileSpan, hostileSpan)
+	b, err := ds[0].MarshalBinary()
+	require.NoError(f, err)
+	f.Add(b)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var d Delta
+		if err := d.UnmarshalBinary(data); err != nil {
+			require.ErrorIs(t, err, ErrEncoding)
+			return
+		}
+		r := NewRegistry(Options{})
+		if err := r.MergeAt(now, &d); err != nil {
+			require.ErrorIs(t, err, ErrIncompatible)
+			require.Zero(t, r.Len())
+			return
+		}
+		r.SnapshotAt(now)
+		again, err := d.MarshalBinary()
+		require.NoError(t, err)
+		var d2 Delta
+		require.NoError(t, d2.UnmarshalBinary(again))
+	})
+}
