@@ -111,12 +111,9 @@ func reaction(s Summary) (degraded, regain string) {
 	return strings.Join(d, ","), strings.Join(r, ",")
 }
 
-type row struct {
-	policy, calls, failed, tpsP50, tpsMean, ttftP50, ttftP95, cost, degraded, regain, vsOracle, vsDefaults, trueBest string
-}
-
-func (rep *Report) rows() []row {
-	var out []row
+// rows returns one row of cells per policy, in tableHeader's order.
+func (rep *Report) rows() [][]string {
+	var out [][]string
 	ref := func(r *Result, name string) string {
 		if v, ok := r.Summary.Ratios[name]; ok {
 			return strconv.FormatFloat(v, 'f', 2, 64)
@@ -125,22 +122,17 @@ func (rep *Report) rows() []row {
 	}
 	for _, r := range rep.Results {
 		s := r.Summary
-		d, g := reaction(s)
-		out = append(out, row{
-			policy: r.Policy, calls: strconv.Itoa(s.Calls), failed: strconv.Itoa(s.Failed),
-			tpsP50: strconv.FormatFloat(s.TPSP50, 'f', 0, 64), tpsMean: strconv.FormatFloat(s.TPSMean, 'f', 0, 64),
-			ttftP50: fmtDur(s.TTFTP50), ttftP95: fmtDur(s.TTFTP95),
-			cost:     strconv.FormatFloat(s.CostPerMOutput, 'f', 3, 64),
-			degraded: d, regain: g, vsOracle: ref(r, "oracle"), vsDefaults: ref(r, "tpsroute"),
-			trueBest: strconv.FormatFloat(s.TrueBest, 'f', 2, 64),
+		degraded, regain := reaction(s)
+		out = append(out, []string{
+			r.Policy, strconv.Itoa(s.Calls), strconv.Itoa(s.Failed),
+			strconv.FormatFloat(s.TPSP50, 'f', 0, 64), strconv.FormatFloat(s.TPSMean, 'f', 0, 64),
+			fmtDur(s.TTFTP50), fmtDur(s.TTFTP95),
+			strconv.FormatFloat(s.CostPerMOutput, 'f', 3, 64),
+			degraded, regain, ref(r, "oracle"), ref(r, "tpsroute"),
+			strconv.FormatFloat(s.TrueBest, 'f', 2, 64),
 		})
 	}
 	return out
-}
-
-// cells returns the row's cells in tableHeader's order.
-func (r row) cells() []string {
-	return []string{r.policy, r.calls, r.failed, r.tpsP50, r.tpsMean, r.ttftP50, r.ttftP95, r.cost, r.degraded, r.regain, r.vsOracle, r.vsDefaults, r.trueBest}
 }
 
 // tableHeader is the table's columns.
@@ -156,7 +148,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "%s\t\n", strings.Join(tableHeader, "\t"))
 	for _, r := range rep.rows() {
-		fmt.Fprintf(tw, "%s\t\n", strings.Join(r.cells(), "\t"))
+		fmt.Fprintf(tw, "%s\t\n", strings.Join(r, "\t"))
 	}
 	return tw.Flush()
 }
@@ -165,7 +157,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 func (rep *Report) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(tableHeader, " | "), strings.Repeat("---|", len(tableHeader)))
 	for _, r := range rep.rows() {
-		fmt.Fprintf(w, "| %s |\n", strings.Join(r.cells(), " | "))
+		fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
 	}
 	return nil
 }
@@ -246,9 +238,7 @@ func WriteHTML(w io.Writer, reps ...*Report) error {
 	}{Title: "tpsbench sim", Header: tableHeader}
 	for _, rep := range reps {
 		sec := section{Title: "scenario " + rep.Scenario.Name, Meta: rep.Scenario.Description}
-		for _, r := range rep.rows() {
-			sec.Rows = append(sec.Rows, r.cells())
-		}
+		sec.Rows = rep.rows()
 		for _, c := range rep.Charts() {
 			sec.Charts = append(sec.Charts, template.HTML(c.SVG())) // #nosec: SVG escapes every text
 		}
