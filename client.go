@@ -46,7 +46,7 @@ type Client struct {
 	onDecision   func(route.Request, route.Plan)
 	hedgeDefault bool // Config.Fallback.Hedge was configured: every call may hedge
 
-	deps   []route.Deployment // as configured, for ModelIDs
+	deps   []route.Deployment // as configured, for ModelIDs and Deployments
 	wild   *wildcards         // wildcard deployments' admitted models; nil without one
 	redact *route.Scrubber    // every configured API key and credential header value -> REDACTED
 
@@ -185,13 +185,7 @@ func (c *Client) Stats() measure.Snapshot { return c.reg.Snapshot() }
 // suggests a credential (Authorization, api-key, X-Goog-Api-Key, Cookie, any
 // name with auth, key, token, secret, password, signature or credential in
 // it) reads "REDACTED" (route.Redact). Routing headers such as X-Route-Region are kept.
-func (c *Client) Deployments() []route.Deployment {
-	ds := c.picker.Deployments()
-	for i := range ds {
-		ds[i] = route.Redact(ds[i])
-	}
-	return ds
-}
+func (c *Client) Deployments() []route.Deployment { return publicDeployments(c.deps) }
 
 // publicDeployments returns route.Redact of each of ds.
 func publicDeployments(ds []route.Deployment) []route.Deployment {

@@ -143,28 +143,21 @@ type FleetSettings struct {
 
 // validate checks the fields New owns and names the bad one.
 func (c *Config) validate() error {
-	if len(c.Deployments) == 0 {
-		return &ConfigError{Field: "Deployments", Msg: "at least one deployment is required"}
-	}
-	if c.Route.Policy > route.Cost {
-		return &ConfigError{Field: "Route.Policy", Msg: fmt.Sprintf("unknown policy %d", c.Route.Policy)}
-	}
-	if err := checkSLO("Route.SLO", c.Route.SLO); err != nil {
-		return err
-	}
-	return nil
-}
-
-func checkSLO(field string, s route.SLO) error {
+	slo := c.Route.SLO
+	bad := func(field, msg string) error { return &ConfigError{Field: field, Msg: msg} }
 	switch {
-	case s.MaxTTFT < 0:
-		return &ConfigError{Field: field + ".MaxTTFT", Msg: "negative"}
-	case !finiteNonNeg(s.MinTPS):
-		return &ConfigError{Field: field + ".MinTPS", Msg: "must be finite and not negative"}
-	case !finiteNonNeg(s.MaxPrice):
-		return &ConfigError{Field: field + ".MaxPrice", Msg: "must be finite and not negative"}
-	case !finiteNonNeg(s.MaxErrorRate) || s.MaxErrorRate > 1:
-		return &ConfigError{Field: field + ".MaxErrorRate", Msg: "must be in [0, 1]"}
+	case len(c.Deployments) == 0:
+		return bad("Deployments", "at least one deployment is required")
+	case c.Route.Policy > route.Cost:
+		return bad("Route.Policy", fmt.Sprintf("unknown policy %d", c.Route.Policy))
+	case slo.MaxTTFT < 0:
+		return bad("Route.SLO.MaxTTFT", "negative")
+	case !finiteNonNeg(slo.MinTPS):
+		return bad("Route.SLO.MinTPS", "must be finite and not negative")
+	case !finiteNonNeg(slo.MaxPrice):
+		return bad("Route.SLO.MaxPrice", "must be finite and not negative")
+	case !finiteNonNeg(slo.MaxErrorRate) || slo.MaxErrorRate > 1:
+		return bad("Route.SLO.MaxErrorRate", "must be in [0, 1]")
 	}
 	return nil
 }
