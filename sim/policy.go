@@ -86,7 +86,7 @@ func Pinned(i int) Policy { return pinned(i) }
 
 type pinned int
 
-func (p pinned) Name() string { return "pinned-" + itoa(int(p)) }
+func (p pinned) Name() string { return "pinned-" + strconv.Itoa(int(p)) }
 func (p pinned) Choose(v *View) int {
 	if slices.Contains(v.Available, int(p)) {
 		return int(p)
@@ -526,11 +526,4 @@ func (v *View) trueBest(i int) bool {
 	}
 	top := slices.Max(v.scores)
 	return top-v.scores[k] <= 1e-12*math.Abs(top)
-}
-
-func itoa(i int) string {
-	if i < 10 {
-		return string(rune('0' + i))
-	}
-	return itoa(i/10) + string(rune('0'+i%10))
 }

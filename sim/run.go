@@ -245,13 +245,7 @@ func (r *runner) call(ctx context.Context, buf []byte) {
 			}
 			o.OutputTokens = s.OutputTokens
 			c.TTFT, c.TPS, c.InputTokens, c.OutputTokens = o.TTFT, o.TPS, s.InputTokens, s.OutputTokens
-			pr := r.sc.Deployments[d].Price
-			cached := s.CachedTokens
-			ci := pr.CachedInput
-			if ci == 0 {
-				ci = pr.Input
-			}
-			c.Cost = (float64(s.InputTokens-cached)*pr.Input + float64(cached)*ci + float64(s.OutputTokens)*pr.Output) / 1e6
+			c.Cost = r.sc.Deployments[d].Price.Dollars(s.InputTokens, s.CachedTokens, s.OutputTokens)
 		}
 	}
 	if err != nil {
