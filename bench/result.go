@@ -53,7 +53,7 @@ type Result struct {
 	TokenSource  string `json:"token_source"` // "usage", "tokenizer", "chunks" or "none"
 	Chunks       int64  `json:"chunks"`
 	FinishReason string `json:"finish_reason,omitempty"`
-	Attempts     int    `json:"attempts,omitempty"` // attempts the router made (routed mode)
+	Attempts     int    `json:"attempts,omitempty"` // attempts of the call (Response.Attempts, or the *fallback.Error's)
 
 	// Error is the failure's message and ErrorClass its class (see
 	// ErrorClasses); both empty on success.

@@ -244,14 +244,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 			}
-			var t target
+			var t *target
 			if cfg.Mode == Routed {
 				t = newRouted(c, w.Model)
 			} else {
 				t = newPinned(c, deps[ti], w.Model)
 			}
 			if ci == 0 {
-				rep.Targets = append(rep.Targets, t.name())
+				rep.Targets = append(rep.Targets, t.name)
 			}
 			cell := cellSpec{
 				config: info,
@@ -337,7 +337,7 @@ func plan(cfg Config) ([]ConfigInfo, error) {
 
 type cellSpec struct {
 	config ConfigInfo
-	target target
+	target *target
 	nonce  string
 	seed   uint64
 }
@@ -365,7 +365,7 @@ type runner struct {
 // result collection share the cell's clock and cancellation.
 func (r *runner) runCell(ctx context.Context, c cellSpec) []Result {
 	r.mu.Lock()
-	r.label = c.config.Label() + " " + c.target.name()
+	r.label = c.config.Label() + " " + c.target.name
 	r.ttft, r.tpsV = r.ttft[:0], r.tpsV[:0]
 	r.mu.Unlock()
 
@@ -400,7 +400,7 @@ func (r *runner) runCell(ctx context.Context, c cellSpec) []Result {
 			return
 		}
 		res.schedule(r.start, scheduled, sent)
-		res.Config, res.Target, res.Index = c.config.Index, c.target.name(), i-r.cfg.Warmup
+		res.Config, res.Target, res.Index = c.config.Index, c.target.name, i-r.cfg.Warmup
 		out[res.Index], got[res.Index] = res, true
 		r.record(&res)
 	}

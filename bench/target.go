@@ -11,48 +11,62 @@ import (
 
 	"github.com/tpsroute/tpsroute"
 	"github.com/tpsroute/tpsroute/fallback"
-	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
 )
 
-// target sends one request and measures it.
-type target interface {
-	// name is the Result.Target of every request it sends.
-	name() string
-	// do sends p, measures it from sent, and fills r (all but the schedule).
-	do(ctx context.Context, p *Prompt, sent time.Time, r *Result)
+// target sends the requests of one Report target through Client.Do as
+// streams, pinned to one deployment without failover (Compare mode) or with
+// the router free to choose and fail over, as production traffic would
+// (Routed mode). It drains the committed stream into a pooled buffer without
+// decoding it: the executor's own tps.Tap times every chunk once and the
+// harness takes its Sample, so it stays cheap at thousands of streams per
+// second. TTFT and E2E count from the harness's send, so routing and failed
+// attempts are included.
+type target struct {
+	c     *tpsroute.Client
+	pool  *sync.Pool // of *[]byte drain buffers
+	name  string     // the Result.Target of every request it sends
+	model string
+	opts  []tpsroute.CallOption
 }
 
-// caller sends request bodies through Client.Do as streams and drains the
-// committed stream into a pooled buffer without decoding it: the executor's
-// own tps.Tap times every chunk once, and the harness takes its Sample.
-type caller struct {
-	c    *tpsroute.Client
-	pool *sync.Pool // of *[]byte drain buffers
+func newTarget(c *tpsroute.Client, name, model string, opts ...tpsroute.CallOption) *target {
+	return &target{c: c, pool: &sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }},
+		name: name, model: model, opts: opts}
 }
 
-func newCaller(c *tpsroute.Client) caller {
-	return caller{c: c, pool: &sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
+// newPinned returns the target of deployment d in Compare mode.
+func newPinned(c *tpsroute.Client, d route.Deployment, model string) *target {
+	return newTarget(c, d.Provider+"/"+d.Region+"/"+d.Key().Model, model,
+		tpsroute.WithPin(d.Provider, d.Region), tpsroute.WithoutFallback())
 }
 
-// call sends body with opts, drains the answer and fills r's measurement and
-// error from sent. It returns the Response of a committed call (its Body
-// drained and closed), or nil and Do's error.
-func (k caller) call(ctx context.Context, body []byte, sent time.Time, r *Result, opts []tpsroute.CallOption) (*tpsroute.Response, error) {
-	res, err := k.c.Do(ctx, body, opts...)
+// newRouted returns the target of Routed mode.
+func newRouted(c *tpsroute.Client, model string) *target { return newTarget(c, "routed", model) }
+
+// do sends p, measures it from sent, and fills r (all but the schedule):
+// the answer's measurement and deployment, or the error, and the attempts.
+func (t *target) do(ctx context.Context, p *Prompt, sent time.Time, r *Result) {
+	res, err := t.c.Do(ctx, appendBody(make([]byte, 0, 512), t.model, p), t.opts...)
 	if err != nil {
 		r.fill(tps.Sample{Start: sent}, sent)
-		k.failed(ctx, err, r)
-		return nil, err
+		t.failed(ctx, err, r)
+		var fe *fallback.Error
+		if errors.As(err, &fe) {
+			r.Attempts = len(fe.Attempts)
+		}
+		return
 	}
-	buf := k.pool.Get().(*[]byte)
+	buf := t.pool.Get().(*[]byte)
 	var rerr error
 	for rerr == nil {
 		_, rerr = res.Body.Read(*buf)
 	}
-	k.pool.Put(buf)
+	t.pool.Put(buf)
 	_ = res.Body.Close()
+	r.Deployment = res.Deployment().Key()
+	r.Attempts = len(res.Attempts())
 	s := res.Sample()
 	if s.Start.IsZero() {
 		s.Start = sent
@@ -67,9 +81,8 @@ func (k caller) call(ctx context.Context, body []byte, sent time.Time, r *Result
 			a, _ = fe.Last()
 		}
 		a.Phase = cmp.Or(s.ErrPhase, a.Phase, tps.PhaseMidStream)
-		r.setError(&reported{k.c.HTTPError(rerr).Message, rerr}, errorClass(a), a.Phase)
+		r.setError(&reported{t.c.HTTPError(rerr).Message, rerr}, errorClass(a), a.Phase)
 	}
-	return res, nil
 }
 
 // failed records an error of Client.Do, a call that never reached its
@@ -79,8 +92,8 @@ func (k caller) call(ctx context.Context, body []byte, sent time.Time, r *Result
 // and the phase: none for a deployment skipped (no request sent), connect
 // without a status, first_token after a 200 that brought no output, headers
 // after an error status.
-func (k caller) failed(ctx context.Context, err error, r *Result) {
-	he := k.c.HTTPError(err)
+func (t *target) failed(ctx context.Context, err error, r *Result) {
+	he := t.c.HTTPError(err)
 	msg := &reported{fmt.Sprintf("bench: HTTP %d: %s", he.Status, he.Message), err}
 	var me *tpsroute.ModelError
 	var fe *fallback.Error
@@ -121,66 +134,4 @@ func (r *Result) setError(err error, class string, phase tps.Phase) {
 		class = "canceled"
 	}
 	r.Error, r.ErrorClass, r.ErrorPhase = err.Error(), class, phaseName(phase)
-}
-
-// pinned sends through Client.Do pinned to one deployment without failover,
-// and takes the measurement the router recorded: the chunks are timed once,
-// by the executor, and never decoded into Go values, so the harness stays
-// cheap at thousands of streams per second.
-type pinned struct {
-	caller
-	key   measure.Key
-	label string
-	model string
-	opts  []tpsroute.CallOption
-}
-
-func newPinned(c *tpsroute.Client, d route.Deployment, model string) *pinned {
-	k := d.Key()
-	return &pinned{
-		caller: newCaller(c),
-		key:    k,
-		label:  d.Provider + "/" + d.Region + "/" + k.Model,
-		model:  model,
-		opts:   []tpsroute.CallOption{tpsroute.WithPin(d.Provider, d.Region), tpsroute.WithoutFallback()},
-	}
-}
-
-func (t *pinned) name() string { return t.label }
-
-func (t *pinned) do(ctx context.Context, p *Prompt, sent time.Time, r *Result) {
-	body := appendBody(make([]byte, 0, 512), t.model, p)
-	if res, _ := t.call(ctx, body, sent, r, t.opts); res != nil {
-		r.Deployment = t.key
-		r.Attempts = len(res.Attempts())
-	}
-}
-
-// routed sends through Client.Do with the router free to choose and fail
-// over, as production traffic would: the routing of NewStreaming, without
-// decoding every chunk into openai-go structs. The Sample is the committed
-// attempt's; TTFT and E2E still count from sent, so routing and failed
-// attempts are included.
-type routed struct {
-	caller
-	model string
-}
-
-func newRouted(c *tpsroute.Client, model string) *routed {
-	return &routed{caller: newCaller(c), model: model}
-}
-
-func (t *routed) name() string { return "routed" }
-
-func (t *routed) do(ctx context.Context, p *Prompt, sent time.Time, r *Result) {
-	body := appendBody(make([]byte, 0, 512), t.model, p)
-	res, err := t.call(ctx, body, sent, r, nil)
-	var fe *fallback.Error
-	switch {
-	case res != nil:
-		r.Deployment = res.Deployment().Key()
-		r.Attempts = len(res.Attempts())
-	case errors.As(err, &fe):
-		r.Attempts = len(fe.Attempts)
-	}
 }

@@ -55,7 +55,7 @@ func TestCallerFailed(t *testing.T) {
 				ctx = context.Background()
 			}
 			var r Result
-			newCaller(c).failed(ctx, tt.err, &r)
+			newRouted(c, "a").failed(ctx, tt.err, &r)
 			assert.Equal(t, tt.class, r.ErrorClass, r.Error)
 			assert.Equal(t, tt.phase, r.ErrorPhase, r.Error)
 			assert.Regexp(t, `^bench: HTTP \d{3}: `, r.Error)
