@@ -19,9 +19,8 @@ type demoProvider struct {
 // demoConfig returns the -demo setup: five deployments of two models on four
 // simulated providers (replay profiles with realistic timing and a few
 // faults), served in memory through the returned RoundTripper, so the demo
-// needs no network and no keys. The close function releases nothing today
-// and exists so callers need not change when providers move to sockets.
-func demoConfig() (tpsroute.Config, http.RoundTripper, func()) {
+// needs no network and no keys.
+func demoConfig() (tpsroute.Config, http.RoundTripper) {
 	const tokens = 120
 	llama := func(ttft time.Duration, tps float64, seed uint64) *replay.Profile {
 		return &replay.Profile{TTFT: ttft, TPS: tps, Jitter: 0.3, OutputTokens: tokens, Seed: seed}
@@ -67,7 +66,7 @@ func demoConfig() (tpsroute.Config, http.RoundTripper, func()) {
 	cfg.Route.Seed = 1
 	cfg.Fallback.Seed = 1
 	cfg.Fallback.BackoffBase = 50 * time.Millisecond
-	return cfg, rt, func() {}
+	return cfg, rt
 }
 
 // demoTransport sends each request to the simulated provider of its host.

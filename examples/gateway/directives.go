@@ -29,23 +29,12 @@ type directives struct {
 	body []byte // forwarded body: "models" and "provider" removed, "model" set
 }
 
-// options returns the call options of d: its route.Request, whole.
-func (d *directives) options() []tpsroute.CallOption {
-	return []tpsroute.CallOption{tpsroute.WithRequest(d.req)}
-}
+// providerFields are the keys the "provider" object may hold.
+var providerFields = []string{"order", "allow_fallbacks", "only", "ignore", "sort",
+	"max_price", "preferred_min_throughput", "preferred_max_latency"}
 
-// providerFieldList names the keys the "provider" object may hold.
-const providerFieldList = "order, allow_fallbacks, only, ignore, sort, max_price, preferred_min_throughput, preferred_max_latency"
-
-// isProviderField reports whether k is one of providerFieldList.
-func isProviderField(k string) bool {
-	switch k {
-	case "order", "allow_fallbacks", "only", "ignore", "sort",
-		"max_price", "preferred_min_throughput", "preferred_max_latency":
-		return true
-	}
-	return false
-}
+// sortPolicies are the route policies of provider.sort's values.
+var sortPolicies = map[string]route.Policy{"price": route.Cost, "throughput": route.Throughput, "latency": route.Latency}
 
 // badRequest is a 400 answer naming the offending field.
 func badRequest(param, format string, args ...any) *tpsroute.HTTPError {
@@ -123,16 +112,18 @@ func parseDirectives(body []byte, h http.Header) (*directives, *tpsroute.HTTPErr
 }
 
 // parseProvider reads the "provider" object (OpenRouter's conventions).
+// Its complexity (about 25) is one check per field of the object, each
+// naming the field in its error.
 func (d *directives) parseProvider(p gjson.Result) *tpsroute.HTTPError {
 	if !p.IsObject() {
 		return badRequest("provider", "must be an object")
 	}
 	var bad *tpsroute.HTTPError
 	p.ForEach(func(k, _ gjson.Result) bool {
-		if isProviderField(k.Str) {
+		if slices.Contains(providerFields, k.Str) {
 			return true
 		}
-		bad = badRequest("provider."+k.Str, "unknown routing field; the gateway supports %s", providerFieldList)
+		bad = badRequest("provider."+k.Str, "unknown routing field; the gateway supports %s", strings.Join(providerFields, ", "))
 		return false
 	})
 	if bad != nil {
@@ -165,47 +156,15 @@ func (d *directives) parseProvider(p gjson.Result) *tpsroute.HTTPError {
 		}
 	}
 	if v := p.Get("sort"); v.Exists() {
-		switch v.Str {
-		case "price":
-			d.req.Policy = route.Cost
-		case "throughput":
-			d.req.Policy = route.Throughput
-		case "latency":
-			d.req.Policy = route.Latency
-		default:
+		policy, ok := sortPolicies[v.Str]
+		if !ok {
 			return badRequest("provider.sort", "must be \"price\", \"throughput\" or \"latency\", not %s", v.Raw)
 		}
+		d.req.Policy = policy
 	}
 	if v := p.Get("max_price"); v.Exists() {
-		switch {
-		case v.Type == gjson.Number:
-			if !(v.Num >= 0) || math.IsInf(v.Num, 0) {
-				return badRequest("provider.max_price", "must be a non-negative number")
-			}
-			d.req.PriceCap.Output = v.Num
-		case v.IsObject():
-			var bad *tpsroute.HTTPError
-			v.ForEach(func(k, x gjson.Result) bool {
-				if x.Type != gjson.Number || !(x.Num >= 0) || math.IsInf(x.Num, 0) {
-					bad = badRequest("provider.max_price."+k.Str, "must be a non-negative number (USD per million tokens)")
-					return false
-				}
-				switch k.Str {
-				case "prompt":
-					d.req.PriceCap.Input = x.Num
-				case "completion":
-					d.req.PriceCap.Output = x.Num
-				default:
-					bad = badRequest("provider.max_price."+k.Str, "unknown price; the gateway supports prompt and completion")
-					return false
-				}
-				return true
-			})
-			if bad != nil {
-				return bad
-			}
-		default:
-			return badRequest("provider.max_price", "must be a number (USD per million output tokens) or an object {prompt, completion}")
+		if bad := d.parseMaxPrice(v); bad != nil {
+			return bad
 		}
 	}
 	if v := p.Get("preferred_min_throughput"); v.Exists() {
@@ -221,6 +180,41 @@ func (d *directives) parseProvider(p gjson.Result) *tpsroute.HTTPError {
 		d.req.SLO.MaxTTFT = time.Duration(v.Num * float64(time.Second))
 	}
 	return nil
+}
+
+// parseMaxPrice reads provider.max_price, the hard price cap
+// (route.Request.PriceCap): a number of USD per million output tokens, or an
+// object {prompt, completion} of prices per million tokens.
+func (d *directives) parseMaxPrice(v gjson.Result) *tpsroute.HTTPError {
+	price := func(x gjson.Result) bool { return x.Type == gjson.Number && x.Num >= 0 && !math.IsInf(x.Num, 0) }
+	switch {
+	case v.Type == gjson.Number:
+		if !price(v) {
+			return badRequest("provider.max_price", "must be a non-negative number")
+		}
+		d.req.PriceCap.Output = v.Num
+		return nil
+	case !v.IsObject():
+		return badRequest("provider.max_price", "must be a number (USD per million output tokens) or an object {prompt, completion}")
+	}
+	var bad *tpsroute.HTTPError
+	v.ForEach(func(k, x gjson.Result) bool {
+		if !price(x) {
+			bad = badRequest("provider.max_price."+k.Str, "must be a non-negative number (USD per million tokens)")
+			return false
+		}
+		switch k.Str {
+		case "prompt":
+			d.req.PriceCap.Input = x.Num
+		case "completion":
+			d.req.PriceCap.Output = x.Num
+		default:
+			bad = badRequest("provider.max_price."+k.Str, "unknown price; the gateway supports prompt and completion")
+			return false
+		}
+		return true
+	})
+	return bad
 }
 
 // parseHeaders reads X-Route-Region (a comma-separated list of regions) and

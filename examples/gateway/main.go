@@ -19,7 +19,6 @@ import (
 
 	"github.com/tpsroute/tpsroute"
 	"github.com/tpsroute/tpsroute/config"
-	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/fleet"
 )
 
@@ -96,36 +95,13 @@ func run(ctx context.Context, args []string, stderr io.Writer, lookup func(strin
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
-	var cfg tpsroute.Config
-	var fs tpsroute.FleetSettings
-	var transport http.RoundTripper
-	if f.demo {
-		var closeDemo func()
-		cfg, transport, closeDemo = demoConfig()
-		defer closeDemo()
-	} else {
-		file, err := os.Open(f.config)
-		if err != nil {
-			return fmt.Errorf("gateway: %w", err)
-		}
-		cf, err := config.ParseLookup(file, lookup)
-		file.Close()
-		if err != nil {
-			return err
-		}
-		cfg, fs = cf.Client, cf.Fleet
+	cfg, fs, transport, err := loadConfig(f, lookup)
+	if err != nil {
+		return err
 	}
-	if f.redis != "" {
-		fs.RedisURL = f.redis
-	}
-	if f.state != "" {
-		cfg.StateFile = f.state
-	}
-	if cfg.Logger == nil {
-		// The Client logs at Info what it restored from the state file and
-		// at Warn a state file it could not use; its debug records stay off.
-		cfg.Logger = logger
-	}
+	// The Client logs at Info what it restored from the state file and at
+	// Warn a state file it could not use; its debug records stay off.
+	cfg.Logger = logger
 	var fl *fleet.Fleet
 	if fs.RedisURL != "" {
 		// The fleet logs Redis going away and coming back once each;
@@ -150,27 +126,15 @@ func run(ctx context.Context, args []string, stderr io.Writer, lookup func(strin
 	}()
 	cfg.MeterProvider, cfg.TracerProvider = tel.meters, tel.tracers
 	hist := newHistory()
-	if prev := cfg.OnAttempt; prev != nil {
-		cfg.OnAttempt = func(a fallback.Attempt) { prev(a); hist.attempt(a) }
-	} else {
-		cfg.OnAttempt = hist.attempt
-	}
+	cfg.OnAttempt = hist.attempt
 	client, err := newClient(cfg, transport)
 	if err != nil {
 		return err
 	}
 	defer client.Close() // on an early return; after draining it was closed already
-	var tokens []string
-	if f.authTokenEnv != "" {
-		v, ok := lookup(f.authTokenEnv)
-		for _, t := range strings.Split(v, ",") {
-			if t = strings.TrimSpace(t); t != "" {
-				tokens = append(tokens, t)
-			}
-		}
-		if !ok || len(tokens) == 0 {
-			return fmt.Errorf("gateway: -auth-token-env %s: the variable is unset or holds no token", f.authTokenEnv)
-		}
+	tokens, err := authTokens(f.authTokenEnv, lookup)
+	if err != nil {
+		return err
 	}
 	g := newGateway(client, options{MaxBody: f.maxBody, Tokens: tokens, Logger: logger, Metrics: tel.metrics, History: hist, Fleet: fl})
 	sampling := make(chan struct{})
@@ -223,26 +187,68 @@ func run(ctx context.Context, args []string, stderr io.Writer, lookup func(strin
 	return err
 }
 
+// loadConfig returns the Client's config and the fleet settings that f
+// asks for: the -demo providers, with the RoundTripper that serves them, or
+// the -config file, its api_key_env variables read with lookup; -redis and
+// -state override the file's.
+func loadConfig(f flags, lookup func(string) (string, bool)) (tpsroute.Config, tpsroute.FleetSettings, http.RoundTripper, error) {
+	var cfg tpsroute.Config
+	var fs tpsroute.FleetSettings
+	var transport http.RoundTripper
+	if f.demo {
+		cfg, transport = demoConfig()
+	} else {
+		file, err := os.Open(f.config)
+		if err != nil {
+			return cfg, fs, nil, fmt.Errorf("gateway: %w", err)
+		}
+		cf, err := config.ParseLookup(file, lookup)
+		file.Close()
+		if err != nil {
+			return cfg, fs, nil, err
+		}
+		cfg, fs = cf.Client, cf.Fleet
+	}
+	if f.redis != "" {
+		fs.RedisURL = f.redis
+	}
+	if f.state != "" {
+		cfg.StateFile = f.state
+	}
+	return cfg, fs, transport, nil
+}
+
+// authTokens returns the bearer tokens in the variable name (-auth-token-env),
+// comma-separated, read with lookup; none when name is empty.
+func authTokens(name string, lookup func(string) (string, bool)) ([]string, error) {
+	if name == "" {
+		return nil, nil
+	}
+	v, ok := lookup(name)
+	var tokens []string
+	for _, t := range strings.Split(v, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			tokens = append(tokens, t)
+		}
+	}
+	if !ok || len(tokens) == 0 {
+		return nil, fmt.Errorf("gateway: -auth-token-env %s: the variable is unset or holds no token", name)
+	}
+	return tokens, nil
+}
+
 // newClient returns the tpsroute.Client of the gateway for cfg. transport,
 // when not nil, replaces cfg.HTTPClient's transport (the demo and tests use
 // in-memory providers); without either, upstreamTransport is used.
 func newClient(cfg tpsroute.Config, transport http.RoundTripper) (*tpsroute.Client, error) {
-	if len(cfg.Deployments) == 0 {
-		return nil, errors.New("gateway: the config has no deployments")
-	}
 	if transport == nil && cfg.HTTPClient != nil {
 		transport = cfg.HTTPClient.Transport
 	}
 	if transport == nil {
 		transport = upstreamTransport()
 	}
-	hc := &http.Client{Transport: transport}
-	if cfg.HTTPClient != nil {
-		c := *cfg.HTTPClient
-		c.Transport = transport
-		hc = &c
-	}
-	cfg.HTTPClient = hc
+	// The Client uses only the http.Client's Transport (Config.HTTPClient).
+	cfg.HTTPClient = &http.Client{Transport: transport}
 	return tpsroute.New(cfg)
 }
 

@@ -177,7 +177,7 @@ func (g *gateway) chat(w http.ResponseWriter, r *http.Request) {
 		g.fail(w, r, start, herr)
 		return
 	}
-	resp, err := g.c.Do(r.Context(), d.body, d.options()...)
+	resp, err := g.c.Do(r.Context(), d.body, tpsroute.WithRequest(d.req))
 	if err != nil {
 		if r.Context().Err() != nil {
 			g.log(r, start, tpsroute.StatusClientClosedRequest, nil, err) // the client is gone; nobody reads an answer
