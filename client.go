@@ -274,15 +274,14 @@ type call struct {
 	info     requestInfo
 	cacheKey string
 	hdr      http.Header // the caller's headers, forwarded minus credentials
-	stream   bool        // commit at the first output chunk
 }
 
 // do routes one serialised chat-completion body, already read into info by
 // readRequest, and runs it through the executor. The returned Result's Body
 // must be closed.
-func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http.Header, cc *callConfig, stream bool) (*fallback.Result, *call, error) {
+func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http.Header, cc *callConfig, stream bool) (*fallback.Result, error) {
 	ctx, cc.tel = c.tel.Start(ctx, info.RawModel, stream)
-	cl := &call{c: c, cfg: *cc, info: info, hdr: hdr, stream: stream}
+	cl := &call{c: c, cfg: *cc, info: info, hdr: hdr}
 	req := cc.req
 	req.Model = info.RawModel
 	if req.CacheKey == "" {
@@ -308,12 +307,12 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 	c.reg.SweepAt(now)
 	plan, err := c.picker.PickAt(req, now)
 	if err != nil {
-		return nil, cl, c.routeError(err)
+		return nil, c.routeError(err)
 	}
 	if c.wild != nil {
 		model, _ := route.ParseModel(req.Model)
 		if plan = c.wild.admit(plan, model, now); len(plan.Deployments) == 0 {
-			return nil, cl, &ModelError{Param: "model", Model: req.Model, Capped: true}
+			return nil, &ModelError{Param: "model", Model: req.Model, Capped: true}
 		}
 	}
 	if c.onDecision != nil {
@@ -323,7 +322,7 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 	if c.logger.Enabled(ctx, slog.LevelDebug) {
 		c.logger.DebugContext(ctx, "tpsroute: plan", "model", info.RawModel, "plan", plan.Explain())
 	}
-	res, err := c.exec.Do(ctx, plan, fallback.Call{
+	return c.exec.Do(ctx, plan, fallback.Call{
 		Body:                 body,
 		Stream:               stream,
 		Build:                cl.build,
@@ -333,10 +332,6 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 		Deadlines:            cc.deadlines,
 		Feedback:             cl,
 	})
-	if err != nil {
-		return nil, cl, err
-	}
-	return res, cl, nil
 }
 
 // routeError returns the Client's error for the Picker's err: a

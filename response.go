@@ -98,7 +98,7 @@ func (c *Client) send(ctx context.Context, body []byte, hdr http.Header, cc *cal
 	}
 	// The call's own context lets an early Close end the upstream request.
 	ctx, cancel := context.WithCancel(ctx)
-	res, _, err := c.do(ctx, body, info, hdr, cc, info.Stream)
+	res, err := c.do(ctx, body, info, hdr, cc, info.Stream)
 	if err != nil {
 		cancel()
 		endCall(cc, nil, err)

@@ -99,7 +99,6 @@ type Stream struct {
 type callState struct {
 	cfg    callConfig
 	stream bool
-	call   *call
 	res    *fallback.Result
 	err    error // a routing or pre-commit failure
 }
@@ -417,8 +416,7 @@ func (t *internalTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		st.err = err
 		return nil, err
 	}
-	res, cl, err := t.c.do(req.Context(), body, info, req.Header, &st.cfg, st.stream)
-	st.call = cl
+	res, err := t.c.do(req.Context(), body, info, req.Header, &st.cfg, st.stream)
 	if err != nil {
 		st.err = err
 		return nil, err
