@@ -14,30 +14,11 @@ import (
 // DemoModel is the logical model the Demo deployments serve.
 const DemoModel = "llama-3.3-70b"
 
-// DemoProfile is one simulated deployment of Demo: its place and the
-// behaviour its replay profile gives it. It is a plain value, safe for
-// concurrent reads.
-type DemoProfile struct {
-	Provider, Region string
-	TTFT             time.Duration // median time to first token (cold prompt cache)
-	TPS              float64       // median generation tokens/s
-}
-
-// DemoProfiles returns the four simulated deployments of Demo: two providers
-// in two regions each, with distinct TTFT and TPS. The prompt cache of every
-// one cuts the TTFT of a fully cached prompt to 30%.
-func DemoProfiles() []DemoProfile {
-	return []DemoProfile{
-		{Provider: "swiftai", Region: "us-east", TTFT: 180 * time.Millisecond, TPS: 170},
-		{Provider: "swiftai", Region: "eu-west", TTFT: 320 * time.Millisecond, TPS: 150},
-		{Provider: "steadyml", Region: "us-east", TTFT: 450 * time.Millisecond, TPS: 75},
-		{Provider: "steadyml", Region: "eu-west", TTFT: 260 * time.Millisecond, TPS: 60},
-	}
-}
-
-// Demo returns a router config of simulated providers (DemoProfiles) that
-// runs entirely in memory: every deployment is a replay.Handler reached
-// through its in-memory transport, so no socket, network or key is used.
+// Demo returns a router config of four simulated deployments, two providers
+// in two regions each with distinct TTFT and TPS, whose prompt caches cut the
+// TTFT of a fully cached prompt to 30%. It runs entirely in memory: every
+// deployment is a replay.Handler reached through its in-memory transport,
+// so no socket, network or key is used.
 // Answers are outputTokens long (0 means 120); seed makes the timing jitter
 // reproducible. Demo starts no goroutines and needs no Close; created
 // inside a testing/synctest bubble, all its waiting is virtual.
@@ -47,7 +28,16 @@ func Demo(outputTokens int, seed uint64) tpsroute.Config {
 	}
 	hosts := map[string]http.RoundTripper{}
 	var deps []route.Deployment
-	for i, p := range DemoProfiles() {
+	for i, p := range []struct {
+		Provider, Region string
+		TTFT             time.Duration // median time to first token (cold prompt cache)
+		TPS              float64       // median generation tokens/s
+	}{
+		{"swiftai", "us-east", 180 * time.Millisecond, 170},
+		{"swiftai", "eu-west", 320 * time.Millisecond, 150},
+		{"steadyml", "us-east", 450 * time.Millisecond, 75},
+		{"steadyml", "eu-west", 260 * time.Millisecond, 60},
+	} {
 		host := p.Provider + "-" + p.Region + ".demo.invalid"
 		prof := &replay.Profile{
 			TTFTDist:     replay.LogNormal{Median: p.TTFT.Seconds(), Sigma: 0.2},
