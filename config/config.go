@@ -14,9 +14,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -264,7 +266,7 @@ func (p *converter) config(f *fileConfig) (File, error) {
 	if c.Route, err = p.route(&f.Route); err != nil {
 		return File{}, err
 	}
-	if c.Route.Policy, err = p.policy("policy", f.Policy); err != nil {
+	if c.Route.Policy, err = choice(p, "policy", f.Policy, "policy", policies); err != nil {
 		return File{}, err
 	}
 	if c.Route.SLO, err = p.slo(&f.SLO); err != nil {
@@ -406,18 +408,32 @@ func jsonFieldName(field string) string {
 	return strings.Join(parts, ".")
 }
 
-func (p *converter) policy(path, s string) (route.Policy, error) {
-	switch strings.ToLower(s) {
-	case "":
-		return 0, nil
-	case "throughput":
-		return route.Throughput, nil
-	case "latency":
-		return route.Latency, nil
-	case "cost":
-		return route.Cost, nil
+// The values of the config's string settings, by their lower-case spelling;
+// "" is the zero value unless listed.
+var (
+	policies          = map[string]route.Policy{"throughput": route.Throughput, "latency": route.Latency, "cost": route.Cost}
+	latencyMetrics    = map[string]route.LatencyMetric{"ttft": route.LatencyTTFT, "completion": route.LatencyCompletion}
+	percentiles       = map[string]route.Percentile{"p50": route.P50, "p95": route.P95}
+	midStreamPolicies = map[string]fallback.MidStreamPolicy{"": fallback.MidStreamSameModel, "same_model": fallback.MidStreamSameModel,
+		"error": fallback.MidStreamError, "continue": fallback.MidStreamContinue}
+	malformedPolicies = map[string]fallback.MalformedPolicy{"skip": fallback.MalformedSkip, "fail": fallback.MalformedFail}
+)
+
+// choice reads the string setting s at path, any case: its value in names,
+// or the zero T for "" without an entry. An unknown value is an error that
+// names what the setting is and lists the spellings.
+func choice[T any](p *converter, path, s, what string, names map[string]T) (T, error) {
+	v, ok := names[strings.ToLower(s)]
+	if !ok && s != "" {
+		var want []string
+		for _, k := range slices.Sorted(maps.Keys(names)) {
+			if k != "" {
+				want = append(want, strconv.Quote(k))
+			}
+		}
+		return v, p.errorf(path, "unknown %s %q; want one of %s", what, s, strings.Join(want, ", "))
 	}
-	return 0, p.errorf(path, "unknown policy %q; want \"throughput\", \"latency\" or \"cost\"", s)
+	return v, nil
 }
 
 func (p *converter) slo(f *fileSLO) (route.SLO, error) {
@@ -438,34 +454,16 @@ func (p *converter) slo(f *fileSLO) (route.SLO, error) {
 	return s, nil
 }
 
-func (p *converter) percentile(path, s string) (route.Percentile, error) {
-	switch strings.ToLower(s) {
-	case "":
-		return 0, nil
-	case "p50":
-		return route.P50, nil
-	case "p95":
-		return route.P95, nil
-	}
-	return 0, p.errorf(path, "unknown percentile %q; want \"p50\" or \"p95\"", s)
-}
-
 func (p *converter) route(f *fileRoute) (route.Options, error) {
 	var o route.Options
 	var err error
-	switch strings.ToLower(f.LatencyMetric) {
-	case "":
-	case "ttft":
-		o.LatencyMetric = route.LatencyTTFT
-	case "completion":
-		o.LatencyMetric = route.LatencyCompletion
-	default:
-		return o, p.errorf("route.latency_metric", "unknown metric %q; want \"ttft\" or \"completion\"", f.LatencyMetric)
-	}
-	if o.TTFTPercentile, err = p.percentile("route.ttft_percentile", f.TTFTPercentile); err != nil {
+	if o.LatencyMetric, err = choice(p, "route.latency_metric", f.LatencyMetric, "metric", latencyMetrics); err != nil {
 		return o, err
 	}
-	if o.TPSPercentile, err = p.percentile("route.tps_percentile", f.TPSPercentile); err != nil {
+	if o.TTFTPercentile, err = choice(p, "route.ttft_percentile", f.TTFTPercentile, "percentile", percentiles); err != nil {
+		return o, err
+	}
+	if o.TPSPercentile, err = choice(p, "route.tps_percentile", f.TPSPercentile, "percentile", percentiles); err != nil {
 		return o, err
 	}
 	// Omitted means route's default, "off" is route.Off, and a number is
@@ -596,23 +594,12 @@ func (p *converter) fallback(f *fileFallback) (fallback.Options, error) {
 	}
 	o.MaxAttempts = f.Attempts
 	o.AttemptsPerDeployment = f.AttemptsPerDeployment
-	switch strings.ToLower(f.MidStream) {
-	case "", "same_model":
-		o.MidStream = fallback.MidStreamSameModel
-	case "error":
-		o.MidStream = fallback.MidStreamError
-	case "continue":
-		o.MidStream = fallback.MidStreamContinue
-	default:
-		return o, p.errorf("fallback.mid_stream", "unknown policy %q; want \"same_model\", \"error\" or \"continue\"", f.MidStream)
+	var err error
+	if o.MidStream, err = choice(p, "fallback.mid_stream", f.MidStream, "policy", midStreamPolicies); err != nil {
+		return o, err
 	}
-	switch strings.ToLower(f.Malformed) {
-	case "", "skip":
-		o.Malformed = fallback.MalformedSkip
-	case "fail":
-		o.Malformed = fallback.MalformedFail
-	default:
-		return o, p.errorf("fallback.malformed", "unknown policy %q; want \"skip\" or \"fail\"", f.Malformed)
+	if o.Malformed, err = choice(p, "fallback.malformed", f.Malformed, "policy", malformedPolicies); err != nil {
+		return o, err
 	}
 	if !finiteNonNeg(f.Hedge.Budget) || f.Hedge.Budget > 1 {
 		return o, p.errorf("fallback.hedge.budget", "want a share in (0, 1], got %v", f.Hedge.Budget)

@@ -98,6 +98,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"bad policy", "{\"deployments\":[" + okDep + "],\n\"policy\":\"fastest\"}", nil, 2, "policy", `unknown policy "fastest"`},
 		{"bad mid_stream", "{\"deployments\":[" + okDep + "],\"fallback\":{\"mid_stream\":\"retry\"}}", nil, 1, "fallback.mid_stream", "continue"},
 		{"bad malformed", "{\"deployments\":[" + okDep + "],\"fallback\":{\"malformed\":\"drop\"}}", nil, 1, "fallback.malformed", "skip"},
+		{"bad percentile", "{\"deployments\":[" + okDep + "],\"route\":{\"tps_percentile\":\"p99\"}}", nil, 1, "route.tps_percentile", `unknown percentile "p99"; want one of "p50", "p95"`},
+		{"bad latency_metric", "{\"deployments\":[" + okDep + "],\"route\":{\"latency_metric\":\"e2e\"}}", nil, 1, "route.latency_metric", `unknown metric "e2e"; want one of "completion", "ttft"`},
 		{"model_capabilities on a named model", `{"deployments":[{"provider":"a","model":"m","base_url":"http://x/v1","model_capabilities":{"m":{"assistant_prefill":true}}}]}`, nil, 1, "deployments[0].model_capabilities", "wildcard"},
 		{"no deployments", `{"policy":"cost"}`, nil, 0, "deployments", "at least one"},
 		{"invalid deployment names field", "{\"deployments\":[\n{\"provider\":\"a\",\"model\":\"m\",\n\"base_url\":\"ftp://x\"}]}", nil, 3, "deployments[0].base_url", ""},
