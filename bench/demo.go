@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"errors"
 	"net/http"
 	"time"
 
@@ -26,7 +25,7 @@ func Demo(outputTokens int, seed uint64) tpsroute.Config {
 	if outputTokens <= 0 {
 		outputTokens = 120
 	}
-	hosts := map[string]http.RoundTripper{}
+	hosts := replay.Hosts{}
 	var deps []route.Deployment
 	for i, p := range []struct {
 		Provider, Region string
@@ -48,7 +47,7 @@ func Demo(outputTokens int, seed uint64) tpsroute.Config {
 			Region:       p.Region,
 			Seed:         seed + uint64(i)*7919,
 		}
-		hosts[host] = replay.NewHandler(map[string]replay.Script{DemoModel: prof}).Transport()
+		hosts[host] = replay.NewHandler(map[string]replay.Script{DemoModel: prof})
 		deps = append(deps, route.Deployment{
 			Provider:     p.Provider,
 			Region:       p.Region,
@@ -60,20 +59,6 @@ func Demo(outputTokens int, seed uint64) tpsroute.Config {
 	}
 	return tpsroute.Config{
 		Deployments: deps,
-		HTTPClient:  &http.Client{Transport: hostMux(hosts)},
+		HTTPClient:  &http.Client{Transport: hosts},
 	}
-}
-
-// hostMux sends each request to the in-memory transport of its host.
-type hostMux map[string]http.RoundTripper
-
-func (m hostMux) RoundTrip(req *http.Request) (*http.Response, error) {
-	rt, ok := m[req.URL.Host]
-	if !ok {
-		if req.Body != nil {
-			_ = req.Body.Close()
-		}
-		return nil, errors.New("bench: demo has no host " + req.URL.Host)
-	}
-	return rt.RoundTrip(req)
 }

@@ -28,7 +28,7 @@ func knownConfig(profiles map[string]*replay.Profile) tpsroute.Config {
 // knownConfigScripts is knownConfig for any replay scripts; providers are
 // named "a" to "d" and ordered by name.
 func knownConfigScripts(scripts map[string]replay.Script) tpsroute.Config {
-	hosts := hostMux{}
+	hosts := replay.Hosts{}
 	var deps []route.Deployment
 	for _, name := range []string{"a", "b", "c", "d"} {
 		p, ok := scripts[name]
@@ -36,7 +36,7 @@ func knownConfigScripts(scripts map[string]replay.Script) tpsroute.Config {
 			continue
 		}
 		host := name + ".test.invalid"
-		hosts[host] = replay.NewHandler(map[string]replay.Script{"m": p}).Transport()
+		hosts[host] = replay.NewHandler(map[string]replay.Script{"m": p})
 		deps = append(deps, route.Deployment{
 			Provider: name, Region: "r1", Model: "m", BaseURL: "http://" + host + "/v1",
 		})

@@ -27,6 +27,8 @@
 // Retry-After is virtual, so a test of a 30 s deadline runs in microseconds.
 // Create the Handler inside the bubble so its clock (Phase.After, During,
 // DownFor) is the bubble's.
+// Hosts puts several Handlers behind one in-memory RoundTripper, each at
+// its own host, for a simulated fleet of providers.
 //
 // # Attempts
 //

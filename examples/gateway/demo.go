@@ -10,12 +10,6 @@ import (
 	"github.com/tpsroute/tpsroute/route"
 )
 
-// demoProvider is one simulated provider of -demo.
-type demoProvider struct {
-	host    string
-	handler *replay.Handler
-}
-
 // demoConfig returns the -demo setup: five deployments of two models on four
 // simulated providers (replay profiles with realistic timing and a few
 // faults), served in memory through the returned RoundTripper, so the demo
@@ -25,28 +19,24 @@ func demoConfig() (tpsroute.Config, http.RoundTripper) {
 	llama := func(ttft time.Duration, tps float64, seed uint64) *replay.Profile {
 		return &replay.Profile{TTFT: ttft, TPS: tps, Jitter: 0.3, OutputTokens: tokens, Seed: seed}
 	}
-	providers := []demoProvider{
-		{"groq.demo", replay.NewHandler(map[string]replay.Script{
+	rt := replay.Hosts{
+		"groq.demo": replay.NewHandler(map[string]replay.Script{
 			// Fast, but every 9th stream is cut mid-way.
 			"llama-3.3-70b-versatile": replay.WithFaults(llama(250*time.Millisecond, 280, 1),
 				replay.CutAfter(40).OnAttempts(9, 18, 27, 36, 45, 54, 63, 72, 81, 90)),
-		})},
-		{"together.demo", replay.NewHandler(map[string]replay.Script{
+		}),
+		"together.demo": replay.NewHandler(map[string]replay.Script{
 			"meta-llama/Llama-3.3-70B-Instruct-Turbo": llama(450*time.Millisecond, 110, 2),
-		})},
-		{"vllm.demo", replay.NewHandler(map[string]replay.Script{
+		}),
+		"vllm.demo": replay.NewHandler(map[string]replay.Script{
 			// Down for the first 20 s (503), then the fastest first token.
 			"llama-3.3-70b": replay.WithFaults(llama(120*time.Millisecond, 70, 3), replay.DownFor(20*time.Second)),
 			"gpt-4.1-mini":  llama(200*time.Millisecond, 60, 4),
-		})},
-		{"openai.demo", replay.NewHandler(map[string]replay.Script{
+		}),
+		"openai.demo": replay.NewHandler(map[string]replay.Script{
 			"gpt-4.1-mini": &replay.Profile{TTFT: 500 * time.Millisecond, TPS: 90, Jitter: 0.2, OutputTokens: tokens, Seed: 5,
 				PromptCache: replay.PromptCache{Enabled: true, Block: 128}},
-		})},
-	}
-	rt := demoTransport{}
-	for _, p := range providers {
-		rt[p.host] = p.handler.Transport()
+		}),
 	}
 	all := route.Capabilities{AssistantPrefill: true}
 	cfg := tpsroute.Config{
@@ -68,20 +58,3 @@ func demoConfig() (tpsroute.Config, http.RoundTripper) {
 	cfg.Fallback.BackoffBase = 50 * time.Millisecond
 	return cfg, rt
 }
-
-// demoTransport sends each request to the simulated provider of its host.
-type demoTransport map[string]http.RoundTripper
-
-func (t demoTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if rt, ok := t[req.URL.Host]; ok {
-		return rt.RoundTrip(req)
-	}
-	if req.Body != nil {
-		req.Body.Close()
-	}
-	return nil, &demoHostError{host: req.URL.Host}
-}
-
-type demoHostError struct{ host string }
-
-func (e *demoHostError) Error() string { return "gateway: demo: no simulated provider at " + e.host }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -214,11 +213,10 @@ func startProviders(sims []simProvider, inMemory bool) (*http.Client, []route.De
 	if inMemory {
 		// Each provider gets a made-up host; a small RoundTripper sends each
 		// request to the handler of its host, without any socket.
-		hosts := hostTransport{}
+		hosts := replay.Hosts{}
 		for _, p := range sims {
-			h := replay.NewHandler(map[string]replay.Script{p.WireModel: p.script})
 			host := p.Provider + "." + p.Region + ".sim"
-			hosts[host] = h.Transport()
+			hosts[host] = replay.NewHandler(map[string]replay.Script{p.WireModel: p.script})
 			ds = append(ds, p.deployment("http://"+host+"/v1"))
 		}
 		return &http.Client{Transport: hosts}, ds, func() {}
@@ -239,19 +237,6 @@ func startProviders(sims []simProvider, inMemory bool) (*http.Client, []route.De
 			s.Close()
 		}
 	}
-}
-
-// hostTransport sends each request to the in-memory provider of its host.
-type hostTransport map[string]http.RoundTripper
-
-func (t hostTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if rt, ok := t[req.URL.Host]; ok {
-		return rt.RoundTrip(req)
-	}
-	if req.Body != nil {
-		req.Body.Close()
-	}
-	return nil, &url.Error{Op: req.Method, URL: req.URL.String(), Err: errors.New("quickstart: no simulated provider at this host")}
 }
 
 // sim holds the running tallies. Its methods are safe for concurrent use.
