@@ -72,7 +72,7 @@ func ParseLookup(r io.Reader, lookup func(name string) (string, bool)) (File, er
 		return File{}, err
 	}
 	var f fileConfig
-	if err := decodeStrict(data, &f); err != nil {
+	if err := decode(data, &f); err != nil {
 		return File{}, err
 	}
 	p := converter{lines: lines, lookup: lookup}

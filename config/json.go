@@ -167,22 +167,17 @@ func lineAt(data []byte, offset int64) int {
 	return bytes.Count(data[:offset], []byte{'\n'}) + 1
 }
 
-// decodeStrict decodes data into v, turning type errors into ConfigErrors with
-// the field path and line.
-func decodeStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		return nil
-	}
+// decode decodes data, which checkKeys accepted (so its syntax and keys
+// are known good), into v, turning a type error into a ConfigError with the
+// field path and line.
+func decode(data []byte, v any) error {
+	err := json.Unmarshal(data, v)
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
 		return &tpsroute.ConfigError{Line: lineAt(data, te.Offset), Field: te.Field, Msg: fmt.Sprintf("want %s, got JSON %s", te.Type, te.Value)}
 	}
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return &tpsroute.ConfigError{Line: lineAt(data, se.Offset), Msg: se.Error()}
+	if err != nil {
+		return &tpsroute.ConfigError{Msg: err.Error()}
 	}
-	return &tpsroute.ConfigError{Msg: err.Error()}
+	return nil
 }
