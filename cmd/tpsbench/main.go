@@ -189,8 +189,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg, err := buildConfig(cmd, o)
 	if err != nil {
-		fmt.Fprintln(stderr, "tpsbench:", err)
-		return exitUsage
+		return fail(stderr, exitUsage, err)
 	}
 	if !o.quiet {
 		cfg.Progress = progressPrinter(stderr)
@@ -211,6 +210,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "tpsbench: interrupted; partial results written")
 		return exitInterrupted
 	}
+	return code
+}
+
+// fail prints err as tpsbench's error and returns the exit code code.
+func fail(stderr io.Writer, code int, err error) int {
+	fmt.Fprintln(stderr, "tpsbench:", err)
 	return code
 }
 
@@ -361,13 +366,11 @@ func fmtMS(v float64) string {
 // finish prints the table, writes the files and returns the exit code.
 func finish(rep *bench.Report, o *options, stdout, stderr io.Writer) int {
 	if err := rep.WriteTable(stdout); err != nil {
-		fmt.Fprintln(stderr, "tpsbench:", err)
-		return exitFailed
+		return fail(stderr, exitFailed, err)
 	}
 	if o.outDir != "" {
 		if err := writeFiles(rep, o.outDir); err != nil {
-			fmt.Fprintln(stderr, "tpsbench:", err)
-			return exitFailed
+			return fail(stderr, exitFailed, err)
 		}
 		fmt.Fprintf(stderr, "wrote %s, %s and %s\n",
 			filepath.Join(o.outDir, "report.json"), filepath.Join(o.outDir, "results.csv"), filepath.Join(o.outDir, "report.html"))
@@ -420,19 +423,16 @@ func writeOutputs(dir string, files map[string]func(io.Writer) error) error {
 func report(file string, o *options, stdout, stderr io.Writer) int {
 	f, err := os.Open(file)
 	if err != nil {
-		fmt.Fprintln(stderr, "tpsbench:", err)
-		return exitUsage
+		return fail(stderr, exitUsage, err)
 	}
 	defer f.Close()
 	rep, err := bench.ReadReport(f)
 	if err != nil {
-		fmt.Fprintln(stderr, "tpsbench:", err)
-		return exitUsage
+		return fail(stderr, exitUsage, err)
 	}
 	if o.sloText != "" {
 		if rep.SLO, err = bench.ParseSLO(o.sloText); err != nil {
-			fmt.Fprintln(stderr, "tpsbench:", err)
-			return exitUsage
+			return fail(stderr, exitUsage, err)
 		}
 		rep.Summarize()
 	}

@@ -67,8 +67,7 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 	for _, name := range fs.Args() {
 		sc, err := sim.LoadScenario(name)
 		if err != nil {
-			fmt.Fprintln(stderr, "tpsbench:", err)
-			return exitUsage
+			return fail(stderr, exitUsage, err)
 		}
 		pols := sim.Baselines(sc.Seed)
 		if *policies != "" {
@@ -76,8 +75,7 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 			for _, n := range splitList(*policies) {
 				p, err := simPolicy(n, sc.Seed)
 				if err != nil {
-					fmt.Fprintln(stderr, "tpsbench:", err)
-					return exitUsage
+					return fail(stderr, exitUsage, err)
 				}
 				pols = append(pols, p)
 			}
@@ -103,14 +101,12 @@ func simCommand(args []string, stdout, stderr io.Writer) int {
 			err = rep.WriteTable(stdout)
 		}
 		if err != nil {
-			fmt.Fprintln(stderr, "tpsbench:", err)
-			return exitFailed
+			return fail(stderr, exitFailed, err)
 		}
 	}
 	if *outDir != "" {
 		if err := writeSimFiles(reps, *outDir); err != nil {
-			fmt.Fprintln(stderr, "tpsbench:", err)
-			return exitFailed
+			return fail(stderr, exitFailed, err)
 		}
 		fmt.Fprintf(stderr, "wrote %s and %s\n", filepath.Join(*outDir, "report.json"), filepath.Join(*outDir, "report.html"))
 	}
