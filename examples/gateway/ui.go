@@ -157,17 +157,17 @@ type historyView struct {
 	Failovers   []failoverView `json:"failovers"` // most recent first
 }
 
-// sampleNow takes a history sample of the Client's statistics now.
-func (g *gateway) sampleNow() {
-	v := g.view()
+// sample takes a history sample of v, the debug snapshot now, and returns v.
+func (g *gateway) sample(v debugView) debugView {
 	keys := make([]measure.Key, len(v.Deployments))
 	for i, d := range v.Deployments {
 		keys[i] = d.Key
 	}
 	g.hist.sample(v.Time, keys, v.Snapshot)
+	return v
 }
 
-// sampleEvery samples the history every historyInterval until ctx ends.
+// sampleEvery samples the history every historyInterval until done is closed.
 func (g *gateway) sampleEvery(done <-chan struct{}) {
 	t := time.NewTicker(historyInterval)
 	defer t.Stop()
@@ -176,15 +176,14 @@ func (g *gateway) sampleEvery(done <-chan struct{}) {
 		case <-done:
 			return
 		case <-t.C:
-			g.sampleNow()
+			g.sample(g.view())
 		}
 	}
 }
 
 // debugHistory serves GET /debug/tpsroute/history, the debug page's data.
 func (g *gateway) debugHistory(w http.ResponseWriter, _ *http.Request) {
-	g.sampleNow()
-	v := g.view()
+	v := g.sample(g.view())
 	out := historyView{Time: v.Time, Uptime: v.Uptime, IntervalS: historyInterval.Seconds(), Deployments: make([]historyRow, 0, len(v.Deployments))}
 	h := g.hist
 	h.mu.Lock()
