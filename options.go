@@ -224,15 +224,22 @@ func fillReport(r *Report, res *fallback.Result, err error) {
 	if r == nil {
 		return
 	}
-	*r = Report{Err: err}
+	*r = Report{Err: err, Attempts: attempts(res, err)}
 	if res != nil {
 		r.Deployment = route.Redact(res.Deployment())
 		r.Sample = res.Sample()
-		r.Attempts = res.Attempts()
-		return
+	}
+}
+
+// attempts returns every attempt of a call that answered with res, or else
+// failed with err, in order: a copy, nil when there were none.
+func attempts(res *fallback.Result, err error) []fallback.Attempt {
+	if res != nil {
+		return res.Attempts()
 	}
 	var fe *fallback.Error
 	if errors.As(err, &fe) {
-		r.Attempts = append([]fallback.Attempt(nil), fe.Attempts...)
+		return append([]fallback.Attempt(nil), fe.Attempts...)
 	}
+	return nil
 }

@@ -367,16 +367,7 @@ func (s *Stream) Deployment() route.Deployment {
 // Attempts returns every attempt of the call, in order: failed ones,
 // deployments skipped for an open breaker or a cooldown, and the one that
 // answered.
-func (s *Stream) Attempts() []fallback.Attempt {
-	if s.st.res != nil {
-		return s.st.res.Attempts()
-	}
-	var fe *fallback.Error
-	if errors.As(s.st.err, &fe) {
-		return append([]fallback.Attempt(nil), fe.Attempts...)
-	}
-	return nil
-}
+func (s *Stream) Attempts() []fallback.Attempt { return attempts(s.st.res, s.st.err) }
 
 // AttemptCount returns how many attempts reached a provider, skipped
 // deployments not counted and the answering one included from the start: the

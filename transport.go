@@ -61,17 +61,14 @@ func ContextWithOptions(ctx context.Context, opts ...CallOption) context.Context
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	path := strings.TrimSuffix(req.URL.Path, "/")
-	switch {
-	case req.Method == http.MethodPost && strings.HasSuffix(path, "/chat/completions"):
+	if req.Method == http.MethodPost && strings.HasSuffix(path, "/chat/completions") {
 		return t.chat(req)
-	case req.Method == http.MethodGet && strings.HasSuffix(path, "/models"):
-		if req.Body != nil {
-			req.Body.Close()
-		}
-		return t.models(req), nil
 	}
 	if req.Body != nil {
 		req.Body.Close()
+	}
+	if req.Method == http.MethodGet && strings.HasSuffix(path, "/models") {
+		return t.models(req), nil
 	}
 	e := &HTTPError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_routed",
 		Message: "tpsroute: the Transport routes only POST .../chat/completions and GET .../models, not " + req.Method + " " + req.URL.Path}
