@@ -255,8 +255,7 @@ func (r *runner) call(ctx context.Context, buf []byte) {
 		if errors.As(err, &fe) {
 			attempts = fe.Attempts
 		}
-		o.Timeout = errors.Is(err, fallback.ErrTTFTTimeout) || errors.Is(err, fallback.ErrHeadersTimeout) ||
-			errors.Is(err, fallback.ErrStall) || errors.Is(err, fallback.ErrMaxDuration) || errors.Is(err, context.DeadlineExceeded)
+		o.Timeout = fallback.Attempt{Err: err}.Timeout() // the Executor's own list of deadline errors
 	}
 	for _, a := range attempts {
 		d, ok := r.keys[a.Key]
