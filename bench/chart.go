@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"html"
+	"html/template"
 	"math"
 	"strconv"
 	"strings"
@@ -40,6 +41,12 @@ func (c *Chart) add(s Series) {
 	if len(s.Points) > 0 {
 		c.Series = append(c.Series, s)
 	}
+}
+
+// HTML returns SVG as template.HTML, for an html/template page: every text
+// in it is escaped.
+func (c *Chart) HTML() template.HTML {
+	return template.HTML(c.SVG()) // #nosec: SVG escapes every text
 }
 
 // Palette returns the report's i-th series colour (Okabe-Ito, colour-blind

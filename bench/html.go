@@ -25,11 +25,6 @@ func cdf(values []float64) [][2]float64 {
 	return out
 }
 
-type htmlSection struct {
-	Title  string
-	Charts []template.HTML
-}
-
 type htmlRow struct {
 	Config, Target       string
 	N, Err               int
@@ -48,7 +43,7 @@ type htmlPage struct {
 	Loop     string
 	SLO      string
 	Rows     []htmlRow
-	Sections []htmlSection
+	Sections []chartSection
 }
 
 const pageTmpl = `<!DOCTYPE html>
@@ -76,7 +71,7 @@ th,td{padding:2px 5px;border-bottom:1px solid #eee;text-align:right;white-space:
 <td>{{ms .TPOT.P50}}</td><td>{{ms .E2E.P50}}</td><td>{{ms .E2E.P95}}</td><td>{{.Cached}}</td><td>{{.Throughput}}</td><td{{if .SLOMissed}} class="miss"{{end}}>{{.Goodput}}</td></tr>
 {{end}}</table>
 <p class="note">TTFT and E2E from the send; goodput uses them from the scheduled time. TPS is generation-phase tokens/s (TTFT excluded). Percentiles are exact (nearest rank). Percentiles of TPS are of the per-request values: p90 is high, not low.</p>
-{{range .Sections}}<h2>{{.Title}}</h2><div class="charts">{{range .Charts}}{{.}}{{end}}</div>
+{{range .Sections}}<h2>{{.Title}}</h2><div class="charts">{{range .Charts}}{{.HTML}}{{end}}</div>
 {{end}}</body></html>
 `
 
@@ -127,13 +122,7 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 			Errors:     strings.Join(errs, " "),
 		})
 	}
-	for _, sec := range rep.charts(color) {
-		hs := htmlSection{Title: sec.title}
-		for i := range sec.charts {
-			hs.Charts = append(hs.Charts, template.HTML(sec.charts[i].SVG())) // #nosec: every text is escaped in SVG
-		}
-		page.Sections = append(page.Sections, hs)
-	}
+	page.Sections = rep.charts(color)
 	return t.Execute(w, page)
 }
 
@@ -143,9 +132,10 @@ func (rep *Report) short(target string) string {
 	return strings.TrimSuffix(target, "/"+rep.Model)
 }
 
+// chartSection is a titled group of the report's charts.
 type chartSection struct {
-	title  string
-	charts []Chart
+	Title  string
+	Charts []Chart
 }
 
 // charts builds the report's plots, section by section.
@@ -157,7 +147,7 @@ func (rep *Report) charts(color map[string]string) []chartSection {
 	var out []chartSection
 	// CDFs per configuration.
 	for _, ci := range rep.Configs {
-		sec := chartSection{title: "Distributions: " + ci.Label()}
+		sec := chartSection{Title: "Distributions: " + ci.Label()}
 		ttft := Chart{ID: "ttft-cdf-" + strconv.Itoa(ci.Index), Title: "TTFT CDF, " + ci.Label(), XLabel: "TTFT (ms)", YLabel: "% of requests", YFromZero: true}
 		tpsC := Chart{ID: "tps-cdf-" + strconv.Itoa(ci.Index), Title: "TPS CDF, " + ci.Label(), XLabel: "generation tokens/s", YLabel: "% of requests", YFromZero: true}
 		for _, t := range rep.Targets {
@@ -174,7 +164,7 @@ func (rep *Report) charts(color map[string]string) []chartSection {
 			tpsC.add(Series{ID: t, Name: rep.short(t), Color: color[t], Points: cdf(sv), Step: true})
 		}
 		if len(ttft.Series)+len(tpsC.Series) > 0 {
-			sec.charts = append(sec.charts, ttft, tpsC)
+			sec.Charts = append(sec.Charts, ttft, tpsC)
 			out = append(out, sec)
 		}
 	}
@@ -216,7 +206,7 @@ func (rep *Report) charts(color map[string]string) []chartSection {
 			tpsS.add(Series{ID: t, Name: rep.short(t), Color: color[t], Points: ps, Dots: true})
 			ttftS.add(Series{ID: t, Name: rep.short(t), Color: color[t], Points: pt, Dots: true})
 		}
-		out = append(out, chartSection{title: "Sweep: " + cache + " cache", charts: []Chart{tpsS, ttftS}})
+		out = append(out, chartSection{Title: "Sweep: " + cache + " cache", Charts: []Chart{tpsS, ttftS}})
 	}
 	// TTFT over the run, per target.
 	// Each configuration is its own stretch of line: no line joins two of them.
@@ -239,7 +229,7 @@ func (rep *Report) charts(color map[string]string) []chartSection {
 		over.add(Series{ID: t, Name: rep.short(t), Color: color[t], Points: pts, Dots: true})
 	}
 	if len(over.Series) > 0 {
-		out = append(out, chartSection{title: "Over time", charts: []Chart{over}})
+		out = append(out, chartSection{Title: "Over time", Charts: []Chart{over}})
 	}
 	return out
 }

@@ -214,7 +214,7 @@ th,td{padding:2px 6px;border-bottom:1px solid #eee;text-align:right;white-space:
 <table class="summary"><tr>{{range $.Header}}<th>{{.}}</th>{{end}}</tr>
 {{range .Rows}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>
 {{end}}</table>
-<div class="charts">{{range .Charts}}{{.}}{{end}}</div>
+<div class="charts">{{range .Charts}}{{.HTML}}{{end}}</div>
 {{end}}</body></html>
 `
 
@@ -229,7 +229,7 @@ func WriteHTML(w io.Writer, reps ...*Report) error {
 	type section struct {
 		Title, Meta string
 		Rows        [][]string
-		Charts      []template.HTML
+		Charts      []bench.Chart
 	}
 	page := struct {
 		Title    string
@@ -237,12 +237,8 @@ func WriteHTML(w io.Writer, reps ...*Report) error {
 		Sections []section
 	}{Title: "tpsbench sim", Header: tableHeader}
 	for _, rep := range reps {
-		sec := section{Title: "scenario " + rep.Scenario.Name, Meta: rep.Scenario.Description}
-		sec.Rows = rep.rows()
-		for _, c := range rep.Charts() {
-			sec.Charts = append(sec.Charts, template.HTML(c.SVG())) // #nosec: SVG escapes every text
-		}
-		page.Sections = append(page.Sections, sec)
+		page.Sections = append(page.Sections, section{Title: "scenario " + rep.Scenario.Name,
+			Meta: rep.Scenario.Description, Rows: rep.rows(), Charts: rep.Charts()})
 	}
 	if len(reps) == 1 {
 		page.Title = "tpsbench sim: " + reps[0].Scenario.Name
