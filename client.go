@@ -1,6 +1,7 @@
 package tpsroute
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -81,10 +82,7 @@ func New(cfg Config) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{logger: cfg.Logger, onDecision: cfg.OnDecision}
-	if c.logger == nil {
-		c.logger = slog.New(slog.DiscardHandler)
-	}
+	c := &Client{logger: cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)), onDecision: cfg.OnDecision}
 
 	mo := cfg.Measure
 	mo.Prices = make(map[measure.Key]measure.Price, len(cfg.Deployments)+len(mo.Prices))

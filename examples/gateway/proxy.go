@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -69,15 +70,9 @@ func newGateway(c *tpsroute.Client, opts options) *gateway {
 	if opts.MaxBody <= 0 {
 		opts.MaxBody = defaultMaxBody
 	}
-	g := &gateway{c: c, deps: c.Deployments(), opts: opts, logger: opts.Logger, started: time.Now()}
+	g := &gateway{c: c, deps: c.Deployments(), opts: opts, started: time.Now(),
+		logger: cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)), hist: cmp.Or(opts.History, newHistory())}
 	g.bufs.New = func() any { b := make([]byte, copyBufSize); return &b }
-	g.hist = opts.History
-	if g.hist == nil {
-		g.hist = newHistory()
-	}
-	if g.logger == nil {
-		g.logger = slog.New(slog.DiscardHandler)
-	}
 	g.mux = http.NewServeMux()
 	g.mux.HandleFunc("POST /v1/chat/completions", g.chat)
 	g.mux.HandleFunc("GET /v1/models", g.models)
