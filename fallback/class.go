@@ -2,6 +2,7 @@ package fallback
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -160,25 +161,12 @@ func parseErrorBody(body []byte) providerError {
 	pe.Type = obj.Get("type").String()
 	pe.Param = obj.Get("param").String()
 	pe.Message = obj.Get("message").String()
-	pe.Status = statusOf(obj)
-	if pe.Status == 0 {
-		pe.Status = statusOf(root)
-	}
+	pe.Status = cmp.Or(statusOf(obj), statusOf(root))
 	// OpenRouter wraps the upstream error as a JSON string in message (docs/STREAM_QUIRKS.md Q18).
 	if m := strings.TrimSpace(pe.Message); strings.HasPrefix(m, "{") || strings.HasPrefix(m, "[") {
 		inner := parseErrorBody([]byte(m))
-		if pe.Code == "" {
-			pe.Code = inner.Code
-		}
-		if pe.Type == "" {
-			pe.Type = inner.Type
-		}
-		if inner.Message != "" {
-			pe.Message = inner.Message
-		}
-		if pe.Status == 0 {
-			pe.Status = inner.Status
-		}
+		pe.Code, pe.Type = cmp.Or(pe.Code, inner.Code), cmp.Or(pe.Type, inner.Type)
+		pe.Message, pe.Status = cmp.Or(inner.Message, pe.Message), cmp.Or(pe.Status, inner.Status)
 	}
 	return pe
 }
@@ -296,17 +284,9 @@ func newAPIError(status int, pe *providerError, req *http.Request, resp *http.Re
 		_ = e.UnmarshalJSON([]byte(pe.Raw))
 	}
 	// Fill what the generic decoder missed (int codes, {"error":"..."} shapes).
-	if e.Code == "" {
-		e.Code = pe.Code
-	}
-	if e.Type == "" {
-		e.Type = pe.Type
-	}
+	e.Code, e.Type, e.Param = cmp.Or(e.Code, pe.Code), cmp.Or(e.Type, pe.Type), cmp.Or(e.Param, pe.Param)
 	if e.Message == "" || pe.Message != "" && strings.HasPrefix(strings.TrimSpace(e.Message), "{") {
 		e.Message = pe.Message
-	}
-	if e.Param == "" {
-		e.Param = pe.Param
 	}
 	return e
 }

@@ -1,6 +1,7 @@
 package fallback
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -51,15 +52,11 @@ func New(opts Options, hooks Hooks) *Executor {
 	if opts.BackoffMax <= 0 {
 		opts.BackoffMax = DefaultBackoffMax
 	}
-	if opts.MaxWait == 0 {
-		opts.MaxWait = DefaultMaxWait
-	}
+	opts.MaxWait = cmp.Or(opts.MaxWait, DefaultMaxWait) // negative: never wait
 	if opts.PenaltyCooldown <= 0 {
 		opts.PenaltyCooldown = DefaultPenaltyCooldown
 	}
-	if opts.MidStream == MidStreamDefault {
-		opts.MidStream = MidStreamSameModel
-	}
+	opts.MidStream = cmp.Or(opts.MidStream, MidStreamSameModel)
 	if opts.Prefill == nil {
 		opts.Prefill = DefaultPrefill
 	}
@@ -161,9 +158,7 @@ func (e *Executor) Do(ctx context.Context, plan route.Plan, c Call) (*Result, er
 	if cl.build == nil {
 		cl.build = DefaultBuild
 	}
-	if cl.mid == MidStreamDefault {
-		cl.mid = e.opts.MidStream
-	}
+	cl.mid = cmp.Or(cl.mid, e.opts.MidStream)
 	cl.malformed = e.opts.Malformed
 	cl.keepText = cl.mayContinue()
 	cl.maxAttempts = e.opts.MaxAttempts

@@ -304,11 +304,7 @@ func (a *run) streamFailure(err error) (Class, error) {
 			// deployment may well do better.
 			class = ClassNext
 		}
-		status := pe.Status
-		if status == 0 {
-			status = http.StatusOK
-		}
-		api := newAPIError(status, &pe, route.RedactRequest(a.resp.Request), nil)
+		api := newAPIError(cmp.Or(pe.Status, http.StatusOK), &pe, route.RedactRequest(a.resp.Request), nil)
 		return class, wrap(ErrStreamError, withReason(api, class, &pe))
 	case a.malformed:
 		return ClassNext, ErrMalformed
