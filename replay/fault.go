@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"slices"
@@ -97,9 +98,7 @@ func (f *faulted) plan(r *request) *plan {
 // script's answer. An empty body means an OpenAI-shaped error body for the
 // status.
 func Status(code int, body string, header http.Header) Fault {
-	if body == "" {
-		body = statusBody(code)
-	}
+	body = cmp.Or(body, statusBody(code))
 	h := header.Clone()
 	return Fault{name: "status(" + strconv.Itoa(code) + ")", apply: func(p *plan, _ *request) {
 		p.setStatus(code, body, h)

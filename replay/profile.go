@@ -3,6 +3,7 @@ package replay
 import (
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -428,18 +429,12 @@ type usage struct {
 }
 
 func (u usage) json(s Style) string {
-	var b strings.Builder
-	b.WriteString(`{"prompt_tokens":` + strconv.Itoa(u.prompt))
-	b.WriteString(`,"completion_tokens":` + strconv.Itoa(u.completion))
-	b.WriteString(`,"total_tokens":` + strconv.Itoa(u.prompt+u.completion))
-	b.WriteString(`,"prompt_tokens_details":{"cached_tokens":` + strconv.Itoa(u.cached) + `}`)
-	b.WriteString(`,"completion_tokens_details":{"reasoning_tokens":` + strconv.Itoa(u.reasoning) + `}`)
+	j := fmt.Sprintf(`{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d,"prompt_tokens_details":{"cached_tokens":%d},"completion_tokens_details":{"reasoning_tokens":%d}`,
+		u.prompt, u.completion, u.prompt+u.completion, u.cached, u.reasoning)
 	if s == KeepAlives || s == ReasoningFirst {
-		b.WriteString(`,"prompt_cache_hit_tokens":` + strconv.Itoa(u.cached))
-		b.WriteString(`,"prompt_cache_miss_tokens":` + strconv.Itoa(u.prompt-u.cached))
+		j += fmt.Sprintf(`,"prompt_cache_hit_tokens":%d,"prompt_cache_miss_tokens":%d`, u.cached, u.prompt-u.cached)
 	}
-	b.WriteByte('}')
-	return b.String()
+	return j + "}"
 }
 
 // chunker renders chat.completion.chunk payloads in one style.

@@ -156,11 +156,6 @@ type wireCompletion struct {
 // "reasoning_content" when any reasoning was streamed, "refusal",
 // "tool_calls" and "finish_reason", and "usage" when a chunk carried one.
 func (a *Accumulator) JSON() []byte {
-	b, _ := json.Marshal(a.completion())
-	return b
-}
-
-func (a *Accumulator) completion() wireCompletion {
 	out := wireCompletion{ID: a.id, Object: "chat.completion", Created: a.created, Model: a.model,
 		SystemFingerprint: a.fingerprint, ServiceTier: a.serviceTier, Choices: []wireChoice{}, Usage: a.usage}
 	for _, i := range slices.Sorted(maps.Keys(a.choices)) {
@@ -192,5 +187,6 @@ func (a *Accumulator) completion() wireCompletion {
 		}
 		out.Choices = append(out.Choices, ch)
 	}
-	return out
+	b, _ := json.Marshal(out)
+	return b
 }
