@@ -140,7 +140,7 @@ type chartSection struct {
 
 // charts builds the report's plots, section by section.
 //
-// It is long (about 110 lines, complexity about 35) because it is the
+// It is long (about 110 lines, complexity 29) because it is the
 // list of the report's charts, each a few lines choosing its series.
 func (rep *Report) charts(color map[string]string) []chartSection {
 	byCell := rep.byCell()

@@ -19,6 +19,17 @@ const (
 	BreakerOpen
 )
 
+// String returns "closed", "half-open" or "open".
+func (b BreakerState) String() string {
+	switch b {
+	case BreakerOpen:
+		return "open"
+	case BreakerHalfOpen:
+		return "half-open"
+	}
+	return "closed"
+}
+
 // Status is what a Health source knows about one deployment at one moment.
 // The zero Status is healthy. It is a value, safe for concurrent reads.
 type Status struct {

@@ -91,16 +91,6 @@ type fleetView struct {
 	LastSyncAge float64 `json:"last_sync_age_s"` // seconds since the last successful sync; -1 before the first
 }
 
-func breakerName(b route.BreakerState) string {
-	switch b {
-	case route.BreakerOpen:
-		return "open"
-	case route.BreakerHalfOpen:
-		return "half-open"
-	}
-	return "closed"
-}
-
 // view builds the debug snapshot: every configured concrete deployment and
 // every key measured (wildcard deployments per model requested).
 func (g *gateway) view() debugView {
@@ -130,7 +120,7 @@ func (g *gateway) view() debugView {
 	}
 	for k := range keys {
 		st := g.c.Status(k)
-		dv := deploymentView{Key: k, Breaker: breakerName(st.Breaker), NoHeadroom: st.NoHeadroom, RateLimited: st.RateLimited}
+		dv := deploymentView{Key: k, Breaker: st.Breaker.String(), NoHeadroom: st.NoHeadroom, RateLimited: st.RateLimited}
 		if st.CoolingUntil.After(now) {
 			t := st.CoolingUntil
 			dv.CoolingUntil = &t

@@ -93,7 +93,7 @@ func (s *sim) table(elapsed time.Duration) (string, []string) {
 			errs = fmt.Sprint(st.Errors)
 		}
 		state := s.client.Status(k)
-		breaker := fmt.Sprintf("%10s", breakerName(state.Breaker))
+		breaker := fmt.Sprintf("%10s", state.Breaker)
 		switch {
 		case state.Breaker == route.BreakerOpen:
 			breaker = s.paint(red, breaker)

@@ -378,21 +378,10 @@ func (s *sim) decided(_ route.Request, plan route.Plan) {
 // breakerChanged is fallback's OnStateChange hook. It runs under the
 // breaker's lock, so it only appends a line for the next table.
 func (s *sim) breakerChanged(k measure.Key, from, to route.BreakerState) {
-	line := fmt.Sprintf("%5s  breaker %s: %s -> %s", secs(time.Since(s.start)), label(k), breakerName(from), breakerName(to))
+	line := fmt.Sprintf("%5s  breaker %s: %s -> %s", secs(time.Since(s.start)), label(k), from, to)
 	s.mu.Lock()
 	s.breakers = append(s.breakers, line)
 	s.mu.Unlock()
-}
-
-func breakerName(b route.BreakerState) string {
-	switch b {
-	case route.BreakerOpen:
-		return "open"
-	case route.BreakerHalfOpen:
-		return "half-open"
-	default:
-		return "closed"
-	}
 }
 
 func (s *sim) result() *result {
