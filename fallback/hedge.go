@@ -3,6 +3,7 @@ package fallback
 import (
 	"time"
 
+	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/tps"
 )
 
@@ -47,7 +48,7 @@ func (cl *call) hedgeCandidate(first int) *run {
 		}
 		d := cl.plan[j].Deployment
 		st := cl.e.state(d)
-		done, ok := cl.admit(st, now)
+		done, ok := cl.admit(d.Key(), st, now)
 		if !ok {
 			continue
 		}
@@ -63,17 +64,21 @@ func (cl *call) hedgeCandidate(first int) *run {
 	return nil
 }
 
-// admit takes st's breaker permission and limiter budget for an attempt that
-// starts now, without waiting: ok is false, with nothing held, when the
-// deployment is cooling down, its breaker refuses or it has no budget.
-// Otherwise the caller owns done and the in-flight slot, which the run's
-// finalize gives back.
-func (cl *call) admit(st *keyState, now time.Time) (done func(error), ok bool) {
+// admit takes the breaker permission and limiter budget of k (state st)
+// for an attempt that starts now, without waiting: ok is false, with nothing
+// held, when the deployment is cooling down, its breaker or the fleet's
+// (Hooks.Shared) refuses, or it has no budget. Otherwise the caller owns
+// done and the in-flight slot, which the run's finalize gives back.
+func (cl *call) admit(k measure.Key, st *keyState, now time.Time) (done func(error), ok bool) {
 	if _, cooling := st.cooling(now); cooling {
 		return nil, false
 	}
 	done, err := st.allow(now)
 	if err != nil {
+		return nil, false
+	}
+	if done, err = cl.e.admitShared(k, cl.est, done); err != nil {
+		done(&classified{ClassSkipped})
 		return nil, false
 	}
 	if !st.acquire(now, cl.est) {

@@ -109,3 +109,32 @@ func TestSharedRefusalKeepsLocalBudget(t *testing.T) {
 		drain(t, res.Body)
 	})
 }
+
+// TestSharedRefusalHedgeAndContinuation: a hedge and a mid-stream
+// continuation ask the fleet too, as a first attempt does, so neither goes
+// to a deployment whose breaker another replica holds open.
+func TestSharedRefusalHedgeAndContinuation(t *testing.T) {
+	t.Run("hedge", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			sh := &fakeShared{deny: map[string]error{"b": fallback.ErrOpen}}
+			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(8), replay.SlowFirstToken(3*time.Second)), "b-m": prof(8)},
+				fallback.Options{Hedge: fallback.HedgeOptions{Delay: time.Second, Budget: 1}}, fallback.Hooks{Shared: sh})
+			res, err := e.do(t, planOf(dep("a", "a-m"), dep("b", "b-m")), fallback.Call{Stream: true})
+			require.NoError(t, err)
+			assert.Equal(t, replay.Text(8), drain(t, res.Body).text)
+			assert.Equal(t, "a", res.Deployment().Provider)
+			assert.Empty(t, attemptsFor(e.h, "b-m"))
+		})
+	})
+	t.Run("continuation", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			sh := &fakeShared{deny: map[string]error{"b": fallback.ErrOpen}}
+			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(40), replay.CutAfter(10)), "b-m": prof(40)},
+				fallback.Options{}, fallback.Hooks{Shared: sh})
+			res, err := e.do(t, planOf(dep("a", "a-m"), prefillDep("b", "b-m")), fallback.Call{Stream: true})
+			require.NoError(t, err)
+			assert.ErrorIs(t, drain(t, res.Body).err, fallback.ErrMidStream)
+			assert.Empty(t, attemptsFor(e.h, "b-m"))
+		})
+	})
+}

@@ -145,7 +145,7 @@ func (s *stream) continuation(prev *run) *run {
 			continue
 		}
 		st := cl.e.state(d)
-		done, ok := cl.admit(st, time.Now())
+		done, ok := cl.admit(d.Key(), st, time.Now())
 		if !ok {
 			continue
 		}
