@@ -1,6 +1,7 @@
 package route
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -147,6 +148,7 @@ func (d Deployment) Validate() error {
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return bad("BaseURL", fmt.Sprintf("%q is not an absolute http(s) URL", d.BaseURL))
 	}
+	// The integer figures are checked as float64 too: only their sign matters.
 	for _, f := range []struct {
 		name string
 		v    float64
@@ -156,24 +158,15 @@ func (d Deployment) Validate() error {
 		{"Price.Output", d.Price.Output},
 		{"Weight", d.Weight},
 		{"Expected.TPS", d.Expected.TPS},
+		{"Limits.RPM", float64(d.Limits.RPM)},
+		{"Limits.TPM", float64(d.Limits.TPM)},
+		{"Limits.MaxInFlight", float64(d.Limits.MaxInFlight)},
+		{"ContextWindow", float64(d.ContextWindow)},
+		{"Expected.TTFT", float64(d.Expected.TTFT)},
 	} {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
 			return bad(f.name, "not finite")
 		}
-		if f.v < 0 {
-			return bad(f.name, "negative")
-		}
-	}
-	for _, f := range []struct {
-		name string
-		v    int64
-	}{
-		{"Limits.RPM", int64(d.Limits.RPM)},
-		{"Limits.TPM", int64(d.Limits.TPM)},
-		{"Limits.MaxInFlight", int64(d.Limits.MaxInFlight)},
-		{"ContextWindow", d.ContextWindow},
-		{"Expected.TTFT", int64(d.Expected.TTFT)},
-	} {
 		if f.v < 0 {
 			return bad(f.name, "negative")
 		}
@@ -195,12 +188,7 @@ func (d Deployment) Key() measure.Key {
 
 // WireModel returns the model id to send to the provider: ProviderModel, or
 // Model when ProviderModel is empty.
-func (d Deployment) WireModel() string {
-	if d.ProviderModel != "" {
-		return d.ProviderModel
-	}
-	return d.Model
-}
+func (d Deployment) WireModel() string { return cmp.Or(d.ProviderModel, d.Model) }
 
 // IsWildcard reports whether d serves any model (Model is "*").
 func (d Deployment) IsWildcard() bool { return d.Model == Wildcard }

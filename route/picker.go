@@ -1,6 +1,7 @@
 package route
 
 import (
+	"cmp"
 	crand "crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -321,18 +322,10 @@ func (o *Options) resolve() error {
 	if o.Policy > Cost {
 		return fmt.Errorf("route: Options.Policy: unknown policy %d", o.Policy)
 	}
-	if o.Policy == 0 {
-		o.Policy = Throughput
-	}
-	if o.LatencyMetric == 0 {
-		o.LatencyMetric = LatencyTTFT
-	}
-	if o.TTFTPercentile == 0 {
-		o.TTFTPercentile = P95
-	}
-	if o.TPSPercentile == 0 {
-		o.TPSPercentile = P50
-	}
+	o.Policy = cmp.Or(o.Policy, Throughput)
+	o.LatencyMetric = cmp.Or(o.LatencyMetric, LatencyTTFT)
+	o.TTFTPercentile = cmp.Or(o.TTFTPercentile, P95)
+	o.TPSPercentile = cmp.Or(o.TPSPercentile, P50)
 	if o.Exploration, err = share("Exploration", o.Exploration, DefaultExploration); err != nil {
 		return err
 	}
@@ -355,9 +348,7 @@ func (o *Options) resolve() error {
 	} else if o.HalfOpenProbeInterval < 0 {
 		o.HalfOpenProbeInterval = 0
 	}
-	if o.AffinityTTL == 0 {
-		o.AffinityTTL = DefaultAffinityTTL
-	}
+	o.AffinityTTL = cmp.Or(o.AffinityTTL, DefaultAffinityTTL)
 	if o.AffinityEntries <= 0 {
 		o.AffinityEntries = DefaultAffinityEntries
 	}

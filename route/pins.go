@@ -59,19 +59,15 @@ func (e *PinError) Is(target error) bool { return target == ErrNoDeployment }
 // checkPins returns a *NameError for a provider or region named by the
 // request that no deployment has. Ignore may name anything.
 func (p *Picker) checkPins(r *Request) error {
-	for _, f := range [2]struct {
+	for _, f := range [...]struct {
 		field string
 		list  []string
-	}{{"Only", r.Only}, {"Providers", r.Providers}} {
+		known map[string]struct{}
+	}{{"Only", r.Only, p.provs}, {"Providers", r.Providers, p.provs}, {"Regions", r.Regions, p.regions}} {
 		for _, name := range f.list {
-			if _, ok := p.provs[name]; !ok {
-				return &NameError{Field: f.field, Name: name, Known: setList(p.provs)}
+			if _, ok := f.known[name]; !ok {
+				return &NameError{Field: f.field, Name: name, Known: setList(f.known)}
 			}
-		}
-	}
-	for _, name := range r.Regions {
-		if _, ok := p.regions[name]; !ok {
-			return &NameError{Field: "Regions", Name: name, Known: setList(p.regions)}
 		}
 	}
 	return nil
@@ -179,19 +175,16 @@ func (p *Picker) noDeployment(r *Request, models []model) error {
 	}
 	b.WriteString("; deployments of these models:")
 	n := 0
-	for i, d := range p.ds {
-		for _, m := range models {
-			if d.Model == m.name || d.Model == Wildcard {
-				if n == 20 {
-					b.WriteString(" ...")
-					return fmt.Errorf("%w: %s", ErrNoDeployment, b.String())
-				}
-				b.WriteString(" ")
-				b.WriteString(p.keys[i].String())
-				n++
-				break
-			}
+	for i := range p.ds {
+		if d := &p.ds[i]; !d.IsWildcard() && !slices.ContainsFunc(models, func(m model) bool { return m.name == d.Model }) {
+			continue
 		}
+		if n == 20 {
+			b.WriteString(" ...")
+			break
+		}
+		b.WriteString(" " + p.keys[i].String())
+		n++
 	}
 	return fmt.Errorf("%w: %s", ErrNoDeployment, b.String())
 }

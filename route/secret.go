@@ -3,6 +3,7 @@ package route
 import (
 	"cmp"
 	"context"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -98,21 +99,18 @@ func RedactRequest(req *http.Request) *http.Request {
 // X-Route-Region are kept.
 func Redact(d Deployment) Deployment {
 	d.APIKey = ""
-	secret := false
+	var h map[string]string // a copy of d.Headers, made at the first credential
 	for k := range d.Headers {
-		secret = secret || IsCredentialName(k)
-	}
-	if !secret {
-		return d
-	}
-	h := make(map[string]string, len(d.Headers))
-	for k, v := range d.Headers {
 		if IsCredentialName(k) {
-			v = Redacted
+			if h == nil {
+				h = maps.Clone(d.Headers)
+			}
+			h[k] = Redacted
 		}
-		h[k] = v
 	}
-	d.Headers = h
+	if h != nil {
+		d.Headers = h
+	}
 	return d
 }
 
