@@ -536,8 +536,8 @@ func (p *Picker) collect(s *scratch, req *Request, idxs []int32, mi int) {
 	for _, idx := range idxs {
 		d := &p.ds[idx]
 		if d.Revision != rev ||
-			(len(req.Only) > 0 && !contains(req.Only, d.Provider)) || contains(req.Ignore, d.Provider) ||
-			(len(req.Regions) > 0 && !contains(req.Regions, d.Region)) ||
+			(len(req.Only) > 0 && !slices.Contains(req.Only, d.Provider)) || slices.Contains(req.Ignore, d.Provider) ||
+			(len(req.Regions) > 0 && !slices.Contains(req.Regions, d.Region)) ||
 			(capped && overCap(&d.Price, &req.PriceCap)) ||
 			(wild && !d.admits(s.models[mi].name)) {
 			continue

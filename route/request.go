@@ -106,15 +106,6 @@ func overCap(price, cap *measure.Price) bool {
 		(cap.CachedInput > 0 && cached > cap.CachedInput)
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
 func indexOf(list []string, s string) int {
 	for i, v := range list {
 		if v == s {

@@ -1,6 +1,7 @@
 package route
 
 import (
+	"cmp"
 	"math"
 	"strings"
 	"time"
@@ -22,18 +23,10 @@ type SLO struct {
 // merge returns s with the zero fields of s taken from def; Strict is set if
 // either sets it.
 func (s SLO) merge(def SLO) SLO {
-	if s.MaxTTFT == 0 {
-		s.MaxTTFT = def.MaxTTFT
-	}
-	if s.MinTPS == 0 {
-		s.MinTPS = def.MinTPS
-	}
-	if s.MaxPrice == 0 {
-		s.MaxPrice = def.MaxPrice
-	}
-	if s.MaxErrorRate == 0 {
-		s.MaxErrorRate = def.MaxErrorRate
-	}
+	s.MaxTTFT = cmp.Or(s.MaxTTFT, def.MaxTTFT)
+	s.MinTPS = cmp.Or(s.MinTPS, def.MinTPS)
+	s.MaxPrice = cmp.Or(s.MaxPrice, def.MaxPrice)
+	s.MaxErrorRate = cmp.Or(s.MaxErrorRate, def.MaxErrorRate)
 	s.Strict = s.Strict || def.Strict
 	return s
 }
