@@ -1,7 +1,7 @@
 package route
 
 import (
-	"strconv"
+	"fmt"
 	"strings"
 
 	"github.com/tpsroute/tpsroute/measure"
@@ -99,36 +99,22 @@ func (p Plan) Explain() string {
 
 func (c *Candidate) explain(b *strings.Builder) {
 	k := c.Key()
-	b.WriteString(k.Provider)
-	b.WriteByte('/')
-	b.WriteString(k.Region)
-	b.WriteByte('/')
-	b.WriteString(k.Model)
-	b.WriteString(" [")
-	b.WriteString(c.Reason)
+	fmt.Fprintf(b, "%s/%s/%s [%s", k.Provider, k.Region, k.Model, c.Reason)
 	if c.Violations != 0 {
-		b.WriteString(" (")
-		b.WriteString(c.Violations.String())
-		b.WriteString(")")
+		fmt.Fprintf(b, " (%s)", c.Violations)
 	}
-	b.WriteString(" score=")
-	b.WriteString(strconv.FormatFloat(c.Score, 'g', 4, 64))
+	fmt.Fprintf(b, " score=%.4g", c.Score)
 	if c.Expected.TPSOK {
-		b.WriteString(" tps=")
-		b.WriteString(strconv.FormatFloat(c.Expected.TPS, 'g', 4, 64))
+		fmt.Fprintf(b, " tps=%.4g", c.Expected.TPS)
 	}
 	if c.Expected.TTFTOK {
-		b.WriteString(" ttft=")
-		b.WriteString(strconv.FormatFloat(c.Expected.TTFT, 'g', 3, 64))
-		b.WriteString("s")
+		fmt.Fprintf(b, " ttft=%.3gs", c.Expected.TTFT)
 	}
 	if c.Expected.Samples > 0 {
-		b.WriteString(" n=")
-		b.WriteString(strconv.FormatInt(c.Expected.Samples, 10))
+		fmt.Fprintf(b, " n=%d", c.Expected.Samples)
 	}
 	if c.Cost > 0 {
-		b.WriteString(" cost=$")
-		b.WriteString(strconv.FormatFloat(c.Cost, 'g', 3, 64))
+		fmt.Fprintf(b, " cost=$%.3g", c.Cost)
 	}
 	b.WriteString("]")
 }
