@@ -298,15 +298,13 @@ func NewPicker(ds []Deployment, src Source, health Health, opts Options) (*Picke
 		seen[k] = i
 		if d.IsWildcard() {
 			k.Model = Wildcard // replaced by the requested model per pick
-		}
-		p.keys[i] = k
-		p.meta[i] = meta{wild: d.IsWildcard(), weight: weight(d.Weight), priceIn: d.Price.Input, priceOut: d.Price.Output,
-			prior: d.Expected.TPS > 0 || d.Expected.TTFT > 0, revised: d.Revision != ""}
-		if d.IsWildcard() {
 			p.wild = append(p.wild, int32(i))
 		} else {
 			p.byModel[d.Model] = append(p.byModel[d.Model], int32(i))
 		}
+		p.keys[i] = k
+		p.meta[i] = meta{wild: d.IsWildcard(), weight: weight(d.Weight), priceIn: d.Price.Input, priceOut: d.Price.Output,
+			prior: d.Expected.TPS > 0 || d.Expected.TTFT > 0, revised: d.Revision != ""}
 		p.provs[d.Provider] = struct{}{}
 		p.regions[d.Region] = struct{}{}
 	}

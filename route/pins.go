@@ -218,12 +218,11 @@ func (p *Picker) modelNames() []string {
 			if rev := p.ds[i].Revision; rev != "" {
 				id += "@" + rev
 			}
-			if !slices.Contains(names, id) {
-				names = append(names, id)
-			}
+			names = append(names, id)
 		}
 	}
 	slices.Sort(names)
+	names = slices.Compact(names)
 	if len(p.wild) > 0 {
 		names = append(names, Wildcard)
 	}
