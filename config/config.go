@@ -105,12 +105,8 @@ type fileDeployment struct {
 	BaseURL       string            `json:"base_url"`
 	APIKeyEnv     string            `json:"api_key_env"`
 	Headers       map[string]string `json:"headers"`
-	Price         struct {
-		Input       float64 `json:"input"`
-		CachedInput float64 `json:"cached_input"`
-		Output      float64 `json:"output"`
-	} `json:"price"`
-	Limits struct {
+	Price         measure.Price     `json:"price"`
+	Limits        struct {
 		RPM         int `json:"rpm"`
 		TPM         int `json:"tpm"`
 		MaxInFlight int `json:"max_in_flight"`
@@ -308,7 +304,7 @@ func (p *converter) deployment(i int, fd *fileDeployment) (route.Deployment, err
 		ProviderModel: fd.ProviderModel,
 		Revision:      fd.Revision,
 		BaseURL:       fd.BaseURL,
-		Price:         measure.Price{Input: fd.Price.Input, CachedInput: fd.Price.CachedInput, Output: fd.Price.Output},
+		Price:         fd.Price,
 		Limits:        route.Limits{RPM: fd.Limits.RPM, TPM: fd.Limits.TPM, MaxInFlight: fd.Limits.MaxInFlight},
 		ContextWindow: fd.ContextWindow,
 		Capabilities: route.Capabilities{

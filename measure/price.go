@@ -5,11 +5,13 @@ import "math"
 // Price is what one Key costs, in US dollars per million tokens. A zero
 // field means free or unknown, except CachedInput: zero means cached prompt
 // tokens cost the Input price (no known cache discount).
-// A Price is a plain value, safe for concurrent reads.
+// A Price is a plain value, safe for concurrent reads. Its JSON form is
+// the config file's and the simulator's price object:
+// {"input": 0.4, "cached_input": 0.1, "output": 1.6}.
 type Price struct {
-	Input       float64 // per million prompt tokens that were not cached
-	CachedInput float64 // per million prompt tokens served from the prefix cache
-	Output      float64 // per million completion tokens, reasoning included
+	Input       float64 `json:"input"`        // per million prompt tokens that were not cached
+	CachedInput float64 `json:"cached_input"` // per million prompt tokens served from the prefix cache
+	Output      float64 `json:"output"`       // per million completion tokens, reasoning included
 }
 
 // tokenPrice is a Price in picodollars (1e-12 $) per token, so that costs

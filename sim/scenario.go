@@ -111,9 +111,11 @@ type Workload struct {
 // the prompt tokens and slow a noisy-neighbour factor; zero LoadK, ContextK
 // and PrefillTPS leave out their term. Noise is log-normal with Sigma.
 type Deployment struct {
-	Provider string        `json:"provider"`
-	Region   string        `json:"region,omitempty"`
-	Price    measure.Price `json:"price,omitzero"`
+	Provider string `json:"provider"`
+	Region   string `json:"region,omitempty"`
+	// Price is in USD per million tokens, written as in a config file:
+	// {"input": 1, "cached_input": 0.25, "output": 2}.
+	Price measure.Price `json:"price,omitzero"`
 	// Join adds the deployment to the fleet this long after the start:
 	// before, no policy sees it.
 	Join Duration `json:"join,omitempty"`

@@ -293,6 +293,11 @@ func TestScenarioValidate(t *testing.T) {
 	}
 	_, err := ParseScenario(strings.NewReader(`{"name":"x","unknown":1}`))
 	assert.ErrorContains(t, err, "unknown field")
+	// A price is the config file's price object, cached_input included.
+	sc, err := ParseScenario(strings.NewReader(`{"name":"x","duration":"1m","workload":{"rate":1},"deployments":[
+		{"provider":"p","ttft":"1ms","tps":1,"price":{"input":0.4,"cached_input":0.1,"output":1.6}}]}`))
+	require.NoError(t, err)
+	assert.Equal(t, measure.Price{Input: 0.4, CachedInput: 0.1, Output: 1.6}, sc.Deployments[0].Price)
 	_, err = Bundled("nope")
 	assert.ErrorContains(t, err, "no bundled scenario")
 }
