@@ -79,16 +79,14 @@ func (p *Picker) checkPins(r *Request) error {
 // explicit choice.
 func applyPin(plan Plan, pin Pin, only bool) (Plan, error) {
 	out := make([]Candidate, 0, len(plan.Deployments))
-	for i := range plan.Deployments {
-		if pin.matches(plan.Deployments[i].Deployment) {
-			out = append(out, plan.Deployments[i])
-		}
-	}
-	if len(out) == 0 {
-		for i := range plan.Excluded {
-			if pin.matches(plan.Excluded[i].Deployment) {
-				out = append(out, plan.Excluded[i])
+	for _, cs := range [...][]Candidate{plan.Deployments, plan.Excluded} {
+		for i := range cs {
+			if pin.matches(cs[i].Deployment) {
+				out = append(out, cs[i])
 			}
+		}
+		if len(out) > 0 {
+			break // the excluded are taken only when no included one matches
 		}
 	}
 	if len(out) == 0 {
