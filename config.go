@@ -1,9 +1,9 @@
 package tpsroute
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -143,26 +143,18 @@ type FleetSettings struct {
 
 // validate checks the fields New owns and names the bad one.
 func (c *Config) validate() error {
-	slo := c.Route.SLO
 	bad := func(field, msg string) error { return &ConfigError{Field: field, Msg: msg} }
+	var se *route.SLOError
 	switch {
 	case len(c.Deployments) == 0:
 		return bad("Deployments", "at least one deployment is required")
 	case c.Route.Policy > route.Cost:
 		return bad("Route.Policy", fmt.Sprintf("unknown policy %d", c.Route.Policy))
-	case slo.MaxTTFT < 0:
-		return bad("Route.SLO.MaxTTFT", "negative")
-	case !finiteNonNeg(slo.MinTPS):
-		return bad("Route.SLO.MinTPS", "must be finite and not negative")
-	case !finiteNonNeg(slo.MaxPrice):
-		return bad("Route.SLO.MaxPrice", "must be finite and not negative")
-	case !finiteNonNeg(slo.MaxErrorRate) || slo.MaxErrorRate > 1:
-		return bad("Route.SLO.MaxErrorRate", "must be in [0, 1]")
+	case errors.As(c.Route.SLO.Validate(), &se):
+		return bad("Route.SLO."+se.Field, se.Reason)
 	}
 	return nil
 }
-
-func finiteNonNeg(f float64) bool { return f >= 0 && !math.IsInf(f, 1) && !math.IsNaN(f) }
 
 // ConfigError is an invalid Config: New returns one naming the bad field,
 // and package config one naming the field and line of a config file.

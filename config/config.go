@@ -12,6 +12,7 @@ package config
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -438,14 +439,9 @@ func (p *converter) slo(f *fileSLO) (route.SLO, error) {
 		return route.SLO{}, err
 	}
 	s := route.SLO{MaxTTFT: ttft, MinTPS: f.MinTPS, MaxPrice: f.MaxPrice, MaxErrorRate: f.MaxErrorRate, Strict: f.Strict}
-	for path, ok := range map[string]bool{
-		"slo.min_tps":        finiteNonNeg(s.MinTPS),
-		"slo.max_price":      finiteNonNeg(s.MaxPrice),
-		"slo.max_error_rate": finiteNonNeg(s.MaxErrorRate) && s.MaxErrorRate <= 1,
-	} {
-		if !ok {
-			return route.SLO{}, p.errorf(path, "out of range")
-		}
+	var se *route.SLOError
+	if errors.As(s.Validate(), &se) {
+		return route.SLO{}, p.errorf("slo."+jsonFieldName(se.Field), "%s", se.Reason)
 	}
 	return s, nil
 }

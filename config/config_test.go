@@ -108,6 +108,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"truncated", `{"deployments":[`, nil, 1, "", "unexpected end"},
 		{"trailing data", "{\"deployments\":[" + okDep + "]}\n{}", nil, 2, "", "after the top-level"},
 		{"wrong type", "{\"deployments\":[" + okDep + "],\n\"slo\":{\"min_tps\":\"fast\"}}", nil, 2, "", "float64"},
+		{"slo out of range", "{\"deployments\":[" + okDep + "],\"slo\":{\n\"min_tps\":100,\n\"max_error_rate\":2}}", nil, 3, "slo.max_error_rate", "must be in [0, 1]"},
 		{"bad max_duration", "{\"deployments\":[" + okDep + "],\n\"fallback\":{\"ttft\":\"10s\",\n\"max_duration\":\"30\"}}", nil, 3, "fallback.max_duration", "duration"},
 		{"negative max_duration", "{\"deployments\":[" + okDep + "],\"fallback\":{\n\"max_duration\":\"-1m\"}}", nil, 2, "fallback.max_duration", "negative"},
 		{"bad finish_grace", "{\"deployments\":[" + okDep + "],\n\"fallback\":{\n\n\"finish_grace\":\"2 s\"}}", nil, 4, "fallback.finish_grace", "duration"},

@@ -20,6 +20,34 @@ type SLO struct {
 	Strict       bool          // drop violators instead of demoting them
 }
 
+// SLOError says which field of an SLO is out of range. It is an immutable
+// value and safe for concurrent use.
+type SLOError struct {
+	Field  string // "MaxTTFT", "MinTPS", "MaxPrice" or "MaxErrorRate"
+	Reason string // e.g. "negative", "must be in [0, 1]"
+}
+
+// Error returns "route: invalid SLO: MaxErrorRate: must be in [0, 1]".
+func (e *SLOError) Error() string { return "route: invalid SLO: " + e.Field + ": " + e.Reason }
+
+// Validate reports the first field of s out of range as a *SLOError, or
+// nil: MaxTTFT must not be negative, MinTPS and MaxPrice must be finite and
+// not negative, and MaxErrorRate must be in [0, 1].
+func (s SLO) Validate() error {
+	finiteNonNeg := func(f float64) bool { return f >= 0 && !math.IsInf(f, 1) && !math.IsNaN(f) }
+	switch {
+	case s.MaxTTFT < 0:
+		return &SLOError{Field: "MaxTTFT", Reason: "negative"}
+	case !finiteNonNeg(s.MinTPS):
+		return &SLOError{Field: "MinTPS", Reason: "must be finite and not negative"}
+	case !finiteNonNeg(s.MaxPrice):
+		return &SLOError{Field: "MaxPrice", Reason: "must be finite and not negative"}
+	case !finiteNonNeg(s.MaxErrorRate) || s.MaxErrorRate > 1:
+		return &SLOError{Field: "MaxErrorRate", Reason: "must be in [0, 1]"}
+	}
+	return nil
+}
+
 // merge returns s with the zero fields of s taken from def; Strict is set if
 // either sets it.
 func (s SLO) merge(def SLO) SLO {
