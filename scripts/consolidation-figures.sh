@@ -23,7 +23,7 @@ PATH=$PATH:$(go env GOPATH)/bin
 # (issues 16 and 17) counts with issue 16, whose features it pays for.
 issue16="d09f491 93fd1e3 180348b d6de57b c399e54 47ee98e 64bc6f9 50f61f4 282d24c 0c258d9 6a99c4f c2c11bd"
 issue17="ac410d2 97fc94c 4f4cedc"
-fixes="0f53910 fe92a2e"
+fixes="0f53910 fe92a2e 092e11b cd05a2e 411b15f"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

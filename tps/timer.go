@@ -223,7 +223,7 @@ func (t *Timer) Abandon(now time.Time) Sample { return t.end(now, EndClosed) }
 // end computes the derived fields once. end is how the stream ended unless
 // an error was recorded (EndError) or "[DONE]" was seen (EndDone).
 //
-// It is long and branchy (complexity about 29) because it derives every
+// It is long and branchy (complexity 30) because it derives every
 // field of the Sample at one moment, with each metric's documented fallback
 // (usage, tokenizer, deltas; TPS only when measurable); docs/METRICS.md is
 // the list it follows.

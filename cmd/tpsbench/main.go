@@ -227,6 +227,10 @@ func flagExit(err error) int {
 }
 
 // buildConfig turns the flags into a bench.Config.
+//
+// It is long (complexity 25) because every flag is checked where it is
+// read, each with its own message; split, the checks would be apart from
+// the fields they guard.
 func buildConfig(cmd string, o *options) (bench.Config, error) {
 	var cfg bench.Config
 	switch {
