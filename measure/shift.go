@@ -104,11 +104,7 @@ func (s *shift) add(v float64) bool {
 		return false
 	}
 	n = min(n, shiftRing)
-	sum := 0.0
-	for i := range n {
-		sum += s.ring[(int(s.next)-n+i+2*shiftRing)%shiftRing]
-	}
-	s.level, s.n = sum/float64(n), int32(n)
+	s.level, s.n = s.recent(n), int32(n)
 	s.up, s.upN, s.down, s.downN = 0, 0, 0, 0
 	return true
 }
@@ -136,12 +132,16 @@ func (s *shift) pending() float64 {
 	if c < k || n == 0 {
 		return 0
 	}
-	m := min(int(n), shiftRing)
+	return math.Exp(s.recent(min(int(n), shiftRing)))
+}
+
+// recent returns the mean of the latest n log values (1 <= n <= shiftRing).
+func (s *shift) recent(n int) float64 {
 	sum := 0.0
-	for i := range m {
-		sum += s.ring[(int(s.next)-m+i+shiftRing)%shiftRing]
+	for i := range n {
+		sum += s.ring[(int(s.next)-n+i+shiftRing)%shiftRing]
 	}
-	return math.Exp(sum / float64(m))
+	return sum / float64(n)
 }
 
 // calmed reports whether the spreads kept from before changes say more
