@@ -272,6 +272,9 @@ type call struct {
 	info     requestInfo
 	cacheKey string
 	hdr      http.Header // the caller's headers, forwarded minus credentials
+	// out is the call's output cap (the request's ExpectedOutputTokens or
+	// max_tokens; 0 unknown), which Begin gives measure.
+	out int64
 }
 
 // do routes one serialised chat-completion body, already read into info by
@@ -298,6 +301,7 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 	if req.ExpectedOutputTokens <= 0 && info.MaxTokens > 0 {
 		req.ExpectedOutputTokens = info.MaxTokens
 	}
+	cl.out = req.ExpectedOutputTokens
 	now := time.Now()
 	// Republish stale estimates (at most once per second) before reading
 	// them, so that a deployment without traffic shows its window emptying

@@ -9,7 +9,10 @@ import (
 )
 
 // Begin starts one attempt of the call on d: it counts the attempt in flight
-// in measure and in telemetry and returns the attempt's completion handle,
+// in measure, with the request's output cap when it states one
+// (measure.Registry.BeginCallAt: a stalled attempt then ranks its
+// deployment lower before it ends), and in telemetry, and returns the
+// attempt's completion handle,
 // which carries the attempt's outcome everywhere it is learnt from: the
 // sample to measure, with the error class the Executor gave the attempt
 // (fallback.Attempt.ErrorClass), the end of the in-flight count, the
@@ -17,7 +20,7 @@ import (
 // the fleet. It implements fallback.Feedback.
 func (cl *call) Begin(i int, d *route.Deployment) fallback.Done {
 	c, k := cl.c, d.Key()
-	end := c.reg.Begin(k)
+	end := c.reg.BeginCallAt(time.Now(), k, cl.out)
 	c.tel.InFlight(k, 1)
 	return func(a fallback.Attempt, s *tps.Sample) {
 		c.reg.RecordClass(k, *s, a.ErrorClass())

@@ -233,3 +233,35 @@ func TestFeedbackRecordsAttemptClass(t *testing.T) {
 		assert.Zero(t, st.Canceled)
 	})
 }
+
+// TestBeginTracksOutputCap checks that an attempt of a call that states
+// max_tokens is begun in measure with that cap, so that a stream stalled in
+// the middle reads as overdue before it ends, and that a call without one
+// is not timed.
+func TestBeginTracksOutputCap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newMemFleet()
+		script := replay.WithFaults(&replay.Profile{TPS: 100, OutputTokens: 20}, replay.StallAfter(2, 10*time.Second))
+		url := f.add("a", map[string]replay.Script{"m": script})
+		c := mustNew(t, Config{HTTPClient: &http.Client{Transport: f}, Deployments: []route.Deployment{dep("a", "", "m", url)}})
+		k := measure.Key{Provider: "a", Model: "m"}
+		// At 0.1 s to the first token and 100 tok/s a call of 20 tokens
+		// takes 0.3 s; the stream stalls for 10 s after its second chunk.
+		overdue := func(p openai.ChatCompletionNewParams) float64 {
+			s := c.Chat.Completions.NewStreaming(context.Background(), p)
+			require.True(t, s.Next(), "first chunk")
+			time.Sleep(6 * time.Second)
+			got := measure.Overdue(c.reg.Handle(k), time.Now(), 0.1, 100)
+			_, err := drain(t, s)
+			require.NoError(t, err)
+			require.NoError(t, s.Close())
+			synctest.Wait()
+			assert.Zero(t, measure.Overdue(c.reg.Handle(k), time.Now(), 0.1, 100), "ended")
+			return got
+		}
+		capped := userParams("m", "hello")
+		capped.MaxTokens = openai.Int(20)
+		assert.InDelta(t, 20, overdue(capped), 1, "6 s into a call of 0.3 s")
+		assert.Zero(t, overdue(userParams("m", "hello")), "no max_tokens: not timed")
+	})
+}

@@ -21,7 +21,12 @@
 //   - an in-flight gauge (Registry.Begin), followed over time, and a load
 //     model fitted from it: how a stream's TPS falls with the other calls in
 //     flight at its start, 1/TPS linear in their number (Estimate.LoadK,
-//     LoadFactor);
+//     LoadFactor), fitted afresh after each change of level (a slower
+//     level's calls overlap more, which would read as load);
+//   - the start and output cap of up to 8 calls in flight
+//     (Registry.BeginCallAt), so that a reader can ask how overdue the most
+//     overdue of them is at the figures it expects (Overdue) before they
+//     end;
 //   - per prompt-size class (log2 buckets of input tokens, InputClass),
 //     EWMAs of TPS and TTFT (Estimate.Input);
 //   - input, cached, output and reasoning token meters, and cost from
@@ -37,8 +42,8 @@
 //
 // # Time
 //
-// Every time-dependent method has a twin taking now: RecordAt, BeginAt,
-// SnapshotAt, PruneAt, and Window and EWMA methods all take now. Record uses
+// Every time-dependent method has a twin taking now: RecordAt, BeginAt
+// (and BeginCallAt), SnapshotAt, PruneAt, and Window and EWMA methods all take now. Record uses
 // the sample's end, s.Start + s.Total (time.Now() when s.Start is zero).
 // Windows are aligned on the Unix epoch, so that windows from different
 // processes line up.

@@ -135,6 +135,7 @@ type entry struct {
 	key      Key
 	price    tokenPrice
 	inflight atomic.Int64
+	flights  [overdueSlots]flightSlot // calls in flight with an output cap (overdue.go)
 	est      atomic.Pointer[Estimate]
 	pruned   atomic.Bool // set with dead; read by handles without the lock
 
@@ -422,7 +423,11 @@ func (r *Registry) RecordClassAt(now time.Time, k Key, s tps.Sample, class strin
 				v *= e.classNorm(ic, r.opts.MinSamples)
 			}
 			if e.tpsShift.add(v) {
+				// A change of level is not load: fitted across it, the
+				// slower level's calls, which stay in flight longer and so
+				// overlap more, read as a load dependence (load.go).
 				e.tpsSince, shifted = t, true
+				e.fit = loadFit{}
 			}
 			if ok {
 				e.fit.add(t, loadHalfLives*float64(r.opts.HalfLife), x, s.TPS)
@@ -487,19 +492,25 @@ func (r *Registry) Begin(k Key) (end func()) { return r.BeginAt(time.Now(), k) }
 // in-flight count over time to measure the load each stream started at
 // (Estimate.LoadK). The end's time is now plus the monotonic time elapsed
 // since BeginAt was called.
-func (r *Registry) BeginAt(now time.Time, k Key) (end func()) {
+func (r *Registry) BeginAt(now time.Time, k Key) (end func()) { return r.begin(now, k, 0) }
+
+// begin is BeginAt, tracking the call with its output cap out when
+// positive (BeginCallAt).
+func (r *Registry) begin(now time.Time, k Key, out int64) (end func()) {
 	wall := time.Now()
 	t0 := now.UnixNano()
 	e := r.locked(k)
 	e.lastSeen = max(e.lastSeen, t0)
 	e.inflight.Add(1)
 	e.load.begin(t0)
+	slot := e.track(t0, out)
 	e.mu.Unlock()
 	var done atomic.Bool
 	return func() {
 		if done.CompareAndSwap(false, true) {
 			t := t0 + int64(time.Since(wall))
 			e.mu.Lock()
+			e.untrack(slot)
 			e.load.end(t)
 			e.inflight.Add(-1)
 			e.mu.Unlock()

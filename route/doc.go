@@ -71,8 +71,10 @@
 // and it is explored with the normal tail probability of its gap to the
 // leader. A clearly worse deployment measured recently is therefore almost
 // never explored, so exploration does not inflate the tail; a near-equal or
-// long-unseen one is. A deployment that led within the last 10 minutes and
-// fell behind is also judged at its best remembered level with weight
+// long-unseen one is (unseen five minutes counts as one more sample's
+// spread). A deployment that led within the last 10 minutes and fell
+// behind is also judged at its best remembered level (a running mean of
+// its better levels, not the luckiest estimate) with weight
 // min(1, unseen/50 s), so that at r picks/s a demoted leader is re-measured
 // about every sqrt(100/r) seconds (10 s at 1/s, 3 s at 10/s) and regains
 // the lead within seconds of recovering: when its newest sample begins a
@@ -145,6 +147,20 @@
 // the calls already there; the Throughput policy ranks by it, so traffic
 // spreads off a load-sensitive leader before it saturates (docs/ROUTING.md,
 // "Load and prompt size").
+//
+// A call in flight tells something before it ends. When the request states
+// its output cap (max_tokens, or Request.ExpectedOutputTokens through the
+// tpsroute Client), measure times each call in flight (Registry.BeginCallAt),
+// and a pick reads how far past its time, at the deployment's call TTFT and
+// TPS now, the most overdue of them is (measure.Overdue): from twice that
+// time on, the call TPS is divided by the ratio, the most the stalled call
+// can be getting. A deployment whose calls have stalled thus ranks below
+// the others before the first of them ends and before measure has seen two
+// of them (in the simulator's noisy scenario its slow calls take five
+// times as long); when they end, their samples decide. The cap bounds the
+// answer from above, so a call that is merely long never reads as stalled.
+// Only a HandleSource (the Registry) gives it; TTFT and the SLO check are
+// not affected.
 //
 // # Sources and handles
 //

@@ -1,6 +1,8 @@
 package route
 
 import (
+	"time"
+
 	"github.com/tpsroute/tpsroute/measure"
 )
 
@@ -11,8 +13,11 @@ type hbox struct{ h measure.EstimateHandle }
 // handle when the Source hands them out (decided once, in NewPicker), else
 // through Source.Estimate. est is the caller's buffer, overwritten whole. in
 // is the request's estimated prompt tokens, 0 when unknown (see shape).
-func (p *Picker) readEstimate(s *scratch, it *item, est *measure.Estimate, in int64) {
+// Through a handle it also reads how overdue the deployment's calls in
+// flight are at now (see overdue).
+func (p *Picker) readEstimate(s *scratch, it *item, est *measure.Estimate, in int64, now time.Time) {
 	var ok bool
+	var h measure.EstimateHandle
 	switch {
 	case p.hsrc == nil && p.meta[it.idx].wild:
 		*est, ok = p.src.Estimate(p.keyOf(s, it))
@@ -25,6 +30,9 @@ func (p *Picker) readEstimate(s *scratch, it *item, est *measure.Estimate, in in
 				p.derive(s, it, pe)
 				it.flight = n
 				shape(&it.exp, pe, n, in)
+				if n > 0 {
+					overdue(&it.exp, b.h, now)
+				}
 				return
 			}
 		}
@@ -32,11 +40,44 @@ func (p *Picker) readEstimate(s *scratch, it *item, est *measure.Estimate, in in
 			ok = p.resolveEstimate(s, it, est)
 			break
 		}
-		ok = measure.ReadEstimate(b.h, est)
+		ok, h = measure.ReadEstimate(b.h, est), b.h
 	}
 	p.blend(it, est, ok)
 	it.flight = est.InFlight
 	shape(&it.exp, est, est.InFlight, in)
+	if h != nil && it.flight > 0 {
+		overdue(&it.exp, h, now)
+	}
+}
+
+// overdueAfter is how many times the time its deployment's figures give it
+// a call in flight must have run before overdue counts it: the figures are
+// read on the slow side (TTFT at p95, TPS at the more pessimistic of p50
+// and EWMA) and the time at the call's output cap, so a call of ordinary
+// noise stays below it.
+const overdueAfter = 2
+
+// overdue lowers the call TPS of x when the most overdue of the calls in
+// flight on h's key (measure.Overdue, at x's CallTTFT and CallTPS: the
+// deployment's figures now, at its current load, so that calls slowed by a
+// load the load model expects are not overdue) has run at least
+// overdueAfter times its time, by that ratio: the most the speed it is
+// getting can be, as a fraction of the expected one, since it has not
+// ended. A deployment whose calls have stalled (a slow
+// period begins: in the simulator's noisy scenario the calls take five
+// times as long) thus ranks below the others at twice a call's time, not
+// once two of its slow calls have ended and measure has detected the
+// change; once they end, their samples decide. Throughput and
+// LatencyCompletion rank by the call TPS; TTFT, the SLO check and
+// exploration's memory read the deployment's figures, which it leaves
+// alone.
+func overdue(x *Expected, h measure.EstimateHandle, now time.Time) {
+	if !x.TPSOK || !x.TTFTOK {
+		return
+	}
+	if r := measure.Overdue(h, now, x.CallTTFT(), x.CallTPS()); r >= overdueAfter {
+		x.tpsF = float32(one(x.tpsF) / r)
+	}
 }
 
 // blend sets it's Expected from e (Blend at the Picker's percentiles) and

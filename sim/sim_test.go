@@ -509,11 +509,10 @@ func TestIssue16Targets(t *testing.T) {
 			assert.LessOrEqual(t, own, 10)
 		})
 	}
-	// Issue 16 item 1's noise target, a true-best share of 0.85: met in
-	// outliers (slow calls one or two at a time; 0.911), not yet in noisy
-	// (slow periods of 20 s; 0.832), whose floor is today's figure less
-	// 0.04 until route meets it; docs/ROUTING.md says why.
-	for name, floor := range map[string]float64{"noisy": 0.79, "outliers": 0.85} {
+	// Issue 16 item 1's noise target, a true-best share of 0.85, in noisy
+	// (slow periods of 20 s) and outliers (slow calls one or two at a time);
+	// docs/ROUTING.md gives the figures, noisy's over 40 seeds too.
+	for name, floor := range map[string]float64{"noisy": 0.85, "outliers": 0.85} {
 		t.Run(name, func(t *testing.T) {
 			res := run(t, mustBundled(t, name), Defaults()).Results[0]
 			t.Logf("share of the calls sent to the truly best deployment: %.3f (issue 16's target: 0.85)", res.Summary.TrueBest)
