@@ -23,7 +23,7 @@
 //     flight at its start, 1/TPS linear in their number (Estimate.LoadK,
 //     LoadFactor), fitted afresh after each change of level (a slower
 //     level's calls overlap more, which would read as load);
-//   - the start and output cap of up to 8 calls in flight
+//   - the start and output cap of up to 4 calls in flight
 //     (Registry.BeginCallAt), so that a reader can ask how overdue the most
 //     overdue of them is at the figures it expects (Overdue) before they
 //     end;

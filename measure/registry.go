@@ -135,7 +135,6 @@ type entry struct {
 	key      Key
 	price    tokenPrice
 	inflight atomic.Int64
-	flights  [overdueSlots]flightSlot // calls in flight with an output cap (overdue.go)
 	est      atomic.Pointer[Estimate]
 	pruned   atomic.Bool // set with dead; read by handles without the lock
 
@@ -158,6 +157,10 @@ type entry struct {
 	fit         loadFit                  // TPS against load (load.go)
 	inputs      [InputClasses]inputClass // by prompt size (input.go)
 	inU         EWMA                     // unloaded TPS over every class
+	// flights are the calls in flight with an output cap (overdue.go),
+	// last: between inflight and est they put the two that Estimate and
+	// every pick read on different cache lines (Estimate 50 -> 63 ns).
+	flights [overdueSlots]flightSlot
 }
 
 // stateStats holds one key's statistics for one cache state.

@@ -62,15 +62,16 @@ func BenchmarkPick(b *testing.B) {
 	b.Run("deployments=16/registry", benchRegistry(16, false))
 	b.Run("deployments=16/registry/unordered", benchRegistry(16, true))
 	// The registry with a load model and a warm prompt-size class on every
-	// deployment, calls in flight, and a request of known prompt size: every
-	// step of shape runs.
+	// deployment, calls in flight with an output cap, and a request of
+	// known prompt size: every step of shape runs, and overdue reads the
+	// calls in flight.
 	b.Run("deployments=16/registry+load+classes", func(b *testing.B) {
 		ds, _ := spread(16)
 		reg := measure.NewRegistry(measure.Options{MinSamples: 1})
 		for i := range ds {
 			for j := range 40 {
-				start := t0.Add(time.Duration(j) * time.Second)
-				reg.BeginAt(start, ds[i].Key()) // never ended: the load grows
+				start := t0.Add(time.Duration(j-40) * time.Second)
+				reg.BeginCallAt(start, ds[i].Key(), 200) // never ended: the load grows
 				reg.RecordAt(start.Add(time.Second), ds[i].Key(), tps.Sample{
 					Start: start, TTFT: 100 * time.Millisecond, Last: time.Second, Total: time.Second,
 					TPS: 1000 / float64(i+1) / (1 + float64(j)/4), TPSOK: true, OutputTokens: 200, InputTokens: 300,

@@ -14,8 +14,8 @@ type hbox struct{ h measure.EstimateHandle }
 // through Source.Estimate. est is the caller's buffer, overwritten whole. in
 // is the request's estimated prompt tokens, 0 when unknown (see shape).
 // Through a handle it also reads how overdue the deployment's calls in
-// flight are at now (see overdue).
-func (p *Picker) readEstimate(s *scratch, it *item, est *measure.Estimate, in int64, now time.Time) {
+// flight are at now, in Unix nanoseconds (see overdue).
+func (p *Picker) readEstimate(s *scratch, it *item, est *measure.Estimate, in, now int64) {
 	var ok bool
 	var h measure.EstimateHandle
 	switch {
@@ -71,11 +71,11 @@ const overdueAfter = 2
 // LatencyCompletion rank by the call TPS; TTFT, the SLO check and
 // exploration's memory read the deployment's figures, which it leaves
 // alone.
-func overdue(x *Expected, h measure.EstimateHandle, now time.Time) {
+func overdue(x *Expected, h measure.EstimateHandle, now int64) {
 	if !x.TPSOK || !x.TTFTOK {
 		return
 	}
-	if r := measure.Overdue(h, now, x.CallTTFT(), x.CallTPS()); r >= overdueAfter {
+	if r := measure.Overdue(h, time.Unix(0, now), x.CallTTFT(), x.CallTPS()); r >= overdueAfter {
 		x.tpsF = float32(one(x.tpsF) / r)
 	}
 }

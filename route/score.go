@@ -32,7 +32,7 @@ func (p *Picker) scoreItems(s *scratch, sc *scoring, in int64, now time.Time) (o
 	for i := range items {
 		it := &items[i]
 		if p.src != nil {
-			p.readEstimate(s, it, &est, in, now)
+			p.readEstimate(s, it, &est, in, t)
 		}
 		m, d := &p.meta[it.idx], &p.ds[it.idx]
 		if m.wild {
