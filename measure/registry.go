@@ -552,11 +552,13 @@ func (r *Registry) sampleLoad(e *entry, s *tps.Sample) (float64, bool) {
 // when they stop, it is refreshed by the next Record, SweepAt, Snapshot or
 // Prune, so check Estimate.Newest for the age of the data.
 func (r *Registry) Estimate(k Key) (Estimate, bool) {
+	var est Estimate
 	e := (*r.keys.Load())[k]
 	if e == nil {
-		return Estimate{}, false
+		return est, false
 	}
-	return (*handle)(e).Estimate()
+	ok := (*handle)(e).read(&est)
+	return est, ok
 }
 
 // EstimateHandle reads one key's published Estimate without looking the key
