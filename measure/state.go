@@ -608,12 +608,13 @@ func (r *Registry) decodeState(data []byte, now time.Time, keep func(Key) bool) 
 
 	nkeys := d.count("key count", uint64(len(d.b))) // each key takes bytes
 	m := make(map[Key]*entry, min(nkeys, 1024))     // a hint only: nkeys is not trusted yet
+	var dropped map[Key]bool                        // keys decoded and not kept
 	for range nkeys {
 		k := d.key(maxKeyString)
 		if d.err != nil {
 			return nil, info, d.err
 		}
-		if _, dup := m[k]; dup {
+		if _, dup := m[k]; dup || dropped[k] {
 			return nil, info, corrupt("key %v twice", k)
 		}
 		e, err := r.decodeEntry(d, k, rb)
@@ -630,7 +631,12 @@ func (r *Registry) decodeState(data []byte, now time.Time, keep func(Key) bool) 
 			info.Skipped++
 		default:
 			m[k] = e
+			continue
 		}
+		if dropped == nil {
+			dropped = map[Key]bool{}
+		}
+		dropped[k] = true
 	}
 	if err := d.end(); err != nil {
 		return nil, info, err

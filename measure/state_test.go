@@ -441,3 +441,31 @@ func TestRestoreRejectsIndexesNoValueReaches(t *testing.T) {
 		})
 	}
 }
+
+// TestStateRejectsDuplicateKey: a key written twice is a corrupt file, also
+// when its first copy was not restored (keep rejected it), which the check
+// against the restored keys alone let through.
+func TestStateRejectsDuplicateKey(t *testing.T) {
+	now := t0.Add(time.Hour)
+	one := NewRegistry(Options{})
+	one.RecordAt(now, kA, okSample(time.Second, 50, tps.CacheCold))
+	f1, f0 := save(t, one, now), save(t, NewRegistry(Options{}), now)
+	head := f0[:len(f0)-5] // the header; then the key count (one byte) and the checksum
+	require.Equal(t, head, f1[:len(head)])
+	rec := f1[len(head)+1 : len(f1)-4]
+	dup := append(append(append(bytes.Clone(head), 2), rec...), rec...)
+	dup = binary.LittleEndian.AppendUint32(dup, crc32.Checksum(dup, castagnoli))
+	calls := 0
+	for name, keep := range map[string]func(Key) bool{
+		"both kept":          nil,
+		"the first not kept": func(Key) bool { calls++; return calls > 1 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := NewRegistry(Options{})
+			_, err := r.RestoreState(bytes.NewReader(dup), now, keep)
+			require.ErrorIs(t, err, ErrStateCorrupt)
+			assert.Contains(t, err.Error(), "twice")
+			assert.Equal(t, 0, r.Len())
+		})
+	}
+}
