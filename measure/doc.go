@@ -21,8 +21,7 @@
 //   - an in-flight gauge (Registry.Begin), followed over time, and a load
 //     model fitted from it: how a stream's TPS falls with the other calls in
 //     flight at its start, 1/TPS linear in their number (Estimate.LoadK,
-//     LoadFactor), fitted afresh after each change of level (a slower
-//     level's calls overlap more, which would read as load);
+//     LoadFactor);
 //   - the start and output cap of up to 4 calls in flight
 //     (Registry.BeginCallAt), so that a reader can ask how overdue the most
 //     overdue of them is at the figures it expects (Overdue) before they

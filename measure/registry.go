@@ -426,11 +426,7 @@ func (r *Registry) RecordClassAt(now time.Time, k Key, s tps.Sample, class strin
 				v *= e.classNorm(ic, r.opts.MinSamples)
 			}
 			if e.tpsShift.add(v) {
-				// A change of level is not load: fitted across it, the
-				// slower level's calls, which stay in flight longer and so
-				// overlap more, read as a load dependence (load.go).
 				e.tpsSince, shifted = t, true
-				e.fit = loadFit{}
 			}
 			if ok {
 				e.fit.add(t, loadHalfLives*float64(r.opts.HalfLife), x, s.TPS)
