@@ -436,21 +436,18 @@ func (cl *call) tryDeployment(i int, d *route.Deployment, st *keyState) (res *Re
 			cl.record(i, Attempt{Key: d.Key(), Class: ClassCanceled, Err: context.Cause(cl.ctx), Waited: cl.waited})
 			return nil, true
 		}
-		done, err := st.allow(time.Now())
-		if err != nil {
+		done, r, err := cl.take(d.Key(), st, time.Now())
+		switch r {
+		case refusedLocal:
 			st.keptOff.Add(1)
 			cl.skip(i, ErrOpen)
 			cl.slots[i].excluded = true
 			return nil, false
-		}
-		if done, err = e.admitShared(d.Key(), cl.est, done); err != nil {
-			done(&classified{ClassSkipped})
+		case refusedShared:
 			cl.skip(i, err)
 			cl.slots[i].excluded = errors.Is(err, ErrOpen)
 			return nil, false
-		}
-		if !st.acquire(time.Now(), cl.est) {
-			done(&classified{ClassSkipped})
+		case refusedBudget:
 			cl.skip(i, ErrNoBudget)
 			return nil, false
 		}
@@ -502,6 +499,40 @@ func (cl *call) tryDeployment(i int, d *route.Deployment, st *keyState) (res *Re
 		}
 	}
 	return nil, false
+}
+
+// refusal says which admission step refused an attempt (take).
+type refusal uint8
+
+const (
+	admitted      refusal = iota
+	refusedLocal          // the deployment's own breaker (ErrOpen)
+	refusedShared         // Hooks.Shared (take returns its error)
+	refusedBudget         // the limiters (ErrNoBudget)
+)
+
+// take takes, in this order, the breaker permission of k (state st), the
+// fleet's (Hooks.Shared) and the limiter budget for an attempt that starts
+// now, and reports which refused, with nothing held then (a breaker
+// permission taken is given back as skipped). Admitted, the caller owns
+// done and the in-flight slot, which the run's finalize gives back; err is
+// Hooks.Shared's refusal when r is refusedShared. This is the one admission
+// sequence: every attempt (first tries, retries, hedges, continuations)
+// goes through it.
+func (cl *call) take(k measure.Key, st *keyState, now time.Time) (done func(error), r refusal, err error) {
+	done, err = st.allow(now)
+	if err != nil {
+		return nil, refusedLocal, nil
+	}
+	if done, err = cl.e.admitShared(k, cl.est, done); err != nil {
+		done(&classified{ClassSkipped})
+		return nil, refusedShared, err
+	}
+	if !st.acquire(now, cl.est) {
+		done(&classified{ClassSkipped})
+		return nil, refusedBudget, nil
+	}
+	return done, admitted, nil
 }
 
 // commit turns a committed run into the Result.

@@ -64,28 +64,15 @@ func (cl *call) hedgeCandidate(first int) *run {
 	return nil
 }
 
-// admit takes the breaker permission and limiter budget of k (state st)
-// for an attempt that starts now, without waiting: ok is false, with nothing
-// held, when the deployment is cooling down, its breaker or the fleet's
-// (Hooks.Shared) refuses, or it has no budget. Otherwise the caller owns
-// done and the in-flight slot, which the run's finalize gives back.
+// admit is take for an attempt that must not wait (a hedge or a
+// continuation): ok is false, with nothing held, also when the deployment
+// is cooling down.
 func (cl *call) admit(k measure.Key, st *keyState, now time.Time) (done func(error), ok bool) {
 	if _, cooling := st.cooling(now); cooling {
 		return nil, false
 	}
-	done, err := st.allow(now)
-	if err != nil {
-		return nil, false
-	}
-	if done, err = cl.e.admitShared(k, cl.est, done); err != nil {
-		done(&classified{ClassSkipped})
-		return nil, false
-	}
-	if !st.acquire(now, cl.est) {
-		done(&classified{ClassSkipped})
-		return nil, false
-	}
-	return done, true
+	done, r, _ := cl.take(k, st, now)
+	return done, r == admitted
 }
 
 type hedgeOutcome struct {
