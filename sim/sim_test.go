@@ -663,3 +663,37 @@ func TestTrueBestTies(t *testing.T) {
 	v.scores = []float64{-1e9 + 300, -1e9 + 900, -1e9 + 600} // cost, none meeting the SLO
 	assert.Equal(t, []bool{false, true, false}, []bool{v.trueBest(0), v.trueBest(2), v.trueBest(3)})
 }
+
+// seedsFlag, when set, makes TestSeeds run one bundled scenario under the
+// defaults over seeds 1 to N and report the mean true-best share and TPS:
+// one seed is one path through a scenario whose truth changes every few
+// seconds, so docs/ROUTING.md judges routing changes on such means
+// ("noisy"):
+//
+//	go test ./sim -run TestSeeds -v -sim.seeds 40 -sim.scenario noisy
+var (
+	seedsFlag    = flag.Int("sim.seeds", 0, "run -sim.scenario over seeds 1 to N (TestSeeds)")
+	scenarioFlag = flag.String("sim.scenario", "noisy", "the bundled scenario TestSeeds runs")
+)
+
+func TestSeeds(t *testing.T) {
+	if *seedsFlag <= 0 {
+		t.Skip("set -sim.seeds N")
+	}
+	var best, tps float64
+	for seed := 1; seed <= *seedsFlag; seed++ {
+		sc := mustBundled(t, *scenarioFlag)
+		sc.Seed = uint64(seed)
+		var res *Result
+		synctest.Test(t, func(t *testing.T) {
+			var err error
+			res, err = Run(context.Background(), sc, Defaults())
+			require.NoError(t, err)
+		})
+		t.Logf("seed %d: true best %.3f, TPS mean %.0f", seed, res.Summary.TrueBest, res.Summary.TPSMean)
+		best += res.Summary.TrueBest
+		tps += res.Summary.TPSMean
+	}
+	n := float64(*seedsFlag)
+	t.Logf("%s over seeds 1-%d: mean true best %.3f, mean TPS %.0f", *scenarioFlag, *seedsFlag, best/n, tps/n)
+}
