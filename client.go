@@ -272,8 +272,11 @@ type call struct {
 	info     requestInfo
 	cacheKey string
 	hdr      http.Header // the caller's headers, forwarded minus credentials
-	// out is the call's output cap (the request's ExpectedOutputTokens or
-	// max_tokens; 0 unknown), which Begin gives measure.
+	// out is the call's output cap, the body's max_tokens (or
+	// max_completion_tokens); 0 when it states none. Begin gives it to
+	// measure, which may read it as an upper bound on the answer:
+	// route.Request.ExpectedOutputTokens is an expected size, not a cap, and
+	// an answer longer than twice it would read as stalled.
 	out int64
 }
 
@@ -301,7 +304,7 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 	if req.ExpectedOutputTokens <= 0 && info.MaxTokens > 0 {
 		req.ExpectedOutputTokens = info.MaxTokens
 	}
-	cl.out = req.ExpectedOutputTokens
+	cl.out = info.MaxTokens
 	now := time.Now()
 	// Republish stale estimates (at most once per second) before reading
 	// them, so that a deployment without traffic shows its window emptying

@@ -237,7 +237,7 @@ func TestFeedbackRecordsAttemptClass(t *testing.T) {
 // TestBeginTracksOutputCap checks that an attempt of a call that states
 // max_tokens is begun in measure with that cap, so that a stream stalled in
 // the middle reads as overdue before it ends, and that a call without one
-// is not timed.
+// is not timed, even when it gives an expected output size.
 func TestBeginTracksOutputCap(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newMemFleet()
@@ -247,8 +247,8 @@ func TestBeginTracksOutputCap(t *testing.T) {
 		k := measure.Key{Provider: "a", Model: "m"}
 		// At 0.1 s to the first token and 100 tok/s a call of 20 tokens
 		// takes 0.3 s; the stream stalls for 10 s after its second chunk.
-		overdue := func(p openai.ChatCompletionNewParams) float64 {
-			s := c.Chat.Completions.NewStreaming(context.Background(), p)
+		overdue := func(p openai.ChatCompletionNewParams, opts ...CallOption) float64 {
+			s := c.Chat.Completions.NewStreaming(context.Background(), p, opts...)
 			require.True(t, s.Next(), "first chunk")
 			time.Sleep(6 * time.Second)
 			got := measure.Overdue(c.reg.Handle(k), time.Now(), 0.1, 100)
@@ -263,5 +263,8 @@ func TestBeginTracksOutputCap(t *testing.T) {
 		capped.MaxTokens = openai.Int(20)
 		assert.InDelta(t, 20, overdue(capped), 1, "6 s into a call of 0.3 s")
 		assert.Zero(t, overdue(userParams("m", "hello")), "no max_tokens: not timed")
+		// An expected size is not a cap: an answer may exceed it.
+		assert.Zero(t, overdue(userParams("m", "hello"), WithRequest(route.Request{ExpectedOutputTokens: 20})),
+			"ExpectedOutputTokens without max_tokens: not timed")
 	})
 }

@@ -159,7 +159,8 @@ type entry struct {
 	inU         EWMA                     // unloaded TPS over every class
 	// flights are the calls in flight with an output cap (overdue.go),
 	// last: between inflight and est they put the two that Estimate and
-	// every pick read on different cache lines (Estimate 50 -> 63 ns).
+	// every pick read on different cache lines (docs/PERFORMANCE.md, "After
+	// the stalled-call rule").
 	flights [overdueSlots]flightSlot
 }
 

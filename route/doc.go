@@ -149,8 +149,9 @@
 // "Load and prompt size").
 //
 // A call in flight tells something before it ends. When the request states
-// its output cap (max_tokens, or Request.ExpectedOutputTokens through the
-// tpsroute Client), measure times each call in flight (Registry.BeginCallAt),
+// its output cap (max_tokens, through the tpsroute Client; not
+// Request.ExpectedOutputTokens, an expected size that an answer may exceed),
+// measure times each call in flight (Registry.BeginCallAt),
 // and a pick reads how far past its time, at the deployment's call TTFT and
 // TPS now, the most overdue of them is (measure.Overdue): from twice that
 // time on, the call TPS is divided by the ratio, the most the stalled call

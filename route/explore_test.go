@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -506,4 +507,31 @@ func TestNoteSpread(t *testing.T) {
 	if it.spread != 0 {
 		t.Errorf("spread %v without either, want 0 (unknown)", it.spread)
 	}
+}
+
+// TestKeepBestRunningMean: the remembered best takes the first level whole,
+// moves a peakSmoothing-th of the way to a better one (so one lucky
+// estimate does not make it), ignores a worse one, and takes any level once
+// the stored one is older than peakMemory.
+func TestKeepBestRunningMean(t *testing.T) {
+	var best atomic.Uint64
+	var at atomic.Int64
+	higher := func(v, b float64) (bool, bool) { return v > b, v >= 0.8*b }
+	now := t0.UnixNano()
+	got := func() float64 { return math.Float64frombits(best.Load()) }
+	keepBest(&best, &at, 1000, now, higher)
+	equal(t, got(), 1000.0, "the first level, whole")
+	keepBest(&best, &at, 1800, now+1, higher)
+	equal(t, got(), 1100.0, "an eighth of the way to a better one")
+	for i := range 30 {
+		keepBest(&best, &at, 1800, now+2+int64(i), higher)
+	}
+	if got() < 1750 || got() > 1800 {
+		t.Errorf("after 30 more levels of 1800: %v, want most of the way", got())
+	}
+	b := got()
+	keepBest(&best, &at, 500, now+40, higher)
+	equal(t, got(), b, "a worse level leaves it")
+	keepBest(&best, &at, 500, now+40+peakMemory+1, higher)
+	equal(t, got(), 500.0, "older than peakMemory: replaced")
 }
