@@ -163,8 +163,10 @@ type Options struct {
 	// AffinityTTL is how long a cache key stays with the deployment that served
 	// it; zero means DefaultAffinityTTL, a negative value disables affinity.
 	AffinityTTL time.Duration
-	// AffinityEntries caps the cache keys remembered; the oldest go first.
-	// Zero means DefaultAffinityEntries.
+	// AffinityEntries caps the cache keys remembered; the least recently
+	// served go first, and every entry is released at its TTL. An entry
+	// holds a 64-bit hash of its key, never the key (about 100 bytes each,
+	// whatever the key's length). Zero means DefaultAffinityEntries.
 	AffinityEntries int
 	// Seed seeds the picks' random draws, so tests are deterministic; zero
 	// means a random seed.
