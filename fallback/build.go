@@ -3,8 +3,10 @@ package fallback
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
-	"strings"
+	"net/url"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -12,12 +14,19 @@ import (
 	"github.com/tpsroute/tpsroute/route"
 )
 
-// DefaultBuild builds a POST to d.BaseURL+"/chat/completions" with body's
-// "model" set to d.WireModel(), "stream_options.include_usage" set unless d
-// declares Capabilities.NoStreamOptions, "Authorization: Bearer d.APIKey" (when
-// not empty) and d.Headers. It reads nothing but d, so no credential or
-// routing header of one deployment can reach another.
+// DefaultBuild builds a POST to d.BaseURL with "chat/completions" joined to
+// its path (net/url's JoinPath; a query such as Azure's "?api-version=..."
+// is kept), with body's "model" set to d.WireModel(),
+// "stream_options.include_usage" set unless d declares
+// Capabilities.NoStreamOptions, "Authorization: Bearer d.APIKey" (when not
+// empty) and d.Headers. It reads nothing but d, so no credential or routing
+// header of one deployment can reach another. A BaseURL with user info is an
+// error, never sent without it.
 func DefaultBuild(ctx context.Context, d route.Deployment, body []byte) (*http.Request, error) {
+	u, err := chatURL(d)
+	if err != nil {
+		return nil, err
+	}
 	b, err := sjson.SetBytes(body, "model", d.WireModel())
 	if err != nil {
 		return nil, err
@@ -27,7 +36,7 @@ func DefaultBuild(ctx context.Context, d route.Deployment, body []byte) (*http.R
 			return nil, err
 		}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(d.BaseURL, "/")+"/chat/completions", bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(b))
 	if err != nil {
 		return nil, err
 	}
@@ -40,6 +49,25 @@ func DefaultBuild(ctx context.Context, d route.Deployment, body []byte) (*http.R
 		req.Header.Set(k, v)
 	}
 	return req, nil
+}
+
+// chatURL returns d's chat-completions URL. route.Deployment.Validate is the
+// home of the BaseURL rule (NewPicker applies it); user info, which the
+// transport would drop without a word, is refused here too for a Deployment
+// that bypassed it.
+func chatURL(d route.Deployment) (string, error) {
+	u, err := url.Parse(d.BaseURL)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // ue would quote the URL, password and all
+		}
+		return "", fmt.Errorf("fallback: BaseURL: %w", err)
+	}
+	if u.User != nil {
+		return "", errors.New("fallback: BaseURL has user info, which route.Deployment.Validate refuses")
+	}
+	return u.JoinPath("chat/completions").String(), nil
 }
 
 // DefaultPrefill appends {"role":"assistant","content":text,"prefix":true} to

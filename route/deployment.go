@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/url"
 	"slices"
@@ -27,7 +28,7 @@ type Deployment struct {
 	Model         string            // the logical model name callers use; "*" (Wildcard) serves any model; required
 	ProviderModel string            // the model id sent to the provider; empty means Model
 	Revision      string            // model revision, pinned with "model@revision"; empty means unversioned
-	BaseURL       string            // e.g. "https://api.openai.com/v1"; required, http or https
+	BaseURL       string            // e.g. "https://api.openai.com/v1"; required, http or https, no credentials in it (see Validate)
 	APIKey        string            // sent only to this deployment, as a bearer token
 	Headers       map[string]string // extra headers sent only to this deployment, e.g. X-Route-Region
 
@@ -118,7 +119,11 @@ func (e *DeploymentError) Is(target error) bool { return target == ErrInvalidDep
 
 // Validate reports the first invalid field of d as a *DeploymentError, or nil.
 // Provider, Model and BaseURL are required; BaseURL must be an absolute http or
-// https URL; prices, limits, ContextWindow and Weight must be finite and not
+// https URL without user info ("user:password@"), a fragment or a query
+// parameter that names a credential (IsCredentialName: "key", "api_key",
+// "token", ...): credentials go in APIKey or Headers, where they are redacted;
+// other query parameters (Azure's "api-version") are kept on every request;
+// prices, limits, ContextWindow and Weight must be finite and not
 // negative, and so must Expected's figures; Model and Revision must not
 // contain '@' (use Revision to pin).
 func (d Deployment) Validate() error {
@@ -141,12 +146,20 @@ func (d Deployment) Validate() error {
 	case len(d.Models) > 0 && !d.IsWildcard():
 		return bad("Models", "only a wildcard deployment (Model \"*\") lists models")
 	}
+	// The messages never quote the URL whole: it may hold a password.
 	u, err := url.Parse(d.BaseURL)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return bad("BaseURL", "not a URL: "+err.Error())
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return bad("BaseURL", fmt.Sprintf("%q is not an absolute http(s) URL", d.BaseURL))
+		return bad("BaseURL", fmt.Sprintf("%q is not an absolute http(s) URL", u.Redacted()))
+	}
+	if reason := baseURLProblem(d.BaseURL, u); reason != "" {
+		return bad("BaseURL", reason)
 	}
 	// The integer figures are checked as float64 too: only their sign matters.
 	for _, f := range []struct {
@@ -172,6 +185,29 @@ func (d Deployment) Validate() error {
 		}
 	}
 	return nil
+}
+
+// baseURLProblem says why raw, an absolute http(s) BaseURL parsed as u,
+// cannot be sent as it is, or returns "". User info would be dropped by the
+// transport (and is a credential in the URL), a fragment is never sent, and
+// a credential in the query would reach logs and errors unredacted.
+func baseURLProblem(raw string, u *url.URL) string {
+	if u.User != nil {
+		return "has user info (user:password@): put a credential in the API key or a header"
+	}
+	if strings.Contains(raw, "#") {
+		return "has a fragment (#...), which is never sent"
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return "query: " + err.Error()
+	}
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		if IsCredentialName(k) {
+			return fmt.Sprintf("query parameter %q is a credential: put it in the API key or a header", k)
+		}
+	}
+	return ""
 }
 
 // Key returns the measure.Key statistics are kept under: Provider, Region and

@@ -23,6 +23,16 @@ func TestDeploymentValidate(t *testing.T) {
 		{"relative base url", func(d *Deployment) { d.BaseURL = "/v1" }, "BaseURL"},
 		{"ftp base url", func(d *Deployment) { d.BaseURL = "ftp://x/v1" }, "BaseURL"},
 		{"unparsable base url", func(d *Deployment) { d.BaseURL = "http://[::1" }, "BaseURL"},
+		{"unparsable base url with a password", func(d *Deployment) { d.BaseURL = "http://u:pw@[::1" }, "BaseURL"},
+		{"ftp base url with a password", func(d *Deployment) { d.BaseURL = "ftp://u:pw@x/v1" }, "BaseURL"},
+		{"base url with user info", func(d *Deployment) { d.BaseURL = "https://user:pw@x/v1" }, "BaseURL"},
+		{"base url with user only", func(d *Deployment) { d.BaseURL = "https://user@x/v1" }, "BaseURL"},
+		{"base url with a key in the query", func(d *Deployment) { d.BaseURL = "https://x/v1?key=sk-1" }, "BaseURL"},
+		{"base url with an api_key in the query", func(d *Deployment) { d.BaseURL = "https://x/v1?api-version=1&API_KEY=sk-1" }, "BaseURL"},
+		{"base url with a bad query", func(d *Deployment) { d.BaseURL = "https://x/v1?a=%zz" }, "BaseURL"},
+		{"base url with a fragment", func(d *Deployment) { d.BaseURL = "https://x/v1#frag" }, "BaseURL"},
+		{"base url with an empty fragment", func(d *Deployment) { d.BaseURL = "https://x/v1#" }, "BaseURL"},
+		{"base url with a plain query", func(d *Deployment) { d.BaseURL = "https://x/openai/v1?api-version=2024-10-21" }, ""},
 		{"negative input price", func(d *Deployment) { d.Price.Input = -1 }, "Price.Input"},
 		{"negative cached price", func(d *Deployment) { d.Price.CachedInput = -0.1 }, "Price.CachedInput"},
 		{"NaN output price", func(d *Deployment) { d.Price.Output = math.NaN() }, "Price.Output"},
@@ -56,6 +66,11 @@ func TestDeploymentValidate(t *testing.T) {
 				t.Errorf("errors.Is(%v, ErrInvalidDeployment) = false", err)
 			}
 			containsAll(t, err.Error(), "route: invalid deployment", tt.field)
+			for _, secret := range []string{"pw", "sk-1"} {
+				if strings.Contains(err.Error(), secret) {
+					t.Errorf("Validate() = %q, repeats the credential %q", err, secret)
+				}
+			}
 		})
 	}
 }
