@@ -36,6 +36,16 @@ type Chunk struct {
 	ToolCall bool
 	// Reasoning reports whether the chunk carried non-empty reasoning text.
 	Reasoning bool
+	// OutputBytes is how many bytes of output the chunk carried, as sent
+	// (still JSON-escaped): every non-empty content, reasoning and refusal
+	// string, and the whole JSON text of every typed-content array,
+	// tool_calls array and function_call object that counted as output.
+	// It bounds the tokens the chunk can have carried (docs/METRICS.md,
+	// "Plausible usage").
+	OutputBytes int
+	// ReasoningBytes is the part of OutputBytes that may have carried
+	// reasoning: reasoning strings and typed-content arrays.
+	ReasoningBytes int
 	// FinishReason is the raw last non-null choices[].finish_reason in the
 	// chunk, nil when none.
 	FinishReason []byte
@@ -314,14 +324,18 @@ func (s *scanner) delta(c *Chunk, cd *ChoiceDelta) bool {
 				if len(v) > 0 {
 					out = true
 					c.addText(v)
+					c.OutputBytes += len(v)
 					if k[0] == 'r' && k[2] == 'a' {
 						c.Reasoning = true
+						c.ReasoningBytes += len(v)
 					}
 				}
 			case '[':
 				// Typed content parts (Mistral magistral "thinking"/"text").
-				if s.nonEmptyArray() {
+				if at := s.i; s.nonEmptyArray() {
 					out = true
+					c.OutputBytes += s.i - at
+					c.ReasoningBytes += s.i - at
 				}
 			default:
 				s.skip(1)
@@ -329,16 +343,19 @@ func (s *scanner) delta(c *Chunk, cd *ChoiceDelta) bool {
 		case "tool_calls":
 			if s.peek() != '[' {
 				s.skip(1)
-			} else if s.toolCalls(c) {
+			} else if at := s.i; s.toolCalls(c) {
 				out = true
 				c.ToolCall = true
+				c.OutputBytes += s.i - at
 			}
 		case "function_call":
-			if s.peek() == '{' {
+			at, obj := s.i, s.peek() == '{'
+			s.skip(1)
+			if obj {
 				out = true
 				c.ToolCall = true
+				c.OutputBytes += s.i - at
 			}
-			s.skip(1)
 		default:
 			s.skip(1)
 		}

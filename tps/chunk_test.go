@@ -23,6 +23,8 @@ func TestParseChunk(t *testing.T) {
 			assert.Equal(t, 1, c.OutputDeltas)
 			assert.Equal(t, "Hi", string(c.Content))
 			assert.False(t, c.Reasoning)
+			assert.Equal(t, 2, c.OutputBytes)
+			assert.Zero(t, c.ReasoningBytes)
 		}},
 		{"role only with empty content", `{"choices":[{"delta":{"role":"assistant","content":""}}]}`, func(t *testing.T, c *tps.Chunk) {
 			assert.False(t, c.Output)
@@ -35,6 +37,8 @@ func TestParseChunk(t *testing.T) {
 			assert.True(t, c.Output)
 			assert.True(t, c.Reasoning)
 			assert.Equal(t, "think say", string(c.AppendText(nil)))
+			assert.Equal(t, 9, c.OutputBytes)
+			assert.Equal(t, 6, c.ReasoningBytes)
 		}},
 		{"refusal", `{"choices":[{"delta":{"refusal":"no"}}]}`, func(t *testing.T, c *tps.Chunk) {
 			assert.True(t, c.Output)
@@ -42,6 +46,9 @@ func TestParseChunk(t *testing.T) {
 		}},
 		{"typed content array (magistral)", `{"choices":[{"delta":{"content":[{"type":"thinking","thinking":[{"type":"text","text":"hm"}]}]}}]}`, func(t *testing.T, c *tps.Chunk) {
 			assert.True(t, c.Output)
+			n := len(`[{"type":"thinking","thinking":[{"type":"text","text":"hm"}]}]`)
+			assert.Equal(t, n, c.OutputBytes, "the array's JSON, whole")
+			assert.Equal(t, n, c.ReasoningBytes, "it may hold reasoning")
 		}},
 		{"empty content array", `{"choices":[{"delta":{"content":[]}}]}`, func(t *testing.T, c *tps.Chunk) {
 			assert.False(t, c.Output)
@@ -49,12 +56,15 @@ func TestParseChunk(t *testing.T) {
 		{"tool call", `{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{"}}]}}]}`, func(t *testing.T, c *tps.Chunk) {
 			assert.True(t, c.Output)
 			assert.True(t, c.ToolCall)
+			assert.Equal(t, len(`[{"index":0,"function":{"arguments":"{"}}]`), c.OutputBytes)
 		}},
 		{"empty tool_calls", `{"choices":[{"delta":{"tool_calls":[]}}]}`, func(t *testing.T, c *tps.Chunk) {
 			assert.False(t, c.Output)
+			assert.Zero(t, c.OutputBytes)
 		}},
 		{"legacy function_call", `{"choices":[{"delta":{"function_call":{"name":"f"}}}]}`, func(t *testing.T, c *tps.Chunk) {
 			assert.True(t, c.ToolCall)
+			assert.Equal(t, len(`{"name":"f"}`), c.OutputBytes)
 		}},
 		{"choices null, missing key, numbers as strings", `{"choices":null,"usage":{"prompt_tokens":"x","completion_tokens":7.0}}`, func(t *testing.T, c *tps.Chunk) {
 			assert.False(t, c.Output)

@@ -32,7 +32,11 @@
 // OutputTokens is the last usage.completion_tokens seen (never summed), else a
 // Tokenizer's count (WithTokenizer), else the number of output deltas.
 // SetIncludeUsage asks the server for usage. Sample.TokenSource says which
-// was used.
+// was used. Usage is used only when the stream could have carried it: the
+// visible tokens it reports, less reasoning that was never streamed
+// (Sample.HiddenTokens, left out of TPS), fit in the output bytes streamed
+// plus UsageSlack; otherwise Sample.Implausible says why
+// (docs/METRICS.md, "Plausible usage").
 //
 // # Errors and endings
 //

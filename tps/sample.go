@@ -19,6 +19,36 @@ const (
 	TokenSourceChunks
 )
 
+// Implausible says why a Timer did not trust the server's
+// usage.completion_tokens (docs/METRICS.md, "Plausible usage"). Its zero
+// value, ImplausibleNone, means that usage was trusted, or that none
+// reported completion_tokens.
+type Implausible uint8
+
+const (
+	// ImplausibleNone means the reported count was used, or there was none.
+	ImplausibleNone Implausible = iota
+	// ImplausibleOverStreamed means the reported count, less the reasoning
+	// tokens that were not streamed, is more than the output bytes streamed
+	// plus UsageSlack: more tokens than the stream could have carried.
+	ImplausibleOverStreamed
+	// ImplausibleNegative means a negative completion_tokens or
+	// reasoning_tokens.
+	ImplausibleNegative
+	// ImplausibleNoVisible means output was streamed but the reported count
+	// leaves no token for it (completion_tokens 0, or all of it reasoning
+	// that was not streamed).
+	ImplausibleNoVisible
+)
+
+// UsageSlack is how many more tokens than streamed output bytes a stream's
+// visible output may be reported to hold: tokens that real servers count
+// but do not stream, such as chat-template and channel markers (gpt-oss's
+// harmony format adds about ten per answer), the end-of-sequence token and
+// the <think> tags a reasoning parser strips (docs/METRICS.md, "Plausible
+// usage"). Tool calls need none: their streamed JSON is counted whole.
+const UsageSlack = 32
+
 // CacheState says whether the provider served the prompt from its prefix cache.
 type CacheState uint8
 
@@ -88,18 +118,28 @@ type Sample struct {
 	E2E       time.Duration // last output chunk - Start
 	Total     time.Duration // end of stream (EOF, [DONE], error or Close) - Start
 
-	TPS    float64       // (OutputTokens - FirstChunkTokens) / (Last - TTFT) in tokens/s; 0 unless TPSOK
-	TPSOK  bool          // two or more output chunks, Last > TTFT and tokens after the first chunk
-	TPOT   time.Duration // (Last - TTFT) / (OutputTokens - 1); zero when undefined
+	TPS    float64       // (OutputTokens - HiddenTokens - FirstChunkTokens) / (Last - TTFT) in tokens/s; 0 unless TPSOK
+	TPSOK  bool          // two or more output chunks, Last > TTFT and streamed tokens after the first chunk
+	TPOT   time.Duration // (Last - TTFT) / (OutputTokens - HiddenTokens - 1); zero when undefined
 	E2ETPS float64       // OutputTokens / E2E, includes TTFT
 
-	OutputTokens     int64       // last usage.completion_tokens, else Tokenizer count, else output deltas
+	OutputTokens     int64       // last plausible usage.completion_tokens, else Tokenizer count, else output deltas
 	TokenSource      TokenSource // where OutputTokens came from
 	FirstChunkTokens int64       // first output chunk: Tokenizer count, else 1 per delta (vLLM/AIPerf)
 	InputTokens      int64       // usage.prompt_tokens
 	CachedTokens     int64       // prompt_tokens_details.cached_tokens or prompt_cache_hit_tokens
-	ReasoningTokens  int64       // completion_tokens_details.reasoning_tokens
+	ReasoningTokens  int64       // completion_tokens_details.reasoning_tokens; 0 when usage was implausible
 	Cache            CacheState  // warm, cold or unknown, from the cached-token field
+
+	// HiddenTokens is the part of OutputTokens made before the first output
+	// and never streamed: reasoning tokens beyond what the streamed
+	// reasoning text could hold (docs/METRICS.md, "Plausible usage"). TPS
+	// and TPOT count only the streamed rest; 0 unless usage was trusted.
+	HiddenTokens int64
+	// Implausible says why the reported usage.completion_tokens was not
+	// used for OutputTokens (TokenSource then says what was);
+	// ImplausibleNone when it was, or when none was reported.
+	Implausible Implausible
 
 	Chunks       int64    // every data event decoded, output-bearing or not
 	OutputChunks int64    // chunks that carried output
@@ -167,6 +207,11 @@ type ServerTiming struct {
 // String returns "none", "usage", "tokenizer" or "chunks".
 func (t TokenSource) String() string {
 	return enumString(uint8(t), "TokenSource", "none", "usage", "tokenizer", "chunks")
+}
+
+// String returns "none", "over-streamed", "negative" or "no-visible".
+func (i Implausible) String() string {
+	return enumString(uint8(i), "Implausible", "none", "over-streamed", "negative", "no-visible")
 }
 
 // String returns "unknown", "cold" or "warm".

@@ -19,6 +19,8 @@ type Timer struct {
 	first, last        time.Duration // first and last output chunk, from start
 	outputDeltas       int64
 	firstDeltas        int64
+	outBytes           int64 // Chunk.OutputBytes of the output chunks
+	reasonBytes        int64 // Chunk.ReasoningBytes of the output chunks
 
 	usage    Usage
 	hasUsage bool
@@ -127,6 +129,8 @@ func (t *Timer) Event(now time.Time, c *Chunk) {
 	if c.Output {
 		d := now.Sub(t.start)
 		t.outputDeltas += int64(c.OutputDeltas)
+		t.outBytes += int64(c.OutputBytes)
+		t.reasonBytes += int64(c.ReasoningBytes)
 		if t.s.OutputChunks == 0 {
 			t.first = d
 			t.firstDeltas = int64(c.OutputDeltas)
@@ -245,16 +249,23 @@ func (t *Timer) end(now time.Time, end End) Sample {
 	s.Model = string(t.model)
 	s.SystemFingerprint = string(t.fingerprint)
 
+	trusted := false
 	if t.hasUsage {
 		u := t.usage
 		s.InputTokens = u.PromptTokens
 		s.CachedTokens = u.CachedTokens
-		s.ReasoningTokens = u.ReasoningTokens
 		switch {
 		case u.CachedTokens > 0:
 			s.Cache = CacheWarm
 		case u.CachedReported:
 			s.Cache = CacheCold
+		}
+		if u.CompletionReported {
+			s.HiddenTokens, s.Implausible = t.plausible()
+			trusted = s.Implausible == ImplausibleNone
+		}
+		if trusted || !u.CompletionReported {
+			s.ReasoningTokens = u.ReasoningTokens
 		}
 	}
 	n := s.OutputChunks
@@ -262,11 +273,11 @@ func (t *Timer) end(now time.Time, end End) Sample {
 	// A tokenizer sees only text; tool-call fragments have none, so a zero
 	// count falls back to deltas.
 	var tokAll int64
-	if tok != nil && n > 0 && !(t.hasUsage && t.usage.CompletionReported && t.usage.CompletionTokens > 0) {
+	if tok != nil && n > 0 && !trusted {
 		tokAll = int64(tok.Count(string(t.text)))
 	}
 	switch {
-	case t.hasUsage && t.usage.CompletionReported && (t.usage.CompletionTokens > 0 || n == 0):
+	case trusted:
 		s.OutputTokens, s.TokenSource = t.usage.CompletionTokens, TokenSourceUsage
 	case tokAll > 0:
 		s.OutputTokens, s.TokenSource = tokAll, TokenSourceTokenizer
@@ -282,13 +293,14 @@ func (t *Timer) end(now time.Time, end End) Sample {
 				s.FirstChunkTokens = k
 			}
 		}
-		s.FirstChunkTokens = min(s.FirstChunkTokens, s.OutputTokens)
+		streamed := s.OutputTokens - s.HiddenTokens
+		s.FirstChunkTokens = min(s.FirstChunkTokens, streamed)
 		span := t.last - t.first
-		if gen := s.OutputTokens - s.FirstChunkTokens; n >= 2 && span > 0 && gen > 0 {
+		if gen := streamed - s.FirstChunkTokens; n >= 2 && span > 0 && gen > 0 {
 			s.TPS = float64(gen) / span.Seconds()
 			s.TPSOK = true
-			if s.OutputTokens > 1 {
-				s.TPOT = span / time.Duration(s.OutputTokens-1)
+			if streamed > 1 {
+				s.TPOT = span / time.Duration(streamed-1)
 			}
 		}
 		if s.E2E > 0 && s.OutputTokens > 0 {
@@ -297,6 +309,36 @@ func (t *Timer) end(now time.Time, end End) Sample {
 	}
 	s.Truncated = s.Err == nil && end != EndClosed && s.FinishReason == ""
 	return t.s
+}
+
+// plausible applies docs/METRICS.md's rule ("Plausible usage") to the
+// reported usage, whose completion_tokens is present: it returns the
+// reasoning tokens that were not streamed (hidden), and why the count
+// cannot be trusted, or ImplausibleNone.
+//
+// A streamed token is at least one byte of output, so at most reasonBytes
+// reasoning tokens were streamed and at least ReasoningTokens - reasonBytes
+// were not. Those belong to the phase before the first output; the rest,
+// the visible count, must fit in the output bytes streamed, plus
+// UsageSlack. A server that counts reasoning outside completion_tokens
+// (total_tokens = prompt + completion + reasoning, as xAI does) has no
+// hidden part inside it.
+func (t *Timer) plausible() (hidden int64, why Implausible) {
+	u := &t.usage
+	c, r := u.CompletionTokens, u.ReasoningTokens
+	if c < 0 || r < 0 {
+		return 0, ImplausibleNegative
+	}
+	if rest := u.TotalTokens - c; !(r > 0 && u.TotalTokens > 0 && rest >= r && rest-r == u.PromptTokens) {
+		hidden = min(max(r-t.reasonBytes, 0), c)
+	}
+	switch visible := c - hidden; {
+	case visible > t.outBytes+UsageSlack:
+		return 0, ImplausibleOverStreamed
+	case visible == 0 && t.s.OutputChunks > 0:
+		return 0, ImplausibleNoVisible
+	}
+	return hidden, ImplausibleNone
 }
 
 // Snapshot returns the Sample as if the stream ended at now, without ending
