@@ -73,7 +73,9 @@
 // Every sample counts in Requests, tokens and cost. A sample fails when its
 // Err is set or its ErrPhase is not tps.PhaseNone; failures count in Errors,
 // ErrorsByPhase, ErrorsByClass and the error rate, except those of class
-// ClassCanceled (the caller gave up), which count in Canceled only. A
+// ClassCanceled (the caller gave up), which count in Canceled and
+// ErrorsByClass only, and those of class ClassCaller (the caller's input was
+// refused), which count in ErrorsByClass only. A
 // failure's class is the one its recorder gives (RecordClass: the Client
 // gives the class the fallback Executor made of the attempt) or, from
 // Record, one read from its Err. TTFT counts whenever a first token

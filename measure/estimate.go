@@ -21,7 +21,7 @@ type Estimate struct {
 	TPSP50, TPSP95   float64   // tokens/s (generation phase); 0 when TPSSamples is 0
 	TTFTEWMA         float64   // seconds, peak-sensitive (PeakEWMA)
 	TPSEWMA          float64   // tokens/s
-	ErrorRate        float64   // failures / (successes + failures) over the window, in [0,1]; canceled calls excluded
+	ErrorRate        float64   // failures / (successes + failures) over the window, in [0,1]; canceled and caller (ClassCaller) calls excluded
 	Samples          int64     // successful samples in the window
 	TPSSamples       int64     // samples in the TPS window (successful, TPSOK)
 	Newest           time.Time // time of the newest sample; zero if none

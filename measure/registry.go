@@ -42,6 +42,7 @@ const (
 const (
 	ClassTimeout  = "timeout"  // a deadline ended the call: the caller's, the transport's or the Executor's
 	ClassCanceled = "canceled" // the caller gave up: not the provider's failure
+	ClassCaller   = "caller"   // the caller's input was refused (invalid, too long, against a content policy): not the provider's failure
 	ClassOther    = "other"    // anything else
 )
 
@@ -321,7 +322,9 @@ func (r *Registry) RecordClass(k Key, s tps.Sample, class string) {
 //   - A sample fails when s.Err is non-nil or s.ErrPhase is not PhaseNone.
 //     A failure counts in Errors, ErrorsByPhase, ErrorsByClass and the
 //     windowed error rate, except the ClassCanceled class (the caller gave
-//     up), which counts only in Canceled and ErrorsByClass.
+//     up), which counts only in Canceled and ErrorsByClass, and the
+//     ClassCaller class (the caller's input was refused), which counts only
+//     in ErrorsByClass: neither is the deployment's failure.
 //   - TTFT counts whenever the first output chunk arrived (s.TTFT > 0), even
 //     if the stream failed later: it was a real time to first token.
 //   - TPS, TPOT, E2E and the chunk gap count only for successful samples,
@@ -364,16 +367,11 @@ func (r *Registry) RecordClassAt(now time.Time, k Key, s tps.Sample, class strin
 
 	st.requests++
 	if failed {
-		if e.classes == nil {
-			e.classes = make(map[string]int64)
-		}
-		if _, ok := e.classes[class]; !ok && len(e.classes) >= maxClasses {
-			class = ClassOther
-		}
-		e.classes[class]++
-		if class == ClassCanceled {
+		switch class {
+		case ClassCanceled:
 			st.canceled++
-		} else {
+		case ClassCaller: // in ErrorsByClass only
+		default:
 			st.errors++
 			if p := s.ErrPhase; p > tps.PhaseNone && int(p) < len(st.byPhase) {
 				st.byPhase[p]++
@@ -383,6 +381,13 @@ func (r *Registry) RecordClassAt(now time.Time, k Key, s tps.Sample, class strin
 			}
 			st.ring.add(t, false)
 		}
+		if e.classes == nil {
+			e.classes = make(map[string]int64)
+		}
+		if _, ok := e.classes[class]; !ok && len(e.classes) >= maxClasses {
+			class = ClassOther
+		}
+		e.classes[class]++
 	} else {
 		st.successes++
 		st.ring.add(t, true)

@@ -148,6 +148,35 @@ func TestRecordOutcomes(t *testing.T) {
 	})
 }
 
+// TestRecordCallerClass checks that a failure of ClassCaller (the caller's
+// input was refused) counts as a request and keeps its tokens and TTFT, but is
+// not the deployment's error: not in Errors, Canceled, ErrorsByPhase or the
+// error rate, even once the key holds maxClasses other classes.
+func TestRecordCallerClass(t *testing.T) {
+	r := NewRegistry(Options{})
+	for i := range maxClasses {
+		r.RecordClassAt(t0, kB, tps.Sample{Err: errors.New("x"), ErrPhase: tps.PhaseConnect}, fmt.Sprintf("c%d", i))
+	}
+	for _, k := range []Key{kA, kB} {
+		r.RecordClassAt(t0, k, tps.Sample{TTFT: time.Second, OutputTokens: 3,
+			Err: errors.New("content policy"), ErrPhase: tps.PhaseMidStream}, ClassCaller)
+	}
+	snap := r.SnapshotAt(t0)
+	st, ok := snap.Lookup(kA)
+	require.True(t, ok)
+	assert.Equal(t, int64(1), st.Requests)
+	assert.Zero(t, st.Errors)
+	assert.Zero(t, st.Canceled)
+	assert.Zero(t, st.ErrorsByPhase.MidStream)
+	assert.Zero(t, st.ErrorRate)
+	assert.Equal(t, int64(1), st.ErrorsByClass[ClassCaller])
+	assert.Equal(t, int64(3), st.OutputTokens, "tokens delivered before the refusal are kept")
+	assert.Equal(t, int64(1), st.TTFT.Count)
+	st, ok = snap.Lookup(kB)
+	require.True(t, ok)
+	assert.Equal(t, int64(maxClasses), st.Errors, "a full class map does not make the caller's refusal an error")
+}
+
 func TestRecordTime(t *testing.T) {
 	r := NewRegistry(Options{})
 	s := okSample(time.Second, 10, tps.CacheCold)

@@ -50,7 +50,7 @@ type CacheStats struct {
 
 	Requests      int64       `json:"requests"`        // every sample recorded
 	Successes     int64       `json:"successes"`       // samples without error
-	Errors        int64       `json:"errors"`          // failed samples, canceled ones excluded
+	Errors        int64       `json:"errors"`          // failed samples, canceled and ClassCaller ones excluded
 	Canceled      int64       `json:"canceled"`        // samples whose caller gave up (ClassCanceled)
 	Timeouts      int64       `json:"timeouts"`        // errors of class ClassTimeout
 	ErrorRate     float64     `json:"error_rate"`      // failures / (successes + failures) in the window
