@@ -161,8 +161,9 @@ func (e *HTTPError) response(req *http.Request) *http.Response {
 //   - anything else: 500 server_error.
 //
 // Every configured API key and credential header value is replaced by
-// "REDACTED" in the message, so a
-// provider that echoes the key does not leak it. A nil err returns nil.
+// "REDACTED" in every field, in any form route.Scrubber finds (raw,
+// JSON-escaped, percent-encoded), so a provider that echoes the key does not
+// leak it. A nil err returns nil.
 func (c *Client) HTTPError(err error) *HTTPError {
 	if err == nil {
 		return nil
@@ -187,12 +188,14 @@ func (c *Client) HTTPError(err error) *HTTPError {
 		e.Status, e.Type = lastStatus(fe), "upstream_error"
 		var oe *openai.Error
 		if errors.As(err, &oe) && oe.StatusCode == e.Status {
+			// fallback scrubbed these already; an *openai.Error that came
+			// another way (a Transport of the caller's) is scrubbed here.
 			if oe.Type != "" {
-				e.Type = oe.Type
+				e.Type = c.redact.Scrub(oe.Type)
 			}
-			e.Code, e.Param = oe.Code, oe.Param
+			e.Code, e.Param = c.redact.Scrub(oe.Code), c.redact.Scrub(oe.Param)
 			if oe.Response != nil && (e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable) {
-				e.RetryAfter = oe.Response.Header.Get("Retry-After")
+				e.RetryAfter = c.redact.Scrub(oe.Response.Header.Get("Retry-After"))
 			}
 		}
 	case fe != nil, errors.Is(err, route.ErrNoDeployment):

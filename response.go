@@ -52,9 +52,11 @@ func (c *Client) Do(ctx context.Context, body []byte, opts ...CallOption) (*Resp
 type Response struct {
 	// StatusCode is the committed attempt's HTTP status: 200.
 	StatusCode int
-	// Header is the committed attempt's response header (the provider's
-	// request id and rate-limit headers, for example), with Content-Type
-	// "text/event-stream" for a stream and "application/json" otherwise.
+	// Header is the committed attempt's response header as
+	// fallback.Result.Header allows it through (the provider's request id
+	// and rate-limit headers; nothing else, and no credential), with
+	// Content-Type "text/event-stream" for a stream and "application/json"
+	// otherwise.
 	Header http.Header
 	// Body is the SSE stream, or the chat.completion JSON without "stream".
 	// Close is idempotent.

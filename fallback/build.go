@@ -87,12 +87,3 @@ func streamBody(body []byte) ([]byte, error) {
 	}
 	return sjson.SetBytes(body, "stream", true)
 }
-
-// scrub replaces d's credentials in every field of pe, so that neither the
-// error's message nor the *openai.Error built from it (Message, RawJSON)
-// repeats a key the provider echoed.
-func (pe *providerError) scrub(d *route.Deployment) {
-	sc := route.NewScrubber(*d)
-	pe.Code, pe.Type = sc.Scrub(pe.Code), sc.Scrub(pe.Type)
-	pe.Message, pe.Param, pe.Raw = sc.Scrub(pe.Message), sc.Scrub(pe.Param), sc.Scrub(pe.Raw)
-}

@@ -537,7 +537,7 @@ func (cl *call) take(k measure.Key, st *keyState, now time.Time) (done func(erro
 
 // commit turns a committed run into the Result.
 func (cl *call) commit(a *run) *Result {
-	r := &Result{Header: a.resp.Header, StatusCode: a.resp.StatusCode, cl: cl}
+	r := &Result{Header: relayHeader(a.resp.Header, a.sc), StatusCode: a.resp.StatusCode, cl: cl}
 	s := &stream{res: r, cur: a}
 	s.active.Store(a)
 	r.Body = s

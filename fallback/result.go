@@ -18,7 +18,12 @@ type Result struct {
 	// never a clean io.EOF. With MidStreamContinue a continuation is spliced
 	// in. Close cancels the upstream request at once and is idempotent.
 	Body io.ReadCloser
-	// Header is the committed attempt's response header.
+	// Header is the committed attempt's response header, reduced to what
+	// may reach a caller: Content-Type, the request id (X-Request-Id,
+	// Request-Id), Openai-Processing-Ms, Openai-Version, Retry-After (and
+	// -Ms), X-Should-Retry and the X-Ratelimit-* and Anthropic-Ratelimit-*
+	// families, one value each of at most 512 bytes, a value that holds the
+	// deployment's credential reading "REDACTED" (docs/SECURITY.md).
 	Header http.Header
 	// StatusCode is the committed attempt's status, 200 in practice.
 	StatusCode int

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,8 +30,9 @@ type run struct {
 	i      int
 	d      *route.Deployment
 	st     *keyState
-	done   func(error) // breaker outcome (local and Hooks.Shared)
-	fb     Done        // the call's Feedback handle for this attempt; may be nil
+	sc     *route.Scrubber // d's credentials: nothing of the upstream's leaves unscrubbed
+	done   func(error)     // breaker outcome (local and Hooks.Shared)
+	fb     Done            // the call's Feedback handle for this attempt; may be nil
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	start  time.Time
@@ -106,6 +108,7 @@ func (cl *call) newRun(i int, d *route.Deployment, st *keyState, done func(error
 	cl.pending.Add(1)
 	a.ctx, a.cancel = context.WithCancelCause(cl.ctx)
 	a.keepText = cl.keepText
+	a.sc = st.scrubberFor(d)
 	a.start = time.Now()
 	if cl.fb != nil {
 		a.fb = cl.fb.Begin(i, d)
@@ -295,7 +298,7 @@ func (a *run) streamFailure(err error) (Class, error) {
 	switch {
 	case a.errBody != nil:
 		pe := parseErrorBody(a.errBody)
-		pe.scrub(a.d)
+		pe.scrub(a.sc)
 		// Most in-stream errors carry no status: read them as a 4xx so that
 		// a content-policy or context-length reason is still recognised.
 		class := classifyStatus(cmp.Or(pe.Status, http.StatusBadRequest), &pe)
@@ -313,7 +316,7 @@ func (a *run) streamFailure(err error) (Class, error) {
 	case err == io.EOF && a.ctx.Err() == nil: // a cancelled pipe may also read as EOF
 		if a.finished.Load() || !a.output {
 			a.eof = true
-			a.rel = len(a.buf) // flush a final event without its blank line
+			a.release(len(a.buf)) // flush a final event without its blank line
 			return ClassNone, nil
 		}
 		return ClassNext, ErrTruncated
@@ -354,12 +357,13 @@ func (a *run) httpError(req *http.Request, resp *http.Response) {
 	resp.Body.Close()
 	now := time.Now()
 	pe := parseErrorBody(raw)
-	pe.scrub(a.d)
+	pe.scrub(a.sc)
 	class := classify(resp.StatusCode, resp.Header, &pe)
 	// The error keeps a copy of the response whose Request is redacted too:
 	// resp.Request is the request as sent, credentials included.
 	rc := *resp
 	rc.Request, rc.Body = route.RedactRequest(req), http.NoBody
+	rc.Header = relayHeader(resp.Header, a.sc)
 	err := withReason(newAPIError(resp.StatusCode, &pe, rc.Request, &rc), class, &pe)
 	ra, hasRA := retryAfter(resp.Header, now)
 	st := a.st
@@ -516,13 +520,9 @@ func (a *run) fill() error {
 	case a.stopped:
 		// Release the events before the failing one, never the failing
 		// one or anything after it.
-		if s := min(int(a.stopAt-a.base), len(a.buf)); s > a.rel {
-			a.rel = s
-		}
+		a.release(min(int(a.stopAt-a.base), len(a.buf)))
 	case len(a.buf) > from:
-		if b := tps.LastEventEnd(a.buf, max(from-1, a.rel)); b > a.rel {
-			a.rel = b
-		}
+		a.release(tps.LastEventEnd(a.buf, max(from-1, a.rel)))
 	}
 	if len(a.marks) > 0 {
 		a.releaseText()
@@ -531,6 +531,24 @@ func (a *run) fill() error {
 		a.readErr = err
 	}
 	return err
+}
+
+// release releases buf[rel:to], whole events, scrubbed of the deployment's
+// credentials (scrubEvents). A scrubbed event changes length; base moves by
+// the difference, so body offsets past it (stopAt, marks, the tap's next
+// events) still map to the same bytes.
+func (a *run) release(to int) {
+	if to <= a.rel {
+		return
+	}
+	seg := a.buf[a.rel:to]
+	if clean, changed := scrubEvents(a.sc, seg); changed {
+		a.buf = slices.Replace(a.buf, a.rel, to, clean...)
+		d := len(clean) - len(seg)
+		a.base -= int64(d)
+		to += d
+	}
+	a.rel = to
 }
 
 // span is a range of body offsets.

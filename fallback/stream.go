@@ -131,11 +131,14 @@ func (s *stream) continuation(prev *run) *run {
 	if cl.choices > 1 { // choices interleave one per chunk (docs/STREAM_QUIRKS.md Q21)
 		return nil
 	}
-	text := prev.text[:prev.relText] // exactly what the caller has read
+	// Exactly what the caller has read, which was scrubbed event by event:
+	// scrubbed again whole, so that no credential of prev's deployment goes
+	// to the next one inside the prefill.
+	text := prev.sc.Scrub(string(prev.text[:prev.relText]))
 	if len(text) == 0 {
 		return nil
 	}
-	body, err := cl.e.opts.Prefill(cl.body, string(text))
+	body, err := cl.e.opts.Prefill(cl.body, text)
 	if err != nil {
 		return nil
 	}

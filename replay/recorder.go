@@ -2,6 +2,7 @@ package replay
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -145,15 +146,18 @@ func (r *Recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	r.mu.Unlock()
 
 	name := r.name(seq, req, model.Model)
+	// The credentials this request carries: nothing the cassette holds may
+	// repeat them, whatever the upstream echoes (docs/SECURITY.md).
+	sc := route.RequestScrubber(req)
 	c := &Cassette{
 		Version:    CassetteVersion,
 		Name:       strings.TrimSuffix(name, ".json"),
 		RecordedAt: time.Now().UTC().Format(time.RFC3339),
 		Request: CassetteRequest{
 			Method:  req.Method,
-			Path:    req.URL.Path,
-			Headers: r.redactHeader(req.Header),
-			Body:    r.redactBody(body),
+			Path:    sc.Scrub(req.URL.Path),
+			Headers: r.redactHeader(req.Header, sc),
+			Body:    sc.ScrubJSON(r.redactBody(body)),
 		},
 	}
 	file := filepath.Join(r.dir, name)
@@ -166,17 +170,28 @@ func (r *Recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	c.Response = CassetteResponse{
 		Status:    resp.StatusCode,
-		Headers:   r.redactHeader(resp.Header),
+		Headers:   r.redactHeader(resp.Header, sc),
 		HeadersMS: durMS(time.Since(start)),
 		Events:    []Event{},
 	}
 	sse := strings.HasPrefix(strings.ToLower(resp.Header.Get("Content-Type")), "text/event-stream")
-	resp.Body = &recBody{rc: resp.Body, rec: r, file: file, c: c, start: start, sse: sse}
+	resp.Body = &recBody{rc: resp.Body, rec: r, file: file, c: c, start: start, sse: sse, sc: sc}
 	return resp, nil
 }
 
-func (r *Recorder) redactHeader(h http.Header) http.Header {
-	return route.RedactHeader(h, r.headers...)
+// redactHeader returns h for a cassette: credential headers and the named
+// ones read REDACTED, and any other value that holds a credential of sc, in
+// any form, reads REDACTED too.
+func (r *Recorder) redactHeader(h http.Header, sc *route.Scrubber) http.Header {
+	out := route.RedactHeader(h, r.headers...)
+	for _, vs := range out {
+		for i, v := range vs {
+			if sc.Contains([]byte(v)) {
+				vs[i] = route.Redacted
+			}
+		}
+	}
+	return out
 }
 
 // redactBody returns the request body for the cassette: JSON with the named
@@ -257,6 +272,7 @@ type recBody struct {
 	c     *Cassette
 	start time.Time
 	sse   bool
+	sc    *route.Scrubber // the request's credentials
 
 	mu   sync.Mutex
 	buf  []byte // bytes of an event not yet complete
@@ -329,8 +345,53 @@ func (b *recBody) event(block string) (kind eventKind, name, data string) {
 	return kind, name, data
 }
 
+// add appends e with every credential of the request scrubbed from it:
+// data as JSON (route.Scrubber.ScrubJSON), the rest as text.
 func (b *recBody) add(e Event) {
+	scrub := func(p *string, json bool) {
+		if p == nil || !b.sc.Contains([]byte(*p)) {
+			return
+		}
+		if json {
+			*p = string(b.sc.ScrubJSON([]byte(*p)))
+		} else {
+			*p = b.sc.Scrub(*p)
+		}
+	}
+	e.Event = b.sc.Scrub(e.Event)
+	scrub(e.Data, true)
+	scrub(e.Comment, false)
+	scrub(e.Raw, false)
+	if e.RawBase64 != nil {
+		if raw, err := base64.StdEncoding.DecodeString(*e.RawBase64); err == nil && b.sc.Contains(raw) {
+			enc := base64.StdEncoding.EncodeToString([]byte(b.sc.Scrub(string(raw))))
+			e.RawBase64 = &enc
+		}
+	}
 	b.c.Response.Events = append(b.c.Response.Events, e)
+}
+
+// scrubAcrossReads scrubs a non-SSE body whose credential straddles two
+// reads, so that no one raw event held it whole: the events become one,
+// scrubbed, at the time of the last read.
+func (b *recBody) scrubAcrossReads() {
+	ev := b.c.Response.Events
+	var all []byte
+	for _, e := range ev {
+		switch {
+		case e.Raw != nil:
+			all = append(all, *e.Raw...)
+		case e.RawBase64 != nil:
+			raw, _ := base64.StdEncoding.DecodeString(*e.RawBase64)
+			all = append(all, raw...)
+		}
+	}
+	if len(ev) == 0 || !b.sc.Contains(all) {
+		return
+	}
+	at := ev[len(ev)-1].AtMS
+	b.c.Response.Events = []Event{newEvent(0, eventRaw, "", b.sc.Scrub(string(all)))}
+	b.c.Response.Events[0].AtMS = at
 }
 
 // finish records the end once and writes the cassette.
@@ -348,6 +409,7 @@ func (b *recBody) finish(at time.Duration, end string) {
 		}
 		if !b.sse {
 			b.redactRaw()
+			b.scrubAcrossReads()
 		}
 		b.c.Response.End = end
 		b.c.Response.EndMS = durMS(at)

@@ -1,7 +1,6 @@
 package route
 
 import (
-	"cmp"
 	"context"
 	"maps"
 	"net/http"
@@ -112,49 +111,4 @@ func Redact(d Deployment) Deployment {
 		d.Headers = h
 	}
 	return d
-}
-
-// Scrubber replaces the credentials of a set of deployments (API keys and
-// credential header values of 4 bytes or more) in a message that may echo
-// them, such as a provider's error. The zero value replaces nothing. A
-// Scrubber is safe for concurrent use.
-type Scrubber struct {
-	r *strings.Replacer
-}
-
-// NewScrubber returns a Scrubber for the credentials of ds.
-func NewScrubber(ds ...Deployment) *Scrubber {
-	var secrets []string
-	add := func(v string) {
-		if len(v) >= minSecretLen {
-			secrets = append(secrets, v)
-		}
-	}
-	for _, d := range ds {
-		add(d.APIKey)
-		for k, v := range d.Headers {
-			if IsCredentialName(k) {
-				add(v)
-			}
-		}
-	}
-	// Longest first, so that a key containing another is replaced whole.
-	slices.SortFunc(secrets, func(a, b string) int { return cmp.Or(cmp.Compare(len(b), len(a)), strings.Compare(a, b)) })
-	secrets = slices.Compact(secrets)
-	if len(secrets) == 0 {
-		return &Scrubber{}
-	}
-	pairs := make([]string, 0, 2*len(secrets))
-	for _, s := range secrets {
-		pairs = append(pairs, s, Redacted)
-	}
-	return &Scrubber{r: strings.NewReplacer(pairs...)}
-}
-
-// Scrub returns s with every credential replaced by Redacted.
-func (s *Scrubber) Scrub(str string) string {
-	if s == nil || s.r == nil {
-		return str
-	}
-	return s.r.Replace(str)
 }
