@@ -207,3 +207,40 @@ func (o *outage) probes(t *testing.T, until time.Time) (opened, probes []time.Ti
 	}
 	return opened, probes
 }
+
+// TestBreakerRatioIgnoresCallerFaults checks that outcomes the breaker
+// excludes (here 20 invalid requests, a CallerFault) neither count as
+// failures nor dilute FailureRatio: 5 failures in the next 9 attempts trip the
+// breaker as they would have without the 400s before them.
+func TestBreakerRatioIgnoresCallerFaults(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		invalid := make([]int, 20)
+		for i := range invalid {
+			invalid[i] = i + 1
+		}
+		fast := &replay.Profile{OutputTokens: 4, TPS: 1000, TTFT: 20 * time.Millisecond}
+		a := dep("a", "a-m")
+		e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(fast,
+			replay.Status(400, `{"error":{"message":"temperature must be <= 2","type":"invalid_request_error"}}`, nil).OnAttempts(invalid...),
+			replay.Status(503, "", nil).OnAttempts(21, 23, 25, 27, 29),
+		)}, fallback.Options{Breaker: fallback.BreakerSettings{ConsecutiveFailures: 100, FailureRatio: 0.5, MinRequests: 9}})
+		for i := 1; i <= 29; i++ {
+			res, err := e.do(t, planOf(a), fallback.Call{Stream: true})
+			if err != nil {
+				var fe *fallback.Error
+				require.ErrorAs(t, err, &fe)
+				last, _ := fe.Last()
+				want := fallback.ClassNext
+				if i <= 20 {
+					want = fallback.ClassInvalid
+				}
+				require.Equal(t, want, last.Class, "attempt %d", i)
+				continue
+			}
+			require.NoError(t, drain(t, res.Body).err)
+			require.Equal(t, route.BreakerClosed, e.ex.Status(a.Key(), time.Now()).Breaker, "attempt %d", i)
+		}
+		assert.Equal(t, route.BreakerOpen, e.ex.Status(a.Key(), time.Now()).Breaker,
+			"5 failures of the 9 counted attempts reach FailureRatio 0.5")
+	})
+}

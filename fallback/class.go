@@ -30,27 +30,33 @@ const (
 	// such as a connection reset before the response headers.
 	ClassRetry
 	// ClassNext moves to the next deployment without retrying this one in the
-	// call: 503, 529, 408, the headers and TTFT deadlines, an empty stream, and
-	// an in-stream error before the first output chunk.
+	// call: 503, 529, 408, a 4xx that names no fault of the request (405,
+	// 415, 421, ...: the deployment's own), the headers and TTFT deadlines, an
+	// empty stream, and an in-stream error before the first output chunk.
 	ClassNext
 	// ClassRateLimited is a 429 rate limit: the deployment cools down until its
 	// Retry-After (or a jittered backoff when absent) and the call moves on.
 	// It is not counted as a breaker failure.
 	ClassRateLimited
-	// ClassAuth is 401 or 403: the breaker trips, the deployment cools down for
-	// Options.PenaltyCooldown, and the call moves on.
+	// ClassAuth is 401, 403, or another 4xx whose body says the API key is
+	// invalid (Gemini answers 400): the breaker trips, the deployment cools
+	// down for Options.PenaltyCooldown, and the call moves on.
 	ClassAuth
-	// ClassUnavailable is a 404 (model not found) or a 429 insufficient_quota:
-	// the deployment cools down for Options.PenaltyCooldown and the call moves on.
+	// ClassUnavailable is a 404 (model not found), a 410, a 402, another 4xx
+	// whose code is model_not_found, or a 429 insufficient_quota: the
+	// deployment cools down for Options.PenaltyCooldown and the call moves on.
 	ClassUnavailable
-	// ClassInvalid is a 400 (or another 4xx) invalid request: the call stops,
-	// since every deployment would reject the same body.
+	// ClassInvalid is an invalid request, a 400, 422 or 431 (the caller's
+	// headers), or a request that Call.Build could not build from the body:
+	// the call stops, since every deployment would reject the same request.
+	// It is a CallerFault.
 	ClassInvalid
 	// ClassPolicy is a content-policy rejection: the call stops, with the
-	// provider's reason in the error.
+	// provider's reason in the error. It is a CallerFault.
 	ClassPolicy
 	// ClassContextLength is context_length_exceeded: the call moves on only to
-	// deployments whose ContextWindow is larger than this one's.
+	// deployments whose ContextWindow is larger than this one's. It is a
+	// CallerFault.
 	ClassContextLength
 	// ClassCanceled is the caller's own cancellation or deadline: the call stops
 	// and no breaker counts it.
@@ -83,13 +89,17 @@ func (a Attempt) Timeout() bool {
 }
 
 // ErrorClass names the attempt's class for measure.Registry.RecordClass: ""
-// for a success, measure.ClassTimeout when Timeout is true,
-// measure.ClassCanceled for the rest of ClassCanceled (the caller, an early
-// Close, a lost hedge), measure.ClassOther otherwise.
+// for a success, measure.ClassCaller for a CallerFault, measure.ClassTimeout
+// when Timeout is true, measure.ClassCanceled for the rest of ClassCanceled
+// (the caller, an early Close, a lost hedge), measure.ClassOther otherwise.
+// measure counts neither ClassCaller nor ClassCanceled in the deployment's
+// error rate.
 func (a Attempt) ErrorClass() string {
 	switch {
 	case a.Class == ClassNone && a.Err == nil:
 		return ""
+	case a.Class.CallerFault():
+		return measure.ClassCaller
 	case a.Timeout():
 		return measure.ClassTimeout
 	case a.Class == ClassCanceled:
@@ -98,7 +108,25 @@ func (a Attempt) ErrorClass() string {
 	return measure.ClassOther
 }
 
-// breakerFailure reports whether the class counts as the provider's failure.
+// CallerFault reports whether a failure of class c names the caller's
+// request rather than the deployment: ClassInvalid, ClassPolicy and
+// ClassContextLength. Such a failure is charged to no deployment: it counts
+// neither in the deployment's error rate (ErrorClass gives
+// measure.ClassCaller) nor in its breaker, and it stops the call or moves it
+// on only to a larger context window. docs/STREAM_QUIRKS.md has the table of
+// statuses, classes and charges.
+func (c Class) CallerFault() bool {
+	switch c {
+	case ClassInvalid, ClassPolicy, ClassContextLength:
+		return true
+	}
+	return false
+}
+
+// breakerFailure reports whether the class counts as the provider's failure
+// in its breaker. A CallerFault, the caller's cancellation, a 429 rate limit
+// (the deployment cools down instead) and a skipped attempt do not; every
+// other failure does.
 func (c Class) breakerFailure() bool {
 	switch c {
 	case ClassRetry, ClassNext, ClassAuth, ClassUnavailable, ClassMidStream:
@@ -249,7 +277,7 @@ func classifyStatus(status int, pe *providerError) Class {
 			return ClassPolicy
 		}
 		return ClassAuth
-	case status == http.StatusNotFound:
+	case status == http.StatusNotFound, status == http.StatusGone, status == http.StatusPaymentRequired:
 		return ClassUnavailable
 	case status == http.StatusRequestTimeout:
 		return ClassNext
@@ -272,7 +300,17 @@ func classifyStatus(status int, pe *providerError) Class {
 		if pe.policy() {
 			return ClassPolicy
 		}
-		return ClassInvalid
+		switch {
+		case pe.has("invalid_api_key", "invalid api key", "incorrect api key", "api key not valid"):
+			return ClassAuth // Gemini's 400 for a bad key: the deployment's
+		case pe.has("model_not_found"):
+			return ClassUnavailable // a 400 for the configured model: the deployment's
+		case status == http.StatusBadRequest, status == http.StatusUnprocessableEntity, status == http.StatusRequestHeaderFieldsTooLarge:
+			return ClassInvalid // the request: every deployment would refuse it
+		}
+		// 405, 406, 411, 414, 415, 421, 451, ...: a misconfigured or
+		// unwell deployment, which the caller's request does not explain.
+		return ClassNext
 	}
 	return ClassNext
 }

@@ -76,6 +76,16 @@ func TestClassify(t *testing.T) {
 		{"413", 413, nil, ``, ClassContextLength},
 		{"409", 409, nil, ``, ClassRetry},
 		{"408", 408, nil, ``, ClassNext},
+		{"422_invalid", 422, nil, `{"detail":[{"loc":["body","messages"],"msg":"field required"}]}`, ClassInvalid},
+		{"431_caller_headers", 431, nil, ``, ClassInvalid},
+		{"402_payment", 402, nil, `{"error":{"message":"add credits"}}`, ClassUnavailable},
+		{"410_gone", 410, nil, ``, ClassUnavailable},
+		{"400_model_not_found", 400, nil, `{"error":{"code":"model_not_found","message":"The model x does not exist"}}`, ClassUnavailable},
+		{"400_gemini_bad_key", 400, nil, `[{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT"}}]`, ClassAuth},
+		{"400_invalid_api_key_code", 400, nil, `{"error":{"code":"invalid_api_key"}}`, ClassAuth},
+		{"405_misconfigured", 405, nil, ``, ClassNext},
+		{"415_deployment", 415, nil, ``, ClassNext},
+		{"451_policy_wording", 451, nil, `{"error":{"message":"blocked by content policy"}}`, ClassPolicy},
 		{"x_should_retry_true_on_400", 400, h("x-should-retry", "true"), ``, ClassRetry},
 		{"x_should_retry_false_on_500", 500, h("x-should-retry", "false"), ``, ClassNext},
 		{"x_should_retry_true_keeps_policy", 400, h("x-should-retry", "true"), `{"error":{"code":"content_policy_violation"}}`, ClassPolicy},
@@ -118,6 +128,11 @@ func TestAttemptErrorClass(t *testing.T) {
 		{"malformed event", Attempt{Class: ClassNext, Err: ErrMalformed}, false, measure.ClassOther},
 		{"transport error", Attempt{Class: ClassRetry, Err: io.ErrUnexpectedEOF}, false, measure.ClassOther},
 		{"rate limited", Attempt{Class: ClassRateLimited, Status: 429, Err: errors.New("429")}, false, measure.ClassOther},
+		{"invalid request", Attempt{Class: ClassInvalid, Status: 400, Err: errors.New("400")}, false, measure.ClassCaller},
+		{"unbuildable body", Attempt{Class: ClassInvalid, Err: errors.New("sjson")}, false, measure.ClassCaller},
+		{"content policy after output", Attempt{Class: ClassPolicy, Err: errors.Join(ErrMidStream, ErrStreamError)}, false, measure.ClassCaller},
+		{"context length", Attempt{Class: ClassContextLength, Status: 400, Err: errors.New("400")}, false, measure.ClassCaller},
+		{"auth", Attempt{Class: ClassAuth, Status: 401, Err: errors.New("401")}, false, measure.ClassOther},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

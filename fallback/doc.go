@@ -79,9 +79,12 @@
 //	                                                             HTTP-date; else jittered backoff), next; if
 //	                                                             nothing else, wait when it fits MaxWait and
 //	                                                             the caller's deadline
-//	429 insufficient_quota, 404              ClassUnavailable    never this deployment: PenaltyCooldown, next   failure
-//	401, 403                                 ClassAuth           breaker trips, PenaltyCooldown (5 min), next   trips
-//	400 invalid request (other 4xx)          ClassInvalid        stop: every deployment would reject it         excluded
+//	429 insufficient_quota, 404, 410, 402,   ClassUnavailable    never this deployment: PenaltyCooldown, next   failure
+//	a 4xx with code model_not_found
+//	401, 403, a 4xx saying the key is bad    ClassAuth           breaker trips, PenaltyCooldown (5 min), next   trips
+//	other 4xx (405, 415, 421, ...)           ClassNext           next                                           failure
+//	400, 422, 431 invalid request, or a      ClassInvalid        stop: every deployment would reject it         excluded
+//	body Call.Build cannot build
 //	content-policy rejection, as a status    ClassPolicy         stop, provider's reason in the error; after    excluded
 //	or in-stream, before or after output                         output the stream ends with ErrMidStream
 //	context_length_exceeded, 413             ClassContextLength  next only to a larger ContextWindow, or with   excluded
@@ -94,6 +97,13 @@
 //	silence (comments only) after finish     ClassNone           success after FinishGrace, usage as received   success
 //	EOF without [DONE] after finish          ClassNone           success                                        success
 //	breaker open, cooling, no budget         ClassSkipped        skipped for now; no request sent               -
+//
+// ClassInvalid, ClassPolicy and ClassContextLength name the caller's request,
+// not the deployment (Class.CallerFault): besides the breaker, they stay out
+// of the deployment's error rate (Attempt.ErrorClass gives
+// measure.ClassCaller), as the caller's cancellation does.
+// docs/STREAM_QUIRKS.md ("Who is charged") has the table with what the caller
+// gets.
 //
 // "x-should-retry: true" turns an invalid, unavailable or next class into
 // Retry; "x-should-retry: false" turns Retry into Next. Error bodies are read

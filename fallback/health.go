@@ -18,8 +18,6 @@ import (
 // safe for concurrent use: the breaker and limiters lock themselves, the rest
 // is guarded by mu or atomic.
 type keyState struct {
-	scrub atomic.Pointer[scrubber] // the deployment's credentials, for all it relays (relay.go)
-
 	breaker   *gobreaker.TwoStepCircuitBreaker[struct{}]
 	forceTrip atomic.Bool // the next failure trips the breaker (401/403)
 
@@ -81,7 +79,10 @@ func (e *Executor) newState(k measure.Key, d *route.Deployment) *keyState {
 			if c.ConsecutiveFailures >= bs.ConsecutiveFailures {
 				return true
 			}
-			return c.Requests >= bs.MinRequests && float64(c.TotalFailures) >= bs.FailureRatio*float64(c.Requests)
+			// Excluded outcomes (a CallerFault, a 429, a cancellation) are
+			// neither failures nor requests: they must not dilute the ratio.
+			n := c.Requests - min(c.TotalExclusions, c.Requests)
+			return n >= bs.MinRequests && float64(c.TotalFailures) >= bs.FailureRatio*float64(n)
 		},
 		OnStateChange: func(_ string, from, to gobreaker.State) {
 			now := time.Now()

@@ -143,7 +143,9 @@ type BreakerSettings struct {
 	// Default 5.
 	ConsecutiveFailures uint32
 	// FailureRatio trips the breaker when failures/requests in the rolling
-	// Window reach it, once MinRequests were seen. Default 0.5.
+	// Window reach it, once MinRequests were seen. Default 0.5. Outcomes the
+	// breaker excludes (a Class.CallerFault, a 429, a cancellation) count as
+	// neither.
 	FailureRatio float64
 	// MinRequests is the number of requests in Window before FailureRatio
 	// applies. Default 10.
