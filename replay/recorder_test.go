@@ -17,6 +17,8 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tpsroute/tpsroute/route"
 )
 
 func TestRecorderRedactsSecrets(t *testing.T) {
@@ -194,5 +196,57 @@ func TestRecorderRedactsResponseBodies(t *testing.T) {
 			_, err = LoadCassette(rec.Files()[0])
 			require.NoError(t, err)
 		})
+	}
+}
+
+// TestRecorderScrubsEchoedKey: whatever the upstream echoes of the key the
+// request carried (raw, JSON-escaped, percent-encoded; in a header, an error
+// body, a comment, an id line, a chunk's extra field, a body cut across
+// reads), no cassette byte holds it.
+func TestRecorderScrubsEchoedKey(t *testing.T) {
+	const key = "sk-rec-0123456789abcdef"
+	forms := []string{key, `sk\u002drec-0123456789abcdef`, "%73k-rec-0123456789abcdef", `sk-rec-0123456789abc\u0064ef`}
+	sse := func(f string) string {
+		return ": " + f + "\n\nid: " + f + "\n" +
+			`data: {"choices":[{"index":0,"delta":{"content":"` + f + `"}}],"x":"` + f + `"}` + "\n\n" +
+			`data: {"error":{"message":"` + f + `","type":"` + f + `"}}` + "\n\ndata: [DONE]\n\n"
+	}
+	for i, f := range forms {
+		for _, streamed := range []bool{true, false} {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("X-Request-Id", f)
+				if streamed {
+					w.Header().Set("Content-Type", "text/event-stream")
+					_, _ = io.WriteString(w, sse(f))
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnauthorized)
+				body := `{"error":{"message":"Incorrect API key provided: ` + f + `","code":"` + f + `"}}`
+				half := len(body) - 20 // the key straddles two reads
+				_, _ = io.WriteString(w, body[:half])
+				w.(http.Flusher).Flush()
+				_, _ = io.WriteString(w, body[half:])
+			}))
+			dir := t.TempDir()
+			rec := NewRecorder(srv.Client().Transport, dir)
+			req, err := http.NewRequest(http.MethodPost, srv.URL+"/v1/chat/completions?api_key="+key, strings.NewReader(`{"model":"m","stream":true}`))
+			require.NoError(t, err)
+			req.Header.Set("Authorization", "Bearer "+key)
+			resp, err := rec.RoundTrip(req)
+			require.NoError(t, err)
+			_, _ = io.ReadAll(resp.Body)
+			require.NoError(t, resp.Body.Close())
+			srv.Close()
+			require.NoError(t, rec.Err())
+			files := rec.Files()
+			require.Len(t, files, 1)
+			raw, err := os.ReadFile(files[0])
+			require.NoError(t, err)
+			sc := route.NewScrubber(route.Deployment{APIKey: key})
+			assert.False(t, sc.Contains(raw), "form %d, streamed %v:\n%s", i, streamed, raw)
+			_, err = LoadCassette(files[0])
+			require.NoError(t, err, "the scrubbed cassette still loads")
+		}
 	}
 }
