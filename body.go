@@ -2,13 +2,18 @@ package tpsroute
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
+	"github.com/tpsroute/tpsroute/internal/jsoncheck"
+	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 )
 
@@ -23,25 +28,37 @@ type requestInfo struct {
 }
 
 // readRequest reads the fields routing needs from body without decoding it,
-// and checks their types: a *RequestError names the first bad field.
+// and checks their types: a *RequestError names the first bad field. body is
+// checked by jsoncheck.Valid (iterative, at most jsoncheck.MaxDepth levels)
+// before gjson, which recurses once per level, reads it. The strings it
+// returns are copies: a model name or cache key kept after the call (as a
+// statistics key, say) never keeps the body alive.
 func readRequest(body []byte) (requestInfo, error) {
-	if !gjson.ValidBytes(body) {
-		return requestInfo{}, &RequestError{Reason: "request body is not valid JSON"}
+	if err := jsoncheck.Valid(body); err != nil {
+		if errors.Is(err, jsoncheck.ErrTooDeep) {
+			return requestInfo{}, &RequestError{Reason: "request body nests arrays and objects deeper than " + strconv.Itoa(jsoncheck.MaxDepth) + " levels"}
+		}
+		return requestInfo{}, &RequestError{Reason: "request body is not valid JSON: " + strings.TrimPrefix(err.Error(), "jsoncheck: ")}
 	}
-	root := gjson.ParseBytes(body)
-	if !root.IsObject() {
+	// gjson reads body in place, without the copy ParseBytes would make;
+	// what is kept is cloned below.
+	js := unsafe.String(unsafe.SliceData(body), len(body))
+	r := func(path string) gjson.Result { return gjson.Get(js, path) }
+	if first := body[skipSpace(body)]; first != '{' {
 		return requestInfo{}, &RequestError{Reason: "request body must be a JSON object"}
 	}
-	r := root.Get
 	model := r("model")
 	if model.Type != gjson.String || model.Str == "" {
 		return requestInfo{}, &RequestError{Param: "model", Reason: "required: a model name string"}
 	}
+	if err := checkModelName("model", model.Str); err != nil {
+		return requestInfo{}, err
+	}
 	if m := r("messages"); !m.IsArray() {
 		return requestInfo{}, &RequestError{Param: "messages", Reason: "required: an array of messages"}
 	}
-	info := requestInfo{RawModel: model.Str}
-	info.Model, info.Revision = route.ParseModel(model.Str)
+	info := requestInfo{RawModel: strings.Clone(model.Str)}
+	info.Model, info.Revision = route.ParseModel(info.RawModel)
 	switch s := r("stream"); s.Type {
 	case gjson.True:
 		info.Stream = true
@@ -52,7 +69,7 @@ func readRequest(body []byte) (requestInfo, error) {
 	switch k := r("prompt_cache_key"); k.Type {
 	case gjson.Null:
 	case gjson.String:
-		info.CacheKey = k.Str
+		info.CacheKey = strings.Clone(k.Str)
 	default:
 		return requestInfo{}, &RequestError{Param: "prompt_cache_key", Reason: "must be a string"}
 	}
@@ -69,6 +86,23 @@ func readRequest(body []byte) (requestInfo, error) {
 		}
 	}
 	return info, nil
+}
+
+// checkModelName refuses a model name longer than a statistics key may be
+// (measure.MaxKeyBytes): a wildcard deployment would measure it under that
+// name, and the state file would refuse it at the next start. param names
+// the field ("model", "models").
+func checkModelName(param, name string) error {
+	if len(name) > measure.MaxKeyBytes {
+		return &RequestError{Param: param, Reason: "a model name is at most " + strconv.Itoa(measure.MaxKeyBytes) + " bytes, not " + strconv.Itoa(len(name))}
+	}
+	return nil
+}
+
+// skipSpace returns the offset of the first byte of b that is not JSON white
+// space (len(b) if none).
+func skipSpace(b []byte) int {
+	return len(b) - len(bytes.TrimLeft(b, " \t\r\n"))
 }
 
 // attemptBody returns body as one deployment may see it: with the cache hints

@@ -4,13 +4,17 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/gjson"
 
+	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
 )
 
@@ -37,6 +41,8 @@ func TestReadRequest(t *testing.T) {
 		{name: "max tokens fraction", body: `{"model":"m","max_completion_tokens":1.5,` + msgs + `}`, wantParam: "max_completion_tokens", wantErr: "positive integer"},
 		{name: "not an object", body: `[1]`, wantErr: "JSON object"},
 		{name: "invalid", body: `{"model":`, wantErr: "not valid JSON"},
+		{name: "too deep", body: `{"model":"m","messages":[],"x":` + strings.Repeat("[", 129) + strings.Repeat("]", 129) + `}`, wantErr: "deeper than 128 levels"},
+		{name: "model too long", body: `{"model":"` + strings.Repeat("m", 4097) + `",` + msgs + `}`, wantParam: "model", wantErr: "at most 4096 bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -132,4 +138,98 @@ func TestAttemptBuild(t *testing.T) {
 		assert.Equal(t, "t-1", req.Header.Get("X-Trace-Id"))
 		assert.Equal(t, "us-east-1", req.Header.Get("X-Route-Region"))
 	})
+}
+
+// TestReadRequestNested: megabytes of nested brackets are a *RequestError
+// saying so, found without recursion (gjson.ValidBytes recursed once per
+// bracket: about 900 MiB of stack for 4 MiB, a fatal stack overflow for 8).
+func TestReadRequestNested(t *testing.T) {
+	for _, size := range []int{4 << 20, 8 << 20} {
+		body := []byte(`{"model":"m","messages":` + strings.Repeat("[", size) + `}`)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := readRequest(body)
+		runtime.ReadMemStats(&after)
+		var re *RequestError
+		require.ErrorAs(t, err, &re)
+		assert.Contains(t, re.Reason, "deeper than 128 levels")
+		assert.Less(t, after.StackInuse, before.StackInuse+1<<20, "stack growth")
+	}
+	t.Run("through the Transport", func(t *testing.T) {
+		c := mustNew(t, Config{Deployments: []route.Deployment{dep("a", "", "m", "http://a.invalid/v1")}})
+		body := `{"model":"m","messages":` + strings.Repeat("[", 8<<20) + `}`
+		req, err := http.NewRequest(http.MethodPost, "http://caller.invalid/v1/chat/completions", strings.NewReader(body))
+		require.NoError(t, err)
+		resp, err := c.Transport().RoundTrip(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		assert.Contains(t, string(b), "deeper than 128 levels")
+	})
+}
+
+// TestReadRequestCopies: the strings readRequest returns share no memory
+// with the body, or with any copy of it, so a model name or cache key kept
+// after the call (a statistics key, an affinity entry) never keeps the body
+// alive. (gjson.ParseBytes copied the body into one string, of which every
+// field read was a substring.)
+func TestReadRequestCopies(t *testing.T) {
+	pad := strings.Repeat("x", 4<<20)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	info := func() requestInfo {
+		body := []byte(`{"model":"qwen@7","prompt_cache_key":"session-1","messages":[],"pad":"` + pad + `"}`)
+		info, err := readRequest(body)
+		require.NoError(t, err)
+		lo := uintptr(unsafe.Pointer(unsafe.SliceData(body)))
+		hi := lo + uintptr(len(body))
+		for name, s := range map[string]string{"RawModel": info.RawModel, "Model": info.Model, "Revision": info.Revision, "CacheKey": info.CacheKey} {
+			require.NotEmpty(t, s, name)
+			p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+			assert.False(t, p >= lo && p < hi, "%s points into the body", name)
+		}
+		return info
+	}()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	assert.Less(t, int64(after.HeapAlloc)-int64(before.HeapAlloc), int64(1<<20), "heap kept alive by the fields read")
+	assert.Equal(t, "session-1", info.CacheKey)
+	runtime.KeepAlive(pad) // counted in before: it must stay in after
+}
+
+// TestModelNameLimit: a model name longer than a state file's key string
+// (measure.MaxKeyBytes) is refused with a 400 naming the field, in the body
+// and in WithModels; one of exactly that length is served.
+func TestModelNameLimit(t *testing.T) {
+	long, longest := strings.Repeat("m", measure.MaxKeyBytes+1), strings.Repeat("m", measure.MaxKeyBytes)
+	f := newMemFleet()
+	url := f.add("w", map[string]replay.Script{longest: &replay.Profile{OutputTokens: 3}})
+	c := mustNew(t, Config{HTTPClient: &http.Client{Transport: f}, Deployments: []route.Deployment{dep("w", "", "*", url)}})
+	body := func(model string) []byte {
+		return []byte(`{"model":"` + model + `","messages":[{"role":"user","content":"hi"}]}`)
+	}
+	for _, tc := range []struct {
+		name, model string
+		opts        []CallOption
+		param       string
+	}{
+		{"body", long, nil, "model"},
+		{"fallback models", "m", []CallOption{WithModels("n", long)}, "models"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.Do(context.Background(), body(tc.model), tc.opts...)
+			var re *RequestError
+			require.ErrorAs(t, err, &re)
+			assert.Equal(t, tc.param, re.Param)
+			assert.Contains(t, re.Reason, "at most 4096 bytes, not 4097")
+			assert.Equal(t, http.StatusBadRequest, c.HTTPError(err).Status)
+		})
+	}
+	resp, err := c.Do(context.Background(), body(longest))
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	assert.Equal(t, longest, resp.Deployment().Model)
 }

@@ -288,6 +288,11 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 	cl := &call{c: c, cfg: *cc, info: info, hdr: hdr}
 	req := cc.req
 	req.Model = info.RawModel
+	for _, m := range req.Models {
+		if err := checkModelName("models", m); err != nil {
+			return nil, err
+		}
+	}
 	if req.CacheKey == "" {
 		req.CacheKey = info.CacheKey
 		if req.CacheKey == "" {

@@ -10,6 +10,12 @@ type Key struct {
 	Model    string `json:"model"`
 }
 
+// MaxKeyBytes is the longest of a Key's three strings, in bytes, that a
+// state file restores (RestoreState refuses a file holding a longer one).
+// Code that makes keys from a caller's names (a wildcard deployment's model)
+// refuses longer names before measuring anything under them.
+const MaxKeyBytes = maxKeyString
+
 // String returns "provider/region/model", with empty parts kept.
 func (k Key) String() string {
 	return k.Provider + "/" + k.Region + "/" + k.Model
