@@ -123,15 +123,27 @@ func (s *Scrubber) Contains(b []byte) bool {
 	if !s.mayHide(b) {
 		return false
 	}
+	var stack [512]byte // decoding an ordinary event allocates nothing
+	return s.hidden(b, stack[:0])
+}
+
+// hidden reports whether decoding b (see decode), up to maxDecodeRounds
+// times, brings a credential out. scratch is the space to decode into; after
+// the first round each round decodes in place, which is safe because
+// decoding never writes ahead of what it has read.
+func (s *Scrubber) hidden(b, scratch []byte) bool {
 	for range maxDecodeRounds {
-		d := decode(b)
+		d := unpercent(unescapeJSON(scratch[:0], b))
 		if len(d) == len(b) { // nothing decoded: a fixed point
 			return false
 		}
 		if s.hasRaw(d) {
 			return true
 		}
-		b = d
+		if !s.mayHide(d) {
+			return false
+		}
+		b, scratch = d, d
 	}
 	return false
 }
@@ -237,15 +249,18 @@ func decode(b []byte) []byte {
 
 // unescapeJSON appends b to dst with JSON string escapes decoded: the
 // one-letter escapes, \uXXXX and UTF-16 surrogate pairs (a lone surrogate
-// reads U+FFFD). A malformed escape is kept as it is.
+// reads U+FFFD). A malformed escape is kept as it is. dst may be b[:0]:
+// decoding never writes ahead of what it has read.
 func unescapeJSON(dst, b []byte) []byte {
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if c != '\\' || i+1 == len(b) {
-			dst = append(dst, c)
-			continue
+	for {
+		i := bytes.IndexByte(b, '\\')
+		if i < 0 || i+1 == len(b) {
+			return append(dst, b...)
 		}
-		switch e := b[i+1]; e {
+		dst = append(dst, b[:i]...)
+		b = b[i:] // b[0] is the backslash
+		n := 2    // bytes of b decoded
+		switch e := b[1]; e {
 		case '"', '\\', '/':
 			dst = append(dst, e)
 		case 'b':
@@ -259,44 +274,40 @@ func unescapeJSON(dst, b []byte) []byte {
 		case 't':
 			dst = append(dst, '\t')
 		case 'u':
-			r, n := hex4(b[i+2:])
-			if n == 0 {
-				dst = append(dst, c)
-				continue
+			r, ok := hex4(b[2:])
+			if !ok {
+				dst, n = append(dst, '\\'), 1
+				break
 			}
-			i += n                         // with the i++ below and the loop's, past the escape
-			if r >= 0xD800 && r < 0xDC00 { // a high surrogate: pair it
-				if len(b) > i+3 && b[i+2] == '\\' && b[i+3] == 'u' {
-					if lo, m := hex4(b[i+4:]); m > 0 && lo >= 0xDC00 && lo < 0xE000 {
-						r = 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00)
-						i += 2 + m
-					}
+			n = 6
+			if r >= 0xD800 && r < 0xDC00 && len(b) >= 12 && b[6] == '\\' && b[7] == 'u' { // a high surrogate: pair it
+				if lo, ok := hex4(b[8:]); ok && lo >= 0xDC00 && lo < 0xE000 {
+					r = 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00)
+					n = 12
 				}
 			}
 			dst = utf8.AppendRune(dst, r) // a lone surrogate is U+FFFD
 		default:
-			dst = append(dst, c)
-			continue
+			dst, n = append(dst, '\\'), 1
 		}
-		i++
+		b = b[n:]
 	}
-	return dst
 }
 
-// hex4 reads four hex digits at the start of b: the value and 4, or 0, 0.
-func hex4(b []byte) (rune, int) {
+// hex4 reads four hex digits at the start of b.
+func hex4(b []byte) (rune, bool) {
 	if len(b) < 4 {
-		return 0, 0
+		return 0, false
 	}
 	var r rune
 	for _, c := range b[:4] {
 		v, ok := unhex(c)
 		if !ok {
-			return 0, 0
+			return 0, false
 		}
 		r = r<<4 | rune(v)
 	}
-	return r, 4
+	return r, true
 }
 
 func unhex(c byte) (byte, bool) {
@@ -313,8 +324,12 @@ func unhex(c byte) (byte, bool) {
 
 // unpercent decodes %XX in place and returns the shortened b.
 func unpercent(b []byte) []byte {
-	j := 0
-	for i := 0; i < len(b); i++ {
+	i := bytes.IndexByte(b, '%')
+	if i < 0 {
+		return b
+	}
+	j := i
+	for ; i < len(b); i++ {
 		if b[i] == '%' && i+2 < len(b) {
 			hi, ok1 := unhex(b[i+1])
 			lo, ok2 := unhex(b[i+2])
