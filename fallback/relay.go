@@ -59,16 +59,16 @@ const maxRelayedHeader = 512
 // most maxRelayedHeader bytes, with a value that holds a credential of sc in
 // any form reading route.Redacted.
 func relayHeader(h http.Header, sc *route.Scrubber) http.Header {
-	out := make(http.Header, 8)
+	out := make(http.Header, 4)
 	for k, vs := range h {
 		if len(vs) == 0 || len(vs[0]) > maxRelayedHeader || !relayed(k) {
 			continue
 		}
-		v := vs[0]
-		if sc.Contains([]byte(v)) {
-			v = route.Redacted
+		if sc.Contains([]byte(vs[0])) {
+			out[k] = []string{route.Redacted}
+			continue
 		}
-		out[k] = []string{v}
+		out[k] = vs[:1:1] // shares h's array; an append copies
 	}
 	return out
 }
