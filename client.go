@@ -320,8 +320,7 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 		return nil, c.routeError(err)
 	}
 	if c.wild != nil {
-		model, _ := route.ParseModel(req.Model)
-		if plan = c.wild.admit(plan, model, now); len(plan.Deployments) == 0 {
+		if plan = c.wild.admit(plan, now); len(plan.Deployments) == 0 {
 			return nil, &ModelError{Param: "model", Model: req.Model, Capped: true}
 		}
 	}

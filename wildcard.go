@@ -21,7 +21,10 @@ const wildcardIdle = 15 * time.Minute
 // wildcards admits the models of wildcard deployments that list none: a new
 // model is refused once such a deployment holds max models used within
 // wildcardIdle. It bounds the statistics keys (and memory) that callers
-// inventing model names can create. A wildcard with a Models list is bounded
+// inventing model names can create: at most max names per deployment, each
+// at most measure.MaxKeyBytes long (readRequest and do refuse longer ones)
+// and a copy, never a slice of a request body; a name idle for wildcardIdle
+// is released when a new one needs its place. A wildcard with a Models list is bounded
 // by its list, which the Picker applies. It is safe for concurrent use.
 type wildcards struct {
 	max      int
@@ -60,10 +63,12 @@ func newWildcards(ds []route.Deployment, max int) *wildcards {
 	return w
 }
 
-// admit removes from plan the wildcard candidates that may not serve model,
-// counting those refused for the cap. A candidate it keeps has its model's place
-// reserved until wildcardIdle after now.
-func (w *wildcards) admit(plan route.Plan, model string, now time.Time) route.Plan {
+// admit removes from plan the wildcard candidates whose model (the one
+// their statistics are kept under: the call's model, or a fallback model of
+// WithModels or the gateway's "models") may not be served, counting those
+// refused for the cap. A candidate it keeps has its model's place reserved
+// until wildcardIdle after now.
+func (w *wildcards) admit(plan route.Plan, now time.Time) route.Plan {
 	out := plan.Deployments[:0:0]
 	for _, cd := range plan.Deployments {
 		k := cd.Key()
@@ -71,6 +76,7 @@ func (w *wildcards) admit(plan route.Plan, model string, now time.Time) route.Pl
 			out = append(out, cd)
 			continue
 		}
+		model := k.Model
 		k.Model = route.Wildcard
 		s := w.deps[k]
 		if s == nil || s.admit(model, w.max, now) {

@@ -51,6 +51,22 @@ func TestWildcardModelsAreBounded(t *testing.T) {
 			require.NoError(t, call(c, "m3"), "an idle model gives its place up")
 		})
 	})
+	t.Run("fallback models count against the cap", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			f := newMemFleet()
+			down := map[string]replay.Script{}
+			for i := range 10 {
+				down[fmt.Sprint("m", i)] = replay.WithFaults(&replay.Profile{}, replay.Status(http.StatusServiceUnavailable, "", nil))
+			}
+			c := mustNew(t, Config{HTTPClient: &http.Client{Transport: f}, MaxWildcardModels: 3, Deployments: []route.Deployment{
+				{Provider: "vllm", Model: route.Wildcard, BaseURL: f.add("vllm", down)},
+			}})
+			_, err := c.Chat.Completions.New(context.Background(), userParams("m0", "hi"), WithModels("m1", "m2", "m3", "m4", "m5"))
+			require.Error(t, err)
+			assert.Len(t, c.Stats().Keys(), 3, "statistics for the admitted models only")
+			assert.Equal(t, uint64(3), c.RefusedModels(), "m3, m4 and m5 refused")
+		})
+	})
 	t.Run("default cap", func(t *testing.T) {
 		w := newWildcards([]route.Deployment{{Provider: "p", Model: route.Wildcard, BaseURL: "http://x/v1"}}, 0)
 		assert.Equal(t, DefaultMaxWildcardModels, w.max)
