@@ -43,7 +43,8 @@ type stateSaver struct {
 // is not a state file, or cannot be read, is an error, so that a wrong path
 // is never overwritten. A state file of another version, for other window
 // options, or corrupt, is logged and the Client starts cold; the next save
-// replaces it.
+// replaces it. A damaged key record is logged by name, and the others are
+// restored.
 func restoreState(path string, reg *measure.Registry, deps []route.Deployment, logger *slog.Logger, now time.Time) error {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -58,7 +59,13 @@ func restoreState(path string, reg *measure.Registry, deps []route.Deployment, l
 	switch {
 	case err == nil:
 		logger.Info("tpsroute: statistics restored", "path", path, "saved", info.SavedAt,
-			"keys", info.Keys, "expired", info.Expired, "not_configured", info.Skipped)
+			"keys", info.Keys, "expired", info.Expired, "not_configured", info.Skipped, "damaged", info.Bad)
+		for _, ke := range info.BadKeys {
+			logger.Warn("tpsroute: state file key damaged; not restored, the others are", "path", path, "key", ke.Key.String(), "err", ke.Err)
+		}
+		if n := info.Bad - len(info.BadKeys); n > 0 {
+			logger.Warn("tpsroute: more state file keys damaged; not restored", "path", path, "more", n)
+		}
 		return nil
 	case errors.Is(err, measure.ErrStateFormat):
 		return fmt.Errorf("tpsroute: state file %s: %w; refusing to overwrite it", path, err)
@@ -152,10 +159,14 @@ func (s *stateSaver) close() error {
 // save writes the statistics at now to the state file atomically: into a
 // temporary file in the same directory, synced, then renamed over the file,
 // and the directory synced, so that a crash leaves the old file or the new
-// one, never a part of either.
+// one, never a part of either. A file at the path that is not a state file
+// is never replaced: save returns an error wrapping measure.ErrStateFormat.
 func (s *stateSaver) save(now time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := replaceable(s.path); err != nil {
+		return fmt.Errorf("tpsroute: state file %s: %w; refusing to overwrite it", s.path, err)
+	}
 	var buf bytes.Buffer
 	if err := s.reg.SaveState(&buf, now); err != nil {
 		return err
@@ -164,6 +175,22 @@ func (s *stateSaver) save(now time.Time) error {
 		return fmt.Errorf("tpsroute: state file: %w", err)
 	}
 	return nil
+}
+
+// replaceable returns nil when path names no file or a state file (of any
+// version), which a save may replace, and an error otherwise: one wrapping
+// measure.ErrStateFormat for a file that is not a state file, after reading
+// at most its first 5 bytes.
+func replaceable(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return measure.CheckStateFile(f)
 }
 
 // writeFileAtomic replaces the file at path with data (mode 0600) by a

@@ -143,11 +143,11 @@ func (r *Registry) aggregateLocked(e *entry) *folded {
 				a.ring.addEpoch(s.epoch, s.ok, s.fail)
 			}
 		}
-		a.requests += st.requests
-		a.errors += st.errors
-		a.input += st.input
-		a.cached += st.cached
-		a.output += st.output
+		addCount(&a.requests, st.requests)
+		addCount(&a.errors, st.errors)
+		addCount(&a.input, st.input)
+		addCount(&a.cached, st.cached)
+		addCount(&a.output, st.output)
 		a.cost.addMoney(st.cost)
 	}
 	return a
@@ -346,12 +346,14 @@ func (r *Registry) MergeAt(now time.Time, d *Delta) error {
 	hl := float64(r.opts.HalfLife)
 	rs.ttftE = rs.ttftE.add(d.TTFTEWMA, hl)
 	rs.tpsE = rs.tpsE.add(d.TPSEWMA, hl)
-	rs.requests += d.Requests
-	rs.errors += d.Errors
-	rs.input += d.InputTokens
-	rs.cached += d.CachedTokens
-	rs.output += d.OutputTokens
-	rs.cost.addMoney(d.Cost)
+	// The meters saturate (count.go): a peer's increments, however large,
+	// never wrap them.
+	addCount(&rs.requests, d.Requests)
+	addCount(&rs.errors, d.Errors)
+	addCount(&rs.input, d.InputTokens)
+	addCount(&rs.cached, d.CachedTokens)
+	addCount(&rs.output, d.OutputTokens)
+	rs.cost.addMoney(Money{Dollars: min(max(d.Cost.Dollars, 0), maxCount), Picodollars: min(max(d.Cost.Picodollars, 0), picoPerDollar-1)})
 	if !d.Newest.IsZero() {
 		rs.newest = max(rs.newest, min(d.Newest.UnixNano(), now.UnixNano()))
 	}
@@ -414,8 +416,8 @@ func (d *Delta) UnmarshalBinary(data []byte) error {
 	n := dd.count("delta outcomes", 1<<16)
 	for range n {
 		o := Outcomes{Epoch: dd.varint("delta outcome epoch")}
-		o.OK = dd.count("delta outcome count", math.MaxInt64/2)
-		o.Fail = dd.count("delta outcome count", math.MaxInt64/2)
+		o.OK = dd.count("delta outcome count", maxCount)
+		o.Fail = dd.count("delta outcome count", maxCount)
 		if dd.err != nil {
 			return dd.err
 		}
@@ -430,7 +432,7 @@ func (d *Delta) UnmarshalBinary(data []byte) error {
 		}
 	}
 	for _, p := range []*int64{&nd.Requests, &nd.Errors, &nd.InputTokens, &nd.CachedTokens, &nd.OutputTokens, &nd.Cost.Dollars, &nd.Cost.Picodollars} {
-		*p = dd.count("delta meter", math.MaxInt64/2)
+		*p = dd.count("delta meter", maxCount)
 	}
 	if nd.Cost.Picodollars >= picoPerDollar {
 		dd.fail("delta picodollars out of range")

@@ -102,7 +102,8 @@
 //	stats:       key {provider, region, model}, ttft, tps, tpot, e2e, chunk_gap,
 //	             requests, successes, errors, canceled, timeouts, error_rate,
 //	             errors_by_phase {connect, headers, first_token, mid_stream},
-//	             errors_by_class {class: count}, in_flight, newest,
+//	             errors_by_class {class: count}, implausible_usage,
+//	             in_flight, newest,
 //	             input_tokens, cached_tokens, output_tokens, reasoning_tokens,
 //	             cost_usd, cost_exact {dollars, picodollars},
 //	             cache_unknown, cache_cold, cache_warm (the same fields per
@@ -137,7 +138,11 @@
 // empty Registry from it as of a given time, so a file saved three minutes
 // ago restores statistics three minutes older. A malformed file is a typed
 // error (ErrStateFormat, ErrStateVersion, ErrStateCorrupt, ErrIncompatible)
-// and restores nothing. The root's Config.StateFile uses them.
+// and restores nothing; a file that is not a state file is refused after
+// its first 5 bytes. A damaged key record in a whole file is skipped
+// (RestoreInfo.BadKeys) and the rest restored. Counters and meters
+// saturate at what a state file holds, so a Registry never saves a state
+// it would refuse. The root's Config.StateFile uses them.
 //
 // # Memory and speed
 //

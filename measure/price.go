@@ -37,19 +37,22 @@ func (p Price) perToken() tokenPrice {
 }
 
 // maxTokensPerSample bounds the token counts a single sample may contribute
-// to cost, so that tokens*price cannot overflow int64 picodollars.
+// to cost.
 const maxTokensPerSample = 1 << 32
 
-// cost returns the picodollars of one call. input includes cached.
+// cost returns the picodollars of one call, saturating at maxCount (count.go).
+// input includes cached.
 func (p tokenPrice) cost(input, cached, output int64) int64 {
 	input = min(max(input, 0), maxTokensPerSample)
 	cached = min(max(cached, 0), input)
 	output = min(max(output, 0), maxTokensPerSample)
-	return (input-cached)*p.input + cached*p.cached + output*p.output
+	c := addCapped(mulCapped(input-cached, p.input), mulCapped(cached, p.cached), maxCount)
+	return addCapped(c, mulCapped(output, p.output), maxCount)
 }
 
 // Money is an exact amount of US dollars: Dollars plus Picodollars
 // (1e-12 dollars), with 0 <= Picodollars < 1e12. Sums of Money do not drift.
+// The Registry's cost meters saturate at 2^62-1 dollars rather than wrap.
 // A Money is a plain value, safe for concurrent reads.
 type Money struct {
 	Dollars     int64 `json:"dollars"`
@@ -58,17 +61,20 @@ type Money struct {
 
 const picoPerDollar = 1_000_000_000_000
 
-// add adds p picodollars (p >= 0).
+// add adds p picodollars (p in [0, maxCount]); Dollars saturates at
+// maxCount.
 func (m *Money) add(p int64) {
-	m.Picodollars += p
+	m.Picodollars += max(p, 0)
 	if m.Picodollars >= picoPerDollar {
-		m.Dollars += m.Picodollars / picoPerDollar
+		m.Dollars = addCapped(m.Dollars, m.Picodollars/picoPerDollar, maxCount)
 		m.Picodollars %= picoPerDollar
 	}
 }
 
+// addMoney adds o (its Dollars in [0, maxCount]); Dollars saturates at
+// maxCount.
 func (m *Money) addMoney(o Money) {
-	m.Dollars += o.Dollars
+	m.Dollars = addCapped(m.Dollars, o.Dollars, maxCount)
 	m.add(o.Picodollars)
 }
 

@@ -153,6 +153,7 @@ type entry struct {
 	tpsSince    int64    // UnixNano of the latest TPS change; 0 none
 	ttftSince   int64    // UnixNano of the latest TTFT change; 0 none
 	classes     map[string]int64
+	implausible int64                    // samples whose usage tps found implausible (Stats.ImplausibleUsage)
 	remote      *folded                  // merged from other Registries (MergeAt); nil until then
 	load        loadTrack                // in flight over time (load.go)
 	fit         loadFit                  // TPS against load (load.go)
@@ -200,7 +201,8 @@ func (o *outcomeRing) add(now int64, ok bool) {
 	}
 }
 
-// addEpoch adds counts to the slot of epoch e, if still inside the ring.
+// addEpoch adds counts (non-negative) to the slot of epoch e, if still
+// inside the ring; each count saturates at maxOutcomes.
 func (o *outcomeRing) addEpoch(e, ok, fail int64) {
 	s := &o.slots[mod(e, int64(len(o.slots)))]
 	if s.any == 0 || s.epoch < e {
@@ -208,9 +210,9 @@ func (o *outcomeRing) addEpoch(e, ok, fail int64) {
 	} else if s.epoch > e {
 		return // older than the window
 	}
-	s.any += ok + fail
-	s.ok += ok
-	s.fail += fail
+	s.ok = addCapped(s.ok, ok, maxOutcomes)
+	s.fail = addCapped(s.fail, fail, maxOutcomes)
+	s.any = s.ok + s.fail
 }
 
 func (o *outcomeRing) sum(now int64) (ok, fail int64) {
@@ -301,9 +303,9 @@ func (r *Registry) Record(k Key, s tps.Sample) { r.RecordClass(k, s, "") }
 // RecordClass is Record for a sample whose error class its caller has
 // already determined: class names it in Stats.ErrorsByClass (ClassTimeout,
 // ClassCanceled, ClassOther or a caller's own name; at most 32 distinct
-// names per key, the rest count as ClassOther) instead of one read from
-// s.Err. It is ignored for a successful sample; "" means classify s.Err as
-// Record does.
+// names per key of at most 256 bytes each, the rest count as ClassOther)
+// instead of one read from s.Err. It is ignored for a successful sample; ""
+// means classify s.Err as Record does.
 func (r *Registry) RecordClass(k Key, s tps.Sample, class string) {
 	now := time.Now()
 	if !s.Start.IsZero() {
@@ -318,7 +320,11 @@ func (r *Registry) RecordClass(k Key, s tps.Sample, class string) {
 //
 // What counts where:
 //   - Every sample counts in Requests, tokens and cost, whatever its outcome:
-//     tokens delivered before an error were generated and billed.
+//     tokens delivered before an error were generated and billed. Counts
+//     and meters saturate at 2^62-1 (what a state file holds) rather than
+//     wrap; a negative count counts as 0.
+//   - A sample whose usage tps did not trust (s.Implausible) counts in
+//     ImplausibleUsage.
 //   - A sample fails when s.Err is non-nil or s.ErrPhase is not PhaseNone.
 //     A failure counts in Errors, ErrorsByPhase, ErrorsByClass and the
 //     windowed error rate, except the ClassCanceled class (the caller gave
@@ -350,6 +356,9 @@ func (r *Registry) RecordClassAt(now time.Time, k Key, s tps.Sample, class strin
 	if failed && class == "" {
 		class = classOf(s.Err) // outside the key's lock
 	}
+	if len(class) > maxClassString {
+		class = ClassOther // a state file holds no longer name
+	}
 	e := r.locked(k)
 	defer e.mu.Unlock()
 
@@ -365,19 +374,19 @@ func (r *Registry) RecordClassAt(now time.Time, k Key, s tps.Sample, class strin
 	e.lastSeen = max(e.lastSeen, t)
 	e.newest = max(e.newest, t)
 
-	st.requests++
+	addCount(&st.requests, 1)
 	if failed {
 		switch class {
 		case ClassCanceled:
-			st.canceled++
+			addCount(&st.canceled, 1)
 		case ClassCaller: // in ErrorsByClass only
 		default:
-			st.errors++
+			addCount(&st.errors, 1)
 			if p := s.ErrPhase; p > tps.PhaseNone && int(p) < len(st.byPhase) {
-				st.byPhase[p]++
+				addCount(&st.byPhase[p], 1)
 			}
 			if class == ClassTimeout {
-				st.timeouts++
+				addCount(&st.timeouts, 1)
 			}
 			st.ring.add(t, false)
 		}
@@ -387,16 +396,19 @@ func (r *Registry) RecordClassAt(now time.Time, k Key, s tps.Sample, class strin
 		if _, ok := e.classes[class]; !ok && len(e.classes) >= maxClasses {
 			class = ClassOther
 		}
-		e.classes[class]++
+		e.classes[class] = addCapped(e.classes[class], 1, maxCount)
 	} else {
-		st.successes++
+		addCount(&st.successes, 1)
 		st.ring.add(t, true)
 	}
+	if s.Implausible != tps.ImplausibleNone {
+		addCount(&e.implausible, 1)
+	}
 
-	st.input += max(s.InputTokens, 0)
-	st.cached += max(s.CachedTokens, 0)
-	st.output += max(s.OutputTokens, 0)
-	st.reasoning += max(s.ReasoningTokens, 0)
+	addCount(&st.input, s.InputTokens)
+	addCount(&st.cached, s.CachedTokens)
+	addCount(&st.output, s.OutputTokens)
+	addCount(&st.reasoning, s.ReasoningTokens)
 	st.cost.add(e.price.cost(s.InputTokens, s.CachedTokens, s.OutputTokens))
 
 	shifted := false

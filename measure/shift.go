@@ -177,5 +177,5 @@ func cusum(c float64, n int32, step float64) (float64, int32) {
 	if c <= 0 {
 		return 0, 0
 	}
-	return c, n + 1
+	return c, min(n, math.MaxInt32-1) + 1 // a state file holds up to MaxInt32
 }

@@ -77,8 +77,12 @@ type Stats struct {
 	// between output chunks, in seconds.
 	ChunkGap      Dist             `json:"chunk_gap"`
 	ErrorsByClass map[string]int64 `json:"errors_by_class"` // failures (and cancellations) by class
-	InFlight      int64            `json:"in_flight"`       // calls begun and not ended
-	Newest        time.Time        `json:"newest"`          // time of the newest sample; zero if none
+	// ImplausibleUsage counts the samples whose reported usage tps did not
+	// trust (tps.Sample.Implausible; docs/METRICS.md, "Plausible usage"):
+	// a deployment that reports more tokens than it streams.
+	ImplausibleUsage int64     `json:"implausible_usage"`
+	InFlight         int64     `json:"in_flight"` // calls begun and not ended
+	Newest           time.Time `json:"newest"`    // time of the newest sample; zero if none
 
 	Unknown CacheStats `json:"cache_unknown"` // tps.CacheUnknown
 	Cold    CacheStats `json:"cache_cold"`    // tps.CacheCold
@@ -196,7 +200,7 @@ func (r *Registry) stats(e *entry, now time.Time) Stats {
 	defer e.mu.Unlock()
 	r.refresh(e, now)
 	t := now.UnixNano()
-	st := Stats{Key: e.key, InFlight: e.inflight.Load(), ErrorsByClass: maps.Clone(e.classes)}
+	st := Stats{Key: e.key, InFlight: e.inflight.Load(), ErrorsByClass: maps.Clone(e.classes), ImplausibleUsage: e.implausible}
 	if st.ErrorsByClass == nil {
 		st.ErrorsByClass = map[string]int64{}
 	}
@@ -254,19 +258,20 @@ func cacheStats(now time.Time, states ...*stateStats) CacheStats {
 		o, f := s.ring.sum(now.UnixNano())
 		ok += o
 		fail += f
-		cs.Requests += s.requests
-		cs.Successes += s.successes
-		cs.Errors += s.errors
-		cs.Canceled += s.canceled
-		cs.Timeouts += s.timeouts
-		cs.ErrorsByPhase.Connect += s.byPhase[tps.PhaseConnect]
-		cs.ErrorsByPhase.Headers += s.byPhase[tps.PhaseHeaders]
-		cs.ErrorsByPhase.FirstToken += s.byPhase[tps.PhaseFirstToken]
-		cs.ErrorsByPhase.MidStream += s.byPhase[tps.PhaseMidStream]
-		cs.InputTokens += s.input
-		cs.CachedTokens += s.cached
-		cs.OutputTokens += s.output
-		cs.ReasoningTokens += s.reasoning
+		// The states' counters add up saturating, as each of them does.
+		addCount(&cs.Requests, s.requests)
+		addCount(&cs.Successes, s.successes)
+		addCount(&cs.Errors, s.errors)
+		addCount(&cs.Canceled, s.canceled)
+		addCount(&cs.Timeouts, s.timeouts)
+		addCount(&cs.ErrorsByPhase.Connect, s.byPhase[tps.PhaseConnect])
+		addCount(&cs.ErrorsByPhase.Headers, s.byPhase[tps.PhaseHeaders])
+		addCount(&cs.ErrorsByPhase.FirstToken, s.byPhase[tps.PhaseFirstToken])
+		addCount(&cs.ErrorsByPhase.MidStream, s.byPhase[tps.PhaseMidStream])
+		addCount(&cs.InputTokens, s.input)
+		addCount(&cs.CachedTokens, s.cached)
+		addCount(&cs.OutputTokens, s.output)
+		addCount(&cs.ReasoningTokens, s.reasoning)
 		cs.CostExact.addMoney(s.cost)
 	}
 	if ok+fail > 0 {

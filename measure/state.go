@@ -39,10 +39,17 @@ import (
 // when the key has either; tag 4 what other Registries merged in (fleet
 // mode), when there is any; tag 5 the change detectors' spreads from
 // before their changes (shift.go), after tag 1, when one differs from its
-// detector's variance (a reader sets them to it without the section).
+// detector's variance (a reader sets them to it without the section); tag
+// 6 the count of samples whose usage was implausible, when not 0.
 // A reader skips sections whose tag it does not know, so a later writer may
 // add sections without a new version; a change that would make skipping
 // wrong changes the version byte.
+//
+// A reader checks the header before it reads on, so that a file that is
+// not a state file is never read whole. A damaged key record (a value out
+// of range, a string too long, a section or the key written twice) is
+// skipped and the rest restored; a damaged file (header, checksum, framing)
+// restores nothing.
 
 const (
 	stateMagic   = "TPSS"
@@ -53,6 +60,7 @@ const (
 	tagShape = 3 // the load model and the prompt-size classes
 	tagFleet = 4 // what other Registries merged in (MergeAt)
 	tagCalm  = 5 // the change detectors' spreads from before their changes (shift.go)
+	tagUsage = 6 // the count of implausible usage (Stats.ImplausibleUsage)
 
 	maxStateBytes  = 1 << 30 // RestoreState reads at most this much
 	maxKeyString   = 4096    // bytes in one of a Key's strings
@@ -60,6 +68,11 @@ const (
 	// maxStateTime bounds every time in a state file (UnixNano, about the
 	// years 1897 to 2043), so that rebasing cannot overflow.
 	maxStateTime = 1 << 61
+	// maxBadKeys is how many skipped key records RestoreInfo.BadKeys names.
+	maxBadKeys = 16
+	// keyNameBytes is how much of a string longer than maxKeyString a
+	// KeyError keeps to name it.
+	keyNameBytes = 64
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -69,13 +82,14 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 var (
 	// ErrStateFormat means the bytes are not a tpsroute state file (no
 	// "TPSS" magic): a caller that writes state files should not overwrite
-	// such a file.
+	// such a file (CheckStateFile).
 	ErrStateFormat = errors.New("measure: not a state file")
 	// ErrStateVersion means a state file of a format version this package
 	// does not read.
 	ErrStateVersion = errors.New("measure: unsupported state file version")
 	// ErrStateCorrupt means a state file that is truncated, fails its
-	// checksum or holds values out of range.
+	// checksum or holds values out of range; or, wrapped in a KeyError, one
+	// key record that was skipped.
 	ErrStateCorrupt = errors.New("measure: corrupt state file")
 	// ErrStateNotEmpty means RestoreState was called on a Registry that
 	// already holds a key.
@@ -98,7 +112,32 @@ type RestoreInfo struct {
 	Expired int
 	// Skipped counts the keys not restored because keep rejected them.
 	Skipped int
+	// Bad counts the key records not restored because they were damaged:
+	// a value out of range, a key string longer than 4096 bytes, a section
+	// written twice, or the key written twice (every copy is dropped). The
+	// file's other keys are restored (docs/STATE.md, "Errors").
+	Bad int
+	// BadKeys names the first 16 of them, and what was wrong with each.
+	BadKeys []*KeyError
 }
+
+// KeyError is a key record of a state file that RestoreState skipped
+// (RestoreInfo.BadKeys): its key and what was wrong with it. The rest of
+// the file was restored. A KeyError is a plain value, safe for concurrent
+// reads.
+type KeyError struct {
+	// Key is the record's key. A string longer than the 4096 bytes a state
+	// file holds is cut to its first 64 bytes followed by "…".
+	Key Key
+	// Err says what was wrong; it wraps ErrStateCorrupt.
+	Err error
+}
+
+// Error returns Err's message followed by the key.
+func (e *KeyError) Error() string { return fmt.Sprintf("%v (key %q)", e.Err, e.Key.String()) }
+
+// Unwrap returns Err.
+func (e *KeyError) Unwrap() error { return e.Err }
 
 // SaveState writes the Registry's statistics at now to w in the state file
 // format (docs/STATE.md): for every key and cache state, the windows'
@@ -107,7 +146,10 @@ type RestoreInfo struct {
 // the error classes and the token and cost meters, with every time as Unix
 // nanoseconds. Keys idle for longer than Options.TTL at now are left out
 // (RestoreState would not restore them), and so are keys with neither a
-// sample of their own nor merged data. What other Registries merged in
+// sample of their own nor merged data, and keys with a string longer than
+// the 4096 bytes a state file holds (a caller's long model name on a
+// wildcard deployment). Counters are at most 2^62-1 (they saturate there),
+// what RestoreState accepts. What other Registries merged in
 // (MergeAt, fleet mode) is saved in a section of its own. Calls in flight
 // are not saved. Each key is read under its own lock, as Snapshot does, so Records
 // may go on meanwhile; the bytes are written with one Write at the end.
@@ -137,6 +179,9 @@ func (r *Registry) appendState(b []byte, now time.Time) []byte {
 	n := 0
 	var sec, scratch []byte
 	for _, k := range keys {
+		if !k.fits() {
+			continue
+		}
 		e := m[k]
 		e.mu.Lock()
 		if e.dead || t-e.lastSeen > int64(o.TTL) || !e.hasData() {
@@ -171,12 +216,27 @@ func (r *Registry) appendState(b []byte, now time.Time) []byte {
 			}
 			body = appendSection(body, tagCalm, sec)
 		}
+		if e.implausible > 0 {
+			sec = sec[:0]
+			putCount(&sec, e.implausible, maxCount)
+			body = appendSection(body, tagUsage, sec)
+		}
 		e.mu.Unlock()
 		enc.EncodeUvarint64(&body, 0)
 	}
 	enc.EncodeUvarint64(&b, uint64(n))
 	b = append(b, body...)
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
+}
+
+// fits reports whether each of k's strings fits in a state file.
+func (k Key) fits() bool {
+	return len(k.Provider) <= maxKeyString && len(k.Region) <= maxKeyString && len(k.Model) <= maxKeyString
+}
+
+// putCount appends a counter, clamped to [0, limit]: what a reader accepts.
+func putCount(b *[]byte, v, limit int64) {
+	enc.EncodeUvarint64(b, uint64(min(max(v, 0), limit)))
 }
 
 func appendSection(b []byte, tag uint64, sec []byte) []byte {
@@ -256,7 +316,7 @@ func (e *entry) appendKeySection(b []byte, now time.Time, scratch *[]byte) []byt
 	enc.EncodeUvarint64(&b, uint64(len(names)))
 	for _, c := range names {
 		appendString(&b, c)
-		enc.EncodeUvarint64(&b, uint64(max(e.classes[c], 0)))
+		putCount(&b, e.classes[c], maxCount)
 	}
 	return b
 }
@@ -307,7 +367,7 @@ func (s *stateStats) appendSection(b []byte, now time.Time, scratch *[]byte) []b
 		appendEWMA(&b, e)
 	}
 	for _, v := range s.counters() {
-		enc.EncodeUvarint64(&b, uint64(max(*v, 0)))
+		putCount(&b, *v, maxCount)
 	}
 	return s.ring.appendTo(b, now)
 }
@@ -321,7 +381,7 @@ func (rs *folded) appendSection(b []byte, now time.Time, scratch *[]byte) []byte
 		appendEWMA(&b, &e)
 	}
 	for _, v := range rs.counters() {
-		enc.EncodeUvarint64(&b, uint64(max(*v, 0)))
+		putCount(&b, *v, maxCount)
 	}
 	b = rs.ring.appendTo(b, now)
 	enc.EncodeVarint64(&b, rs.newest)
@@ -346,8 +406,8 @@ func (o *outcomeRing) appendTo(b []byte, now time.Time) []byte {
 	for _, s := range o.slots {
 		if s.any > 0 && s.epoch > oldest {
 			enc.EncodeVarint64(&b, s.epoch)
-			enc.EncodeUvarint64(&b, uint64(s.ok))
-			enc.EncodeUvarint64(&b, uint64(s.fail))
+			putCount(&b, s.ok, maxOutcomes)
+			putCount(&b, s.fail, maxOutcomes)
 		}
 	}
 	return b
@@ -374,13 +434,20 @@ func (s *stateStats) counters() []*int64 {
 // are not restored. In-flight counts start at zero. Prices come from
 // Options.Prices, the saved cost meters are kept.
 //
-// The whole file is read and validated before the Registry changes, so on
-// error nothing is restored. Errors wrap ErrStateFormat (not a state file),
-// ErrStateVersion (another format version), ErrStateCorrupt (truncated,
-// checksum or values out of range), ErrIncompatible (saved with another
-// window length, sub-window count or accuracy), ErrStateNotEmpty (the
-// Registry holds a key), or are rd's own. A section of an unknown tag is
-// skipped. RestoreState never panics on any input (FuzzRestoreState).
+// The header is read first: rd that does not begin with a state file's
+// magic is ErrStateFormat after at most 5 bytes read, and another format
+// version is ErrStateVersion, so a file that is not a state file is never
+// read whole. Then the whole file (at most 1 GiB) is read and validated
+// before the Registry changes, so on error nothing is restored. Errors wrap
+// ErrStateFormat (not a state file), ErrStateVersion (another format
+// version), ErrStateCorrupt (truncated, checksum, framing), ErrIncompatible
+// (saved with another window length, sub-window count or accuracy),
+// ErrStateNotEmpty (the Registry holds a key), or are rd's own. A key record
+// that is damaged while the file is whole (a value out of range, a key
+// string too long, a section or the key written twice) is skipped and
+// counted in RestoreInfo.Bad, and the other keys are restored. A section of
+// an unknown tag is skipped. RestoreState never panics on any input
+// (FuzzRestoreState).
 //
 // Restored statistics land where they were: this Registry's own in Stats,
 // what it had merged in Stats.Fleet. An Exporter made after RestoreState
@@ -393,7 +460,14 @@ func (s *stateStats) counters() []*int64 {
 // comes first (and RestoreState returns ErrStateNotEmpty) or lands in the
 // restored state.
 func (r *Registry) RestoreState(rd io.Reader, now time.Time, keep func(Key) bool) (RestoreInfo, error) {
-	data, err := io.ReadAll(io.LimitReader(rd, maxStateBytes+1))
+	head, err := readStateHeader(rd)
+	if err != nil {
+		return RestoreInfo{}, err
+	}
+	if len(head) > len(stateMagic) && head[len(stateMagic)] != stateVersion {
+		return RestoreInfo{}, versionError(head[len(stateMagic)])
+	}
+	data, err := io.ReadAll(io.LimitReader(io.MultiReader(bytes.NewReader(head), rd), maxStateBytes+1))
 	if err != nil {
 		return RestoreInfo{}, err
 	}
@@ -412,6 +486,37 @@ func (r *Registry) RestoreState(rd io.Reader, now time.Time, keep func(Key) bool
 	r.keys.Store(&m)
 	r.restored.Store(info.SavedAt.UnixNano() + int64(info.Shift))
 	return info, nil
+}
+
+// CheckStateFile reads the first bytes of rd, at most 5, and returns nil
+// when they begin a state file (of any format version), an error wrapping
+// ErrStateFormat when they do not (an empty rd included), or rd's own
+// error. A program that replaces a state file checks it first, so that a
+// path naming another file is never overwritten (the root's
+// Config.StateFile does, at every save); RestoreState checks the same
+// header before it reads on.
+func CheckStateFile(rd io.Reader) error {
+	_, err := readStateHeader(rd)
+	return err
+}
+
+// readStateHeader reads the magic and the version byte, or what rd has of
+// them, and returns them, or ErrStateFormat when they are not a state
+// file's beginning, or rd's error.
+func readStateHeader(rd io.Reader) ([]byte, error) {
+	var h [len(stateMagic) + 1]byte
+	n, err := io.ReadFull(rd, h[:])
+	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+		return nil, err
+	}
+	if !bytes.HasPrefix(h[:n], []byte(stateMagic)) {
+		return nil, ErrStateFormat
+	}
+	return h[:n], nil
+}
+
+func versionError(v byte) error {
+	return fmt.Errorf("%w: version %d, this package reads %d", ErrStateVersion, v, stateVersion)
 }
 
 // Restored returns the time the state RestoreState restored was saved at,
@@ -571,7 +676,7 @@ func (r *Registry) decodeState(data []byte, now time.Time, keep func(Key) bool) 
 		return nil, info, corrupt("no version: %v", errTruncated)
 	}
 	if v := data[len(stateMagic)]; v != stateVersion {
-		return nil, info, fmt.Errorf("%w: version %d, this package reads %d", ErrStateVersion, v, stateVersion)
+		return nil, info, versionError(v)
 	}
 	if len(data) < len(stateMagic)+1+4 {
 		return nil, info, corrupt("no checksum: %v", errTruncated)
@@ -608,20 +713,37 @@ func (r *Registry) decodeState(data []byte, now time.Time, keep func(Key) bool) 
 
 	nkeys := d.count("key count", uint64(len(d.b))) // each key takes bytes
 	m := make(map[Key]*entry, min(nkeys, 1024))     // a hint only: nkeys is not trusted yet
-	var dropped map[Key]bool                        // keys decoded and not kept
+	var dropped map[Key]bool                        // keys decoded and not kept, or bad
 	for range nkeys {
-		k := d.key(maxKeyString)
+		k, long := d.recordKey()
 		if d.err != nil {
 			return nil, info, d.err
 		}
-		if _, dup := m[k]; dup || dropped[k] {
-			return nil, info, corrupt("key %v twice", k)
-		}
+		// A record that is damaged inside spoils only itself; d stays
+		// framed at the next record. A framing error is the file's.
 		e, err := r.decodeEntry(d, k, rb)
+		if d.err != nil {
+			return nil, info, fmt.Errorf("%w (key %q)", d.err, k.String())
+		}
+		_, kept := m[k]
+		switch {
+		case long:
+			err = corrupt("key string longer than %d bytes", maxKeyString)
+		case kept || dropped[k]:
+			err = corrupt("key written twice")
+			delete(m, k)
+		}
 		if err != nil {
-			return nil, info, fmt.Errorf("%w (key %v)", err, k)
+			info.Bad++
+			if len(info.BadKeys) < maxBadKeys {
+				info.BadKeys = append(info.BadKeys, &KeyError{Key: k, Err: err})
+			}
+			if long {
+				continue // k only names it: no key of the file can be k
+			}
 		}
 		switch {
+		case err != nil:
 		case !e.hasData():
 			// No cache-state or fleet section: SaveState writes no such
 			// key, so restoring it would not survive the next save.
@@ -648,25 +770,55 @@ func (r *Registry) decodeState(data []byte, now time.Time, keep func(Key) bool) 
 	return m, info, nil
 }
 
-// decodeEntry decodes one key's sections into a new entry.
+// recordKey reads a key record's three strings. One longer than
+// maxKeyString spoils the record but not the framing: long is then true and
+// the Key names it, cut to keyNameBytes and "…".
+func (d *decoder) recordKey() (k Key, long bool) {
+	var strs [3]string
+	for i := range strs {
+		b := d.bytes("key", maxStateBytes)
+		if len(b) > maxKeyString {
+			long = true
+			strs[i] = string(b[:keyNameBytes]) + "…"
+			continue
+		}
+		strs[i] = string(b)
+	}
+	return Key{Provider: strs[0], Region: strs[1], Model: strs[2]}, long
+}
+
+// decodeEntry decodes one key record's sections into a new entry, through
+// the record's terminating 0. A section that does not decode (a value out
+// of range, a section twice) spoils the record: decodeEntry reads on to the
+// record's end and returns the first such error, leaving d framed at the
+// next record. An error of the framing itself (a tag or a length that
+// cannot be read) is d's, and the file's.
 func (r *Registry) decodeEntry(d *decoder, k Key, rb *stateRebase) (*entry, error) {
 	e := r.newEntry(k)
-	var seen [tagCalm + 1]bool // the sections read; all but tagCache come at most once
+	var seen [tagUsage + 1]bool // the sections read; all but tagCache come at most once
+	var bad error
 	for {
 		tag := d.uvarint("section tag")
 		if d.err != nil {
 			return nil, d.err
 		}
 		if tag == 0 {
+			if bad != nil {
+				return nil, bad
+			}
 			return e, nil
 		}
 		sd := &decoder{b: d.bytes("section", maxStateBytes), kind: ErrStateCorrupt}
 		if d.err != nil {
 			return nil, d.err
 		}
+		if bad != nil {
+			continue
+		}
 		if tag < uint64(len(seen)) {
 			if seen[tag] && tag != tagCache {
-				return nil, corrupt("section %d twice", tag)
+				bad = corrupt("section %d twice", tag)
+				continue
 			}
 			seen[tag] = true
 		}
@@ -681,14 +833,17 @@ func (r *Registry) decodeEntry(d *decoder, k Key, rb *stateRebase) (*entry, erro
 			r.decodeFleetSection(sd, e, rb)
 		case tagCalm:
 			if !seen[tagKey] {
-				return nil, corrupt("detector spreads before the key section")
+				bad = corrupt("detector spreads before the key section")
+				continue
 			}
 			decodeCalmSection(sd, e)
+		case tagUsage:
+			e.implausible = sd.count("implausible usage count", maxCount)
 		default:
 			continue // a later version's section: skipped
 		}
 		if err := sd.end(); err != nil {
-			return nil, fmt.Errorf("%w (section %d)", err, tag)
+			bad = fmt.Errorf("%w (section %d)", err, tag)
 		}
 	}
 }
@@ -720,7 +875,7 @@ func decodeKeySection(d *decoder, e *entry, rb *stateRebase) {
 	n := d.count("error classes", maxClasses)
 	for range n {
 		c := string(d.bytes("error class", maxClassString))
-		v := d.count("error class count", math.MaxInt64/2)
+		v := d.count("error class count", maxCount)
 		if d.err != nil {
 			return
 		}
@@ -792,7 +947,7 @@ func (r *Registry) decodeCacheSection(d *decoder, e *entry, rb *stateRebase) {
 	}
 	st.ttftE.e.HalfLife = st.ttftE.HalfLife
 	for _, p := range st.counters() {
-		*p = d.count("counter", math.MaxInt64/2)
+		*p = d.count("counter", maxCount)
 	}
 	if st.cost.Picodollars >= picoPerDollar {
 		d.fail("picodollars out of range")
@@ -808,8 +963,8 @@ func (d *decoder) ring(o *outcomeRing, rb *stateRebase) {
 	bound := int64(maxStateTime) / o.width
 	for range n {
 		ep := d.varint("outcome epoch")
-		ok := d.count("outcome count", math.MaxInt64/4)
-		fail := d.count("outcome count", math.MaxInt64/4)
+		ok := d.count("outcome count", maxOutcomes)
+		fail := d.count("outcome count", maxOutcomes)
 		if ep > bound || ep < -bound {
 			d.fail("outcome epoch out of range")
 		}
@@ -838,7 +993,7 @@ func (r *Registry) decodeFleetSection(d *decoder, e *entry, rb *stateRebase) {
 		*st = ew.state()
 	}
 	for _, p := range rs.counters() {
-		*p = d.count("fleet counter", math.MaxInt64/2)
+		*p = d.count("fleet counter", maxCount)
 	}
 	if rs.cost.Picodollars >= picoPerDollar {
 		d.fail("fleet picodollars out of range")

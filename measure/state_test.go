@@ -6,12 +6,15 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"io"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	enc "github.com/DataDog/sketches-go/ddsketch/encoding"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -375,6 +378,26 @@ func FuzzRestoreState(f *testing.F) {
 	}
 	f.Add(save(f, merged, now), int64(0), true)
 	f.Add([]byte("TPSS\x01"), int64(0), false)
+	f.Add([]byte("TPSS\x02 a later version"), int64(0), false)
+	// Records damaged inside a whole file (TestStateSkipsBadKeys): a
+	// counter out of range, a key string too long, a section twice.
+	implausible := NewRegistry(Options{})
+	for _, k := range []Key{kA, kB} {
+		s := okSample(time.Second, 50, tps.CacheCold)
+		s.Implausible = tps.ImplausibleOverStreamed
+		implausible.RecordAt(now, k, s)
+	}
+	head, recs := splitState(f, save(f, implausible, now))
+	bad := slices.Clone(recs)
+	bad[0].rest = withSection(bad[0].rest, false, tagUsage, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f)
+	f.Add(joinState(head, bad), int64(0), true)
+	bad = slices.Clone(recs)
+	bad[1].keyB = nil
+	appendKey(&bad[1].keyB, Key{Provider: "p", Model: strings.Repeat("m", maxKeyString+1)})
+	f.Add(joinState(head, bad), int64(0), true)
+	bad = slices.Clone(recs)
+	bad[0].rest = withSection(bad[0].rest, false, tagKey)
+	f.Add(joinState(head, bad), int64(0), true)
 	// Bins where no finite value maps (TestRestoreRejectsIndexesNoValueReaches).
 	plantBins(&r.lookup(kA).gaps, now, -hostileSpan, hostileSpan)
 	f.Add(save(f, r, now), int64(0), false)
@@ -395,6 +418,12 @@ func FuzzRestoreState(f *testing.F) {
 			return
 		}
 		require.Equal(t, info.Keys, a.Len())
+		require.LessOrEqual(t, len(info.BadKeys), min(info.Bad, maxBadKeys))
+		for _, ke := range info.BadKeys {
+			require.ErrorIs(t, ke, ErrStateCorrupt)
+			_, restored := a.SnapshotAt(at).Lookup(ke.Key)
+			require.False(t, restored, "a bad key is not restored: %v", ke)
+		}
 		once := save(t, a, at)
 		b := NewRegistry(Options{})
 		_, err = b.RestoreState(bytes.NewReader(once), at, nil)
@@ -409,11 +438,12 @@ func FuzzRestoreState(f *testing.F) {
 	})
 }
 
-// TestRestoreRejectsIndexesNoValueReaches: a state file (valid checksum)
+// TestRestoreRejectsIndexesNoValueReaches: a key record (valid checksum)
 // whose window bins lie where no finite value maps is corrupt
-// (ErrStateCorrupt) and restores nothing, whether the bins are in a key's
-// own windows or in what it merged from the fleet; before, it restored and
-// the restore's own quantiles built one array across the whole span.
+// (ErrStateCorrupt) and not restored, whether the bins are in the key's
+// own windows or in what it merged from the fleet; the file's other keys
+// are. Before, it restored and the restore's own quantiles built one array
+// across the whole span.
 func TestRestoreRejectsIndexesNoValueReaches(t *testing.T) {
 	for _, where := range []string{"own", "fleet"} {
 		t.Run(where, func(t *testing.T) {
@@ -433,18 +463,25 @@ func TestRestoreRejectsIndexesNoValueReaches(t *testing.T) {
 			data := save(t, r, now)
 			a := NewRegistry(Options{})
 			var err error
-			n := allocated(func() { _, err = a.RestoreState(bytes.NewReader(data), now, nil) })
+			var info RestoreInfo
+			n := allocated(func() { info, err = a.RestoreState(bytes.NewReader(data), now, nil) })
 			assert.LessOrEqual(t, n, uint64(4*len(data)+maxQueryBytes), "RestoreState allocated %d bytes", n)
-			require.ErrorIs(t, err, ErrStateCorrupt)
-			assert.ErrorContains(t, err, "bin index")
-			assert.Zero(t, a.Len(), "nothing restored")
+			require.NoError(t, err)
+			require.Equal(t, 1, info.Bad)
+			require.Len(t, info.BadKeys, 1)
+			assert.Equal(t, kA, info.BadKeys[0].Key)
+			require.ErrorIs(t, info.BadKeys[0], ErrStateCorrupt)
+			assert.ErrorContains(t, info.BadKeys[0], "bin index")
+			assert.Equal(t, 2, a.Len(), "the other keys are restored")
+			_, ok := a.Estimate(kA)
+			assert.False(t, ok, "the bad key is not")
 		})
 	}
 }
 
-// TestStateRejectsDuplicateKey: a key written twice is a corrupt file, also
-// when its first copy was not restored (keep rejected it), which the check
-// against the restored keys alone let through.
+// TestStateRejectsDuplicateKey: a key written twice is a corrupt record:
+// neither copy is restored, also when the first copy was not restored (keep
+// rejected it), which the check against the restored keys alone let through.
 func TestStateRejectsDuplicateKey(t *testing.T) {
 	now := t0.Add(time.Hour)
 	one := NewRegistry(Options{})
@@ -462,10 +499,237 @@ func TestStateRejectsDuplicateKey(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := NewRegistry(Options{})
-			_, err := r.RestoreState(bytes.NewReader(dup), now, keep)
-			require.ErrorIs(t, err, ErrStateCorrupt)
-			assert.Contains(t, err.Error(), "twice")
+			info, err := r.RestoreState(bytes.NewReader(dup), now, keep)
+			require.NoError(t, err)
+			require.Equal(t, 1, info.Bad)
+			require.ErrorIs(t, info.BadKeys[0], ErrStateCorrupt)
+			assert.Contains(t, info.BadKeys[0].Error(), "twice")
 			assert.Equal(t, 0, r.Len())
+			assert.Zero(t, info.Keys)
 		})
 	}
+}
+
+// stateRecord is one key record of a state file, split at the end of its
+// key strings.
+type stateRecord struct {
+	key        Key
+	keyB, rest []byte // rest: the sections and the terminating 0
+}
+
+// splitState splits a valid state file into its header (through the
+// half-life, before the key count) and its key records.
+func splitState(t testing.TB, data []byte) ([]byte, []stateRecord) {
+	t.Helper()
+	body := data[:len(data)-4]
+	d := &decoder{b: body[len(stateMagic)+1:], kind: ErrStateCorrupt}
+	d.time("saved")
+	d.uvarint("length")
+	d.uvarint("buckets")
+	d.float("accuracy")
+	d.uvarint("half-life")
+	head := body[:len(body)-len(d.b)]
+	n := d.uvarint("keys")
+	var recs []stateRecord
+	for range n {
+		start := len(d.b)
+		k := d.key(math.MaxUint64)
+		keyEnd := len(d.b)
+		for tag := d.uvarint("tag"); tag != 0; tag = d.uvarint("tag") {
+			d.bytes("section", math.MaxUint64)
+		}
+		require.NoError(t, d.err)
+		off := len(body) - start
+		recs = append(recs, stateRecord{key: k, keyB: body[off : len(body)-keyEnd], rest: body[len(body)-keyEnd : len(body)-len(d.b)]})
+	}
+	require.NoError(t, d.end())
+	return head, recs
+}
+
+// joinState builds a state file, with a good checksum, from a header and
+// records.
+func joinState(head []byte, recs []stateRecord) []byte {
+	b := bytes.Clone(head)
+	enc.EncodeUvarint64(&b, uint64(len(recs)))
+	for _, r := range recs {
+		b = append(append(b, r.keyB...), r.rest...)
+	}
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// withSection returns rest with sec (tag, length, content) added before its
+// terminating 0, or at its start.
+func withSection(rest []byte, first bool, tag uint64, content ...byte) []byte {
+	var sec []byte
+	enc.EncodeUvarint64(&sec, tag)
+	appendBytes(&sec, content)
+	if first {
+		return append(sec, rest...)
+	}
+	return append(append(bytes.Clone(rest[:len(rest)-1]), sec...), 0)
+}
+
+// TestStateSkipsBadKeys: one damaged key record in a file that is whole
+// (good checksum, good framing) is skipped with an error naming it, and the
+// file's other keys are restored as saved; before, the whole file was
+// refused, so one lying deployment discarded every deployment's statistics
+// at every restart.
+func TestStateSkipsBadKeys(t *testing.T) {
+	orig, now := busyRegistry(t, 12)
+	good := save(t, orig, now)
+	head, recs := splitState(t, good)
+	require.Len(t, recs, 3)
+	require.Equal(t, good, joinState(head, recs), "split and join are exact")
+	victim := recs[1]
+	huge := func() []byte {
+		var b []byte
+		enc.EncodeUvarint64(&b, math.MaxInt64)
+		return b
+	}()
+	longModel := strings.Repeat("m", maxKeyString+1)
+	for _, tc := range []struct {
+		name   string
+		damage func(r stateRecord) stateRecord
+		key    Key    // the key the error names
+		msg    string // in the error
+	}{
+		{"a key string too long", func(r stateRecord) stateRecord {
+			r.keyB = nil
+			appendKey(&r.keyB, Key{Provider: r.key.Provider, Region: r.key.Region, Model: longModel})
+			return r
+		}, Key{Provider: victim.key.Provider, Region: victim.key.Region, Model: longModel[:keyNameBytes] + "…"}, "longer than 4096"},
+		{"a counter out of range", func(r stateRecord) stateRecord {
+			r.rest = withSection(r.rest, false, tagUsage, huge...)
+			return r
+		}, victim.key, "implausible usage count"},
+		{"a cache state out of range", func(r stateRecord) stateRecord {
+			r.rest = withSection(r.rest, false, tagCache, 7)
+			return r
+		}, victim.key, "cache state 7"},
+		{"a section twice", func(r stateRecord) stateRecord {
+			r.rest = withSection(r.rest, false, tagKey)
+			return r
+		}, victim.key, "section 1 twice"},
+		{"spreads before the key section", func(r stateRecord) stateRecord {
+			r.rest = withSection(r.rest, true, tagCalm)
+			return r
+		}, victim.key, "before the key section"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := slices.Clone(recs)
+			bad[1] = tc.damage(victim)
+			got := NewRegistry(Options{Prices: map[Key]Price{kA: {Input: 0.5, CachedInput: 0.25, Output: 1.5}}})
+			info, err := got.RestoreState(bytes.NewReader(joinState(head, bad)), now, nil)
+			require.NoError(t, err)
+			assert.Equal(t, 2, info.Keys)
+			assert.Equal(t, 1, info.Bad)
+			require.Len(t, info.BadKeys, 1)
+			ke := info.BadKeys[0]
+			assert.Equal(t, tc.key, ke.Key)
+			assert.ErrorIs(t, ke, ErrStateCorrupt)
+			assert.ErrorContains(t, ke, tc.msg)
+			assert.True(t, strings.HasPrefix(ke.Error(), "measure: "), ke.Error())
+			assert.Contains(t, ke.Error(), tc.key.Provider)
+			want, have := orig.SnapshotAt(now), got.SnapshotAt(now)
+			for _, r := range []stateRecord{recs[0], recs[2]} {
+				a, _ := want.Lookup(r.key)
+				b, ok := have.Lookup(r.key)
+				require.True(t, ok, "%v restored", r.key)
+				assert.Equal(t, a, b, "%v", r.key)
+			}
+			_, ok := have.Lookup(victim.key)
+			assert.False(t, ok, "the damaged key is not restored")
+		})
+	}
+	t.Run("many bad keys: the first 16 named, all counted", func(t *testing.T) {
+		var many []stateRecord
+		for i := range 20 {
+			r := victim
+			r.keyB = nil
+			appendKey(&r.keyB, Key{Provider: "p", Model: strings.Repeat("m", maxKeyString+1+i)})
+			many = append(many, r)
+		}
+		got := NewRegistry(Options{})
+		info, err := got.RestoreState(bytes.NewReader(joinState(head, append(many, recs[0]))), now, nil)
+		require.NoError(t, err)
+		assert.Equal(t, 20, info.Bad)
+		assert.Len(t, info.BadKeys, maxBadKeys)
+		assert.Equal(t, 1, info.Keys)
+	})
+	t.Run("a damaged file is still refused whole", func(t *testing.T) {
+		body := joinState(head, recs)
+		body[len(body)/2] ^= 0x40 // the checksum no longer matches
+		_, err := NewRegistry(Options{}).RestoreState(bytes.NewReader(body), now, nil)
+		require.ErrorIs(t, err, ErrStateCorrupt)
+	})
+}
+
+// countingReader is an endless source of bytes (head, then filler) that
+// counts what was read, and fails once more than limit was.
+type countingReader struct {
+	head  []byte
+	read  int64
+	limit int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	if c.read > c.limit {
+		return 0, errors.New("read on past the header")
+	}
+	n := 0
+	for n < len(p) {
+		if c.read < int64(len(c.head)) {
+			p[n] = c.head[c.read]
+		} else {
+			p[n] = ' '
+		}
+		n++
+		c.read++
+	}
+	return n, nil
+}
+
+// TestRestoreReadsHeaderFirst: a file that is not a state file (issue 34:
+// 1.1 GB of something else behind -state) is ErrStateFormat after 5 bytes
+// read, and one of another version ErrStateVersion, instead of being read
+// whole (up to 1 GiB) first; before, RestoreState read up to 1 GiB and
+// reported ErrStateCorrupt ("larger than"), which the root took for a state
+// file to replace. CheckStateFile is the same check.
+func TestRestoreReadsHeaderFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		head string
+		want error
+	}{
+		{"not a state file", `{"deployments": [`, ErrStateFormat},
+		{"empty", "", ErrStateFormat},
+		{"another version", "TPSS\x07", ErrStateVersion},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rd := &countingReader{head: []byte(tc.head), limit: 1 << 20}
+			if tc.head == "" {
+				_, err := NewRegistry(Options{}).RestoreState(bytes.NewReader(nil), t0, nil)
+				require.ErrorIs(t, err, tc.want)
+				require.ErrorIs(t, CheckStateFile(bytes.NewReader(nil)), ErrStateFormat)
+				return
+			}
+			_, err := NewRegistry(Options{}).RestoreState(rd, t0, nil)
+			require.ErrorIs(t, err, tc.want)
+			assert.LessOrEqual(t, rd.read, int64(len(stateMagic)+1), "bytes read")
+
+			rd = &countingReader{head: []byte(tc.head), limit: 1 << 20}
+			err = CheckStateFile(rd)
+			if tc.want == ErrStateFormat {
+				require.ErrorIs(t, err, ErrStateFormat)
+			} else {
+				require.NoError(t, err, "a state file of another version is a state file")
+			}
+			assert.LessOrEqual(t, rd.read, int64(len(stateMagic)+1), "bytes read")
+		})
+	}
+	t.Run("a state file", func(t *testing.T) {
+		r, now := busyRegistry(t, 13)
+		require.NoError(t, CheckStateFile(bytes.NewReader(save(t, r, now))))
+		require.ErrorIs(t, CheckStateFile(errReader{io.ErrClosedPipe}), io.ErrClosedPipe)
+	})
 }
