@@ -18,6 +18,8 @@ import (
 // safe for concurrent use: the breaker and limiters lock themselves, the rest
 // is guarded by mu or atomic.
 type keyState struct {
+	scrub atomic.Pointer[scrubber] // the deployment's credentials, for all it relays (relay.go)
+
 	breaker   *gobreaker.TwoStepCircuitBreaker[struct{}]
 	forceTrip atomic.Bool // the next failure trips the breaker (401/403)
 
