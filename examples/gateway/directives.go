@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -8,11 +9,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
 	"github.com/tpsroute/tpsroute"
+	"github.com/tpsroute/tpsroute/internal/jsoncheck"
 	"github.com/tpsroute/tpsroute/route"
 )
 
@@ -42,14 +45,29 @@ func badRequest(param, format string, args ...any) *tpsroute.HTTPError {
 		Message: "gateway: " + param + ": " + fmt.Sprintf(format, args...)}
 }
 
+// maxListEntries bounds each list directive: "models", provider.order,
+// provider.only and provider.ignore hold at most this many distinct entries
+// (a repeated entry is dropped as it is read). A longer list is a 400, found
+// after reading at most maxListEntries+1 distinct entries, so that the work
+// of a request's directives is linear in its size and bounded by this after
+// parsing: a list longer than the configured providers, or than the
+// attempts a call makes (at most 10), routes nothing more.
+const maxListEntries = 128
+
 // parseDirectives reads body and the routing headers of h. It never modifies
-// body; the forwarded copy is in directives.body.
+// body; the forwarded copy is in directives.body. body is checked by
+// jsoncheck (iterative, at most jsoncheck.MaxDepth levels) before gjson, which
+// recurses once per level, reads it in place; every string kept in
+// directives.req is a copy, never a slice of body.
 func parseDirectives(body []byte, h http.Header) (*directives, *tpsroute.HTTPError) {
-	if !gjson.ValidBytes(body) {
-		return nil, &tpsroute.HTTPError{Status: http.StatusBadRequest, Type: "invalid_request_error",
-			Message: "gateway: request body is not valid JSON"}
+	if err := jsoncheck.Valid(body); err != nil {
+		msg := "gateway: request body is not valid JSON: " + strings.TrimPrefix(err.Error(), "jsoncheck: ")
+		if errors.Is(err, jsoncheck.ErrTooDeep) {
+			msg = "gateway: request body nests arrays and objects deeper than " + strconv.Itoa(jsoncheck.MaxDepth) + " levels"
+		}
+		return nil, &tpsroute.HTTPError{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: msg}
 	}
-	root := gjson.ParseBytes(body)
+	root := gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body))) // in place: no copy of body
 	if !root.IsObject() {
 		return nil, &tpsroute.HTTPError{Status: http.StatusBadRequest, Type: "invalid_request_error",
 			Message: "gateway: request body must be a JSON object"}
@@ -60,7 +78,7 @@ func parseDirectives(body []byte, h http.Header) (*directives, *tpsroute.HTTPErr
 	switch model.Type {
 	case gjson.Null:
 	case gjson.String:
-		d.req.Model = model.Str
+		d.req.Model = strings.Clone(model.Str)
 	default:
 		return nil, badRequest("model", "must be a string")
 	}
@@ -221,9 +239,15 @@ func (d *directives) parseMaxPrice(v gjson.Result) *tpsroute.HTTPError {
 // X-Route-Provider ("provider" or "provider/region", a pin).
 func (d *directives) parseHeaders(h http.Header) *tpsroute.HTTPError {
 	if v := strings.TrimSpace(h.Get("X-Route-Region")); v != "" {
-		for _, r := range strings.Split(v, ",") {
+		for r := range strings.SplitSeq(v, ",") {
 			if r = strings.TrimSpace(r); r == "" {
 				return badRequest("X-Route-Region", "empty region in %q", v)
+			}
+			if slices.Contains(d.req.Regions, r) {
+				continue
+			}
+			if len(d.req.Regions) == maxListEntries {
+				return badRequest("X-Route-Region", "holds more than %d distinct regions", maxListEntries)
 			}
 			d.req.Regions = append(d.req.Regions, r)
 		}
@@ -238,19 +262,31 @@ func (d *directives) parseHeaders(h http.Header) *tpsroute.HTTPError {
 	return nil
 }
 
-// stringList reads a JSON array of non-empty strings.
+// stringList reads a JSON array of non-empty strings: each distinct string
+// once, copied, in the order of its first occurrence; at most maxListEntries
+// of them.
 func stringList(name string, v gjson.Result) ([]string, *tpsroute.HTTPError) {
 	if !v.IsArray() {
 		return nil, badRequest(name, "must be an array of strings")
 	}
 	var out []string
+	seen := make(map[string]struct{})
 	var bad *tpsroute.HTTPError
 	v.ForEach(func(i, x gjson.Result) bool {
 		if x.Type != gjson.String || x.Str == "" {
 			bad = badRequest(name+"["+strconv.FormatInt(i.Int(), 10)+"]", "must be a non-empty string")
 			return false
 		}
-		out = append(out, x.Str)
+		if _, dup := seen[x.Str]; dup {
+			return true
+		}
+		if len(out) == maxListEntries {
+			bad = badRequest(name, "holds more than %d distinct entries", maxListEntries)
+			return false
+		}
+		s := strings.Clone(x.Str)
+		seen[s] = struct{}{}
+		out = append(out, s)
 		return true
 	})
 	return out, bad
@@ -261,9 +297,13 @@ func intersect(a, b []string) []string {
 	if len(b) == 0 {
 		return a
 	}
+	in := make(map[string]struct{}, len(b))
+	for _, x := range b {
+		in[x] = struct{}{}
+	}
 	var out []string
 	for _, x := range a {
-		if slices.Contains(b, x) {
+		if _, ok := in[x]; ok {
 			out = append(out, x)
 		}
 	}

@@ -63,7 +63,10 @@
 // sent only to deployments that declare the cache_control capability, and
 // prompt_cache_key also keeps a conversation on the deployment that served
 // it. Unknown provider fields, unknown providers and regions, and malformed
-// values are 400 errors naming the field.
+// values are 400 errors naming the field. Each list ("models", order, only,
+// ignore, X-Route-Region) holds at most 128 distinct entries (a repeated one
+// is dropped), and a body nesting arrays and objects deeper than 128 levels is
+// refused before anything parses it (docs/CONFIG.md, Limits).
 //
 // Every answer names the deployment that served it in X-Tpsroute-Deployment
 // ("provider/region/model") and the upstream attempts in X-Tpsroute-Attempts.
