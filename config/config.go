@@ -178,6 +178,10 @@ type fileFallback struct {
 	Stall                 string      `json:"stall"`
 	MaxDuration           string      `json:"max_duration"`
 	FinishGrace           string      `json:"finish_grace"`
+	Silence               string      `json:"silence"`
+	MaxEventBytes         int         `json:"max_event_bytes"`
+	MaxHeldBytes          int         `json:"max_held_bytes"`
+	MaxAnswerBytes        int         `json:"max_answer_bytes"`
 	Attempts              int         `json:"attempts"`
 	AttemptsPerDeployment int         `json:"attempts_per_deployment"`
 	BackoffBase           string      `json:"backoff_base"`
@@ -559,6 +563,7 @@ func (p *converter) fallback(f *fileFallback) (fallback.Options, error) {
 		{"fallback.stall", f.Stall, &o.Deadlines.Stall, true},
 		{"fallback.max_duration", f.MaxDuration, &o.Deadlines.MaxDuration, true},
 		{"fallback.finish_grace", f.FinishGrace, &o.Deadlines.FinishGrace, true},
+		{"fallback.silence", f.Silence, &o.Deadlines.Silence, true},
 		{"fallback.backoff_base", f.BackoffBase, &o.BackoffBase, false},
 		{"fallback.backoff_max", f.BackoffMax, &o.BackoffMax, false},
 		{"fallback.max_wait", f.MaxWait, &o.MaxWait, false},
@@ -586,6 +591,20 @@ func (p *converter) fallback(f *fileFallback) (fallback.Options, error) {
 	}
 	o.MaxAttempts = f.Attempts
 	o.AttemptsPerDeployment = f.AttemptsPerDeployment
+	for _, l := range []struct {
+		field string
+		in    int
+		out   *int
+	}{
+		{"fallback.max_event_bytes", f.MaxEventBytes, &o.Limits.Event},
+		{"fallback.max_held_bytes", f.MaxHeldBytes, &o.Limits.Held},
+		{"fallback.max_answer_bytes", f.MaxAnswerBytes, &o.Limits.Answer},
+	} {
+		if l.in < 0 {
+			return o, p.errorf(l.field, "negative")
+		}
+		*l.out = l.in
+	}
 	var err error
 	if o.MidStream, err = choice(p, "fallback.mid_stream", f.MidStream, "policy", midStreamPolicies); err != nil {
 		return o, err

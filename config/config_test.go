@@ -223,11 +223,11 @@ func TestParseConfigFallbackDeadlines(t *testing.T) {
 		want     fallback.Deadlines
 	}{
 		{"omitted means fallback's defaults", ``, fallback.Deadlines{}},
-		{"set", `"headers":"5s","ttft":"8s","stall":"12s","max_duration":"10m","finish_grace":"500ms"`,
+		{"set", `"headers":"5s","ttft":"8s","stall":"12s","max_duration":"10m","finish_grace":"500ms","silence":"5m"`,
 			fallback.Deadlines{Headers: 5 * time.Second, TTFT: 8 * time.Second, Stall: 12 * time.Second,
-				MaxDuration: 10 * time.Minute, FinishGrace: 500 * time.Millisecond}},
-		{"explicit zero turns each off", `"headers":"0s","ttft":"0","stall":"0s","max_duration":"0s","finish_grace":"0ms"`,
-			fallback.Deadlines{Headers: -1, TTFT: -1, Stall: -1, MaxDuration: -1, FinishGrace: -1}},
+				MaxDuration: 10 * time.Minute, FinishGrace: 500 * time.Millisecond, Silence: 5 * time.Minute}},
+		{"explicit zero turns each off", `"headers":"0s","ttft":"0","stall":"0s","max_duration":"0s","finish_grace":"0ms","silence":"0s"`,
+			fallback.Deadlines{Headers: -1, TTFT: -1, Stall: -1, MaxDuration: -1, FinishGrace: -1, Silence: -1}},
 		{"empty string means the default", `"max_duration":"","finish_grace":""`, fallback.Deadlines{}},
 		{"only max_duration off", `"max_duration":"0s","finish_grace":"3s"`, fallback.Deadlines{MaxDuration: -1, FinishGrace: 3 * time.Second}},
 	}
@@ -239,6 +239,21 @@ func TestParseConfigFallbackDeadlines(t *testing.T) {
 			_, err = tpsroute.New(cfg)
 			require.NoError(t, err, "a parsed config must be accepted by New")
 		})
+	}
+}
+
+func TestParseConfigFallbackLimits(t *testing.T) {
+	const dep = `{"deployments":[{"provider":"a","model":"m","base_url":"http://x/v1"}]`
+	cfg, err := parseClient(strings.NewReader(dep+`,"fallback":{"max_event_bytes":65536,"max_held_bytes":131072,"max_answer_bytes":1048576}}`), nil)
+	require.NoError(t, err)
+	assert.Equal(t, fallback.Limits{Event: 64 << 10, Held: 128 << 10, Answer: 1 << 20}, cfg.Fallback.Limits)
+	cfg, err = parseClient(strings.NewReader(dep+`}`), nil)
+	require.NoError(t, err)
+	assert.Equal(t, fallback.Limits{}, cfg.Fallback.Limits, "omitted: fallback's defaults")
+	for _, f := range []string{"max_event_bytes", "max_held_bytes", "max_answer_bytes"} {
+		_, err := parseClient(strings.NewReader(dep+`,"fallback":{"`+f+`":-1}}`), nil)
+		require.Error(t, err, f)
+		assert.Contains(t, err.Error(), "fallback."+f)
 	}
 }
 

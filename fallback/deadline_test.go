@@ -279,6 +279,33 @@ func TestMaxDuration(t *testing.T) {
 			assert.Equal(t, fallback.ClassNext, last.Class)
 		})
 	})
+	t.Run("silent_before_first_token_alone_ends_at_silence", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			// Alone in the plan, a silent upstream (a role chunk, then
+			// nothing at all) is not awaited for the ceiling.
+			tp := (&tape{}).after(100 * time.Millisecond).role()
+			e := newEnv(map[string]replay.Script{"a-m": tp.cassette("hang")}, fallback.Options{})
+			start := time.Now()
+			_, err := e.do(t, planOf(a), fallback.Call{Stream: true})
+			require.ErrorIs(t, err, fallback.ErrSilent)
+			assert.Equal(t, 100*time.Millisecond+fallback.DefaultSilence, time.Since(start))
+			var fe *fallback.Error
+			require.ErrorAs(t, err, &fe)
+			last, _ := fe.Last()
+			assert.Equal(t, tps.PhaseFirstToken, last.Phase)
+		})
+	})
+	t.Run("slow_but_alive_alone_is_awaited", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			tp := (&tape{}).after(100*time.Millisecond).role().keepAlives(30*time.Second, 10*time.Minute)
+			text := tp.words(3)
+			tp.finish(0)
+			e := newEnv(map[string]replay.Script{"a-m": tp.cassette("eof")}, fallback.Options{})
+			res, err := e.do(t, planOf(a), fallback.Call{Stream: true})
+			require.NoError(t, err)
+			assert.Equal(t, text, drain(t, res.Body).text)
+		})
+	})
 	t.Run("keepalives_after_output_call_override", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			tp := (&tape{}).role()

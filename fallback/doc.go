@@ -46,10 +46,18 @@
 // A data event that is not one valid JSON object is, by default
 // (MalformedSkip), dropped from the bytes the caller reads, counted in
 // tps.Sample.Malformed, and skipped, before and after the first output chunk
-// alike. The MaxMalformed-th (3rd) in one stream, or a line longer than
-// tps.MaxLine (the stream can no longer be framed), fails the stream with
+// alike. The MaxMalformed-th (3rd) in one stream fails the stream with
 // ErrMalformed: before the commit point it fails over invisibly, after it
 // the mid-stream policy applies. MalformedFail fails at the first one.
+//
+// # Limits
+//
+// An attempt holds a bounded number of bytes whatever its upstream sends
+// (Options.Limits): one line or event at most Limits.Event (4 MiB), a
+// streaming call at most Limits.Held (1 MiB) before its first output chunk,
+// a non-streaming call at most Limits.Answer (32 MiB) of stream. Past one,
+// the attempt fails at once with ErrTooLarge, as a fault before output
+// (failover) or a mid-stream error.
 //
 // A non-streaming call commits at the end of the stream: the whole stream is
 // buffered, so a failure at any point restarts on the next deployment.
@@ -68,7 +76,11 @@
 //	503, 529 (overloaded), 408               ClassNext           next (cooldown if Retry-After)                 failure
 //	no headers within HeadersTimeout         ClassNext           next, not retried (ErrHeadersTimeout)          failure
 //	no output within the TTFT deadline       ClassNext           next if any is left, else keep waiting         failure
-//	(keep-alive comments do not count)
+//	(keep-alive comments do not count)                           within Silence
+//	nothing at all for Silence before        ClassNext           the call fails (ErrSilent)                     failure
+//	output, on the plan's last attempt
+//	a line or event past Limits.Event, or    ClassNext           next (ErrTooLarge); after output, a            failure
+//	more held than Limits.Held/Answer                            mid-stream error
 //	attempt longer than MaxDuration          ClassNext           next (ErrMaxDuration)                          failure
 //	before output
 //	in-stream error before output            ClassNext           next (ErrStreamError; context/policy as below) failure

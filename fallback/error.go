@@ -29,6 +29,10 @@ var (
 	// ErrTTFTTimeout means no output chunk arrived within the TTFT deadline while
 	// another deployment was available.
 	ErrTTFTTimeout = errors.New("fallback: TTFT deadline exceeded")
+	// ErrSilent means that on an attempt with nowhere left to fail over to,
+	// nothing at all (no event, no comment) arrived for Deadlines.Silence
+	// before the first output chunk: the upstream went silent.
+	ErrSilent = errors.New("fallback: upstream silent before its first output")
 	// ErrStall means no output chunk arrived for the stall deadline after the
 	// first one. SSE comments do not reset it.
 	ErrStall = errors.New("fallback: stream stalled")
@@ -48,6 +52,10 @@ var (
 	ErrEmptyStream = errors.New("fallback: stream ended without output")
 	// ErrMalformed means a data event could not be decoded as JSON.
 	ErrMalformed = errors.New("fallback: malformed stream event")
+	// ErrTooLarge means the upstream sent more than Options.Limits allow:
+	// a line or event past Limits.Event, or more than Limits.Held before the
+	// first output chunk (Limits.Answer for a non-streaming call).
+	ErrTooLarge = errors.New("fallback: upstream stream exceeds a size limit")
 	// ErrStreamError means the provider sent an error event inside an HTTP 200
 	// stream; the attempt's error also wraps the provider's *openai.Error.
 	ErrStreamError = errors.New("fallback: error event in stream")

@@ -64,6 +64,7 @@ func New(opts Options, hooks Hooks) *Executor {
 		opts.Hedge.Budget = 0.1
 	}
 	opts.Breaker = opts.Breaker.withDefaults()
+	opts.Limits = opts.Limits.withDefaults()
 	e := &Executor{opts: opts, hooks: hooks, transport: hooks.Transport, states: map[measure.Key]*keyState{}}
 	e.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
 	if e.transport == nil {

@@ -23,7 +23,8 @@ const (
 	// DefaultTTFTTimeout bounds the wait for the first output chunk, from the
 	// start of the attempt. It is above the p99 TTFT of interactive chat on a
 	// healthy provider. It only fails over when there is somewhere to go: on
-	// the last deployment of a plan the slow answer is awaited.
+	// the last deployment of a plan the slow answer is awaited, unless it
+	// is silent for DefaultSilence.
 	DefaultTTFTTimeout = 15 * time.Second
 	// DefaultTTFTMultiple and DefaultTTFTFloor make a warm deployment's TTFT
 	// deadline: DefaultTTFTMultiple times its measured TTFT p95 (see
@@ -47,6 +48,13 @@ const (
 	// stream; its job is to release the connection, the in-flight slot and
 	// the caller of a stream that would otherwise never end.
 	DefaultMaxDuration = 30 * time.Minute
+	// DefaultSilence bounds a last attempt's silence before its first
+	// output (Deadlines.Silence). It is far above the TTFT deadline, so
+	// that a slow answer with nowhere else to go is still awaited, and
+	// above the time a reasoning model at its default effort thinks
+	// without sending anything; it is far below DefaultMaxDuration, which
+	// was all that ended a silent upstream before it.
+	DefaultSilence = 2 * time.Minute
 	// DefaultFinishGrace is how long a stream that has finished (a
 	// finish_reason for every choice, or "[DONE]") may stay silent, comments
 	// not counted, before it is ended as a success without waiting for EOF.
@@ -55,6 +63,16 @@ const (
 	// and is all a caller loses to a provider that never closes the stream
 	// (Q2, Q5).
 	DefaultFinishGrace = 2 * time.Second
+	// DefaultMaxEvent is Limits.Event's default: tps.MaxEvent, 4 MiB.
+	DefaultMaxEvent = tps.MaxEvent
+	// DefaultMaxHeld is Limits.Held's default, 1 MiB: what a streaming
+	// call holds before its first output chunk is a role chunk, a few
+	// annotations and keep-alive comments, a few KiB even after minutes in
+	// a provider's queue.
+	DefaultMaxHeld = 1 << 20
+	// DefaultMaxAnswer is Limits.Answer's default, 32 MiB: the stream of a
+	// 128k-token answer at about 250 bytes per chunk.
+	DefaultMaxAnswer = 32 << 20
 	// DefaultAttemptsPerDeployment is how often one deployment is tried in one call.
 	DefaultAttemptsPerDeployment = 2
 	// DefaultBackoffBase is the base of the full-jitter backoff between
@@ -122,10 +140,10 @@ const (
 	// MalformedSkip, the default, drops a malformed data event from the
 	// bytes the caller reads, counts it in tps.Sample.Malformed and reads
 	// on, before and after the first output chunk alike. The MaxMalformed-th
-	// malformed event of one stream, or a line too long to frame
-	// (tps.MaxLine), fails the stream with ErrMalformed: before the first
-	// output chunk the call fails over invisibly, after it the mid-stream
-	// policy applies.
+	// malformed event of one stream fails the stream with ErrMalformed
+	// (and a line or event longer than Limits.Event with ErrTooLarge):
+	// before the first output chunk the call fails over invisibly, after it
+	// the mid-stream policy applies.
 	MalformedSkip MalformedPolicy = iota
 	// MalformedFail fails the stream with ErrMalformed at its first
 	// malformed event. The whole events before it are still delivered.
@@ -265,7 +283,8 @@ type Deadlines struct {
 	// DefaultHeadersTimeout.
 	Headers time.Duration
 	// TTFT bounds the wait for the first output chunk, from the start of the
-	// attempt. It fails over only when another deployment is left to try.
+	// attempt. It fails over only when another deployment is left to try;
+	// on the last one the slow answer is awaited, within Silence.
 	// For a deployment whose TTFT was measured (Hooks.MeasuredTTFT), it is
 	// a cap: the deadline is DefaultTTFTMultiple times the measured p95, at
 	// least DefaultTTFTFloor, plus 0.5 ms per Call.EstimatedInputTokens, at
@@ -282,6 +301,13 @@ type Deadlines struct {
 	// finished, which ends it as a success. Each continuation is a new
 	// attempt with its own ceiling. Default DefaultMaxDuration.
 	MaxDuration time.Duration
+	// Silence bounds, on an attempt with nowhere left to fail over to, how
+	// long nothing at all (no event, no comment) may arrive before the
+	// first output chunk, from the headers or the last byte read: past it
+	// the attempt ends with ErrSilent. An upstream that shows life (a
+	// provider's queue sends keep-alives every few seconds) is awaited up
+	// to MaxDuration. Default DefaultSilence.
+	Silence time.Duration
 	// FinishGrace is how long a finished stream (a finish_reason for every
 	// choice, or "[DONE]") may go without a data event before it ends as a
 	// success, with whatever usage arrived, instead of waiting for an EOF
@@ -297,13 +323,14 @@ func (d Deadlines) Or(def Deadlines) Deadlines {
 	return Deadlines{
 		Headers: cmp.Or(d.Headers, def.Headers), TTFT: cmp.Or(d.TTFT, def.TTFT), Stall: cmp.Or(d.Stall, def.Stall),
 		MaxDuration: cmp.Or(d.MaxDuration, def.MaxDuration), FinishGrace: cmp.Or(d.FinishGrace, def.FinishGrace),
+		Silence: cmp.Or(d.Silence, def.Silence),
 	}
 }
 
 // defaultDeadlines are the deadlines of the zero Options.
 var defaultDeadlines = Deadlines{
 	Headers: DefaultHeadersTimeout, TTFT: DefaultTTFTTimeout, Stall: DefaultStallTimeout,
-	MaxDuration: DefaultMaxDuration, FinishGrace: DefaultFinishGrace,
+	MaxDuration: DefaultMaxDuration, FinishGrace: DefaultFinishGrace, Silence: DefaultSilence,
 }
 
 // HedgeOptions configures hedging: when no output arrives within a delay, the
@@ -381,6 +408,44 @@ type Options struct {
 	// Seed seeds the jitter random source; runs with the same seed and the
 	// same faults back off identically. Zero is a valid seed.
 	Seed uint64
+	// Limits bound the bytes one attempt holds, whatever its upstream
+	// sends. The zero value means the Default* limits.
+	Limits Limits
+}
+
+// Limits bound the bytes one attempt holds, whatever the upstream sends, so
+// that memory per call in flight is a constant (docs/CONFIG.md). Past a
+// limit the attempt fails at once with ErrTooLarge: before the commit point
+// it fails over like any fault before output; after it the caller gets a
+// mid-stream error. A zero or negative field means its Default*. Limits is a
+// value and safe to share.
+type Limits struct {
+	// Event bounds one SSE line, and the data lines of one event together,
+	// in bytes; the stream fails when the cap is passed, not at the line's
+	// end. Default DefaultMaxEvent.
+	Event int
+	// Held bounds the bytes a streaming call holds back before its first
+	// output chunk. Default DefaultMaxHeld.
+	Held int
+	// Answer bounds the bytes of a non-streaming call's stream, which is
+	// held whole until it ends (the commit point). Default
+	// DefaultMaxAnswer.
+	Answer int
+}
+
+// withDefaults returns l with every field that is not positive set to its
+// default.
+func (l Limits) withDefaults() Limits {
+	if l.Event <= 0 {
+		l.Event = DefaultMaxEvent
+	}
+	if l.Held <= 0 {
+		l.Held = DefaultMaxHeld
+	}
+	if l.Answer <= 0 {
+		l.Answer = DefaultMaxAnswer
+	}
+	return l
 }
 
 // Hooks connect an Executor to the rest of a program: the transport that

@@ -68,11 +68,13 @@ type clock struct {
 	headersIn  atomic.Bool
 	lastOut    atomic.Int64 // ns since start of the last output chunk
 	lastEvent  atomic.Int64 // ns since start of the last data event (comments excluded)
+	lastByte   atomic.Int64 // ns since start of the headers or the last read, before output, when !canFailover
 }
 
 // seen is what the tap observed of a run's stream, written during Read.
 type seen struct {
 	output, finish, sawDone, toolCalls, multi, reasoning, malformed bool
+	tooLarge                                                        bool // past Options.Limits: ErrTooLarge
 	errBody                                                         []byte
 	finishes                                                        int64
 	keepText                                                        bool
@@ -162,6 +164,12 @@ func (a *run) due(el time.Duration) (wait time.Duration, cause error) {
 			}
 			return 0, cause
 		}
+		// With nowhere to go the slow answer is awaited, but not a silent
+		// one: Silence bounds the wait from the headers or the last byte
+		// read (a comment counts: it says the upstream is alive).
+		if !a.canFailover && headers && cl.dl.Silence > 0 && at(time.Duration(a.lastByte.Load())+cl.dl.Silence, ErrSilent) {
+			return 0, cause
+		}
 	}
 	return wait, nil
 }
@@ -223,10 +231,11 @@ func (a *run) open(stream bool) bool {
 		a.httpError(req, resp)
 		return false
 	}
+	maxEvent := tps.WithMaxEvent(a.cl.e.opts.Limits.Event)
 	if tk := a.cl.e.hooks.Tokenizer; tk != nil {
-		a.tap = tps.NewTap(resp.Body, a.start, a.onSample, tps.WithObserver(a.observe), tps.WithTokenizer(tk))
+		a.tap = tps.NewTap(resp.Body, a.start, a.onSample, tps.WithObserver(a.observe), maxEvent, tps.WithTokenizer(tk))
 	} else {
-		a.tap = tps.NewTap(resp.Body, a.start, a.onSample, tps.WithObserver(a.observe))
+		a.tap = tps.NewTap(resp.Body, a.start, a.onSample, tps.WithObserver(a.observe), maxEvent)
 	}
 	return a.readToCommit(stream)
 }
@@ -235,6 +244,9 @@ func (a *run) open(stream bool) bool {
 // failure it fails the run and returns false.
 func (a *run) send(req *http.Request) (*http.Response, bool) {
 	resp, err := a.cl.e.transport.RoundTrip(req)
+	if !a.canFailover {
+		a.lastByte.Store(int64(time.Since(a.start)))
+	}
 	a.headersIn.Store(true)
 	if err != nil {
 		if resp != nil && resp.Body != nil {
@@ -309,6 +321,8 @@ func (a *run) streamFailure(err error) (Class, error) {
 		}
 		api := newAPIError(cmp.Or(pe.Status, http.StatusOK), &pe, route.RedactRequest(a.resp.Request), nil)
 		return class, wrap(ErrStreamError, withReason(api, class, &pe))
+	case a.tooLarge:
+		return ClassNext, ErrTooLarge
 	case a.malformed:
 		return ClassNext, ErrMalformed
 	case err == nil:
@@ -341,7 +355,7 @@ func (a *run) cause(err error, def Class) (Class, error) {
 	}
 	if a.ctx.Err() != nil {
 		switch c := context.Cause(a.ctx); c {
-		case ErrHeadersTimeout, ErrTTFTTimeout, ErrMaxDuration, errFinished:
+		case ErrHeadersTimeout, ErrTTFTTimeout, ErrSilent, ErrMaxDuration, errFinished:
 			return ClassNext, c
 		case ErrStall:
 			return ClassMidStream, c
@@ -429,9 +443,13 @@ func (a *run) observe(now time.Time, c *tps.Chunk) {
 		}
 		a.stop(c.Start)
 		return
+	case c.Malformed && c.Unframed: // past Limits.Event: the stream cannot be framed
+		a.tooLarge = true
+		a.stop(c.Start)
+		return
 	case c.Malformed:
 		a.malformedN++
-		if c.Unframed || a.cl.malformed == MalformedFail || a.malformedN >= MaxMalformed {
+		if a.cl.malformed == MalformedFail || a.malformedN >= MaxMalformed {
 			a.malformed = true
 			a.stop(c.Start)
 		} else {
@@ -510,6 +528,9 @@ func (a *run) fill() error {
 		a.buf = nb
 	}
 	n, err := a.tap.Read(a.buf[len(a.buf):cap(a.buf)])
+	if n > 0 && !a.canFailover && !a.output {
+		a.lastByte.Store(int64(time.Since(a.start)))
+	}
 	from := len(a.buf)
 	a.buf = a.buf[:from+n]
 	for _, c := range a.cuts {
@@ -530,8 +551,19 @@ func (a *run) fill() error {
 	if err != nil {
 		a.readErr = err
 	}
+	if held := len(a.buf) - a.off; held > a.cl.e.opts.Limits.Held && !a.committed() {
+		if !a.cl.stream && held <= a.cl.e.opts.Limits.Answer {
+			return err // a non-streaming call holds its whole answer
+		}
+		a.tooLarge = true
+	}
 	return err
 }
+
+// committed reports whether the run passed its commit point: the first
+// output chunk of a streaming call. A non-streaming call commits at its end,
+// after its last fill.
+func (a *run) committed() bool { return a.cl.stream && a.output }
 
 // release releases buf[rel:to], whole events, scrubbed of the deployment's
 // credentials (scrubEvents). A scrubbed event changes length; base moves by

@@ -88,8 +88,8 @@ type Chunk struct {
 	// to the end of the body for a final event without one. Set by Tap
 	// only; zero from Stream and ParseChunk.
 	Start, End int64
-	// Unframed reports a Malformed event that is a line longer than
-	// MaxLine, dropped before its end: its bounds are approximate and the
+	// Unframed reports a Malformed event that is a line or an event longer
+	// than the Tap's cap (WithMaxEvent), reported when the cap was passed: its bounds are approximate and the
 	// stream cannot be relied on to be framed after it. Set by Tap only.
 	Unframed bool
 

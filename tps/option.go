@@ -24,6 +24,7 @@ type options struct {
 	observer  func(now time.Time, c *Chunk)
 	comment   func(now time.Time, text []byte)
 	headers   time.Time
+	maxEvent  int
 }
 
 func buildOptions(opts []Option) options {
@@ -70,4 +71,12 @@ func WithCommentObserver(fn func(now time.Time, text []byte)) Option {
 // A Timer ignores it; call Timer.Headers instead.
 func WithHeaders(t time.Time) Option {
 	return func(o *options) { o.headers = t }
+}
+
+// WithMaxEvent sets a Tap's cap, in bytes, on one SSE line and on the data
+// of one event; past it the Tap reports the event as Malformed and
+// Unframed at once (see NewTap). Zero or less keeps the default, MaxEvent.
+// A Timer and a Stream ignore it.
+func WithMaxEvent(n int) Option {
+	return func(o *options) { o.maxEvent = n }
 }

@@ -2,17 +2,19 @@ package tps
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"sync"
 	"time"
 )
 
-// MaxLine is the longest SSE line, in bytes, that a Tap parses. A longer line
-// still passes through unchanged but is counted as one malformed event and
-// otherwise ignored, so a body without line breaks cannot grow the Tap's
-// buffers without bound. openai-go's own limit is 32 MiB per line.
-const MaxLine = 32 << 20
+// MaxEvent is the default of WithMaxEvent: the longest SSE line, and the
+// most data one event may gather, in bytes, that a Tap parses. Real chunks
+// are under 10 KiB; a provider that sends its whole answer as one chunk
+// (docs/STREAM_QUIRKS.md Q13) stays well under 1 MiB even for a 32k-token
+// answer with logprobs.
+const MaxEvent = 4 << 20
 
 // NewTap returns an io.ReadCloser that passes body's bytes through unchanged
 // and times the Server-Sent Events stream they carry. It reads only when its
@@ -38,11 +40,19 @@ const MaxLine = 32 << 20
 // that is not a JSON object counts in Sample.Malformed and is otherwise
 // ignored.
 //
+// A line longer than the event cap (WithMaxEvent, default MaxEvent), or an
+// event whose data lines together pass it, is reported to the observer the
+// moment the cap is passed, as one Chunk with Malformed and Unframed set,
+// not at its end, which may never come: a caller such as fallback stops
+// reading there. The Tap's own buffers never hold more than the cap; the
+// rest of such a line still passes through and is otherwise ignored.
+//
 // A nil body reads as empty. Read must be called by one goroutine at a time;
 // Close may be called concurrently with Read, for example to abort it.
 func NewTap(body io.ReadCloser, start time.Time, done func(Sample), opts ...Option) io.ReadCloser {
 	t := &tap{body: body, done: done}
 	t.t.begin(start, time.Now(), opts)
+	t.maxEvent = cmp.Or(t.t.opts.maxEvent, MaxEvent)
 	return t
 }
 
@@ -56,7 +66,8 @@ type tap struct {
 	c        Chunk
 
 	line     []byte // carried partial line
-	over     bool   // the current line exceeded MaxLine; drop it
+	over     bool   // the current line or event passed the cap; drop it
+	maxEvent int    // the cap on a line and on an event's data
 	skipLF   bool   // the last byte fed was CR; a leading LF ends nothing
 	sawLine  bool   // the first line was seen (BOM stripped)
 	data     []byte // data buffer of the event being built, LF-joined
@@ -145,7 +156,7 @@ func (t *tap) feed(now time.Time, b []byte) {
 		}
 		i := lineEnd(b)
 		if i < 0 {
-			t.carry(b)
+			t.carry(now, b, base+total)
 			return
 		}
 		seg := b[:i]
@@ -161,17 +172,16 @@ func (t *tap) feed(now time.Time, b []byte) {
 		b = b[i+1:]
 		t.at = base + total - int64(len(b))
 		switch {
-		case t.over:
-			t.overlong(now)
+		case t.over: // reported when the cap was passed
 		case len(t.line) > 0:
-			if len(t.line)+len(seg) > MaxLine {
+			if len(t.line)+len(seg) > t.maxEvent {
 				t.overlong(now)
 			} else {
 				t.line = append(t.line, seg...)
 				t.processLine(now, t.line)
 			}
 		default:
-			if len(seg) > MaxLine {
+			if len(seg) > t.maxEvent {
 				t.overlong(now)
 			} else {
 				t.processLine(now, seg)
@@ -194,10 +204,15 @@ func lineEnd(b []byte) int {
 	return i
 }
 
-func (t *tap) carry(b []byte) {
+// carry keeps b, the start of a line, until its end arrives; past the cap
+// it reports the line at once and drops it.
+// end is the body offset just after b.
+func (t *tap) carry(now time.Time, b []byte, end int64) {
 	switch {
 	case t.over:
-	case len(t.line)+len(b) > MaxLine:
+	case len(t.line)+len(b) > t.maxEvent:
+		t.at = end
+		t.overlong(now)
 		t.over = true
 		t.line = t.line[:0]
 	default:
@@ -205,8 +220,13 @@ func (t *tap) carry(b []byte) {
 	}
 }
 
-// overlong counts a dropped over-long line as a malformed event.
+// overlong counts a dropped over-long line or event as a malformed event and
+// drops the event being built.
 func (t *tap) overlong(now time.Time) {
+	t.data = t.data[:0]
+	t.hasData = false
+	t.event = t.event[:0]
+	t.errField = false
 	t.c.reset()
 	t.c.Malformed = true
 	t.c.Unframed = true
@@ -239,6 +259,10 @@ func (t *tap) processLine(now time.Time, line []byte) {
 	}
 	switch string(name) {
 	case "data":
+		if len(t.data)+len(value) >= t.maxEvent { // many data lines, no blank line
+			t.overlong(now)
+			return
+		}
 		t.data = append(append(t.data, value...), '\n')
 		t.hasData = true
 	case "event":

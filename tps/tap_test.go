@@ -114,11 +114,55 @@ func TestTapFraming(t *testing.T) {
 }
 
 func TestTapOverlongLine(t *testing.T) {
-	long := "data: " + strings.Repeat("x", tps.MaxLine) + "\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n"
+	long := "data: " + strings.Repeat("x", tps.MaxEvent) + "\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n"
 	got, events := tapAll(t, long, false)
 	assert.Equal(t, []string{"malformed", "text:a"}, events)
 	assert.Equal(t, int64(1), got.Malformed)
 	assert.Equal(t, int64(1), got.OutputChunks)
+}
+
+// TestTapReportsOverlongAtTheCap: a line or an event that passes the cap is
+// reported the moment it does, so a reader can stop before an end that may
+// never come; the Tap buffers no more than the cap meanwhile.
+func TestTapReportsOverlongAtTheCap(t *testing.T) {
+	const capBytes = 1024
+	next := "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n"
+	for name, in := range map[string]string{
+		"one line":         "data: " + strings.Repeat("x", 3*capBytes),
+		"many data lines":  strings.Repeat("data: "+strings.Repeat("y", 100)+"\n", 3*capBytes/100),
+		"crlf lines":       strings.Repeat("data: "+strings.Repeat("z", 100)+"\r\n", 3*capBytes/100),
+		"a comment line":   ": " + strings.Repeat("k", 3*capBytes),
+		"an unknown field": "foo: " + strings.Repeat("k", 3*capBytes),
+	} {
+		t.Run(name, func(t *testing.T) {
+			var read int64
+			var atReport int64 = -1
+			pr, pw := io.Pipe()
+			tap := tps.NewTap(pr, time.Now(), nil, tps.WithMaxEvent(capBytes), tps.WithObserver(func(_ time.Time, c *tps.Chunk) {
+				if c.Malformed && c.Unframed && atReport < 0 {
+					atReport = read
+				}
+			}))
+			go func() {
+				for i := 0; i < len(in); i += 64 { // the line never ends while it is read
+					_, _ = pw.Write([]byte(in[i:min(i+64, len(in))]))
+				}
+				_, _ = pw.Write([]byte("\n\n" + next))
+				pw.Close()
+			}()
+			buf := make([]byte, 64)
+			for {
+				n, err := tap.Read(buf)
+				read += int64(n)
+				if err != nil {
+					break
+				}
+			}
+			require.NoError(t, tap.Close())
+			require.GreaterOrEqual(t, atReport, int64(0), "the overlong event was reported")
+			assert.LessOrEqual(t, atReport, int64(capBytes*3/2), "reported near the cap, not at the end of the 3x-cap line")
+		})
+	}
 }
 
 func TestTapCommentObserver(t *testing.T) {
