@@ -15,7 +15,9 @@
 //
 // Flags: -addr host:port (default 127.0.0.1:8080, loopback), -auth-token-env
 // NAME (accepted bearer tokens, comma-separated, in that variable), -max-body
-// bytes (default 4 MiB), -drain duration (default 30s), -otlp URL (export a
+// bytes (default 4 MiB), -max-in-flight N (chat-completion requests served at
+// once, default 1024; one more is answered 429 with Retry-After: 1 before its
+// body is read), -drain duration (default 30s), -otlp URL (export a
 // trace per call over OTLP/HTTP), -state FILE (the routing statistics kept
 // across restarts, docs/STATE.md), -v (log each request).
 // SIGINT or SIGTERM stops accepting connections, lets in-flight streams finish

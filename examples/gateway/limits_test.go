@@ -6,11 +6,14 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
 )
@@ -140,4 +143,81 @@ func BenchmarkDirectives(b *testing.B) {
 			})
 		}
 	}
+}
+
+// blockingTransport holds every upstream request until release is closed,
+// saying on arrived when one comes.
+type blockingTransport struct {
+	next    http.RoundTripper
+	arrived chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	b.arrived <- struct{}{}
+	<-b.release
+	return b.next.RoundTrip(r)
+}
+
+// TestInFlightCap: past options.MaxInFlight chat requests at once, one more
+// is answered 429 with Retry-After, without reaching a provider; once a slot
+// is free, requests are served again.
+func TestInFlightCap(t *testing.T) {
+	h := replay.NewHandler(map[string]replay.Script{"a-m": prof(3)})
+	bt := &blockingTransport{next: h.Transport(), arrived: make(chan struct{}, 8), release: make(chan struct{})}
+	client, err := newClient(testConfig(dep("a", "us", "m")), bt)
+	require.NoError(t, err)
+	g := newGateway(client, options{MaxInFlight: 2})
+	base := (&env{g: g}).serve(t)
+
+	var wg sync.WaitGroup
+	codes := make(chan int, 2)
+	for range 2 {
+		wg.Go(func() {
+			resp := post(t, base, req("m", false, ""))
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			codes <- resp.StatusCode
+		})
+	}
+	<-bt.arrived
+	<-bt.arrived // both are in flight, held upstream
+
+	resp := post(t, base, req("m", false, ""))
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, string(b))
+	assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+	er := errorOf(t, b)
+	assert.Equal(t, "gateway_busy", er.Get("code").Str)
+	assert.Contains(t, er.Get("message").Str, "-max-in-flight")
+	assert.Len(t, bt.arrived, 0, "the refused request reached no provider")
+
+	close(bt.release)
+	wg.Wait()
+	assert.Equal(t, http.StatusOK, <-codes)
+	assert.Equal(t, http.StatusOK, <-codes)
+	resp = post(t, base, req("m", false, ""))
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "served again once slots are free")
+	assert.Zero(t, g.inFlight.Load())
+}
+
+// TestHistoryDropsGoneKeys: the debug history keeps only the keys of the
+// latest sample; a key gone from the statistics is dropped, not kept for
+// ever.
+func TestHistoryDropsGoneKeys(t *testing.T) {
+	h := newHistory()
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	a, b := measure.Key{Provider: "a", Model: "m"}, measure.Key{Provider: "w", Model: "invented-1"}
+	var snap measure.Snapshot
+	h.sample(t0, []measure.Key{a, b}, snap)
+	require.Len(t, h.series, 2)
+	h.sample(t0.Add(historyInterval), []measure.Key{a}, snap)
+	assert.Len(t, h.series, 1, "series")
+	assert.Len(t, h.requests, 1, "request counts")
+	assert.Contains(t, h.series, a)
+	h.sample(t0.Add(2*historyInterval), []measure.Key{a, b}, snap)
+	assert.Len(t, h.series[b].Share, len(h.times), "a key seen again starts with as many samples as the others")
 }

@@ -38,6 +38,7 @@ type flags struct {
 	demo         bool
 	authTokenEnv string
 	maxBody      int64
+	maxInFlight  int
 	drain        time.Duration
 	verbose      bool
 	redis        string
@@ -54,13 +55,14 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.BoolVar(&f.demo, "demo", false, "serve embedded simulated providers (no network, no keys)")
 	fs.StringVar(&f.authTokenEnv, "auth-token-env", "", "name of an environment variable holding the accepted bearer tokens, comma-separated")
 	fs.Int64Var(&f.maxBody, "max-body", defaultMaxBody, "largest request body in bytes")
+	fs.IntVar(&f.maxInFlight, "max-in-flight", defaultMaxInFlight, "chat-completion requests served at once; one more is answered 429 with Retry-After")
 	fs.DurationVar(&f.drain, "drain", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight streams may finish")
 	fs.BoolVar(&f.verbose, "v", false, "log every request")
 	fs.StringVar(&f.redis, "redis", "", "fleet mode: Redis URL (redis://[user:pass@]host:port/db or rediss://...) shared with the other replicas; overrides the config's fleet.redis_url (fleet name from the config, else \"default\")")
 	fs.StringVar(&f.state, "state", "", "file that keeps the routing statistics across restarts: restored at start, written every minute (the config's state.interval) and after draining; overrides the config's state.file")
 	fs.StringVar(&f.otlp, "otlp", "", "OTLP/HTTP endpoint URL to export traces to, e.g. http://127.0.0.1:4318 (default: no traces)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: gateway (-config FILE | -demo) [-addr host:port] [-auth-token-env NAME] [-max-body N] [-drain D] [-redis URL] [-otlp URL] [-state FILE] [-v]")
+		fmt.Fprintln(fs.Output(), "usage: gateway (-config FILE | -demo) [-addr host:port] [-auth-token-env NAME] [-max-body N] [-max-in-flight N] [-drain D] [-redis URL] [-otlp URL] [-state FILE] [-v]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -76,6 +78,8 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 		return f, errors.New("gateway: -config and -demo exclude each other")
 	case f.maxBody <= 0:
 		return f, errors.New("gateway: -max-body must be positive")
+	case f.maxInFlight <= 0:
+		return f, errors.New("gateway: -max-in-flight must be positive")
 	case f.drain < 0:
 		return f, errors.New("gateway: -drain must not be negative")
 	}
@@ -136,7 +140,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, lookup func(strin
 	if err != nil {
 		return err
 	}
-	g := newGateway(client, options{MaxBody: f.maxBody, Tokens: tokens, Logger: logger, Metrics: tel.metrics, History: hist, Fleet: fl})
+	g := newGateway(client, options{MaxBody: f.maxBody, MaxInFlight: f.maxInFlight, Tokens: tokens, Logger: logger, Metrics: tel.metrics, History: hist, Fleet: fl})
 	sampling := make(chan struct{})
 	defer close(sampling)
 	go g.sampleEvery(sampling)

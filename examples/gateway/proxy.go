@@ -38,7 +38,22 @@ type options struct {
 	// failed attempts through Config.OnAttempt. Nil means a new one that sees
 	// no failover.
 	History *history
+	// MaxInFlight caps the chat-completion requests served at once, from
+	// the first byte of the body read to the last byte of the answer; one
+	// more is answered 429 with Retry-After at once, before its body is read.
+	// Zero means defaultMaxInFlight.
+	MaxInFlight int
 }
+
+// defaultMaxInFlight is the default cap on concurrent chat-completion
+// requests: 1,024 streams cost the gateway about 110 MiB, so the cap bounds
+// its memory at about that plus MaxInFlight request bodies, while leaving
+// room for far more streams than one provider key usually allows.
+const defaultMaxInFlight = 1024
+
+// busyRetryAfter is the Retry-After of a 429 for a full gateway: a stream
+// lasts seconds, so a slot is likely free by then.
+const busyRetryAfter = "1"
 
 // defaultMaxBody is the default request-size limit: 4 MiB holds a long
 // multi-turn prompt with a few images as URLs; base64 images need more.
@@ -57,8 +72,9 @@ type gateway struct {
 	mux      *http.ServeMux
 	draining atomic.Bool
 	started  time.Time
-	bufs     sync.Pool // *[]byte of copyBufSize, for stream copies
-	hist     *history  // the debug page's sparklines and failovers
+	bufs     sync.Pool    // *[]byte of copyBufSize, for stream copies
+	hist     *history     // the debug page's sparklines and failovers
+	inFlight atomic.Int64 // chat-completion requests being served
 }
 
 // copyBufSize is the read size of a stream copy: many events at once when
@@ -69,6 +85,9 @@ const copyBufSize = 32 << 10
 func newGateway(c *tpsroute.Client, opts options) *gateway {
 	if opts.MaxBody <= 0 {
 		opts.MaxBody = defaultMaxBody
+	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = defaultMaxInFlight
 	}
 	g := &gateway{c: c, deps: c.Deployments(), opts: opts, started: time.Now(),
 		logger: cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)), hist: cmp.Or(opts.History, newHistory())}
@@ -150,9 +169,18 @@ func directiveOf(param string) string {
 	return param
 }
 
-// chat serves POST /v1/chat/completions.
+// chat serves POST /v1/chat/completions, or answers 429 when
+// options.MaxInFlight requests are being served already.
 func (g *gateway) chat(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	if n := g.inFlight.Add(1); n > int64(g.opts.MaxInFlight) {
+		g.inFlight.Add(-1)
+		w.Header().Set("Retry-After", busyRetryAfter)
+		g.fail(w, r, start, &tpsroute.HTTPError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "gateway_busy",
+			Message: fmt.Sprintf("gateway: %d requests are in flight already, the gateway's limit (-max-in-flight); retry after %s s", g.opts.MaxInFlight, busyRetryAfter)})
+		return
+	}
+	defer g.inFlight.Add(-1)
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(start.Add(bodyReadTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.opts.MaxBody))
@@ -170,6 +198,10 @@ func (g *gateway) chat(w http.ResponseWriter, r *http.Request) {
 	d, herr := parseDirectives(body, r.Header)
 	if herr != nil {
 		g.fail(w, r, start, herr)
+		return
+	}
+	if r.Context().Err() != nil {
+		g.log(r, start, tpsroute.StatusClientClosedRequest, nil, r.Context().Err()) // gone while its body was read: route nothing
 		return
 	}
 	resp, err := g.c.Do(r.Context(), d.body, tpsroute.WithRequest(d.req))

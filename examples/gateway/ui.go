@@ -2,6 +2,7 @@ package main
 
 import (
 	_ "embed"
+	"maps"
 	"net/http"
 	"slices"
 	"sort"
@@ -32,6 +33,12 @@ const (
 // history keeps, per deployment key, the last historyLen samples of traffic
 // share, TTFT p50 and TPS p50, and the last failoverLen failed attempts. It is
 // safe for concurrent use.
+//
+// Its maps hold only the keys of the latest sample (the configured
+// deployments and the keys measure still holds): a key gone from the
+// statistics (a wildcard deployment's model idle past measure's retention)
+// is dropped at the next sample, so they hold at most the configured
+// deployments plus max_wildcard_models per wildcard deployment.
 type history struct {
 	mu        sync.Mutex
 	last      time.Time
@@ -117,6 +124,9 @@ func (h *history) sample(now time.Time, keys []measure.Key, snap measure.Snapsho
 		s.TTFT = push(s.TTFT, positive(st.TTFT.P50))
 		s.TPS = push(s.TPS, positive(st.TPS.P50))
 	}
+	// Drop the keys that are gone.
+	maps.DeleteFunc(h.series, func(k measure.Key, _ *series) bool { _, ok := delta[k]; return !ok })
+	maps.DeleteFunc(h.requests, func(k measure.Key, _ int64) bool { _, ok := delta[k]; return !ok })
 }
 
 func push[T any](s []T, v T) []T {
