@@ -154,13 +154,17 @@ func TestParseChunkFloats(t *testing.T) {
 	assert.Zero(t, allocs)
 }
 
-// FuzzParseChunk checks ParseChunk never panics and agrees with
-// encoding/json on which payloads are well formed.
+// FuzzParseChunk checks ParseChunk never panics, agrees with
+// encoding/json on which payloads are well formed, and counts output bytes
+// (the bound of docs/METRICS.md, "Plausible usage") only for output, within
+// the payload.
 func FuzzParseChunk(f *testing.F) {
 	for _, s := range []string{
 		`{"choices":[{"delta":{"content":"a\u00e9"}}],"usage":{"completion_tokens":1}}`,
 		`{"error":{"code":400}}`, `{"x_groq":{"usage":{"queue_time":1e-3}}}`, `{"a":[1,-2.5e+3,true,false,null,"s"]}`,
 		`{"choices":[{"delta":{"content":"a\\\"b\\\\","reasoning":"\\"}}],"model":"\\\\"}`,
+		`{"choices":[{"delta":{"content":[{"type":"thinking","thinking":[{"type":"text","text":"hm"}]}]}},{"index":1,"delta":{"reasoning_content":"x","refusal":"no"}}]}`,
+		`{"choices":[{"delta":{"tool_calls":[null,{"index":0,"function":{"name":"f","arguments":"{}"}}],"function_call":{"name":"g"}}}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -174,6 +178,9 @@ func FuzzParseChunk(f *testing.F) {
 		nesting := strings.Count(string(data), "[") + strings.Count(string(data), "{")
 		if err != nil && json.Valid(data) && strings.HasPrefix(trimmed, "{") && nesting < 200 {
 			t.Fatalf("rejected valid JSON object %q", data)
+		}
+		if err == nil && (c.Output != (c.OutputBytes > 0) || c.ReasoningBytes < 0 || c.ReasoningBytes > c.OutputBytes || c.OutputBytes > len(data)) {
+			t.Fatalf("output %v, %d output bytes, %d reasoning bytes, for %d bytes: %q", c.Output, c.OutputBytes, c.ReasoningBytes, len(data), data)
 		}
 		_ = c.AppendText(nil)
 	})
