@@ -389,6 +389,14 @@ func (cl *call) build(ctx context.Context, d route.Deployment, body []byte) (*ht
 			req.Header[k] = vs
 		}
 	}
+	// No compression: net/http asks for gzip on its own and inflates the
+	// answer out of sight of every cap (1 MB on the wire became 3.1 GiB). An
+	// explicit identity turns that off on any *http.Transport, the caller's
+	// Config.HTTPClient included (DisableCompression would reach only a
+	// transport built here), and asks the server for plain bytes; an answer
+	// compressed anyway reaches the stream parser as the bytes sent, and fails
+	// there within its limits.
+	req.Header.Set("Accept-Encoding", "identity")
 	return req, nil
 }
 
