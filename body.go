@@ -66,6 +66,15 @@ func readRequest(body []byte) (requestInfo, error) {
 	default:
 		return requestInfo{}, &RequestError{Param: "stream", Reason: "must be a boolean"}
 	}
+	// DefaultBuild sets stream_options.include_usage: a stream_options that
+	// is not an object could not carry it (an array fails to build; a string
+	// would be replaced), so it is the caller's error here, before routing,
+	// rather than a failed attempt on a deployment.
+	if o := r("stream_options"); o.Type != gjson.Null && !o.IsObject() {
+		return requestInfo{}, &RequestError{Param: "stream_options", Reason: "must be an object"}
+	} else if u := o.Get("include_usage"); u.Type != gjson.Null && u.Type != gjson.True && u.Type != gjson.False {
+		return requestInfo{}, &RequestError{Param: "stream_options.include_usage", Reason: "must be a boolean"}
+	}
 	switch k := r("prompt_cache_key"); k.Type {
 	case gjson.Null:
 	case gjson.String:

@@ -366,15 +366,22 @@ func (c *Client) routeError(err error) error {
 
 // build makes one attempt's request from deployment d only: its URL, key,
 // headers and model id. The caller's headers are forwarded without
-// credentials. It is the call's fallback.BuildFunc.
+// credentials. It is the call's fallback.BuildFunc. A body it cannot edit
+// (readRequest lets through only what it can) is the caller's error, a
+// *RequestError answered with 400: New validated every deployment's URL, so
+// the body is all that can fail here, and the Executor's ClassInvalid charges
+// no deployment for it.
 func (cl *call) build(ctx context.Context, d route.Deployment, body []byte) (*http.Request, error) {
+	unbuildable := func(err error) error {
+		return &RequestError{Reason: "the request body cannot be sent: " + err.Error()}
+	}
 	b, err := attemptBody(body, d)
 	if err != nil {
-		return nil, err
+		return nil, unbuildable(err)
 	}
 	if cl.cfg.req.CacheKey != "" && d.Capabilities.CacheControl && cl.info.CacheKey == "" {
 		if b, err = setCacheKey(b, cl.cfg.req.CacheKey); err != nil {
-			return nil, err
+			return nil, unbuildable(err)
 		}
 	}
 	// fallback.DefaultBuild sets the wire model (the requested one for a
@@ -382,7 +389,7 @@ func (cl *call) build(ctx context.Context, d route.Deployment, body []byte) (*ht
 	// executor already made the body a stream.
 	req, err := fallback.DefaultBuild(ctx, d.ForModel(cl.info.Model), b)
 	if err != nil {
-		return nil, err
+		return nil, unbuildable(err)
 	}
 	for k, vs := range cl.hdr {
 		if forwardable(k) && req.Header.Get(k) == "" { // the deployment's own headers win

@@ -14,9 +14,10 @@ import (
 )
 
 // RequestError means the request itself is bad: a body that is not a JSON
-// object, a field of the wrong type, or a routing option that names a
-// provider or region no deployment has. It is answered with 400. It is a
-// value and safe to share.
+// object, a field of the wrong type (or one tpsroute cannot send as written,
+// such as a "stream_options" that is not an object), or a routing option
+// that names a provider or region no deployment has. It is answered with
+// 400, and no deployment is charged for it. It is a value and safe to share.
 type RequestError struct {
 	// Param names the bad field: a body field ("model", "messages",
 	// "stream", "max_tokens", ...), or the call option ("region" for
@@ -154,8 +155,11 @@ func (e *HTTPError) response(req *http.Request) *http.Response {
 //   - the caller's cancellation (context.Canceled): StatusClientClosedRequest.
 //   - *fallback.Error: the status of the last attempt that got one, with the
 //     provider's error type, code and param, and its Retry-After for a 429 or
-//     503; 503 service_unavailable "no_deployment_available" when no attempt
-//     got a status (all skipped, unreachable or timed out).
+//     503; 400 invalid_request_error when no attempt got one and the
+//     deciding attempt failed on the caller's request
+//     (fallback.Class.CallerFault: a context-length or content-policy error
+//     inside an HTTP 200 stream); else 503 service_unavailable
+//     "no_deployment_available" (all skipped, unreachable or timed out).
 //   - route.ErrNoDeployment otherwise (the routing options left nothing): 503
 //     "no_deployment_available".
 //   - anything else: 500 server_error.
@@ -198,12 +202,27 @@ func (c *Client) HTTPError(err error) *HTTPError {
 				e.RetryAfter = c.redact.Scrub(oe.Response.Header.Get("Retry-After"))
 			}
 		}
+	case fe != nil && callerFault(fe):
+		// Refused inside an HTTP 200 stream for the caller's request (the
+		// context length, a content policy): the caller's 400, not an outage.
+		e.Status, e.Type = http.StatusBadRequest, "invalid_request_error"
+		var oe *openai.Error
+		if errors.As(err, &oe) {
+			e.Code, e.Param = c.redact.Scrub(oe.Code), c.redact.Scrub(oe.Param)
+		}
 	case fe != nil, errors.Is(err, route.ErrNoDeployment):
 		e.Status, e.Type, e.Code = http.StatusServiceUnavailable, "service_unavailable", "no_deployment_available"
 	default:
 		e.Status, e.Type = http.StatusInternalServerError, "server_error"
 	}
 	return e
+}
+
+// callerFault reports whether fe's deciding attempt failed on the caller's
+// request (fallback.Class.CallerFault).
+func callerFault(fe *fallback.Error) bool {
+	a, ok := fe.Last()
+	return ok && a.Class.CallerFault()
 }
 
 // lastStatus is the HTTP status (400 and up) of the last attempt of fe that
