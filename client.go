@@ -16,8 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 	"github.com/tidwall/gjson"
 
 	"github.com/tpsroute/tpsroute/fallback"
@@ -50,10 +48,6 @@ type Client struct {
 	deps   []route.Deployment // as configured, for ModelIDs and Deployments
 	wild   *wildcards         // wildcard deployments' admitted models; nil without one
 	redact *route.Scrubber    // every configured API key and credential header value -> REDACTED
-
-	oai     openai.ChatCompletionService // serialises params and decodes chunks over rt
-	oaiOpts []option.RequestOption       // appended to every call's options: routing owns these
-	rt      internalTransport
 }
 
 // ChatService is the chat namespace of a Client, as in openai-go.
@@ -153,14 +147,6 @@ func New(cfg Config) (*Client, error) {
 	c.wild = newWildcards(c.deps, cfg.MaxWildcardModels)
 	c.redact = route.NewScrubber(cfg.Deployments...)
 
-	c.rt = internalTransport{c: c}
-	c.oaiOpts = []option.RequestOption{
-		option.WithBaseURL(internalBaseURL),
-		option.WithHTTPClient(&http.Client{Transport: &c.rt}),
-		option.WithMaxRetries(0),
-		option.WithAPIKey("tpsroute-internal"), // replaced per deployment; never sent
-	}
-	c.oai = openai.NewChatCompletionService(c.oaiOpts...)
 	c.Chat.Completions.c = c
 	if cfg.StateFile != "" {
 		c.state = &stateSaver{path: cfg.StateFile, reg: c.reg, logger: c.logger}
@@ -168,10 +154,6 @@ func New(cfg Config) (*Client, error) {
 	}
 	return c, nil
 }
-
-// internalBaseURL is where the internal openai-go service "sends" requests;
-// the internal transport routes them and never dials it.
-const internalBaseURL = "http://tpsroute.invalid/v1/"
 
 // Stats returns the statistics of every deployment key seen: percentiles and
 // EWMAs of TTFT and TPS, counts, error rates, tokens and cost. Keys of
@@ -285,6 +267,16 @@ type call struct {
 // must be closed.
 func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http.Header, cc *callConfig, stream bool) (*fallback.Result, error) {
 	ctx, cc.tel = c.tel.Start(ctx, info.RawModel, stream)
+	if len(cc.hdr) > 0 { // WithHeader's, beside a Transport caller's own
+		h := hdr.Clone()
+		if h == nil {
+			h = make(http.Header, len(cc.hdr))
+		}
+		for k, vs := range cc.hdr {
+			h[k] = append(h[k], vs...)
+		}
+		hdr = h
+	}
 	cl := &call{c: c, cfg: *cc, info: info, hdr: hdr}
 	req := cc.req
 	req.Model = info.RawModel

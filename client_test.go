@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -58,13 +57,12 @@ func TestHooksAndProviderErrors(t *testing.T) {
 
 		// A content-policy rejection stops the call: no failover, the
 		// provider's error is reachable.
-		s, _, err := streamOnce(t, c, "m", WithPin("p", ""),
-			WithRequestOptions(option.WithMaxRetries(5), option.WithBaseURL("http://elsewhere.invalid/")))
+		s, _, err := streamOnce(t, c, "m", WithPin("p", ""))
 		require.Error(t, err)
 		var oe *openai.Error
 		require.ErrorAs(t, err, &oe)
 		assert.Equal(t, http.StatusBadRequest, oe.StatusCode)
-		require.Len(t, s.Attempts(), 1, "a policy rejection is not retried and the caller's retry option is overridden")
+		require.Len(t, s.Attempts(), 1, "a policy rejection is not retried")
 		assert.Zero(t, f.providers["q"].count())
 
 		var rep Report

@@ -1,7 +1,6 @@
 package tpsroute
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -85,7 +84,7 @@ func TestDeltaDecodesEscapes(t *testing.T) {
 		`data: {"id":"a","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"Paris\"}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":3,"completion_tokens":5,"total_tokens":8}}` + "\n\n" +
 		"data: [DONE]\n\n"
 	s := &Stream{}
-	s.sse.r = bufio.NewReader(strings.NewReader(body))
+	s.sse.Reset(strings.NewReader(body), 0)
 	var got []string
 	for range 3 {
 		require.True(t, s.Next())
@@ -119,7 +118,7 @@ func TestDeltaAllocatesNothing(t *testing.T) {
 		fmt.Fprintf(&body, `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"tok%d \"x\"\n"},"finish_reason":null}]}`+"\n\n", i)
 	}
 	s := &Stream{}
-	s.sse.r = bufio.NewReaderSize(bytes.NewReader(body.Bytes()), sseBufSize)
+	s.sse.Reset(bytes.NewReader(body.Bytes()), 0)
 	n := 0
 	allocs := testing.AllocsPerRun(10, func() {
 		for range 100 {
@@ -143,13 +142,13 @@ func TestStreamLinesLongerThanBuffer(t *testing.T) {
 	for i := range 400 {
 		text := fmt.Sprintf("short%d ", i)
 		if i%3 == 0 {
-			text = strings.Repeat(fmt.Sprintf("long%d ", i), 3*sseBufSize/5) // about 3 buffers
+			text = strings.Repeat(fmt.Sprintf("long%d ", i), 3*1024/5) // about 3 buffers
 		}
 		want = append(want, text)
 		fmt.Fprintf(&body, `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":%q},"finish_reason":null}]}`+"\n\n", text)
 	}
 	s := &Stream{}
-	s.sse.r = bufio.NewReaderSize(bytes.NewReader(body.Bytes()), sseBufSize)
+	s.sse.Reset(bytes.NewReader(body.Bytes()), 0)
 	for i := range 10 { // the longest line is among the first
 		require.True(t, s.Next())
 		assert.Equal(t, want[i], string(s.Delta().Content))

@@ -78,7 +78,7 @@
 // (models to fall back through),
 // WithCacheKey, WithHedge, WithDeadlines (this call's headers, TTFT, stall,
 // max-duration and finish-grace deadlines instead of Config.Fallback's),
-// WithRequestOptions (openai-go options) and WithReport.
+// WithHeader (an extra header for every attempt) and WithReport.
 //
 // # Cache hints
 //

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"testing/synctest"
 
-	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/gjson"
@@ -58,7 +57,7 @@ func TestKeysHeadersAndHintsStayWithTheirDeployment(t *testing.T) {
 		}
 		// And through the Client with a caller header that must not leak.
 		_, err := c.Chat.Completions.New(context.Background(), userParams("m", "hi"), WithPin("a", "us"),
-			WithRequestOptions(option.WithHeader("Api-Key", "caller-api-key"), option.WithHeader("X-Trace", "t-2")))
+			WithHeader("Api-Key", "caller-api-key"), WithHeader("X-Trace", "t-2"))
 		require.NoError(t, err)
 
 		ra, rb := f.providers["a"].requests(), f.providers["b"].requests()

@@ -2,8 +2,7 @@ package tpsroute
 
 import (
 	"errors"
-
-	"github.com/openai/openai-go/v3/option"
+	"net/http"
 
 	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/measure"
@@ -13,8 +12,8 @@ import (
 )
 
 // CallOption changes how one call is routed. Options apply in order; a later
-// option of the same kind replaces an earlier one, except WithRequestOptions,
-// which appends. CallOptions are values and safe to reuse across calls and
+// option of the same kind replaces an earlier one, except WithHeader, which
+// adds. CallOptions are values and safe to reuse across calls and
 // goroutines.
 //
 // The routing of a call is one route.Request. WithRequest sets it whole;
@@ -22,8 +21,8 @@ import (
 // WithSLO, WithPriceCap, WithModels, WithCacheKey and WithoutFallback are
 // thin shorthands that each set one of its fields (and nothing else), so
 // that a later one changes that field of an earlier WithRequest. The other
-// options (WithHedge, WithDeadlines, WithRequestOptions, WithReport) are
-// about the call, not its routing.
+// options (WithHedge, WithDeadlines, WithHeader, WithReport) are about the
+// call, not its routing.
 type CallOption func(*callConfig)
 
 // callConfig is the per-call state the options build.
@@ -31,7 +30,7 @@ type callConfig struct {
 	req       route.Request // Model is filled from the request body
 	hedge     bool
 	deadlines fallback.Deadlines
-	reqOpts   []option.RequestOption
+	hdr       http.Header // WithHeader's, forwarded as the Transport's caller headers are
 	report    *Report
 	tel       *telemetry.Call // set by Client.do; ended by endCall
 }
@@ -168,16 +167,19 @@ func WithDeadlines(d fallback.Deadlines) CallOption {
 	return func(c *callConfig) { c.deadlines = d }
 }
 
-// WithRequestOptions applies openai-go request options to this call, for
-// extra headers or body fields (option.WithHeader, option.WithJSONSet). They
-// apply to every attempt, before the deployment's URL, key, headers and model
-// id, which always win; credential headers (Authorization, Api-Key,
-// X-Api-Key, OpenAI-Organization, OpenAI-Project) are never forwarded.
-// Options that set the base URL, the HTTP client or retries are overridden:
-// routing and fallback own them. Only Client.Chat.Completions uses them; the
-// Transport ignores them.
-func WithRequestOptions(opts ...option.RequestOption) CallOption {
-	return func(c *callConfig) { c.reqOpts = append(c.reqOpts, opts...) }
+// WithHeader adds a header to every attempt of this call, through every
+// door (the Chat service, Do, the Transport), as the Transport forwards its
+// caller's headers: the deployment's own headers, URL, key and model id win,
+// and a credential header (route.IsCredentialName), OpenAI-Organization,
+// OpenAI-Project or a hop-by-hop header is never forwarded. Extra body fields
+// go in the params themselves, with openai-go's SetExtraFields.
+func WithHeader(name, value string) CallOption {
+	return func(c *callConfig) {
+		if c.hdr == nil {
+			c.hdr = make(http.Header)
+		}
+		c.hdr.Add(name, value)
+	}
 }
 
 // WithoutFallback limits the call to the first deployment of the plan (the

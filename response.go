@@ -22,9 +22,9 @@ import (
 // through to the provider byte for byte, except that each attempt gets the
 // chosen deployment's model id, "stream": true, include_usage unless the
 // deployment declares NoStreamOptions, and cache hints (prompt_cache_key, cache_control)
-// only where it declares cache_control. No caller header is forwarded. The
-// routing is that of NewStreaming, with the same CallOptions (WithRequestOptions
-// excepted: Do ignores it).
+// only where it declares cache_control. Only WithHeader's headers are
+// forwarded. The routing is that of NewStreaming, with the same CallOptions:
+// both run the same core path.
 //
 // With "stream": true the Response's Body is the committed attempt's SSE
 // stream, from its first byte: failover happened before the first output

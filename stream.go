@@ -1,7 +1,6 @@
 package tpsroute
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -13,7 +12,6 @@ import (
 	"sync/atomic"
 
 	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/tidwall/gjson"
 
@@ -49,7 +47,7 @@ func (s ChatCompletionService) New(ctx context.Context, params openai.ChatComple
 	defer st.Close()
 	var acc tps.Accumulator // the text path: no chunk is decoded
 	for st.Next() {
-		acc.Add(st.sse.data)
+		acc.Add(st.sse.Data())
 	}
 	if err := st.Err(); err != nil {
 		return nil, err
@@ -77,7 +75,7 @@ type Stream struct {
 	body   io.ReadCloser // the committed attempt's body; nil if none
 	cancel context.CancelFunc
 
-	sse     sseReader
+	sse     tps.EventReader // the one SSE framer's rules, as the Tap frames the same bytes
 	chunk   tps.Chunk
 	cur     *openai.ChatCompletionChunk // allocated by the first Current
 	decoded bool                        // cur holds the current chunk
@@ -94,8 +92,7 @@ type Stream struct {
 	closeOnce sync.Once
 }
 
-// callState carries one call's options from NewStreaming through openai-go to
-// the internal transport, and the outcome back.
+// callState is one call of the Chat service: its options and its outcome.
 type callState struct {
 	cfg    callConfig
 	stream bool
@@ -103,36 +100,31 @@ type callState struct {
 	err    error // a routing or pre-commit failure
 }
 
-type callStateKey struct{}
-
+// newStream runs one call of the Chat service on the core path, as Do does:
+// params are encoded by openai-go's own encoder (param.Opt, SetExtraFields),
+// routed and sent by the Executor, and the committed body is read here, with
+// tps's SSE framer.
 func (c *Client) newStream(ctx context.Context, params openai.ChatCompletionNewParams, opts []CallOption, stream bool) *Stream {
 	ctx, cancel := context.WithCancel(ctx)
 	st := &callState{cfg: buildCallConfig(opts), stream: stream}
-	reqOpts := c.oaiOpts
-	if len(st.cfg.reqOpts) > 0 {
-		// The caller's options first; the routing options win over any base
-		// URL, HTTP client or retry count among them.
-		reqOpts = append(append([]option.RequestOption(nil), st.cfg.reqOpts...), c.oaiOpts...)
-	}
-	raw := c.oai.NewStreaming(context.WithValue(ctx, callStateKey{}, st), params, reqOpts...)
 	s := &Stream{c: c, st: st, cancel: cancel}
-	if st.res != nil {
-		// raw's decoder has not read yet and is dropped (it would hold an
-		// empty chunk per stream): Next reads the committed body itself.
-		s.body = st.res.Body
-		s.sse.r = bufio.NewReaderSize(s.body, sseBufSize)
+	body, err := json.Marshal(params)
+	if err != nil {
+		err = &RequestError{Reason: "encoding the request: " + err.Error()}
+	} else {
+		var info requestInfo
+		if info, err = readRequest(body); err == nil {
+			st.res, err = c.do(ctx, body, info, nil, &st.cfg, stream)
+		}
 	}
-	if st.err != nil || st.res == nil {
+	if err != nil {
+		st.err = err
 		s.ended.Store(true)
-		err := st.err
-		if err == nil {
-			err = raw.Err()
-		}
-		if err == nil {
-			err = errors.New("tpsroute: no response")
-		}
 		s.fail(err)
+		return s
 	}
+	s.body = st.res.Body
+	s.sse.Reset(s.body, 0)
 	return s
 }
 
@@ -143,8 +135,8 @@ func (s *Stream) Next() bool {
 		return false
 	}
 	s.decoded, s.deltaOK = false, false
-	if s.sse.next() {
-		data := s.sse.data
+	if s.sse.Next() {
+		data := s.sse.Data()
 		// As openai-go's ssestream.Stream: [DONE] ends, an "error" key is a
 		// *ssestream.StreamError, and a chunk that is not JSON ends the
 		// stream with the decoder's error.
@@ -152,7 +144,7 @@ func (s *Stream) Next() bool {
 		case bytes.HasPrefix(data, doneData):
 			// the end, below
 		case bytes.Contains(data, errorKey) && gjson.GetBytes(data, "error").Exists():
-			ev := ssestream.Event{Type: string(s.sse.event), Data: bytes.Clone(data)}
+			ev := ssestream.Event{Type: string(s.sse.Name()), Data: bytes.Clone(data)}
 			s.ended.Store(true)
 			s.fail(&ssestream.StreamError{
 				Message: fmt.Sprintf("received error while streaming: %s", gjson.GetBytes(data, "error").String()),
@@ -176,7 +168,7 @@ func (s *Stream) Next() bool {
 		return false // closed by Close
 	}
 	s.ended.Store(true)
-	if err := s.sse.err; err != nil {
+	if err := s.sse.Err(); err != nil {
 		s.fail(err)
 		return false
 	}
@@ -192,7 +184,7 @@ var (
 // Current returns the chunk Next advanced to, decoded by openai-go on the
 // first call for each chunk.
 func (s *Stream) Current() openai.ChatCompletionChunk {
-	if len(s.sse.data) == 0 || s.done.Load() {
+	if len(s.sse.Data()) == 0 || s.done.Load() {
 		return openai.ChatCompletionChunk{}
 	}
 	if !s.decoded {
@@ -202,7 +194,7 @@ func (s *Stream) Current() openai.ChatCompletionChunk {
 		} else {
 			*s.cur = openai.ChatCompletionChunk{}
 		}
-		_ = json.Unmarshal(s.sse.data, s.cur) // Next checked it is a JSON object
+		_ = json.Unmarshal(s.sse.Data(), s.cur) // Next checked it is a JSON object
 	}
 	return *s.cur
 }
@@ -247,7 +239,7 @@ func (s *Stream) Delta() Delta {
 		return s.delta
 	}
 	s.deltaOK = true
-	if s.done.Load() || len(s.sse.data) == 0 {
+	if s.done.Load() || len(s.sse.Data()) == 0 {
 		s.delta = Delta{}
 		return s.delta
 	}
@@ -385,52 +377,6 @@ func (s *Stream) AttemptCount() int {
 	return n
 }
 
-// internalTransport is the http.RoundTripper under the Client's internal
-// openai-go service: it takes the serialised request, routes it and returns
-// the committed stream.
-type internalTransport struct {
-	c *Client
-}
-
-func (t *internalTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	st, ok := req.Context().Value(callStateKey{}).(*callState)
-	if !ok {
-		return nil, errors.New("tpsroute: internal transport used outside a call")
-	}
-	body, err := readAll(req)
-	if err != nil {
-		st.err = err
-		return nil, err
-	}
-	info, err := readRequest(body)
-	if err != nil {
-		st.err = err
-		return nil, err
-	}
-	res, err := t.c.do(req.Context(), body, info, req.Header, &st.cfg, st.stream)
-	if err != nil {
-		st.err = err
-		return nil, err
-	}
-	st.res = res
-	return committedResponse(req, res), nil
-}
-
-// committedResponse wraps the committed attempt as an SSE response.
-func committedResponse(req *http.Request, res *fallback.Result) *http.Response {
-	h := res.Header.Clone()
-	if h == nil {
-		h = make(http.Header)
-	}
-	h.Set("Content-Type", "text/event-stream")
-	h.Del("Content-Length")
-	return &http.Response{
-		Status: "200 OK", StatusCode: http.StatusOK,
-		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: h, Body: res.Body, ContentLength: -1, Request: req,
-	}
-}
-
 // readAll reads and closes a request body.
 func readAll(req *http.Request) ([]byte, error) {
 	if req.Body == nil || req.Body == http.NoBody {
@@ -442,97 +388,4 @@ func readAll(req *http.Request) ([]byte, error) {
 		return nil, &RequestError{Reason: "read request body: " + err.Error()}
 	}
 	return b, nil
-}
-
-// sseBufSize is the read buffer of a Stream: it holds a typical chunk line
-// (200-600 bytes) whole; a longer line is joined in sseReader.line, which
-// keeps the longest line's capacity. It is small because it is held by every
-// stream in flight, beside the executor's own read buffer that the Stream
-// reads from.
-const sseBufSize = 1024
-
-// sseMaxLine is the longest line a Stream reads, openai-go's decoder's limit.
-const sseMaxLine = bufio.MaxScanTokenSize << 9
-
-// sseReader reads the events of a committed body the way openai-go's
-// ssestream decoder does, so that Current yields what openai-go would: lines
-// end at LF (a CR before it is dropped), an event is dispatched at a blank
-// line when it has data, data lines are joined each with a trailing LF, and
-// a final event without its blank line is dropped. Unlike that decoder it
-// reuses its buffers: data and event are valid until the next call of next.
-type sseReader struct {
-	r     *bufio.Reader
-	eof   bool
-	line  []byte // a line longer than r's buffer
-	data  []byte
-	event []byte
-	err   error
-}
-
-// next reads up to the next event and reports whether there is one. At the
-// end, err holds the read error (nil at EOF).
-func (d *sseReader) next() bool {
-	d.data, d.event = d.data[:0], d.event[:0]
-	if d.r == nil || d.eof || d.err != nil {
-		return false
-	}
-	for {
-		line, ok := d.readLine()
-		if !ok {
-			return false
-		}
-		if len(line) == 0 {
-			if len(d.data) == 0 {
-				d.event = d.event[:0]
-				continue
-			}
-			return true
-		}
-		name, value, _ := bytes.Cut(line, []byte(":"))
-		if len(value) > 0 && value[0] == ' ' {
-			value = value[1:]
-		}
-		switch string(name) {
-		case "event":
-			d.event = append(d.event[:0], value...)
-		case "data":
-			d.data = append(append(d.data, value...), '\n')
-		}
-	}
-}
-
-// readLine returns the next line without its line end.
-func (d *sseReader) readLine() ([]byte, bool) {
-	if d.eof {
-		return nil, false
-	}
-	line, err := d.r.ReadSlice('\n')
-	if err == bufio.ErrBufferFull {
-		d.line = append(d.line[:0], line...)
-		for err == bufio.ErrBufferFull {
-			line, err = d.r.ReadSlice('\n')
-			d.line = append(d.line, line...)
-			if len(d.line) > sseMaxLine {
-				d.err = bufio.ErrTooLong
-				return nil, false
-			}
-		}
-		line = d.line
-	}
-	switch {
-	case err == io.EOF:
-		d.eof = true
-		if len(line) == 0 {
-			return nil, false
-		}
-	case err != nil:
-		d.err = err
-		return nil, false
-	default:
-		line = line[:len(line)-1]
-	}
-	if n := len(line); n > 0 && line[n-1] == '\r' {
-		line = line[:n-1]
-	}
-	return line, true
 }

@@ -50,7 +50,7 @@ type optionsKey struct{}
 // ContextWithOptions returns a context that carries call options for
 // requests sent through Client.Transport, for example a region restriction
 // or a pin: req = req.WithContext(tpsroute.ContextWithOptions(ctx,
-// tpsroute.WithRegion("eu-west"))). WithRequestOptions has no effect there.
+// tpsroute.WithRegion("eu-west"))). WithHeader's headers join the request's own.
 // Options already in ctx are kept and applied first.
 func ContextWithOptions(ctx context.Context, opts ...CallOption) context.Context {
 	prev, _ := ctx.Value(optionsKey{}).([]CallOption)

@@ -134,3 +134,23 @@ func (pe *providerError) scrub(sc *route.Scrubber) {
 	pe.Message, pe.Param = sc.Scrub(pe.Message), sc.Scrub(pe.Param)
 	pe.Raw = string(sc.ScrubJSON([]byte(pe.Raw)))
 }
+
+// loneCRToLF makes every lone CR line end in b (a CR not followed by LF) an
+// LF, in place, so that readers that split lines at LF only (openai-go's
+// decoder, most SSE clients) read the events the Tap framed: the SSE
+// specification allows lone-CR line ends, and they reach the caller
+// otherwise as one unending line (docs/STREAM_QUIRKS.md Q4). CRLF and LF are
+// left as they are, and the length never changes. A CR that ends b is
+// taken as lone: b is whole events, so an LF after it would only open the
+// next block as a stray blank line.
+func loneCRToLF(b []byte) {
+	i := bytes.IndexByte(b, '\r')
+	if i < 0 {
+		return
+	}
+	for ; i < len(b); i++ {
+		if b[i] == '\r' && (i+1 == len(b) || b[i+1] != '\n') {
+			b[i] = '\n'
+		}
+	}
+}

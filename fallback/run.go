@@ -565,8 +565,9 @@ func (a *run) fill() error {
 // after its last fill.
 func (a *run) committed() bool { return a.cl.stream && a.output }
 
-// release releases buf[rel:to], whole events, scrubbed of the deployment's
-// credentials (scrubEvents). A scrubbed event changes length; base moves by
+// release releases buf[rel:to], whole events, with lone-CR line ends made
+// LF (loneCRToLF) and scrubbed of the deployment's credentials
+// (scrubEvents). A scrubbed event changes length; base moves by
 // the difference, so body offsets past it (stopAt, marks, the tap's next
 // events) still map to the same bytes.
 func (a *run) release(to int) {
@@ -574,6 +575,7 @@ func (a *run) release(to int) {
 		return
 	}
 	seg := a.buf[a.rel:to]
+	loneCRToLF(seg)
 	if clean, changed := scrubEvents(a.sc, seg); changed {
 		a.buf = slices.Replace(a.buf, a.rel, to, clean...)
 		d := len(clean) - len(seg)

@@ -2,17 +2,186 @@ package tps
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"strings"
 )
 
 // This file is the library's one SSE framer: where an event block ends, in a
-// buffer (EventEnd) or at the last complete block of one (LastEventEnd), and
-// what a block holds (ParseEvent, ForEachData). Line ends are LF, CRLF or a
-// lone CR, as the SSE specification allows. The streaming Tap frames
-// line by line with the same rules (tap.go). fallback releases whole events
-// with LastEventEnd; replay's recorder splits and re-reads events with
-// EventEnd and ParseEvent; the root and replay read buffered answers with
-// ForEachData.
+// buffer (EventEnd) or at the last complete block of one (LastEventEnd), what
+// a block holds (ParseEvent, ForEachData), and the events of a stream read
+// one at a time (EventReader). Line ends are LF, CRLF or a lone CR, as the
+// SSE specification allows; a final event without its blank line is flushed
+// at EOF (docs/STREAM_QUIRKS.md Q4). The streaming Tap frames line by line
+// with the same rules (tap.go). fallback releases whole events with
+// LastEventEnd; the root's Stream reads them with an EventReader; replay's
+// recorder splits and re-reads events with EventEnd and ParseEvent; the root
+// and replay read buffered answers with ForEachData.
+
+// ErrEventTooLarge means an SSE line, or the data of one event, passed an
+// EventReader's limit.
+var ErrEventTooLarge = errors.New("tps: SSE event larger than the limit")
+
+// EventReader reads the events of an SSE stream one at a time by this
+// file's rules: comments and fields other than data and event are skipped,
+// data lines are joined with "\n", an event is dispatched at a blank line
+// when it has data, and a final one without its blank line at EOF. Its
+// buffers are reused: after the first events it allocates nothing. Memory is
+// bounded by its limit: a line or an event's data past it ends the stream
+// with ErrEventTooLarge.
+//
+// The zero EventReader reads nothing; Reset gives it a reader. An
+// EventReader is for one goroutine.
+type EventReader struct {
+	r      io.Reader
+	max    int
+	buf    []byte
+	off, n int // buf[off:n] is read and not yet framed
+	skipLF bool
+	eof    bool
+	err    error
+
+	data    []byte
+	name    []byte
+	hasData bool
+}
+
+// eventReaderBuf is an EventReader's first read buffer: a typical chunk line
+// (200-600 bytes) fits; a longer line grows it.
+const eventReaderBuf = 1024
+
+// Reset makes d read from r, with max the limit on one line and on one
+// event's data, in bytes (MaxEvent when max <= 0). Its buffers are kept.
+func (d *EventReader) Reset(r io.Reader, max int) {
+	if max <= 0 {
+		max = MaxEvent
+	}
+	if d.buf == nil {
+		d.buf = make([]byte, eventReaderBuf)
+	}
+	*d = EventReader{r: r, max: max, buf: d.buf, data: d.data[:0], name: d.name[:0]}
+}
+
+// Next advances to the next event that has data and reports whether there is
+// one; at the end of the stream, after a read error or past the limit it
+// returns false, and Err says which.
+func (d *EventReader) Next() bool {
+	d.data, d.name, d.hasData = d.data[:0], d.name[:0], false
+	if d.r == nil {
+		return false
+	}
+	for {
+		line, ok := d.readLine()
+		if !ok {
+			return d.err == nil && d.dispatch() // a final event at EOF
+		}
+		if len(line) == 0 {
+			if d.dispatch() {
+				return true
+			}
+			d.name = d.name[:0]
+			continue
+		}
+		if line[0] == ':' {
+			continue
+		}
+		name, value := splitField(line)
+		switch string(name) {
+		case "data":
+			if len(d.data)+len(value) >= d.max {
+				d.err = ErrEventTooLarge
+				return false
+			}
+			d.data = append(append(d.data, value...), '\n')
+			d.hasData = true
+		case "event":
+			d.name = append(d.name[:0], value...)
+		}
+	}
+}
+
+// dispatch ends the event being built: true, with its data's last LF
+// dropped, when it has data.
+func (d *EventReader) dispatch() bool {
+	if !d.hasData {
+		return false
+	}
+	d.data = d.data[:len(d.data)-1]
+	d.hasData = false
+	return true
+}
+
+// Data returns the current event's data lines joined with "\n". It is valid
+// until the next call of Next.
+func (d *EventReader) Data() []byte { return d.data }
+
+// Name returns the current event's "event:" field, empty if it had none. It
+// is valid until the next call of Next.
+func (d *EventReader) Name() []byte { return d.name }
+
+// Err returns the error that ended the stream: nil at a clean EOF,
+// ErrEventTooLarge past the limit, or the reader's error.
+func (d *EventReader) Err() error { return d.err }
+
+// readLine returns the next line without its end, reading more as needed. A
+// CR as the last byte read ends its line; an LF that then opens the next read
+// completes it. The line is valid until the next call.
+func (d *EventReader) readLine() ([]byte, bool) {
+	for {
+		if d.skipLF && d.off < d.n {
+			d.skipLF = false
+			if d.buf[d.off] == '\n' {
+				d.off++
+			}
+		}
+		b := d.buf[d.off:d.n]
+		if i := lineEnd(b); i >= 0 {
+			adv := i + 1
+			if b[i] == '\r' {
+				if i+1 < len(b) {
+					if b[i+1] == '\n' {
+						adv++
+					}
+				} else {
+					d.skipLF = true
+				}
+			}
+			d.off += adv
+			return b[:i], true
+		}
+		if len(b) > d.max {
+			d.err = ErrEventTooLarge
+			return nil, false
+		}
+		if d.eof || d.err != nil {
+			if len(b) == 0 || d.err != nil {
+				return nil, false
+			}
+			d.off = d.n
+			return b, true // a final line without its end
+		}
+		if d.off > 0 { // the partial line to the front
+			d.n = copy(d.buf, b)
+			d.off = 0
+		}
+		if d.n == len(d.buf) {
+			nb := make([]byte, 2*len(d.buf))
+			copy(nb, d.buf[:d.n])
+			d.buf = nb
+		}
+		m, err := d.r.Read(d.buf[d.n:])
+		if m < 0 || m > len(d.buf)-d.n { // a broken Reader
+			m = 0
+		}
+		d.n += m
+		switch {
+		case err == io.EOF:
+			d.eof = true
+		case err != nil:
+			d.err = err
+		}
+	}
+}
 
 // EventEnd returns the length of the first complete event block of b: the
 // bytes through the blank line that ends it, with any blank lines before it
@@ -126,11 +295,10 @@ func ForEachData(b []byte, fn func(data []byte)) {
 			flush()
 			continue
 		}
-		v, ok := bytes.CutPrefix(line, []byte("data:"))
-		if !ok {
+		name, v := splitField(line)
+		if string(name) != "data" {
 			continue
 		}
-		v = bytes.TrimPrefix(v, []byte(" "))
 		if data == nil {
 			data = v
 		} else {
@@ -142,6 +310,17 @@ func ForEachData(b []byte, fn func(data []byte)) {
 		}
 	}
 	flush()
+}
+
+// splitField splits a non-comment line into its field name and value: the
+// name runs to the first colon (the whole line without one), and one space
+// after the colon is dropped.
+func splitField(line []byte) (name, value []byte) {
+	name, value, _ = bytes.Cut(line, []byte(":"))
+	if len(value) > 0 && value[0] == ' ' {
+		value = value[1:]
+	}
+	return name, value
 }
 
 // nextLine returns the first line of b without its end (LF, CRLF or CR) and

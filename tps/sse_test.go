@@ -1,9 +1,14 @@
 package tps
 
 import (
+	"bytes"
+	"io"
+	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestSSEFraming is the table of the one SSE framer: where the first and the
@@ -36,6 +41,11 @@ func TestSSEFraming(t *testing.T) {
 			var got []string
 			ForEachData([]byte(tt.b), func(d []byte) { got = append(got, string(d)) })
 			assert.Equal(t, tt.data, got, "ForEachData")
+			for _, r := range []io.Reader{strings.NewReader(tt.b), iotest.OneByteReader(strings.NewReader(tt.b))} {
+				got, err := readEvents(r, 0)
+				require.NoError(t, err)
+				assert.Equal(t, tt.data, got, "EventReader")
+			}
 		})
 	}
 
@@ -57,4 +67,88 @@ func TestSSEFraming(t *testing.T) {
 			assert.Equal(t, tt.want, ParseEvent([]byte(tt.block)))
 		})
 	}
+}
+
+// readEvents reads r with an EventReader and returns the data of its events,
+// [DONE] and empty data left out as ForEachData leaves them out.
+func readEvents(r io.Reader, max int) ([]string, error) {
+	var d EventReader
+	d.Reset(r, max)
+	var got []string
+	for d.Next() {
+		if len(d.Data()) > 0 && !bytes.Equal(d.Data(), []byte("[DONE]")) {
+			got = append(got, string(d.Data()))
+		}
+	}
+	return got, d.Err()
+}
+
+func TestEventReader(t *testing.T) {
+	t.Run("names and lone CR split across reads", func(t *testing.T) {
+		var d EventReader
+		d.Reset(iotest.HalfReader(strings.NewReader("event: a\rdata: 1\r\r\ndata: 2\r\n\r\nevent: b\ndata:3")), 0)
+		var got []string
+		for d.Next() {
+			got = append(got, string(d.Name())+"="+string(d.Data()))
+		}
+		require.NoError(t, d.Err())
+		assert.Equal(t, []string{"a=1", "=2", "b=3"}, got)
+	})
+	t.Run("limit on a line", func(t *testing.T) {
+		_, err := readEvents(strings.NewReader("data: "+strings.Repeat("x", 5000)), 1024)
+		assert.ErrorIs(t, err, ErrEventTooLarge)
+	})
+	t.Run("limit on an event's data lines", func(t *testing.T) {
+		_, err := readEvents(strings.NewReader(strings.Repeat("data: 0123456789\n", 200)), 1024)
+		assert.ErrorIs(t, err, ErrEventTooLarge)
+	})
+	t.Run("read error", func(t *testing.T) {
+		boom := io.ErrClosedPipe
+		_, err := readEvents(iotest.ErrReader(boom), 0)
+		assert.ErrorIs(t, err, boom)
+	})
+	t.Run("zero value reads nothing", func(t *testing.T) {
+		var d EventReader
+		assert.False(t, d.Next())
+		assert.NoError(t, d.Err())
+	})
+	t.Run("allocates nothing once warm", func(t *testing.T) {
+		body := []byte(strings.Repeat("data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n", 50))
+		var d EventReader
+		var r bytes.Reader
+		allocs := testing.AllocsPerRun(20, func() {
+			r.Reset(body)
+			d.Reset(&r, 0)
+			for d.Next() {
+			}
+		})
+		assert.Zero(t, allocs)
+	})
+}
+
+// FuzzEventReader holds the one rule set: the pull reader reads, from any
+// bytes and however they arrive, the events ForEachData reads from the whole
+// buffer.
+func FuzzEventReader(f *testing.F) {
+	for _, s := range []string{"data: a\n\ndata: b", "data: a\r\rdata:b\r\n\r\n", ": c\n\nevent: e\ndata: x\ndata: y\n\n", "\r\n\r", "data\n\n", "data: [DONE]\n\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		var want []string
+		ForEachData([]byte(in), func(d []byte) { want = append(want, string(d)) })
+		for _, r := range []io.Reader{strings.NewReader(in), iotest.OneByteReader(strings.NewReader(in)), iotest.HalfReader(strings.NewReader(in))} {
+			got, err := readEvents(r, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("%q: EventReader %q, ForEachData %q", in, got, want)
+			}
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("%q: EventReader %q, ForEachData %q", in, got, want)
+				}
+			}
+		}
+	})
 }

@@ -250,13 +250,7 @@ func (t *tap) processLine(now time.Time, line []byte) {
 		}
 		return
 	}
-	name, value := line, []byte(nil)
-	if i := bytes.IndexByte(line, ':'); i >= 0 {
-		name, value = line[:i], line[i+1:]
-		if len(value) > 0 && value[0] == ' ' {
-			value = value[1:]
-		}
-	}
+	name, value := splitField(line)
 	switch string(name) {
 	case "data":
 		if len(t.data)+len(value) >= t.maxEvent { // many data lines, no blank line
