@@ -45,7 +45,16 @@
 // Keys are "tpsroute:v<SchemaVersion>:<name>:..."; values hold numbers,
 // deployment keys (provider/region/model) and hashed cache keys, never API
 // keys, prompts or completions. Every key expires when no replica refreshes
-// it. The URL may carry AUTH (redis://user:pass@host) and TLS (rediss://).
+// it. The URL may carry AUTH (redis://user:pass@host) and TLS (rediss://);
+// beyond loopback use both: whoever can write the fleet's keys can steer its
+// routing.
+//
+// Redis cannot exhaust the process: every reply is checked as it is read,
+// and the replies to one request may declare at most MaxReplyBytes (go-redis
+// would otherwise allocate what a reply header claims, 4.9 GiB for
+// "*2000000000"). A reply past a limit, or one that is not RESP2, fails the
+// round like an unreachable Redis, and the replicas route on local data.
+// docs/FLEET.md has the trust model.
 //
 // See docs/FLEET.md for the merge semantics, memory per key and a
 // three-replica example.

@@ -133,6 +133,8 @@ func New(o Options) (*Fleet, error) {
 	ro.PoolSize = 4
 	ro.DisableIdentity = true
 	ro.Protocol = 2
+	// Every reply is checked as it is read, against MaxReplyBytes (resp.go).
+	ro.Dialer = limitDialer(ro.NewDialer())
 	f := &Fleet{
 		opts:    o,
 		rdb:     redis.NewClient(ro),

@@ -37,6 +37,17 @@ type affinityRecord struct {
 // maxPendingAffinity bounds the affinity records kept for the next publish.
 const maxPendingAffinity = 10000
 
+// A round reads the stream in at most streamBatches XREADs of streamBatch
+// entries: 1,600 entries, a five-minute window of five replicas at the
+// default 1 s sync (a larger fleet catches up over a few rounds). One XREAD
+// may declare MaxReplyBytes, so an entry may hold 4 MiB: at about 242 bytes
+// per deployment key that had calls and about 90 per cache key served (at
+// most maxPendingAffinity, 0.9 MB), that is some 13,000 busy keys.
+const (
+	streamBatch   = 16
+	streamBatches = 100
+)
+
 // Served records that the deployment with key k served cacheKey at now, to
 // be shared at the next round. It never blocks.
 func (f *Fleet) Served(cacheKey string, k measure.Key, now time.Time) {
@@ -113,8 +124,8 @@ func (f *Fleet) syncStats(ctx context.Context, now time.Time) error {
 		}
 		last = strconv.FormatInt(from.UnixMilli(), 10) + "-0"
 	}
-	for range 100 { // at most 100 batches per round; the rest next round
-		res, err := f.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{f.streamKey(), last}, Count: 1000, Block: -1}).Result()
+	for range streamBatches { // the rest next round
+		res, err := f.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{f.streamKey(), last}, Count: streamBatch, Block: -1}).Result()
 		if errors.Is(err, redis.Nil) {
 			break
 		}
@@ -132,7 +143,7 @@ func (f *Fleet) syncStats(ctx context.Context, now time.Time) error {
 		f.mu.Lock()
 		f.lastID = last
 		f.mu.Unlock()
-		if n < 1000 {
+		if n < streamBatch {
 			break
 		}
 	}
