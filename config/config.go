@@ -412,13 +412,23 @@ func jsonFieldName(field string) string {
 // The values of the config's string settings, by their lower-case spelling;
 // "" is the zero value unless listed.
 var (
-	policies          = map[string]route.Policy{"throughput": route.Throughput, "latency": route.Latency, "cost": route.Cost}
+	policies          = policyMap()
 	latencyMetrics    = map[string]route.LatencyMetric{"ttft": route.LatencyTTFT, "completion": route.LatencyCompletion}
 	percentiles       = map[string]route.Percentile{"p50": route.P50, "p95": route.P95}
 	midStreamPolicies = map[string]fallback.MidStreamPolicy{"": fallback.MidStreamSameModel, "same_model": fallback.MidStreamSameModel,
 		"error": fallback.MidStreamError, "continue": fallback.MidStreamContinue}
 	malformedPolicies = map[string]fallback.MalformedPolicy{"skip": fallback.MalformedSkip, "fail": fallback.MalformedFail}
 )
+
+// policyMap is route's table of policy names (route.Policies) as choice
+// reads it.
+func policyMap() map[string]route.Policy {
+	m := make(map[string]route.Policy)
+	for _, p := range route.Policies() {
+		m[p.String()] = p
+	}
+	return m
+}
 
 // choice reads the string setting s at path, any case: its value in names,
 // or the zero T for "" without an entry. An unknown value is an error that

@@ -2,6 +2,7 @@ package route
 
 import (
 	"math"
+	"strings"
 
 	"github.com/tpsroute/tpsroute/measure"
 )
@@ -27,17 +28,44 @@ const (
 	Cost
 )
 
+// policyNames is the one table of the built-in policies and their names, in
+// order. String, ParsePolicy and Policies read it; the config file, the
+// gateway's directives, sim's scenarios and routetest name policies through
+// them.
+var policyNames = [...]struct {
+	p    Policy
+	name string
+}{{Throughput, "throughput"}, {Latency, "latency"}, {Cost, "cost"}}
+
 // String returns "throughput", "latency", "cost" or "default".
 func (p Policy) String() string {
-	switch p {
-	case Throughput:
-		return "throughput"
-	case Latency:
-		return "latency"
-	case Cost:
-		return "cost"
+	for _, n := range policyNames {
+		if n.p == p {
+			return n.name
+		}
 	}
 	return "default"
+}
+
+// ParsePolicy returns the built-in Policy whose String is name, in any case,
+// and true; or the default (zero) Policy and false for any other name.
+func ParsePolicy(name string) (Policy, bool) {
+	for _, n := range policyNames {
+		if strings.EqualFold(n.name, name) {
+			return n.p, true
+		}
+	}
+	return 0, false
+}
+
+// Policies returns the built-in policies in order: Throughput, Latency,
+// Cost. The slice is new on every call.
+func Policies() []Policy {
+	out := make([]Policy, len(policyNames))
+	for i, n := range policyNames {
+		out[i] = n.p
+	}
+	return out
 }
 
 // LatencyMetric says what the Latency policy minimises. The zero value means

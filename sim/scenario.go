@@ -346,13 +346,11 @@ func (s *Scenario) Validate() error {
 
 // policy returns the route.Policy of the objective.
 func (s *Scenario) policy() (route.Policy, error) {
-	switch s.Objective {
-	case "", "throughput":
+	if s.Objective == "" {
 		return route.Throughput, nil
-	case "latency":
-		return route.Latency, nil
-	case "cost":
-		return route.Cost, nil
+	}
+	if p, ok := route.ParsePolicy(s.Objective); ok {
+		return p, nil
 	}
 	return 0, fmt.Errorf("%q: want throughput, latency or cost", s.Objective)
 }

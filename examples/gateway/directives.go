@@ -36,8 +36,14 @@ type directives struct {
 var providerFields = []string{"order", "allow_fallbacks", "only", "ignore", "sort",
 	"max_price", "preferred_min_throughput", "preferred_max_latency"}
 
-// sortPolicies are the route policies of provider.sort's values.
-var sortPolicies = map[string]route.Policy{"price": route.Cost, "throughput": route.Throughput, "latency": route.Latency}
+// sortPolicy returns the route policy of a provider.sort value: route's own
+// names (route.ParsePolicy), with OpenRouter's "price" for route.Cost.
+func sortPolicy(v string) (route.Policy, bool) {
+	if v == "price" {
+		return route.Cost, true
+	}
+	return route.ParsePolicy(v)
+}
 
 // badRequest is a 400 answer naming the offending field.
 func badRequest(param, format string, args ...any) *tpsroute.HTTPError {
@@ -174,9 +180,9 @@ func (d *directives) parseProvider(p gjson.Result) *tpsroute.HTTPError {
 		}
 	}
 	if v := p.Get("sort"); v.Exists() {
-		policy, ok := sortPolicies[v.Str]
+		policy, ok := sortPolicy(v.Str)
 		if !ok {
-			return badRequest("provider.sort", "must be \"price\", \"throughput\" or \"latency\", not %s", v.Raw)
+			return badRequest("provider.sort", "must be \"price\" (or \"cost\"), \"throughput\" or \"latency\", not %s", v.Raw)
 		}
 		d.req.Policy = policy
 	}

@@ -141,7 +141,7 @@ func deployments() []route.Deployment {
 
 func requests() []route.Request {
 	var out []route.Request
-	for _, p := range []route.Policy{route.Throughput, route.Latency, route.Cost} {
+	for _, p := range route.Policies() {
 		for _, m := range []route.LatencyMetric{route.LatencyTTFT, route.LatencyCompletion} {
 			for _, n := range []int64{1, 250, 1e9} {
 				out = append(out, route.Request{Model: "m", Policy: p, LatencyMetric: m,
