@@ -1,0 +1,108 @@
+// Command exported counts the exported names of the module's public packages,
+// the figure issue 27 holds to 450: run `go run ./scripts/exported` at the
+// module's root.
+//
+// It counts what a user of the module can name, package by package, read
+// with go/doc from the non-test files: each exported constant, variable,
+// function and type, and each exported method of an exported type. Struct
+// fields and interface methods are not counted (they belong to their type).
+// Packages under internal/, examples/, cmd/ and scripts/, and testdata, are
+// left out: nobody outside the module imports them.
+package main
+
+import (
+	"fmt"
+	"go/ast"
+	"go/doc"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+func main() {
+	counts := map[string]int{}
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		for _, skip := range []string{"internal", "examples", "cmd", "scripts", "testdata", ".git"} {
+			if strings.Contains("/"+path+"/", "/"+skip+"/") {
+				return filepath.SkipDir
+			}
+		}
+		n, err := countDir(path)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			counts[path] = n
+		}
+		return nil
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "exported:", err)
+		os.Exit(1)
+	}
+	var dirs []string
+	total := 0
+	for d, n := range counts {
+		dirs = append(dirs, d)
+		total += n
+	}
+	sort.Strings(dirs)
+	for _, d := range dirs {
+		fmt.Printf("%5d  %s\n", counts[d], d)
+	}
+	fmt.Printf("%5d  total\n", total)
+}
+
+// countDir returns the exported names of the package in dir, 0 without one.
+func countDir(dir string) (int, error) {
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool {
+		return !strings.HasSuffix(fi.Name(), "_test.go")
+	}, parser.ParseComments)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for name, pkg := range pkgs {
+		if name == "main" {
+			continue
+		}
+		var files []*ast.File
+		for _, f := range pkg.Files {
+			files = append(files, f)
+		}
+		p, err := doc.NewFromFiles(fset, files, "x")
+		if err != nil {
+			return 0, err
+		}
+		values := func(vs []*doc.Value) {
+			for _, v := range vs {
+				for _, name := range v.Names {
+					if ast.IsExported(name) {
+						n++
+					}
+				}
+			}
+		}
+		values(p.Consts)
+		values(p.Vars)
+		n += len(p.Funcs)
+		for _, t := range p.Types {
+			n++ // the type
+			values(t.Consts)
+			values(t.Vars)
+			n += len(t.Funcs) + len(t.Methods)
+		}
+	}
+	return n, nil
+}
