@@ -65,21 +65,27 @@ func main() {
 
 // countDir returns the exported names of the package in dir, 0 without one.
 func countDir(dir string) (int, error) {
-	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool {
-		return !strings.HasSuffix(fi.Name(), "_test.go")
-	}, parser.ParseComments)
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return 0, err
 	}
-	n := 0
-	for name, pkg := range pkgs {
-		if name == "main" {
+	fset := token.NewFileSet()
+	pkgs := map[string][]*ast.File{} // by package name; build tags are not read
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
 			continue
 		}
-		var files []*ast.File
-		for _, f := range pkg.Files {
-			files = append(files, f)
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.ParseComments)
+		if err != nil {
+			return 0, err
+		}
+		pkgs[f.Name.Name] = append(pkgs[f.Name.Name], f)
+	}
+	n := 0
+	for name, files := range pkgs {
+		if name == "main" {
+			continue
 		}
 		p, err := doc.NewFromFiles(fset, files, "x")
 		if err != nil {
