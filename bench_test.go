@@ -31,7 +31,8 @@ const benchChunks = 1000
 // prints its URL and serves until stdin closes.
 func serveBench() {
 	s := replay.NewServer(map[string]replay.Script{
-		"m": &replay.Profile{OutputTokens: benchChunks},
+		"m":   &replay.Profile{OutputTokens: benchChunks},
+		"m16": &replay.Profile{OutputTokens: 16}, // BenchmarkNewAllocs
 		// "slow" sends its first chunk at once and the next after 1,000 s:
 		// streams that stay in flight (BenchmarkMemoryInFlight).
 		"slow": &replay.Profile{OutputTokens: 3, TPS: 0.001},

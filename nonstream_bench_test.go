@@ -1,0 +1,138 @@
+package tpsroute
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/tpsroute/tpsroute/route"
+)
+
+// BenchmarkNew1000 compares the client CPU of one non-streaming call whose
+// answer is 1,000 tokens, from a replay server in another process that
+// answers as providers do: one chat.completion JSON body when the request
+// does not stream (plain openai-go's call), SSE when it does (every routed
+// attempt streams underneath). The doors are plain openai-go New, the
+// routed Client's New, Do with "stream": false read to its end, and
+// openai-go New over Client.Transport. Each iteration runs a block of
+// newBlock calls of each door in turn, after a garbage collection outside
+// the count, so that one door's garbage is not collected on another's
+// time; each door reports its CPU µs per call (its own collections
+// included) and its ratio to plain openai-go. allocs/op and B/op are those
+// of one iteration: newBlock calls of all four.
+func BenchmarkNew1000(b *testing.B) {
+	url := benchServer(b)
+	doors := nonStreamDoors(b, url, "m", benchChunks)
+	for _, d := range doors { // warm connections and statistics
+		d.call()
+	}
+	var cpu [4]time.Duration
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		for i, d := range doors {
+			b.StopTimer()
+			runtime.GC()
+			b.StartTimer()
+			t0 := cpuTime()
+			for range newBlock {
+				d.call()
+			}
+			cpu[i] += cpuTime() - t0
+		}
+	}
+	b.StopTimer()
+	n := float64(b.N * newBlock)
+	for i, d := range doors {
+		b.ReportMetric(float64(cpu[i].Microseconds())/n, d.name+"-cpu-µs/call")
+		if i > 0 {
+			b.ReportMetric(float64(cpu[i])/float64(cpu[0]), d.name+"/plain")
+		}
+	}
+}
+
+// newBlock is how many calls of one door BenchmarkNew1000 makes in a row.
+const newBlock = 4
+
+// door is one way of making a non-streaming call.
+type door struct {
+	name string
+	call func()
+}
+
+// nonStreamDoors returns the four doors of a non-streaming call to the
+// logical model m, served at url, whose answer has chunks tokens: plain
+// openai-go New, the Client's New, Do with "stream": false and openai-go
+// New over the Transport. Each checks the answer it got.
+func nonStreamDoors(b *testing.B, url, m string, chunks int) []door {
+	tr := &http.Transport{MaxIdleConnsPerHost: 4}
+	b.Cleanup(tr.CloseIdleConnections)
+	hc := &http.Client{Transport: tr}
+	plain := openai.NewClient(option.WithBaseURL(url), option.WithAPIKey("k"), option.WithHTTPClient(hc), option.WithMaxRetries(0))
+	c, err := New(Config{HTTPClient: hc, Deployments: []route.Deployment{
+		{Provider: "local", Model: m, BaseURL: url, APIKey: "k"},
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	viaTransport := openai.NewClient(option.WithBaseURL("http://caller.invalid/v1"), option.WithAPIKey("k"),
+		option.WithHTTPClient(&http.Client{Transport: c.Transport()}), option.WithMaxRetries(0))
+	params := userParams(m, "hi")
+	body := []byte(`{"model":"` + m + `","stream":false,"messages":[{"role":"user","content":"hi"}]}`)
+	ctx := context.Background()
+	check := func(out *openai.ChatCompletion, err error) {
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(out.Choices) != 1 || out.Choices[0].FinishReason != "stop" || out.Usage.CompletionTokens != int64(chunks) {
+			b.Fatalf("answer of %d choices, usage %+v", len(out.Choices), out.Usage)
+		}
+	}
+	buf := make([]byte, 64<<10)
+	return []door{
+		{"plain", func() { check(plain.Chat.Completions.New(ctx, params)) }},
+		{"client", func() { check(c.Chat.Completions.New(ctx, params)) }},
+		{"do", func() {
+			r, err := c.Do(ctx, body)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n, err := io.CopyBuffer(io.Discard, onlyReader{r.Body}, buf)
+			_ = r.Body.Close()
+			if err != nil || n < int64(chunks) {
+				b.Fatalf("Do: %d bytes, %v", n, err)
+			}
+		}},
+		{"transport", func() { check(viaTransport.Chat.Completions.New(ctx, params)) }},
+	}
+}
+
+// onlyReader hides every method but Read.
+type onlyReader struct{ io.Reader }
+
+// BenchmarkNewAllocs reports the allocations of one non-streaming call of
+// each door alone, against the replay server of BenchmarkNew1000, for
+// answers of 16 and 1,000 tokens: allocs/op must not grow with the number
+// of chunks beyond what the answer's own text needs.
+func BenchmarkNewAllocs(b *testing.B) {
+	url := benchServer(b)
+	for _, chunks := range []int{16, benchChunks} {
+		m := map[int]string{16: "m16", benchChunks: "m"}[chunks]
+		for _, d := range nonStreamDoors(b, url, m, chunks) {
+			d.call() // warm
+			b.Run(d.name+"/"+strconv.Itoa(chunks), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					d.call()
+				}
+			})
+		}
+	}
+}
