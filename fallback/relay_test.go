@@ -75,3 +75,37 @@ func BenchmarkScrubEvents(b *testing.B) {
 		})
 	}
 }
+
+// FuzzParseErrorBody holds the error-body parser to two properties on any
+// bytes an upstream may send: it never panics, and once scrubbed nothing it
+// returns, nor the *openai.Error built from it, holds the deployment's key
+// in any form.
+func FuzzParseErrorBody(f *testing.F) {
+	const key = "sk-fuzz-0123456789"
+	for _, s := range []string{
+		`{"error":{"message":"bad key sk-fuzz-0123456789","type":"sk\u002dfuzz-0123456789","code":401}}`,
+		`[{"error":{"message":"x","status":"429"}}]`,
+		`{"error":"sk-fuzz-0123456789","error_type":"auth"}`,
+		`{"message":"{\"error\":{\"message\":\"inner sk%2Dfuzz-0123456789\"}}"}`,
+		`{"error":{"message":"\u0073\u006b-fuzz-0123456789","http_status_code":422}}`,
+		`not json sk-fuzz-0123456789`, ``, `[]`, `{"error":null}`,
+	} {
+		f.Add([]byte(s))
+	}
+	sc := route.NewScrubber(route.Deployment{APIKey: key})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		pe := parseErrorBody(b)
+		pe.scrub(sc)
+		for _, v := range []string{pe.Message, pe.Type, pe.Code, pe.Param, pe.Raw} {
+			if sc.Contains([]byte(v)) {
+				t.Fatalf("key survives in %q from %q", v, b)
+			}
+		}
+		e := newAPIError(400, &pe, nil, nil)
+		for _, v := range []string{e.Message, e.Type, e.Code, e.Param, e.RawJSON()} {
+			if sc.Contains([]byte(v)) {
+				t.Fatalf("key survives in the *openai.Error's %q from %q", v, b)
+			}
+		}
+	})
+}
