@@ -94,11 +94,12 @@ func (c *Call) OutputGap(i int, gap time.Duration) {
 	c.t.tpoc.Record(context.Background(), gap.Seconds(), c.deps[i].record...)
 }
 
-// AttemptEnd records one ended attempt: its counters, its TTFT, TPS and cost,
-// its span under the call's (with a first-output-chunk event), and a
-// failover or continuation event on the call's span when it followed a
-// failed attempt. It is called from each attempt's fallback.Done handle, and
-// with a nil s from fallback.Feedback.Skip.
+// AttemptEnd records one ended attempt: its counters (an implausible usage
+// among them, by its reason), its TTFT, TPS and cost, its span under the
+// call's (with a first-output-chunk event), and a failover or continuation
+// event on the call's span when it followed a failed attempt. It is called
+// from each attempt's fallback.Done handle, and with a nil s from
+// fallback.Feedback.Skip.
 func (c *Call) AttemptEnd(i int, a fallback.Attempt, s *tps.Sample) {
 	// AttemptEnd is long (about 100 lines, complexity about 31) because it
 	// writes one attempt's every metric and span attribute at the one point
@@ -124,6 +125,10 @@ func (c *Call) AttemptEnd(i int, a fallback.Attempt, s *tps.Sample) {
 		attrs = append(attrs, AttrPhase.String(a.Phase.String()))
 	}
 	c.t.attempts.Add(ctx, 1, metric.WithAttributes(attrs...))
+	if s != nil && s.Implausible != tps.ImplausibleNone { // as measure counts Stats.ImplausibleUsage
+		c.t.implausible.Add(ctx, 1, metric.WithAttributes(append(d.attrs[1:len(d.attrs):len(d.attrs)],
+			AttrReason.String(s.Implausible.String()))...))
+	}
 
 	started := s != nil && !s.Start.IsZero()
 	now := time.Now()

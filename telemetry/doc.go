@@ -41,6 +41,10 @@
 //   - tpsroute.breaker.state ({state}: 0 closed, 1 half-open, 2 open)
 //   - tpsroute.inflight ({request})
 //   - tpsroute.cost (USD)
+//   - tpsroute.usage.implausible ({attempt}), with tpsroute.reason: an
+//     attempt whose reported usage was not trusted (tps.Sample.Implausible:
+//     over-streamed, negative or no-visible), as measure counts
+//     Stats.ImplausibleUsage
 //
 // # Cardinality
 //

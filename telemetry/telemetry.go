@@ -57,7 +57,7 @@ const (
 	AttrOutcome    = attribute.Key("tpsroute.outcome")    // ok, failed, skipped or canceled
 	AttrClass      = attribute.Key("tpsroute.class")      // the fallback class: ok, retry, next, rate-limited, ...
 	AttrPhase      = attribute.Key("tpsroute.phase")      // how far a failed attempt got: connect, headers, first-token, mid-stream
-	AttrReason     = attribute.Key("tpsroute.reason")     // why the first deployment of a plan was first
+	AttrReason     = attribute.Key("tpsroute.reason")     // why the first deployment of a plan was first; why a usage was not trusted
 	AttrFrom       = attribute.Key("tpsroute.from")       // the deployment a failover or continuation left
 )
 
@@ -111,6 +111,7 @@ type Telemetry struct {
 	decisions     metric.Int64Counter       // tpsroute.route.decisions
 	inflight      metric.Int64UpDownCounter // tpsroute.inflight
 	cost          metric.Float64Counter     // tpsroute.cost
+	implausible   metric.Int64Counter       // tpsroute.usage.implausible
 
 	exact  map[measure.Key]*dep // configured deployments that are not wildcards
 	wild   map[[2]string]*dep   // wildcard deployments by provider and region
@@ -182,6 +183,7 @@ func New(o Options) (*Telemetry, error) {
 	t.failovers = counter("tpsroute.failovers", "{failover}", "Moves of a call from a failed attempt to another deployment before the commit point.")
 	t.continuations = counter("tpsroute.continuations", "{continuation}", "Mid-stream continuations onto another deployment after the commit point.")
 	t.decisions = counter("tpsroute.route.decisions", "{decision}", "Routing decisions by the reason their first deployment was first.")
+	t.implausible = counter("tpsroute.usage.implausible", "{attempt}", "Attempts whose reported usage was not trusted, by the reason: the stream could not have carried it.")
 	t.inflight, err = m.Int64UpDownCounter("tpsroute.inflight", metric.WithUnit("{request}"),
 		metric.WithDescription("Attempts in flight per deployment, from the request until its body is closed."))
 	errs = append(errs, err)

@@ -59,7 +59,7 @@ func TestNoSDK(t *testing.T) {
 	c.Plan(route.Plan{Deployments: []route.Candidate{{Deployment: &d, Reason: route.ReasonBest}}})
 	assert.False(t, c.gaps, "no SDK: chunk gaps are not even computed")
 	c.OutputGap(0, time.Millisecond)
-	s := tps.Sample{Start: time.Now(), TTFT: time.Millisecond, Total: 2 * time.Millisecond, OutputTokens: 3}
+	s := tps.Sample{Start: time.Now(), TTFT: time.Millisecond, Total: 2 * time.Millisecond, OutputTokens: 3, Implausible: tps.ImplausibleOverStreamed}
 	c.AttemptEnd(0, fallback.Attempt{Key: d.Key()}, &s)
 	c.End(nil)
 	c.End(nil) // once only
