@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/tpsroute/tpsroute"
+	"github.com/tpsroute/tpsroute/internal/jsoncheck"
 )
 
 // refusedKeys are object keys that are never accepted, with the reason.
@@ -26,10 +28,18 @@ var refusedKeys = map[string]string{
 //
 // It returns the line of every value by path ("deployments[0].price"), so that
 // later validation errors can name their line too.
+//
+// Nesting deeper than jsoncheck.MaxDepth (128 levels) is refused first, by
+// jsoncheck's one pass: the walker recurses once per level and builds a path
+// per level, so that megabytes of brackets would cost it minutes.
 func checkKeys(data []byte, t reflect.Type) (map[string]int, error) {
+	var je *jsoncheck.Error
+	if err := jsoncheck.Valid(data); errors.Is(err, jsoncheck.ErrTooDeep) && errors.As(err, &je) {
+		return nil, &tpsroute.ConfigError{Line: lineAt(data, int64(je.Offset)), Msg: "arrays and objects nested deeper than " + strconv.Itoa(jsoncheck.MaxDepth) + " levels"}
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	w := keyWalker{dec: dec, data: data, lines: make(map[string]int)}
+	w := keyWalker{dec: dec, data: data, lines: make(map[string]int), newlines: newlines(data)}
 	if err := w.value(t, ""); err != nil {
 		return nil, err
 	}
@@ -40,9 +50,31 @@ func checkKeys(data []byte, t reflect.Type) (map[string]int, error) {
 }
 
 type keyWalker struct {
-	dec   *json.Decoder
-	data  []byte
-	lines map[string]int // path -> line of the key (or of the value for array items)
+	dec      *json.Decoder
+	data     []byte
+	lines    map[string]int // path -> line of the key (or of the value for array items)
+	newlines []int64        // the offset of every '\n' in data, in order
+}
+
+// newlines returns the offset of every '\n' in data.
+func newlines(data []byte) []int64 {
+	var out []int64
+	for i, b := 0, data; ; {
+		j := bytes.IndexByte(b, '\n')
+		if j < 0 {
+			return out
+		}
+		out = append(out, int64(i+j))
+		i, b = i+j+1, b[j+1:]
+	}
+}
+
+// line is lineAt(w.data, offset), found by a binary search of w.newlines
+// instead of a count from the start: the walker asks once per value.
+func (w *keyWalker) line(offset int64) int {
+	offset = min(max(offset, 0), int64(len(w.data)))
+	n, _ := slices.BinarySearch(w.newlines, offset)
+	return n + 1
 }
 
 func (w *keyWalker) syntax(err error) error {
@@ -65,7 +97,7 @@ func (w *keyWalker) value(t reflect.Type, path string) error {
 		t = t.Elem()
 	}
 	if _, seen := w.lines[path]; !seen {
-		w.lines[path] = lineAt(w.data, keyOffset(w.data, w.dec.InputOffset()))
+		w.lines[path] = w.line(keyOffset(w.data, w.dec.InputOffset()))
 	}
 	tok, err := w.dec.Token()
 	if err != nil {
@@ -92,7 +124,7 @@ func (w *keyWalker) value(t reflect.Type, path string) error {
 			if path != "" {
 				sub = path + "." + key
 			}
-			line := lineAt(w.data, keyOffset(w.data, start))
+			line := w.line(keyOffset(w.data, start))
 			w.lines[sub] = line
 			var ft reflect.Type
 			switch {
