@@ -44,6 +44,7 @@ type Client struct {
 
 	onDecision   func(route.Request, route.Plan)
 	hedgeDefault bool // Config.Fallback.Hedge was configured: every call may hedge
+	maxEvent     int  // Config.Fallback.Limits.Event: a Stream reads events as large as the executor releases
 
 	deps   []route.Deployment // as configured, for ModelIDs and Deployments
 	wild   *wildcards         // wildcard deployments' admitted models; nil without one
@@ -108,6 +109,7 @@ func New(cfg Config) (*Client, error) {
 		MeasuredTTFT:  c.measuredTTFT,
 	}
 	c.hedgeDefault = fo.Hedge.Delay > 0 || fo.Hedge.DelayFunc != nil
+	c.maxEvent = fo.Limits.Event
 	if !c.hedgeDefault {
 		// Calls that opt in with WithHedge wait their deployment's TTFT p95.
 		fo.Hedge.DelayFunc = c.measuredTTFT

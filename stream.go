@@ -124,7 +124,7 @@ func (c *Client) newStream(ctx context.Context, params openai.ChatCompletionNewP
 		return s
 	}
 	s.body = st.res.Body
-	s.sse.Reset(s.body, 0)
+	s.sse.Reset(s.body, c.maxEvent)
 	return s
 }
 

@@ -54,8 +54,9 @@
 //
 // An attempt holds a bounded number of bytes whatever its upstream sends
 // (Options.Limits): one line or event at most Limits.Event (4 MiB), a
-// streaming call at most Limits.Held (1 MiB) before its first output chunk,
-// a non-streaming call at most Limits.Answer (32 MiB) of stream. Past one,
+// streaming call at most Limits.Held (1 MiB) of whole events before its
+// first output chunk, a non-streaming call at most Limits.Answer (32 MiB)
+// of stream, each plus the one event still arriving. Past one,
 // the attempt fails at once with ErrTooLarge, as a fault before output
 // (failover) or a mid-stream error.
 //

@@ -94,6 +94,26 @@ func TestLimitsFailOverBeforeOutput(t *testing.T) {
 	}
 }
 
+// TestLimitsLargeFirstChunk: a first output chunk larger than Held but
+// within Event (a provider that sends its whole answer as one chunk) is not
+// refused: Held bounds whole events held back, Event the one arriving.
+func TestLimitsLargeFirstChunk(t *testing.T) {
+	text := strings.Repeat("z", 128<<10)
+	big := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"content":"`+text+`"},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
+	})
+	e := fallback.New(fallback.Options{Limits: fallback.Limits{Event: 256 << 10, Held: 64 << 10}}, fallback.Hooks{})
+	for _, stream := range []bool{true, false} {
+		res, err := e.Do(context.Background(), planOf(serve(t, big)), fallback.Call{Body: []byte(reqBody), Stream: stream})
+		require.NoError(t, err)
+		d := drain(t, res.Body)
+		require.NoError(t, d.err)
+		assert.Equal(t, len(text), len(d.text))
+	}
+}
+
 // TestLimitsAfterOutput: past the first output chunk, a line that never ends
 // fails the stream at the event limit with a typed mid-stream error, not at
 // its end.

@@ -424,12 +424,14 @@ type Limits struct {
 	// in bytes; the stream fails when the cap is passed, not at the line's
 	// end. Default DefaultMaxEvent.
 	Event int
-	// Held bounds the bytes a streaming call holds back before its first
-	// output chunk. Default DefaultMaxHeld.
+	// Held bounds the bytes of whole events a streaming call holds back
+	// before its first output chunk; the event still arriving is bounded
+	// by Event, so one call holds at most Held + Event. Default
+	// DefaultMaxHeld.
 	Held int
-	// Answer bounds the bytes of a non-streaming call's stream, which is
-	// held whole until it ends (the commit point). Default
-	// DefaultMaxAnswer.
+	// Answer bounds the bytes of whole events of a non-streaming call's
+	// stream, which is held whole until it ends (the commit point).
+	// Default DefaultMaxAnswer.
 	Answer int
 }
 

@@ -551,7 +551,9 @@ func (a *run) fill() error {
 	if err != nil {
 		a.readErr = err
 	}
-	if held := len(a.buf) - a.off; held > a.cl.e.opts.Limits.Held && !a.committed() {
+	// Whole events held back; the event still arriving is Limits.Event's
+	// (the Tap reports it past that), so a large first chunk passes.
+	if held := a.rel - a.off; held > a.cl.e.opts.Limits.Held && !a.committed() {
 		if !a.cl.stream && held <= a.cl.e.opts.Limits.Answer {
 			return err // a non-streaming call holds its whole answer
 		}
