@@ -10,9 +10,10 @@ import (
 // well-formed JSON object.
 var ErrMalformed = errors.New("tps: malformed chunk JSON")
 
-// Chunk is what one streamed chat-completion payload says, as far as timing
-// and counting need. ParseChunk fills it; Tap and Stream also set Done,
-// Malformed, Error and Event from the SSE framing.
+// Chunk is what one streamed chat-completion payload says, as far as timing,
+// counting and assembling the answer (Accumulator) need. ParseChunk fills
+// it; Tap and Stream also set Done, Malformed, Error and Event from the SSE
+// framing.
 //
 // Byte-slice fields are views into the parsed payload or into the Chunk's own
 // scratch buffer. They are valid only until the next ParseChunk on the same
@@ -66,11 +67,21 @@ type Chunk struct {
 	// ErrorBody is the raw JSON of the top-level "error" value, or the whole
 	// event data when the error came from the SSE framing.
 	ErrorBody []byte
+	// UsageRaw is the JSON text of the usage object that HasUsage reports
+	// ("usage", or "x_groq.usage"), as sent; nil without one.
+	UsageRaw []byte
+	// ID is the raw "id" string, nil when absent or not a string.
+	ID []byte
+	// Created is the "created" Unix time in seconds, 0 when absent.
+	Created int64
 	// Model is the raw "model" string, nil when absent.
 	Model []byte
 	// SystemFingerprint is the raw "system_fingerprint" string, nil when
 	// absent or null.
 	SystemFingerprint []byte
+	// ServiceTier is the raw "service_tier" string, nil when absent or
+	// null.
+	ServiceTier []byte
 	// Done reports the SSE "[DONE]" sentinel; no other field is set then.
 	// Set by Tap only; openai-go hides the sentinel from Stream.
 	Done bool
@@ -105,6 +116,7 @@ type Chunk struct {
 	bufInUse bool
 	groq     Usage
 	groqHas  bool
+	groqRaw  []byte
 }
 
 // ChoiceDelta is what one choice of a chunk carried. Byte slices are raw,
@@ -116,6 +128,14 @@ type ChoiceDelta struct {
 	Reasoning    []byte // delta.reasoning_content, or delta.reasoning
 	Refusal      []byte // delta.refusal
 	FinishReason []byte // finish_reason
+	// Logprobs reports a logprobs object (asked for with "logprobs": true).
+	Logprobs bool
+	// LogprobsContent and LogprobsRefusal are the elements of
+	// logprobs.content and logprobs.refusal: raw JSON, comma-separated,
+	// without the brackets or the space around them; nil when null or not
+	// an array, empty (not nil) for an empty array.
+	LogprobsContent []byte
+	LogprobsRefusal []byte
 }
 
 // ToolCallDelta is one tool-call fragment: an element of a choice's
@@ -123,8 +143,10 @@ type ChoiceDelta struct {
 // (use AppendUnescaped), nil when absent. Arguments arrive in pieces over
 // many chunks; join them per (Choice, Index).
 type ToolCallDelta struct {
-	Choice    int64  // the index of the choice it belongs to
-	Index     int64  // tool_calls[].index
+	Choice int64 // the index of the choice it belongs to
+	// Index is tool_calls[].index, or the fragment's position in its
+	// array when it has none (Mistral sends whole calls without one).
+	Index     int64
 	ID        []byte // tool_calls[].id
 	Type      []byte // tool_calls[].type
 	Name      []byte // tool_calls[].function.name
@@ -176,7 +198,9 @@ func ParseChunk(data []byte, c *Chunk) error {
 		case "usage":
 			if s.peek() == '{' {
 				usage = Usage{}
+				at := s.i
 				usageHas = s.usage(&usage, c, 0)
+				c.UsageRaw = s.b[at:s.i]
 			} else {
 				s.skip(1)
 			}
@@ -192,10 +216,16 @@ func ParseChunk(data []byte, c *Chunk) error {
 				c.Error = true
 				c.ErrorBody = s.b[start:s.i]
 			}
+		case "id":
+			c.ID = s.optStr()
+		case "created":
+			c.Created = s.int()
 		case "model":
 			c.Model = s.optStr()
 		case "system_fingerprint":
 			c.SystemFingerprint = s.optStr()
+		case "service_tier":
+			c.ServiceTier = s.optStr()
 		default:
 			s.skip(1)
 		}
@@ -210,7 +240,9 @@ func ParseChunk(data []byte, c *Chunk) error {
 	case usageHas:
 		c.HasUsage, c.Usage = true, usage
 	case c.groqHas:
-		c.HasUsage, c.Usage = true, c.groq
+		c.HasUsage, c.Usage, c.UsageRaw = true, c.groq, c.groqRaw
+	default:
+		c.UsageRaw = nil
 	}
 	return nil
 }
@@ -281,6 +313,8 @@ func (s *scanner) choices(c *Chunk) {
 				}
 			case "index":
 				c.Choices[ci].Index = s.int()
+			case "logprobs":
+				s.logprobs(&c.Choices[ci])
 			default:
 				s.skip(1)
 			}
@@ -378,7 +412,7 @@ func (s *scanner) toolCalls(c *Chunk) bool {
 			continue
 		}
 		s.i++
-		c.ToolCalls = append(c.ToolCalls, ToolCallDelta{})
+		c.ToolCalls = append(c.ToolCalls, ToolCallDelta{Index: int64(n)})
 		tc := &c.ToolCalls[len(c.ToolCalls)-1]
 		for m := 0; s.more(m, '}'); m++ {
 			switch string(s.key()) {
@@ -411,6 +445,49 @@ func (s *scanner) toolCalls(c *Chunk) bool {
 	}
 	return found && !s.bad
 }
+
+// logprobs reads a choice's logprobs object into cd.
+func (s *scanner) logprobs(cd *ChoiceDelta) {
+	if !s.open('{') {
+		return
+	}
+	cd.Logprobs = true
+	for n := 0; s.more(n, '}'); n++ {
+		switch string(s.key()) {
+		case "content":
+			cd.LogprobsContent = s.elements()
+		case "refusal":
+			cd.LogprobsRefusal = s.elements()
+		default:
+			s.skip(3)
+		}
+	}
+}
+
+// elements consumes a value and, for an array, returns its elements as raw
+// JSON without the brackets and the space inside them: empty, not nil, for
+// an empty array; nil for anything else.
+func (s *scanner) elements() []byte {
+	if s.peek() != '[' {
+		s.skip(3)
+		return nil
+	}
+	at := s.i + 1
+	s.skip(3)
+	if s.bad {
+		return nil
+	}
+	e := s.i - 1 // the closing bracket
+	for at < e && isSpace(s.b[at]) {
+		at++
+	}
+	for e > at && isSpace(s.b[e-1]) {
+		e--
+	}
+	return s.b[at:e:e]
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
 
 // nonEmptyArray consumes an array and reports whether it had an element
 // other than null.
@@ -504,7 +581,9 @@ func (s *scanner) xgroq(c *Chunk) {
 	for n := 0; s.more(n, '}'); n++ {
 		if string(s.key()) == "usage" && s.peek() == '{' {
 			c.groq = Usage{}
+			at := s.i
 			c.groqHas = s.usage(&c.groq, c, 1)
+			c.groqRaw = s.b[at:s.i]
 		} else {
 			s.skip(2)
 		}

@@ -165,6 +165,7 @@ func FuzzParseChunk(f *testing.F) {
 		`{"choices":[{"delta":{"content":"a\\\"b\\\\","reasoning":"\\"}}],"model":"\\\\"}`,
 		`{"choices":[{"delta":{"content":[{"type":"thinking","thinking":[{"type":"text","text":"hm"}]}]}},{"index":1,"delta":{"reasoning_content":"x","refusal":"no"}}]}`,
 		`{"choices":[{"delta":{"tool_calls":[null,{"index":0,"function":{"name":"f","arguments":"{}"}}],"function_call":{"name":"g"}}}]}`,
+		`{"id":"c","created":1,"choices":[{"logprobs":{"content":[ {"token":"a","top_logprobs":[]} ],"refusal":[ ]}}],"usage":{"total_tokens":1}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -181,6 +182,16 @@ func FuzzParseChunk(f *testing.F) {
 		}
 		if err == nil && (c.Output != (c.OutputBytes > 0) || c.ReasoningBytes < 0 || c.ReasoningBytes > c.OutputBytes || c.OutputBytes > len(data)) {
 			t.Fatalf("output %v, %d output bytes, %d reasoning bytes, for %d bytes: %q", c.Output, c.OutputBytes, c.ReasoningBytes, len(data), data)
+		}
+		if err == nil && c.HasUsage != (c.UsageRaw != nil) || c.UsageRaw != nil && !json.Valid(c.UsageRaw) {
+			t.Fatalf("usage %v with raw %q", c.HasUsage, c.UsageRaw)
+		}
+		for _, ch := range c.Choices {
+			for _, e := range [][]byte{ch.LogprobsContent, ch.LogprobsRefusal} {
+				if err == nil && e != nil && !json.Valid([]byte("["+string(e)+"]")) {
+					t.Fatalf("logprobs elements %q", e)
+				}
+			}
 		}
 		_ = c.AppendText(nil)
 	})

@@ -1,192 +1,321 @@
 package tps
 
 import (
-	"encoding/json"
-	"maps"
 	"slices"
-	"strings"
-
-	"github.com/tidwall/gjson"
+	"strconv"
 )
 
 // Accumulator builds the chat.completion a non-streaming call answers from
-// the data of streamed chunks: text, reasoning, refusal and tool calls per
-// choice (every choice of an n>1 request, in index order); id, model,
+// the chunks of a stream, as ParseChunk scanned them: text, reasoning,
+// refusal, tool calls and logprobs per choice (every choice of an n>1
+// request, in index order) with each choice's finish reason; id, model,
 // created, system_fingerprint and service_tier; and the last usage object,
-// passed through as the provider sent it (never summed). The zero value is
-// ready to use. An Accumulator is not safe for concurrent use.
+// passed through as the provider sent it (never summed).
+//
+// Strings are kept as sent, still JSON-escaped, and joined without being
+// decoded: a chunk costs a copy of its text and no allocation once the
+// buffers have grown, and the answer is as long as its text plus a fixed
+// frame. The zero value is ready to use. An Accumulator is not safe for
+// concurrent use.
 type Accumulator struct {
-	id, model, fingerprint, serviceTier string
+	id, model, fingerprint, serviceTier []byte
 	created                             int64
-	choices                             map[int64]*choiceAcc
-	usage                               json.RawMessage
+	usage                               []byte
+	choices                             []choiceAcc // sorted by index
+	size                                int
+	chunk                               Chunk // Add's scratch
 }
 
+// choiceAcc is one choice of the answer; text fields are raw JSON string
+// bodies, joined.
 type choiceAcc struct {
-	content, reasoning, refusal strings.Builder
-	hasContent, hasReasoning    bool
-	hasRefusal                  bool
-	finish                      string
-	tools                       map[int64]*toolAcc
+	index                       int64
+	content, reasoning, refusal []byte
+	hasContent                  bool // a content string was sent, even ""
+	finish                      []byte
+	logprobs                    bool
+	lpContent, lpRefusal        []byte    // elements, comma-separated
+	hasLPContent, hasLPRefusal  bool      // an array (not null) was sent
+	tools                       []toolAcc // sorted by index
+	reasoningSeen, refusalSeen  bool
 }
 
+// toolAcc is one tool call of a choice, joined from its fragments.
 type toolAcc struct {
-	id, typ, name string
-	args          strings.Builder
+	index               int64
+	id, typ, name, args []byte
+	typeSeen            bool
 }
 
-// Add folds in the data of one chunk (one SSE event, without "data:").
-// Payloads that are not JSON objects, and [DONE], add nothing.
+// Add parses data, one chunk (the data of one SSE event, without "data:"),
+// and folds it in as AddChunk does. A payload that is not a JSON object,
+// and [DONE], adds nothing.
 func (a *Accumulator) Add(data []byte) {
-	// Its complexity (about 25) is one case per field of a chunk that
-	// accumulates (content, reasoning, refusal, tool-call fragments, finish,
-	// usage, per choice) in one scan without decoding.
-	c := gjson.ParseBytes(data)
-	if v := c.Get("id"); v.Str != "" && a.id == "" {
-		a.id = v.Str
+	if ParseChunk(data, &a.chunk) == nil {
+		a.AddChunk(&a.chunk)
 	}
-	if v := c.Get("model"); v.Str != "" {
-		a.model = v.Str
+}
+
+// AddChunk folds in one chunk as ParseChunk (or a Tap's observer) read it.
+// It copies what it keeps: c may be reused once AddChunk returns.
+func (a *Accumulator) AddChunk(c *Chunk) {
+	if len(c.ID) > 0 && len(a.id) == 0 {
+		a.id = a.keep(a.id, c.ID)
 	}
-	if v := c.Get("created"); v.Int() > 0 && a.created == 0 {
-		a.created = v.Int()
+	if len(c.Model) > 0 {
+		a.model = a.keep(a.model, c.Model)
 	}
-	if v := c.Get("system_fingerprint"); v.Str != "" {
-		a.fingerprint = v.Str
+	if c.Created > 0 && a.created == 0 {
+		a.created = c.Created
 	}
-	if v := c.Get("service_tier"); v.Str != "" {
-		a.serviceTier = v.Str
+	if len(c.SystemFingerprint) > 0 {
+		a.fingerprint = a.keep(a.fingerprint, c.SystemFingerprint)
 	}
-	if u := c.Get("usage"); u.IsObject() {
-		a.usage = json.RawMessage(u.Raw) // the last one wins, never summed
+	if len(c.ServiceTier) > 0 {
+		a.serviceTier = a.keep(a.serviceTier, c.ServiceTier)
 	}
-	c.Get("choices").ForEach(func(_, ch gjson.Result) bool {
-		if a.choices == nil {
-			a.choices = make(map[int64]*choiceAcc)
-		}
-		i := ch.Get("index").Int()
-		acc := a.choices[i]
-		if acc == nil {
-			acc = &choiceAcc{}
-			a.choices[i] = acc
-		}
-		delta := ch.Get("delta")
-		if v := delta.Get("content"); v.Type == gjson.String {
-			acc.content.WriteString(v.Str)
-			acc.hasContent = true
-		}
-		for _, k := range []string{"reasoning_content", "reasoning"} {
-			if v := delta.Get(k); v.Type == gjson.String && v.Str != "" {
-				acc.reasoning.WriteString(v.Str)
-				acc.hasReasoning = true
-			}
-		}
-		if v := delta.Get("refusal"); v.Type == gjson.String && v.Str != "" {
-			acc.refusal.WriteString(v.Str)
-			acc.hasRefusal = true
-		}
-		delta.Get("tool_calls").ForEach(func(j, tc gjson.Result) bool {
-			if acc.tools == nil {
-				acc.tools = make(map[int64]*toolAcc)
-			}
-			idx := j.Int()
-			if v := tc.Get("index"); v.Exists() {
-				idx = v.Int()
-			}
-			t := acc.tools[idx]
-			if t == nil {
-				t = &toolAcc{typ: "function"}
-				acc.tools[idx] = t
-			}
-			if v := tc.Get("id"); v.Str != "" {
-				t.id = v.Str
-			}
-			if v := tc.Get("type"); v.Str != "" {
-				t.typ = v.Str
-			}
-			if v := tc.Get("function.name"); v.Str != "" {
-				t.name = v.Str
-			}
-			t.args.WriteString(tc.Get("function.arguments").Str)
-			return true
-		})
-		if v := ch.Get("finish_reason"); v.Type == gjson.String && v.Str != "" {
-			acc.finish = v.Str
-		}
-		return true
+	if c.HasUsage && len(c.UsageRaw) > 0 {
+		a.usage = a.keep(a.usage, c.UsageRaw) // the last one wins, never summed
+	}
+	for i := range c.Choices {
+		a.addChoice(&c.Choices[i])
+	}
+	for i := range c.ToolCalls {
+		a.addTool(&c.ToolCalls[i])
+	}
+}
+
+// keep returns v copied into old's storage, unless it is already equal (a
+// model name repeated in every chunk costs nothing).
+func (a *Accumulator) keep(old, v []byte) []byte {
+	if string(old) == string(v) {
+		return old
+	}
+	a.size += len(v) - len(old)
+	return append(old[:0], v...)
+}
+
+// add appends v to dst and counts it.
+func (a *Accumulator) add(dst, v []byte) []byte {
+	a.size += len(v)
+	return append(dst, v...)
+}
+
+// choice returns the choice with index i, added in order if new.
+func (a *Accumulator) choice(i int64) *choiceAcc {
+	at, found := slices.BinarySearchFunc(a.choices, i, func(c choiceAcc, i int64) int {
+		return cmpInt(c.index, i)
 	})
-}
-
-type wireToolCall struct {
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
-
-type wireMessage struct {
-	Role             string         `json:"role"`
-	Content          *string        `json:"content"`
-	ReasoningContent *string        `json:"reasoning_content,omitempty"`
-	Refusal          *string        `json:"refusal"`
-	ToolCalls        []wireToolCall `json:"tool_calls,omitempty"`
-}
-
-type wireChoice struct {
-	Index        int64       `json:"index"`
-	Message      wireMessage `json:"message"`
-	FinishReason *string     `json:"finish_reason"`
-}
-
-type wireCompletion struct {
-	ID                string          `json:"id"`
-	Object            string          `json:"object"`
-	Created           int64           `json:"created"`
-	Model             string          `json:"model"`
-	SystemFingerprint string          `json:"system_fingerprint,omitempty"`
-	ServiceTier       string          `json:"service_tier,omitempty"`
-	Choices           []wireChoice    `json:"choices"`
-	Usage             json.RawMessage `json:"usage,omitempty"`
-}
-
-// JSON returns the chat.completion accumulated so far, as JSON: a message
-// per choice with "content" (null only for a tool-call-only choice),
-// "reasoning_content" when any reasoning was streamed, "refusal",
-// "tool_calls" and "finish_reason", and "usage" when a chunk carried one.
-func (a *Accumulator) JSON() []byte {
-	out := wireCompletion{ID: a.id, Object: "chat.completion", Created: a.created, Model: a.model,
-		SystemFingerprint: a.fingerprint, ServiceTier: a.serviceTier, Choices: []wireChoice{}, Usage: a.usage}
-	for _, i := range slices.Sorted(maps.Keys(a.choices)) {
-		acc := a.choices[i]
-		m := wireMessage{Role: "assistant"}
-		if acc.hasContent || len(acc.tools) == 0 {
-			s := acc.content.String()
-			m.Content = &s
-		}
-		if acc.hasReasoning {
-			s := acc.reasoning.String()
-			m.ReasoningContent = &s
-		}
-		if acc.hasRefusal {
-			s := acc.refusal.String()
-			m.Refusal = &s
-		}
-		for _, j := range slices.Sorted(maps.Keys(acc.tools)) {
-			t := acc.tools[j]
-			var tc wireToolCall
-			tc.ID, tc.Type = t.id, t.typ
-			tc.Function.Name, tc.Function.Arguments = t.name, t.args.String()
-			m.ToolCalls = append(m.ToolCalls, tc)
-		}
-		ch := wireChoice{Index: i, Message: m}
-		if acc.finish != "" {
-			f := acc.finish
-			ch.FinishReason = &f
-		}
-		out.Choices = append(out.Choices, ch)
+	if !found {
+		a.choices = slices.Insert(a.choices, at, choiceAcc{index: i})
+		a.size += choiceFrame
 	}
-	b, _ := json.Marshal(out)
-	return b
+	return &a.choices[at]
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// choiceFrame and toolFrame bound the JSON a choice and a tool call add to
+// the answer beyond their text, for Size.
+const (
+	choiceFrame = 256
+	toolFrame   = 96
+)
+
+func (a *Accumulator) addChoice(d *ChoiceDelta) {
+	ch := a.choice(d.Index)
+	if d.Content != nil {
+		ch.content = a.add(ch.content, d.Content)
+		ch.hasContent = true
+	}
+	if len(d.Reasoning) > 0 {
+		ch.reasoning = a.add(ch.reasoning, d.Reasoning)
+		ch.reasoningSeen = true
+	}
+	if len(d.Refusal) > 0 {
+		ch.refusal = a.add(ch.refusal, d.Refusal)
+		ch.refusalSeen = true
+	}
+	if len(d.FinishReason) > 0 {
+		ch.finish = a.keep(ch.finish, d.FinishReason)
+	}
+	if d.Logprobs {
+		ch.logprobs = true
+		ch.lpContent, ch.hasLPContent = a.elements(ch.lpContent, ch.hasLPContent, d.LogprobsContent)
+		ch.lpRefusal, ch.hasLPRefusal = a.elements(ch.lpRefusal, ch.hasLPRefusal, d.LogprobsRefusal)
+	}
+}
+
+// elements appends the array elements v (nil: none sent) to dst, a
+// comma-separated list, and reports whether an array was ever sent.
+func (a *Accumulator) elements(dst []byte, had bool, v []byte) ([]byte, bool) {
+	if v == nil {
+		return dst, had
+	}
+	if len(v) > 0 {
+		if len(dst) > 0 {
+			dst = a.add(dst, comma)
+		}
+		dst = a.add(dst, v)
+	}
+	return dst, true
+}
+
+var comma = []byte{','}
+
+func (a *Accumulator) addTool(t *ToolCallDelta) {
+	ch := a.choice(t.Choice)
+	at, found := slices.BinarySearchFunc(ch.tools, t.Index, func(x toolAcc, i int64) int {
+		return cmpInt(x.index, i)
+	})
+	if !found {
+		ch.tools = slices.Insert(ch.tools, at, toolAcc{index: t.Index})
+		a.size += toolFrame
+	}
+	tc := &ch.tools[at]
+	if len(t.ID) > 0 {
+		tc.id = a.keep(tc.id, t.ID)
+	}
+	if len(t.Type) > 0 {
+		tc.typ = a.keep(tc.typ, t.Type)
+		tc.typeSeen = true
+	}
+	if len(t.Name) > 0 {
+		tc.name = a.keep(tc.name, t.Name)
+	}
+	tc.args = a.add(tc.args, t.Arguments)
+}
+
+// Size returns how many bytes JSON would return now, at most: what was kept
+// of the chunks plus a bound on the JSON around it. A caller bounding the
+// answer's memory checks it after each chunk.
+func (a *Accumulator) Size() int {
+	return a.size + choiceFrame
+}
+
+// JSON returns the chat.completion accumulated so far, as JSON (see
+// AppendJSON).
+func (a *Accumulator) JSON() []byte { return a.AppendJSON(nil) }
+
+// AppendJSON appends the chat.completion accumulated so far, as JSON, to dst
+// and returns the extended slice: a message per choice with "content" (null
+// only for a tool-call-only choice), "reasoning_content" when any reasoning
+// was streamed, "refusal", "tool_calls" when any were; each choice's
+// "logprobs" (null unless asked for) and "finish_reason"; and "usage" when
+// a chunk carried one. Strings are as the provider escaped them.
+func (a *Accumulator) AppendJSON(dst []byte) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = appendStr(dst, a.id)
+	dst = append(dst, `,"object":"chat.completion","created":`...)
+	dst = strconv.AppendInt(dst, a.created, 10)
+	dst = append(dst, `,"model":`...)
+	dst = appendStr(dst, a.model)
+	if len(a.fingerprint) > 0 {
+		dst = append(dst, `,"system_fingerprint":`...)
+		dst = appendStr(dst, a.fingerprint)
+	}
+	if len(a.serviceTier) > 0 {
+		dst = append(dst, `,"service_tier":`...)
+		dst = appendStr(dst, a.serviceTier)
+	}
+	dst = append(dst, `,"choices":[`...)
+	for i := range a.choices {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = a.choices[i].appendJSON(dst)
+	}
+	dst = append(dst, ']')
+	if len(a.usage) > 0 {
+		dst = append(dst, `,"usage":`...)
+		dst = append(dst, a.usage...)
+	}
+	return append(dst, '}')
+}
+
+func (ch *choiceAcc) appendJSON(dst []byte) []byte {
+	dst = append(dst, `{"index":`...)
+	dst = strconv.AppendInt(dst, ch.index, 10)
+	dst = append(dst, `,"message":{"role":"assistant","content":`...)
+	if ch.hasContent || len(ch.tools) == 0 {
+		dst = appendStr(dst, ch.content)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	if ch.reasoningSeen {
+		dst = append(dst, `,"reasoning_content":`...)
+		dst = appendStr(dst, ch.reasoning)
+	}
+	dst = append(dst, `,"refusal":`...)
+	if ch.refusalSeen {
+		dst = appendStr(dst, ch.refusal)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	if len(ch.tools) > 0 {
+		dst = append(dst, `,"tool_calls":[`...)
+		for i := range ch.tools {
+			t := &ch.tools[i]
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"id":`...)
+			dst = appendStr(dst, t.id)
+			dst = append(dst, `,"type":`...)
+			if t.typeSeen {
+				dst = appendStr(dst, t.typ)
+			} else {
+				dst = append(dst, `"function"`...)
+			}
+			dst = append(dst, `,"function":{"name":`...)
+			dst = appendStr(dst, t.name)
+			dst = append(dst, `,"arguments":`...)
+			dst = appendStr(dst, t.args)
+			dst = append(dst, "}}"...)
+		}
+		dst = append(dst, ']')
+	}
+	dst = append(dst, `},"logprobs":`...)
+	if ch.logprobs {
+		dst = append(dst, `{"content":`...)
+		dst = appendArray(dst, ch.hasLPContent, ch.lpContent)
+		dst = append(dst, `,"refusal":`...)
+		dst = appendArray(dst, ch.hasLPRefusal, ch.lpRefusal)
+		dst = append(dst, '}')
+	} else {
+		dst = append(dst, "null"...)
+	}
+	dst = append(dst, `,"finish_reason":`...)
+	if len(ch.finish) > 0 {
+		dst = appendStr(dst, ch.finish)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	return append(dst, '}')
+}
+
+// appendStr appends raw, a JSON string body as sent, in quotes.
+func appendStr(dst, raw []byte) []byte {
+	dst = append(dst, '"')
+	dst = append(dst, raw...)
+	return append(dst, '"')
+}
+
+// appendArray appends the elements in brackets, or null when no array was
+// sent.
+func appendArray(dst []byte, sent bool, elems []byte) []byte {
+	if !sent {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, '[')
+	dst = append(dst, elems...)
+	return append(dst, ']')
 }
