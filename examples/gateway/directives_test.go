@@ -214,6 +214,8 @@ func TestBadRequests(t *testing.T) {
 		{name: "provider_header_malformed", body: req("m", false, ""), hdr: []string{"X-Route-Provider", "a/us/x"}, status: 400, param: "X-Route-Provider"},
 		{name: "unknown_region", body: req("m", false, ""), hdr: []string{"X-Route-Region", "mars"}, status: 400, param: "X-Route-Region"},
 		{name: "unknown_provider_in_only", body: req("m", false, `"provider":{"only":["zz"]}`), status: 400, param: "provider.only"},
+		{name: "model_longer_than_a_statistics_key", body: req(strings.Repeat("m", 4097), false, ""), status: 400, param: "model"},
+		{name: "too_many_distinct_models", body: `{"models":` + list("m", maxListEntries+1, false) + `,` + hi + `}`, status: 400, param: "models"},
 		{name: "unknown_model", body: req("gpt-9", false, ""), status: 404, param: "model"},
 		{name: "unknown_fallback_model", body: `{"models":["m","gpt-9"],` + hi + `}`, status: 404, param: "models"},
 	}
