@@ -7,7 +7,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/tpsroute/tpsroute/tps"
 )
 
 // Scrubber replaces the credentials of a set of deployments (API keys and
@@ -133,7 +134,7 @@ func (s *Scrubber) Contains(b []byte) bool {
 // decoding never writes ahead of what it has read.
 func (s *Scrubber) hidden(b, scratch []byte) bool {
 	for range maxDecodeRounds {
-		d := unpercent(unescapeJSON(scratch[:0], b))
+		d := unpercent(tps.AppendUnescaped(scratch[:0], b))
 		if len(d) == len(b) { // nothing decoded: a fixed point
 			return false
 		}
@@ -202,7 +203,7 @@ func (s *Scrubber) ScrubJSON(b []byte) []byte {
 				inner = tok[1 : len(tok)-1]
 			}
 			out = append(out, b[last:i]...)
-			out = appendQuoted(out, s.Scrub(string(unescapeJSON(nil, inner))))
+			out = appendQuoted(out, s.Scrub(string(tps.AppendUnescaped(nil, inner))))
 			last = j
 		}
 		i = j - 1
@@ -244,70 +245,7 @@ func (s *Scrubber) mayHide(b []byte) bool {
 // of percent-encoding decoded. It never returns a longer slice, and returns
 // one of the same length only when nothing was decoded.
 func decode(b []byte) []byte {
-	return unpercent(unescapeJSON(make([]byte, 0, len(b)), b))
-}
-
-// unescapeJSON appends b to dst with JSON string escapes decoded: the
-// one-letter escapes, \uXXXX and UTF-16 surrogate pairs (a lone surrogate
-// reads U+FFFD). A malformed escape is kept as it is. dst may be b[:0]:
-// decoding never writes ahead of what it has read.
-func unescapeJSON(dst, b []byte) []byte {
-	for {
-		i := bytes.IndexByte(b, '\\')
-		if i < 0 || i+1 == len(b) {
-			return append(dst, b...)
-		}
-		dst = append(dst, b[:i]...)
-		b = b[i:] // b[0] is the backslash
-		n := 2    // bytes of b decoded
-		switch e := b[1]; e {
-		case '"', '\\', '/':
-			dst = append(dst, e)
-		case 'b':
-			dst = append(dst, '\b')
-		case 'f':
-			dst = append(dst, '\f')
-		case 'n':
-			dst = append(dst, '\n')
-		case 'r':
-			dst = append(dst, '\r')
-		case 't':
-			dst = append(dst, '\t')
-		case 'u':
-			r, ok := hex4(b[2:])
-			if !ok {
-				dst, n = append(dst, '\\'), 1
-				break
-			}
-			n = 6
-			if r >= 0xD800 && r < 0xDC00 && len(b) >= 12 && b[6] == '\\' && b[7] == 'u' { // a high surrogate: pair it
-				if lo, ok := hex4(b[8:]); ok && lo >= 0xDC00 && lo < 0xE000 {
-					r = 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00)
-					n = 12
-				}
-			}
-			dst = utf8.AppendRune(dst, r) // a lone surrogate is U+FFFD
-		default:
-			dst, n = append(dst, '\\'), 1
-		}
-		b = b[n:]
-	}
-}
-
-// hex4 reads four hex digits at the start of b.
-func hex4(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[:4] {
-		v, ok := unhex(c)
-		if !ok {
-			return 0, false
-		}
-		r = r<<4 | rune(v)
-	}
-	return r, true
+	return unpercent(tps.AppendUnescaped(make([]byte, 0, len(b)), b))
 }
 
 func unhex(c byte) (byte, bool) {

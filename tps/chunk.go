@@ -156,7 +156,8 @@ type ToolCallDelta struct {
 // AppendUnescaped appends the text of raw, a JSON string body without its
 // quotes as the Chunk fields hold it, to dst with escapes resolved, and
 // returns the extended slice. Invalid surrogates become U+FFFD, as
-// encoding/json does.
+// encoding/json does; a malformed escape is kept as it is. dst may be
+// raw[:0], to decode in place.
 func AppendUnescaped(dst, raw []byte) []byte { return appendUnescaped(dst, raw) }
 
 // Usage is a usage block. Zero fields were absent or zero. A Usage is a

@@ -1,6 +1,7 @@
 package tps
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/bits"
 	"strconv"
@@ -350,7 +351,10 @@ func hexVal(c byte) int {
 
 // appendUnescaped appends the text of a raw JSON string body (as returned by
 // scanner.str) to dst, decoding escapes. Invalid surrogates become U+FFFD, as
-// encoding/json does.
+// encoding/json does; a malformed escape (an unknown letter, a \u without
+// four hex digits, a final backslash) is kept as it is. dst may be raw[:0]:
+// it never writes ahead of what it has read (route's credential scrubber
+// decodes in place).
 //
 // Its complexity (about 23) is one case per JSON escape, surrogate pairs
 // included.
@@ -358,16 +362,16 @@ func appendUnescaped(dst, raw []byte) []byte {
 	for i := 0; i < len(raw); {
 		c := raw[i]
 		if c != '\\' {
-			j := i + 1
-			for j < len(raw) && raw[j] != '\\' {
-				j++
+			j := bytes.IndexByte(raw[i:], '\\')
+			if j < 0 {
+				return append(dst, raw[i:]...)
 			}
-			dst = append(dst, raw[i:j]...)
-			i = j
+			dst = append(dst, raw[i:i+j]...)
+			i += j
 			continue
 		}
 		if i+1 >= len(raw) {
-			return dst
+			return append(dst, c)
 		}
 		switch raw[i+1] {
 		case 'b':
@@ -383,7 +387,9 @@ func appendUnescaped(dst, raw []byte) []byte {
 		case 'u':
 			r, ok := hex4(raw, i+2)
 			if !ok {
-				return dst
+				dst = append(dst, c)
+				i++
+				continue
 			}
 			i += 6
 			if r >= 0xD800 && r < 0xDC00 {
@@ -400,8 +406,12 @@ func appendUnescaped(dst, raw []byte) []byte {
 			}
 			dst = utf8.AppendRune(dst, r)
 			continue
-		default: // '"', '\\', '/'
+		case '"', '\\', '/':
 			dst = append(dst, raw[i+1])
+		default:
+			dst = append(dst, c)
+			i++
+			continue
 		}
 		i += 2
 	}
