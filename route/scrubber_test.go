@@ -1,8 +1,10 @@
 package route
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
@@ -148,4 +150,100 @@ func FuzzScrubber(f *testing.F) {
 			t.Fatalf("ScrubJSON broke JSON: %q -> %q", in, js)
 		}
 	})
+}
+
+// TestScrubJSONExact pins ScrubJSON's output byte for byte: only the strings
+// that held a credential change, re-encoded with their quotes, backslashes
+// and control characters escaped; every other string keeps its escapes, and
+// a string cut at the end of the input is closed.
+func TestScrubJSONExact(t *testing.T) {
+	sc := NewScrubber(Deployment{APIKey: testKey})
+	esc := `sk\u002dlive/abc_0123456789`
+	for _, tt := range []struct{ name, in, want string }{
+		{"other strings keep their escapes", `{"a":"say \"hi\"\n","b":"` + esc + `"}`, `{"a":"say \"hi\"\n","b":"REDACTED"}`},
+		{"a member name and its value", `{"` + esc + `":"` + esc + `","c":"\u00e9"}`, `{"REDACTED":"REDACTED","c":"\u00e9"}`},
+		{"re-encoded", `{"m":"line1\n` + esc + ` \"q\" \\ \t\u001f \/ end"}`, `{"m":"line1\nREDACTED \"q\" \\ \u0009\u001f / end"}`},
+		{"cut inside the string", `{"m":"` + esc, `{"m":"REDACTED"`},
+		{"cut after the key's escape", `data: {"m":"x ` + esc + `\`, `data: {"m":"x REDACTED\\"`},
+		{"raw outside strings", `{"n":` + testKey + `}`, `{"n":REDACTED}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, string(sc.ScrubJSON([]byte(tt.in))))
+		})
+	}
+}
+
+// TestScrubberPartialPercent: a '%' without two hex digits after it, at the
+// end of the text or before one digit, is kept as it is.
+func TestScrubberPartialPercent(t *testing.T) {
+	sc := NewScrubber(Deployment{APIKey: testKey})
+	for _, in := range []string{"50%", "50%4", "%", "%a", "%4g %", "a%2"} {
+		assert.False(t, sc.Contains([]byte(in)), in)
+		assert.Equal(t, in, sc.Scrub(in))
+	}
+	in := url.QueryEscape(testKey)[:len(url.QueryEscape(testKey))-1] + "%39" // the last byte encoded, at the end
+	require.True(t, strings.HasSuffix(in, "%39"))
+	assert.True(t, sc.Contains([]byte(in)))
+	assert.Equal(t, Redacted, sc.Scrub(in))
+}
+
+// TestScrubberRisky: a credential holding a quote, a backslash or a control
+// character can hide behind any one-letter JSON escape, so any backslash
+// makes the Scrubber decode; any other credential is decoded only for \u,
+// \/ or '%', and a plain \n costs it no decoding.
+func TestScrubberRisky(t *testing.T) {
+	for _, tt := range []struct {
+		key   string
+		risky bool
+		form  string // key as JSON escapes it
+	}{
+		{testKey, false, testKey},
+		{"ab cd-1234", false, "ab cd-1234"}, // a space needs no escape
+		{"ab~cd-1234", false, "ab~cd-1234"},
+		{`ab"cd-1234`, true, `ab\"cd-1234`},
+		{`ab\cd-1234`, true, `ab\\cd-1234`},
+		{"ab\tcd-1234", true, `ab\tcd-1234`},
+		{"ab\x1fcd-1234", true, `ab\u001fcd-1234`},
+	} {
+		t.Run(tt.key, func(t *testing.T) {
+			sc := NewScrubber(Deployment{APIKey: tt.key})
+			assert.Equal(t, tt.risky, sc.risky)
+			assert.Equal(t, tt.risky, sc.mayHide([]byte(`say \n`)), "a one-letter escape")
+			assert.True(t, sc.mayHide([]byte(`\u0041`)))
+			assert.True(t, sc.mayHide([]byte(`a\/b`)))
+			assert.True(t, sc.mayHide([]byte(`100%`)))
+			assert.False(t, sc.mayHide([]byte(`plain`)))
+			in := `{"x":"` + tt.form + `"}`
+			assert.True(t, sc.Contains([]byte(in)), in)
+			assert.Equal(t, `{"x":"REDACTED"}`, string(sc.ScrubJSON([]byte(in))))
+		})
+	}
+}
+
+// TestRequestScrubber: the credentials a request carries, in its headers
+// (with and without the scheme, a Basic value decoded), its URL's password
+// and its credential query parameters; nothing else.
+func TestRequestScrubber(t *testing.T) {
+	req, err := http.NewRequest(http.MethodPost, "https://user:url-pass-1@example.test/v1?api-key=query-key-1&model=gpt-4o-mini", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer sk-bearer-1")
+	req.Header.Set("Proxy-Authorization", "basic "+base64.StdEncoding.EncodeToString([]byte("proxyuser:proxy-pass-1")))
+	req.Header.Set("X-Api-Key", "header-key-1")
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Ratelimit-Limit-Tokens", "99999999")
+	sc := RequestScrubber(req)
+	for _, secret := range []string{"Bearer sk-bearer-1", "sk-bearer-1", "proxyuser:proxy-pass-1", "proxyuser", "proxy-pass-1", "header-key-1", "url-pass-1", "query-key-1"} {
+		assert.True(t, sc.Contains([]byte("echo: "+secret)), secret)
+	}
+	for _, clean := range []string{"application/json", "99999999", "gpt-4o-mini", "user", "Bearer", "example.test"} {
+		assert.False(t, sc.Contains([]byte("echo: "+clean)), clean)
+	}
+
+	bad := &http.Request{Header: http.Header{"Authorization": {"Basic !!not-base64!!"}}}
+	sc = RequestScrubber(bad) // no URL; an undecodable Basic value is taken whole
+	assert.True(t, sc.Contains([]byte("!!not-base64!!")))
+	assert.False(t, sc.Contains([]byte("Basic")))
+
+	assert.False(t, RequestScrubber(nil).Contains([]byte("anything at all")))
+	assert.Equal(t, "Bearer sk-bearer-1", RequestScrubber(nil).Scrub("Bearer sk-bearer-1"))
 }
