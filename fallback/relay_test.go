@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/tpsroute/tpsroute/route"
 )
@@ -20,6 +21,9 @@ func TestScrubEvents(t *testing.T) {
 		{"data-field", `data: {"x":"sk\u002drelay-0123456789","y":2}` + "\n\n", `data: {"x":"REDACTED","y":2}` + "\n\n"},
 		{"data-not-json", "data: " + key + "\n\n", "data: REDACTED\n\n"},
 		{"last-line-unterminated", "data: [DONE]\n\n: " + key, "data: [DONE]\n\n"},
+		{"after-a-blank-line", "data: {}\n\n: " + key + "\n\ndata: {}\n\n", "data: {}\n\n\ndata: {}\n\n"},
+		{"cr-at-the-end", "data: {}\r\r: " + key + "\r", "data: {}\r\r"},
+		{"crlf-kept-beside-a-data-line", "data: {\"k\":\"" + key + "\"}\r\n\r\n", "data: {\"k\":\"REDACTED\"}\r\n\r\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out, changed := scrubEvents(sc, []byte(c.in))
@@ -47,7 +51,10 @@ func TestRelayHeader(t *testing.T) {
 		"X-Upstream-Debug":               {"gpu-3"},
 		"Www-Authenticate":               {"Bearer realm=x"},
 	}
+	h["X-Ratelimit-Limit-Tokens"] = []string{string(long[:maxRelayedHeader])} // at the bound: relayed
+	h["Openai-Version"] = []string{}                                          // no value: dropped
 	assert.Equal(t, http.Header{
+		"X-Ratelimit-Limit-Tokens":       {string(long[:maxRelayedHeader])},
 		"X-Request-Id":                   {"req-1"},
 		"Request-Id":                     {route.Redacted},
 		"X-Ratelimit-Remaining-Requests": {"7"},
@@ -108,4 +115,45 @@ func FuzzParseErrorBody(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestLoneCRToLF: every CR not followed by LF becomes LF, in place, at the
+// start, in the middle and at the end; CRLF and LF stay as they are.
+func TestLoneCRToLF(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"", ""},
+		{"data: a\n\n", "data: a\n\n"},
+		{"\rdata: a\r\r", "\ndata: a\n\n"},
+		{"data: a\r\n\r\n", "data: a\r\n\r\n"},
+		{"data: a\r\rdata: b\r\n\r", "data: a\n\ndata: b\r\n\n"},
+		{"\r", "\n"},
+	} {
+		b := []byte(c.in)
+		loneCRToLF(b)
+		assert.Equal(t, c.want, string(b), "%q", c.in)
+	}
+}
+
+// TestScrubberForFollowsTheKey: a key state makes its Scrubber once and
+// again only when the deployment's API key changed, so that a rotated key is
+// scrubbed from the first attempt that carries it.
+func TestScrubberForFollowsTheKey(t *testing.T) {
+	var st keyState
+	d := route.Deployment{APIKey: "sk-old-0123456789"}
+	first := st.scrubberFor(&d)
+	require.True(t, first.Contains([]byte("sk-old-0123456789")))
+	assert.Same(t, first, st.scrubberFor(&d), "made once per key")
+	d.APIKey = "sk-new-0123456789"
+	rotated := st.scrubberFor(&d)
+	assert.True(t, rotated.Contains([]byte("sk-new-0123456789")))
+	assert.NotSame(t, first, rotated)
+}
+
+// TestLimitsDefaults: a zero or negative limit is its Default*, a positive
+// one is kept.
+func TestLimitsDefaults(t *testing.T) {
+	def := Limits{Event: DefaultMaxEvent, Held: DefaultMaxHeld, Answer: DefaultMaxAnswer}
+	assert.Equal(t, def, Limits{}.withDefaults())
+	assert.Equal(t, def, Limits{Event: -1, Held: -1, Answer: -1}.withDefaults())
+	assert.Equal(t, Limits{Event: 1, Held: 2, Answer: 3}, Limits{Event: 1, Held: 2, Answer: 3}.withDefaults())
 }
