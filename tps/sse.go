@@ -136,6 +136,10 @@ func (d *EventReader) readLine() ([]byte, bool) {
 		}
 		b := d.buf[d.off:d.n]
 		if i := lineEnd(b); i >= 0 {
+			if i > d.max { // whole in one read, but past the limit all the same
+				d.err = ErrEventTooLarge
+				return nil, false
+			}
 			adv := i + 1
 			if b[i] == '\r' {
 				if i+1 < len(b) {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -32,6 +33,7 @@ func TestSSEFraming(t *testing.T) {
 		{"stray blank line joins the next block", "\ndata: a\n\n", 10, 10, []string{"a"}},
 		{"comment then data", ": ping\n\ndata: a\n\n", 8, 17, []string{"a"}},
 		{"cr at the end of the buffer ends the line", "data: a\r\n\r", 10, 10, []string{"a"}},
+		{"crlf inside an event", "data: a\r\ndata: b\r\n\r\n", 20, 20, []string{"a\nb"}},
 		{"empty", "", -1, -1, nil},
 	}
 	for _, tt := range tests {
@@ -151,4 +153,97 @@ func FuzzEventReader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// halves reads its string in two parts, split at the middle.
+func halves(s string) io.Reader {
+	return io.MultiReader(strings.NewReader(s[:len(s)/2]), strings.NewReader(s[len(s)/2:]))
+}
+
+// TestEventCapBoundary: the EventReader and the Tap apply the one cap the
+// same way, at its exact boundary: a line of max bytes passes and one more
+// fails; an event's data lines pass while their data, joined with LFs,
+// stays under max; whole or cut across reads.
+func TestEventCapBoundary(t *testing.T) {
+	const max = 64
+	x := func(n int) string { return strings.Repeat("x", n) }
+	for _, tt := range []struct {
+		name string
+		in   string
+		want []string // nil: past the cap
+	}{
+		{"a line of max bytes", "data: " + x(max-6) + "\n\n", []string{x(max - 6)}},
+		{"a line of max+1 bytes", "data: " + x(max-5) + "\n\n", nil},
+		{"data of max-1 bytes", "data: " + x(31) + "\ndata: " + x(31) + "\n\n", []string{x(31) + "\n" + x(31)}},
+		{"data of max bytes", "data: " + x(31) + "\ndata: " + x(32) + "\n\n", nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, r := range []func() io.Reader{
+				func() io.Reader { return strings.NewReader(tt.in) },
+				func() io.Reader { return iotest.OneByteReader(strings.NewReader(tt.in)) },
+				func() io.Reader { return halves(tt.in) },
+			} {
+				got, err := readEvents(r(), max)
+				var unframed, events int
+				tap := NewTap(io.NopCloser(r()), time.Now(), nil, WithMaxEvent(max), WithObserver(func(_ time.Time, c *Chunk) {
+					events++
+					if c.Unframed {
+						unframed++
+					}
+				}))
+				_, copyErr := io.Copy(io.Discard, tap)
+				require.NoError(t, copyErr)
+				if tt.want == nil {
+					assert.ErrorIs(t, err, ErrEventTooLarge, "EventReader")
+					assert.Equal(t, 1, unframed, "Tap")
+					continue
+				}
+				require.NoError(t, err, "EventReader")
+				assert.Equal(t, tt.want, got, "EventReader")
+				assert.Zero(t, unframed, "Tap")
+				assert.Equal(t, 1, events, "Tap: one event, read whole")
+			}
+		})
+	}
+}
+
+// TestEventReaderBoundedMemory: the read buffer holds the partial line, not
+// the stream: 20,000 events leave it at its first size.
+func TestEventReaderBoundedMemory(t *testing.T) {
+	ev := "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n"
+	var d EventReader
+	d.Reset(strings.NewReader(strings.Repeat(ev, 20000)), 0)
+	n := 0
+	for d.Next() {
+		n++
+	}
+	require.NoError(t, d.Err())
+	assert.Equal(t, 20000, n)
+	assert.Len(t, d.buf, eventReaderBuf)
+}
+
+// brokenReader claims more bytes than it was given, then fewer than none,
+// then reads r.
+type brokenReader struct {
+	calls int
+	r     io.Reader
+}
+
+func (b *brokenReader) Read(p []byte) (int, error) {
+	b.calls++
+	switch b.calls {
+	case 1:
+		return len(p) + 100, nil
+	case 2:
+		return -5, nil
+	}
+	return b.r.Read(p)
+}
+
+// TestEventReaderBrokenReader: a Reader that reports an impossible count
+// is read as having read nothing.
+func TestEventReaderBrokenReader(t *testing.T) {
+	got, err := readEvents(&brokenReader{r: strings.NewReader("data: ok\n\n")}, 0)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"ok"}, got)
 }
