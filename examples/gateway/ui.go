@@ -68,10 +68,13 @@ func newHistory() *history {
 	return &history{series: map[measure.Key]*series{}, requests: map[measure.Key]int64{}}
 }
 
-// attempt records a failed attempt: the gateway's Config.OnAttempt.
+// attempt records a failed attempt: the gateway's Config.OnAttempt. An
+// attempt that did not fail over, and a failure of the caller's own request
+// (fallback.Class.CallerFault: invalid, context length, content policy), is
+// not a failover of the deployment's.
 func (h *history) attempt(a fallback.Attempt) {
-	switch a.Class {
-	case fallback.ClassNone, fallback.ClassSkipped, fallback.ClassCanceled, fallback.ClassInvalid, fallback.ClassPolicy:
+	switch {
+	case a.Class == fallback.ClassNone, a.Class == fallback.ClassSkipped, a.Class == fallback.ClassCanceled, a.Class.CallerFault():
 		return
 	}
 	f := failoverView{Time: time.Now(), Deployment: a.Key.String(), Class: a.Class.String(), Phase: a.Phase.String(), Status: a.Status}
