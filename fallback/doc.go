@@ -61,7 +61,11 @@
 // (failover) or a mid-stream error.
 //
 // A non-streaming call commits at the end of the stream: the whole stream is
-// buffered, so a failure at any point restarts on the next deployment.
+// buffered, so a failure at any point restarts on the next deployment. With
+// Call.Assemble it holds the answer instead of the stream: each chunk is
+// folded into a tps.Accumulator as the tap scans it, and Result.Body is the
+// chat.completion JSON, scrubbed of the deployment's credentials;
+// Limits.Answer then bounds both the stream read and the answer.
 //
 // # Faults and what happens
 //

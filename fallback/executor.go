@@ -31,6 +31,7 @@ type Executor struct {
 	statesMu  sync.RWMutex
 	states    map[measure.Key]*keyState
 	bufs      sync.Pool // *[]byte stream buffers
+	reads     sync.Pool // *[]byte read buffers of assembling runs, answerRead bytes
 	noPrefill sync.Map  // measure.Key -> struct{}: rejected a prefill
 
 	rngMu sync.Mutex
@@ -67,6 +68,7 @@ func New(opts Options, hooks Hooks) *Executor {
 	opts.Limits = opts.Limits.withDefaults()
 	e := &Executor{opts: opts, hooks: hooks, transport: hooks.Transport, states: map[measure.Key]*keyState{}}
 	e.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
+	e.reads.New = func() any { b := make([]byte, 0, answerRead); return &b }
 	if e.transport == nil {
 		e.transport = http.DefaultTransport
 	}
@@ -102,6 +104,7 @@ type call struct {
 	malformed  MalformedPolicy
 	keepText   bool // a continuation may follow: runs keep their text
 	stream     bool
+	assemble   bool // a non-streaming call's Body is the answer (Call.Assemble)
 	noFallback bool
 	hedge      bool
 	fb         Feedback
@@ -146,6 +149,7 @@ func (e *Executor) Do(ctx context.Context, plan route.Plan, c Call) (*Result, er
 		choices:    max(1, gjson.GetBytes(body, "n").Int()),
 		mid:        c.MidStream,
 		stream:     c.Stream,
+		assemble:   c.Assemble && !c.Stream,
 		noFallback: c.NoFallback,
 		hedge:      !c.NoHedge && e.opts.Hedge.enabled(),
 		fb:         c.Feedback,
@@ -538,7 +542,11 @@ func (cl *call) take(k measure.Key, st *keyState, now time.Time) (done func(erro
 
 // commit turns a committed run into the Result.
 func (cl *call) commit(a *run) *Result {
-	r := &Result{Header: relayHeader(a.resp.Header, a.sc), StatusCode: a.resp.StatusCode, cl: cl}
+	r := &Result{Header: relayHeader(a.resp.Header, a.sc), StatusCode: a.resp.StatusCode, ContentLength: -1, cl: cl}
+	if cl.assemble {
+		r.ContentLength = int64(a.rel - a.off)
+		r.Header.Set("Content-Type", "application/json")
+	}
 	s := &stream{res: r, cur: a}
 	s.active.Store(a)
 	r.Body = s

@@ -430,8 +430,9 @@ type Limits struct {
 	// DefaultMaxHeld.
 	Held int
 	// Answer bounds the bytes of whole events of a non-streaming call's
-	// stream, which is held whole until it ends (the commit point).
-	// Default DefaultMaxAnswer.
+	// stream, which is held whole until it ends (the commit point); with
+	// Call.Assemble, the bytes of stream read and the answer built from
+	// them. Default DefaultMaxAnswer.
 	Answer int
 }
 
@@ -495,6 +496,15 @@ type Call struct {
 	// output chunk. False commits at the end: the whole stream is buffered so
 	// that any failure before the end fails over invisibly.
 	Stream bool
+	// Assemble, for a non-streaming call, makes Result.Body the
+	// chat.completion JSON that the stream's chunks add up to
+	// (tps.Accumulator), built from each chunk as the tap scans it, instead
+	// of the buffered stream: the call holds the answer and none of the
+	// stream, Limits.Answer bounds both the stream read and the answer, and
+	// Result.ContentLength is the answer's length. A string of the answer
+	// that holds the deployment's credential reads "REDACTED", as in a
+	// stream. Ignored when Stream is true.
+	Assemble bool
 	// Build builds each attempt's request. Nil means DefaultBuild.
 	Build BuildFunc
 	// Deadlines override Options.Deadlines for this call, field by field:

@@ -13,10 +13,12 @@ import (
 // concurrent use with reading Body.
 type Result struct {
 	// Body is the SSE stream from the start: the bytes read before the commit
-	// point, then the rest, whole events only. A failure after the commit
-	// point surfaces from Read as a *Error with phase PhaseMidStream; it is
-	// never a clean io.EOF. With MidStreamContinue a continuation is spliced
-	// in. Close cancels the upstream request at once and is idempotent.
+	// point, then the rest, whole events only; or, for a call with
+	// Call.Assemble, the chat.completion JSON of the whole answer. A failure
+	// after the commit point surfaces from Read as a *Error with phase
+	// PhaseMidStream; it is never a clean io.EOF. With MidStreamContinue a
+	// continuation is spliced in. Close cancels the upstream request at once
+	// and is idempotent.
 	Body io.ReadCloser
 	// Header is the committed attempt's response header, reduced to what
 	// may reach a caller: Content-Type, the request id (X-Request-Id,
@@ -27,6 +29,10 @@ type Result struct {
 	Header http.Header
 	// StatusCode is the committed attempt's status, 200 in practice.
 	StatusCode int
+	// ContentLength is the length of Body in bytes when it is known in
+	// advance, that of an assembled answer (Call.Assemble), whose Header
+	// then says Content-Type "application/json"; -1 for a stream.
+	ContentLength int64
 
 	cl     *call
 	mu     sync.Mutex

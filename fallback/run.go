@@ -41,6 +41,7 @@ type run struct {
 
 	resp *http.Response
 	tap  io.ReadCloser
+	acc  *tps.Accumulator // the answer of an assembling call (Call.Assemble), from observe
 
 	clock
 	seen
@@ -110,6 +111,9 @@ func (cl *call) newRun(i int, d *route.Deployment, st *keyState, done func(error
 	cl.pending.Add(1)
 	a.ctx, a.cancel = context.WithCancelCause(cl.ctx)
 	a.keepText = cl.keepText
+	if cl.assemble {
+		a.acc = new(tps.Accumulator)
+	}
 	a.sc = st.scrubberFor(d)
 	a.start = time.Now()
 	if cl.fb != nil {
@@ -297,6 +301,9 @@ func (a *run) readToCommit(stream bool) bool {
 				return false
 			}
 			if !stream {
+				if a.acc != nil {
+					a.answer()
+				}
 				a.succeed()
 			}
 			return true
@@ -467,6 +474,9 @@ func (a *run) observe(now time.Time, c *tps.Chunk) {
 			a.markFinished()
 		}
 	}
+	if a.acc != nil {
+		a.assemble(c)
+	}
 }
 
 // outputChunk notes an output chunk el ns after the start: the output gap
@@ -511,6 +521,9 @@ func (a *run) onSample(s tps.Sample) {
 
 // fill reads once from the tap into buf and releases whole events.
 func (a *run) fill() error {
+	if a.cl.assemble {
+		return a.fillAnswer()
+	}
 	if a.off == a.rel && a.off > 0 { // everything released was read: compact
 		n := copy(a.buf, a.buf[a.off:])
 		a.buf = a.buf[:n]
@@ -636,7 +649,11 @@ func (a *run) releaseBuf() {
 	}
 	if cap(a.buf) <= 64<<10 {
 		*a.bufp = a.buf[:0]
-		a.cl.e.bufs.Put(a.bufp)
+		if a.cl.assemble {
+			a.cl.e.reads.Put(a.bufp)
+		} else {
+			a.cl.e.bufs.Put(a.bufp)
+		}
 	}
 	a.bufp, a.buf, a.off, a.rel = nil, nil, 0, 0
 }

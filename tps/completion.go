@@ -21,9 +21,76 @@ type Accumulator struct {
 	id, model, fingerprint, serviceTier []byte
 	created                             int64
 	usage                               []byte
-	choices                             []choiceAcc // sorted by index
+	choices                             []choiceAcc // in order of arrival
+	byIndex                             positions
 	size                                int
 	chunk                               Chunk // Add's scratch
+}
+
+// positions finds an element by its index among the elements of a slice in
+// order of arrival: the last one found, then a scan of a few, then a map
+// made once there are more, so that a stream of many choices or tool calls
+// in any order costs linear work.
+type positions struct {
+	last int
+	m    map[int64]int
+}
+
+// find returns the position of index i among n elements whose indexes
+// at(p) gives, or -1.
+func (ps *positions) find(i int64, n int, at func(p int) int64) int {
+	if ps.last < n && at(ps.last) == i {
+		return ps.last
+	}
+	if ps.m == nil && n > 8 {
+		ps.m = make(map[int64]int, 2*n)
+		for p := range n {
+			ps.m[at(p)] = p
+		}
+	}
+	p := -1
+	if ps.m != nil {
+		if q, ok := ps.m[i]; ok {
+			p = q
+		}
+	} else {
+		for q := range n {
+			if at(q) == i {
+				p = q
+				break
+			}
+		}
+	}
+	if p >= 0 {
+		ps.last = p
+	}
+	return p
+}
+
+// added notes that the element with index i was added at position p.
+func (ps *positions) added(i int64, p int) {
+	ps.last = p
+	if ps.m != nil {
+		ps.m[i] = p
+	}
+}
+
+// order returns the positions of n elements sorted by their index, or nil
+// when they arrived in order.
+func order(n int, at func(p int) int64) []int {
+	sorted := true
+	for p := 1; p < n && sorted; p++ {
+		sorted = at(p-1) < at(p)
+	}
+	if sorted {
+		return nil
+	}
+	ps := make([]int, n)
+	for p := range ps {
+		ps[p] = p
+	}
+	slices.SortFunc(ps, func(x, y int) int { return cmpInt(at(x), at(y)) })
+	return ps
 }
 
 // choiceAcc is one choice of the answer; text fields are raw JSON string
@@ -36,7 +103,8 @@ type choiceAcc struct {
 	logprobs                    bool
 	lpContent, lpRefusal        []byte    // elements, comma-separated
 	hasLPContent, hasLPRefusal  bool      // an array (not null) was sent
-	tools                       []toolAcc // sorted by index
+	tools                       []toolAcc // in order of arrival
+	byIndex                     positions
 	reasoningSeen, refusalSeen  bool
 }
 
@@ -101,17 +169,21 @@ func (a *Accumulator) add(dst, v []byte) []byte {
 	return append(dst, v...)
 }
 
-// choice returns the choice with index i, added in order if new.
+// choice returns the choice with index i, added if new.
 func (a *Accumulator) choice(i int64) *choiceAcc {
-	at, found := slices.BinarySearchFunc(a.choices, i, func(c choiceAcc, i int64) int {
-		return cmpInt(c.index, i)
-	})
-	if !found {
-		a.choices = slices.Insert(a.choices, at, choiceAcc{index: i})
+	p := a.byIndex.find(i, len(a.choices), a.choiceIndex)
+	if p < 0 {
+		p = len(a.choices)
+		a.choices = append(a.choices, choiceAcc{index: i})
+		a.byIndex.added(i, p)
 		a.size += choiceFrame
 	}
-	return &a.choices[at]
+	return &a.choices[p]
 }
+
+func (a *Accumulator) choiceIndex(p int) int64 { return a.choices[p].index }
+
+func (ch *choiceAcc) toolIndex(p int) int64 { return ch.tools[p].index }
 
 func cmpInt(a, b int64) int {
 	switch {
@@ -123,11 +195,11 @@ func cmpInt(a, b int64) int {
 	return 0
 }
 
-// choiceFrame and toolFrame bound the JSON a choice and a tool call add to
-// the answer beyond their text, for Size.
+// choiceFrame and toolFrame bound what a choice and a tool call add to the
+// answer beyond their text, for Size: their JSON, and their own memory.
 const (
-	choiceFrame = 256
-	toolFrame   = 96
+	choiceFrame = 320
+	toolFrame   = 160
 )
 
 func (a *Accumulator) addChoice(d *ChoiceDelta) {
@@ -173,14 +245,14 @@ var comma = []byte{','}
 
 func (a *Accumulator) addTool(t *ToolCallDelta) {
 	ch := a.choice(t.Choice)
-	at, found := slices.BinarySearchFunc(ch.tools, t.Index, func(x toolAcc, i int64) int {
-		return cmpInt(x.index, i)
-	})
-	if !found {
-		ch.tools = slices.Insert(ch.tools, at, toolAcc{index: t.Index})
+	p := ch.byIndex.find(t.Index, len(ch.tools), ch.toolIndex)
+	if p < 0 {
+		p = len(ch.tools)
+		ch.tools = append(ch.tools, toolAcc{index: t.Index})
+		ch.byIndex.added(t.Index, p)
 		a.size += toolFrame
 	}
-	tc := &ch.tools[at]
+	tc := &ch.tools[p]
 	if len(t.ID) > 0 {
 		tc.id = a.keep(tc.id, t.ID)
 	}
@@ -227,11 +299,16 @@ func (a *Accumulator) AppendJSON(dst []byte) []byte {
 		dst = appendStr(dst, a.serviceTier)
 	}
 	dst = append(dst, `,"choices":[`...)
+	sorted := order(len(a.choices), a.choiceIndex)
 	for i := range a.choices {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = a.choices[i].appendJSON(dst)
+		p := i
+		if sorted != nil {
+			p = sorted[i]
+		}
+		dst = a.choices[p].appendJSON(dst)
 	}
 	dst = append(dst, ']')
 	if len(a.usage) > 0 {
@@ -262,8 +339,12 @@ func (ch *choiceAcc) appendJSON(dst []byte) []byte {
 	}
 	if len(ch.tools) > 0 {
 		dst = append(dst, `,"tool_calls":[`...)
+		sorted := order(len(ch.tools), ch.toolIndex)
 		for i := range ch.tools {
 			t := &ch.tools[i]
+			if sorted != nil {
+				t = &ch.tools[sorted[i]]
+			}
 			if i > 0 {
 				dst = append(dst, ',')
 			}

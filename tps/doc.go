@@ -49,9 +49,11 @@
 // # Framing and accumulation
 //
 // ForEachData splits a raw SSE body into its data payloads, and Accumulator
-// folds chunks into the chat.completion a non-streaming call answers (every
-// choice, tool calls, the last usage). The tpsroute Client and replay's
-// non-streamed answers both use them.
+// folds chunks, as ParseChunk scanned them, into the chat.completion a
+// non-streaming call answers (every choice, tool calls, logprobs, the last
+// usage), joining their strings as sent without decoding them. fallback
+// builds a non-streaming call's answer with it from each chunk a Tap's
+// observer sees; replay's non-streamed answers use it too.
 //
 // # Observers
 //
