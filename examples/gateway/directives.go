@@ -36,13 +36,19 @@ type directives struct {
 var providerFields = []string{"order", "allow_fallbacks", "only", "ignore", "sort",
 	"max_price", "preferred_min_throughput", "preferred_max_latency"}
 
-// sortPolicy returns the route policy of a provider.sort value: route's own
-// names (route.ParsePolicy), with OpenRouter's "price" for route.Cost.
+// sortPolicy returns the route policy of a provider.sort value, in
+// OpenRouter's words: "price" for route.Cost, and route's own names
+// (route.Policy.String) for throughput and latency.
 func sortPolicy(v string) (route.Policy, bool) {
-	if v == "price" {
+	switch v {
+	case "price":
 		return route.Cost, true
+	case route.Throughput.String():
+		return route.Throughput, true
+	case route.Latency.String():
+		return route.Latency, true
 	}
-	return route.ParsePolicy(v)
+	return 0, false
 }
 
 // badRequest is a 400 answer naming the offending field.
@@ -182,7 +188,7 @@ func (d *directives) parseProvider(p gjson.Result) *tpsroute.HTTPError {
 	if v := p.Get("sort"); v.Exists() {
 		policy, ok := sortPolicy(v.Str)
 		if !ok {
-			return badRequest("provider.sort", "must be \"price\" (or \"cost\"), \"throughput\" or \"latency\", not %s", v.Raw)
+			return badRequest("provider.sort", "must be \"price\", \"throughput\" or \"latency\", not %s", v.Raw)
 		}
 		d.req.Policy = policy
 	}

@@ -38,5 +38,5 @@ func Example_badRequest() {
 	fmt.Println(err.Message)
 	// Output:
 	// 400 provider.sort
-	// gateway: provider.sort: must be "price" (or "cost"), "throughput" or "latency", not "fastest"
+	// gateway: provider.sort: must be "price", "throughput" or "latency", not "fastest"
 }
