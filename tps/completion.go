@@ -279,10 +279,12 @@ func (a *Accumulator) JSON() []byte { return a.AppendJSON(nil) }
 
 // AppendJSON appends the chat.completion accumulated so far, as JSON, to dst
 // and returns the extended slice: a message per choice with "content" (null
-// only for a tool-call-only choice), "reasoning_content" when any reasoning
-// was streamed, "refusal", "tool_calls" when any were; each choice's
-// "logprobs" (null unless asked for) and "finish_reason"; and "usage" when
-// a chunk carried one. Strings are as the provider escaped them.
+// when no content string was streamed, not even "", and the choice has tool
+// calls or a refusal, as providers answer them), "reasoning_content" when
+// any reasoning was streamed, "refusal", "tool_calls" when any were; each
+// choice's "logprobs" (null unless asked for) and "finish_reason"; and
+// "usage" when a chunk carried one. Strings are as the provider escaped
+// them.
 func (a *Accumulator) AppendJSON(dst []byte) []byte {
 	dst = append(dst, `{"id":`...)
 	dst = appendStr(dst, a.id)
@@ -322,7 +324,7 @@ func (ch *choiceAcc) appendJSON(dst []byte) []byte {
 	dst = append(dst, `{"index":`...)
 	dst = strconv.AppendInt(dst, ch.index, 10)
 	dst = append(dst, `,"message":{"role":"assistant","content":`...)
-	if ch.hasContent || len(ch.tools) == 0 {
+	if ch.hasContent || len(ch.tools) == 0 && !ch.refusalSeen {
 		dst = appendStr(dst, ch.content)
 	} else {
 		dst = append(dst, "null"...)

@@ -97,8 +97,7 @@ func TestAccumulator(t *testing.T) {
 		assert.Equal(t, "think more", *m.ReasoningContent)
 		require.NotNil(t, m.Refusal)
 		assert.Equal(t, "I cannot.", *m.Refusal)
-		require.NotNil(t, m.Content, "content is null only for a tool-call-only choice")
-		assert.Equal(t, "", *m.Content)
+		assert.Nil(t, m.Content, "no content string was streamed: null beside a refusal")
 	})
 	t.Run("tool calls", func(t *testing.T) {
 		out, _ := accumulate(t,
@@ -254,4 +253,20 @@ func TestParseChunkAnswerFields(t *testing.T) {
 	assert.NotNil(t, c.Choices[0].LogprobsContent, "an empty array is not null")
 	assert.Empty(t, c.Choices[0].LogprobsContent)
 	assert.Nil(t, c.UsageRaw)
+}
+
+// TestAccumulatorRefusalContent: a refusal streamed after a role chunk
+// whose content is null answers content null, as the provider's own
+// answer does; one after content "" answers "".
+func TestAccumulatorRefusalContent(t *testing.T) {
+	out, _ := accumulate(t,
+		`{"choices":[{"index":0,"delta":{"role":"assistant","content":null,"refusal":""}}]}`,
+		`{"choices":[{"index":0,"delta":{"refusal":"No."},"finish_reason":"stop"}]}`)
+	assert.Nil(t, out.Choices[0].Message.Content)
+	assert.Equal(t, "No.", *out.Choices[0].Message.Refusal)
+	out, _ = accumulate(t,
+		`{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`,
+		`{"choices":[{"index":0,"delta":{"refusal":"No."},"finish_reason":"stop"}]}`)
+	require.NotNil(t, out.Choices[0].Message.Content)
+	assert.Equal(t, "", *out.Choices[0].Message.Content)
 }
