@@ -328,6 +328,7 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 	return c.exec.Do(ctx, plan, fallback.Call{
 		Body:                 body,
 		Stream:               stream,
+		Assemble:             !stream, // the answer, built as the tap scans each chunk
 		Build:                cl.build,
 		NoHedge:              !(c.hedgeDefault || cc.hedge),
 		NoFallback:           cc.req.NoFallbacks,

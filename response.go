@@ -30,7 +30,8 @@ import (
 // stream, from its first byte: failover happened before the first output
 // chunk, and a failure after it surfaces from Read as a *fallback.Error,
 // never as a clean io.EOF. Otherwise the call streams underneath, fails over
-// invisibly until the end, and Body is the accumulated chat.completion JSON.
+// invisibly until the end, and Body is the chat.completion JSON assembled
+// from the stream's chunks as they were timed, with a Content-Length.
 //
 // Do returns once the commit point is reached (the whole answer without
 // "stream"), or with an error: a *RequestError for a bad body or an unknown
@@ -98,6 +99,15 @@ func (c *Client) send(ctx context.Context, body []byte, hdr http.Header, cc *cal
 		endCall(cc, nil, err)
 		return nil, err
 	}
+	return c.respond(ctx, body, info, hdr, cc)
+}
+
+// respond runs one call whose request was read as info. A streaming call's
+// Body is the committed stream; a non-streaming call's is the answer that
+// the executor assembled from the stream's chunks as the tap scanned them
+// (fallback.Call.Assemble), read from the executor's buffer without a copy:
+// the call has ended when respond returns.
+func (c *Client) respond(ctx context.Context, body []byte, info requestInfo, hdr http.Header, cc *callConfig) (*Response, error) {
 	// The call's own context lets an early Close end the upstream request.
 	ctx, cancel := context.WithCancel(ctx)
 	res, err := c.do(ctx, body, info, hdr, cc, info.Stream)
@@ -116,20 +126,11 @@ func (c *Client) send(ctx context.Context, body []byte, hdr http.Header, cc *cal
 		r.Body = &servedBody{rc: res.Body, cancel: cancel, end: func(err error) { endCall(cc, res, err) }}
 		return r, nil
 	}
-	defer cancel()
-	raw, err := io.ReadAll(res.Body) // buffered whole by the executor
-	_ = res.Body.Close()
-	if err != nil {
-		endCall(cc, res, err)
-		return nil, err
-	}
-	var acc tps.Accumulator
-	tps.ForEachData(raw, acc.Add)
-	out := acc.JSON()
+	cancel() // the attempt has ended; Body reads what it left
 	endCall(cc, res, nil)
 	r.Header.Set("Content-Type", "application/json")
-	r.Header.Set("Content-Length", strconv.Itoa(len(out)))
-	r.Body = io.NopCloser(bytes.NewReader(out))
+	r.Header.Set("Content-Length", strconv.FormatInt(res.ContentLength, 10))
+	r.Body = res.Body
 	return r, nil
 }
 

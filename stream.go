@@ -37,24 +37,39 @@ func (s ChatCompletionService) NewStreaming(ctx context.Context, params openai.C
 }
 
 // New creates a routed chat completion and returns it whole, as openai-go's
-// New does. It streams underneath and accumulates the chunks, so every call
-// feeds the TPS statistics, and since nothing reaches the caller before the
-// end, a failure at any point (even mid-stream) fails over invisibly to the
-// next deployment. Use WithReport to learn which deployment answered, its
-// tps.Sample (usage, timing) and the attempts.
+// New does. It streams underneath, so every call feeds the TPS statistics,
+// and since nothing reaches the caller before the end, a failure at any
+// point (even mid-stream) fails over invisibly to the next deployment. The
+// answer is assembled from the chunks as they are timed (tps.Accumulator)
+// and decoded once by openai-go, so RawJSON holds it whole. Use WithReport
+// to learn which deployment answered, its tps.Sample (usage, timing) and the
+// attempts.
 func (s ChatCompletionService) New(ctx context.Context, params openai.ChatCompletionNewParams, opts ...CallOption) (*openai.ChatCompletion, error) {
-	st := s.c.newStream(ctx, params, opts, false)
-	defer st.Close()
-	var acc tps.Accumulator // the text path: no chunk is decoded
-	for st.Next() {
-		acc.Add(st.sse.Data())
+	cc := buildCallConfig(opts)
+	body, err := json.Marshal(params)
+	var info requestInfo
+	if err != nil {
+		err = &RequestError{Reason: "encoding the request: " + err.Error()}
+	} else {
+		info, err = readRequest(body)
 	}
-	if err := st.Err(); err != nil {
+	if err != nil {
+		endCall(&cc, nil, err)
 		return nil, err
 	}
+	info.Stream = false
+	r, err := s.c.respond(ctx, body, info, nil, &cc)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Body.Close()
+	raw := make([]byte, r.res.ContentLength)
+	if _, err := io.ReadFull(r.Body, raw); err != nil {
+		return nil, fmt.Errorf("tpsroute: reading the assembled completion: %w", err)
+	}
 	var out openai.ChatCompletion
-	if err := json.Unmarshal(acc.JSON(), &out); err != nil {
-		return nil, fmt.Errorf("tpsroute: decoding the accumulated completion: %w", err)
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf("tpsroute: decoding the assembled completion: %w", err)
 	}
 	return &out, nil
 }
