@@ -14,6 +14,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/tidwall/gjson"
 
+	"github.com/tpsroute/tpsroute/internal/jsoncheck"
 	"github.com/tpsroute/tpsroute/measure"
 )
 
@@ -154,7 +155,10 @@ func parseErrorBody(body []byte) providerError {
 	if len(body) == 0 {
 		return pe
 	}
-	if !gjson.ValidBytes(body) {
+	// Checked without recursion first: an in-stream error event may be
+	// megabytes of '[' (up to Limits.Event), which gjson's validator would
+	// walk one stack frame per bracket.
+	if jsoncheck.Valid(body) != nil {
 		pe.Message = truncate(string(body), 300)
 		return pe
 	}
@@ -318,7 +322,7 @@ func classifyStatus(status int, pe *providerError) Class {
 // newAPIError builds the provider's error as openai-go would.
 func newAPIError(status int, pe *providerError, req *http.Request, resp *http.Response) *openai.Error {
 	e := &openai.Error{StatusCode: status, Request: req, Response: resp}
-	if pe.Raw != "" && gjson.Valid(pe.Raw) {
+	if pe.Raw != "" && jsoncheck.Valid([]byte(pe.Raw)) == nil {
 		_ = e.UnmarshalJSON([]byte(pe.Raw))
 	}
 	// Fill what the generic decoder missed (int codes, {"error":"..."} shapes).

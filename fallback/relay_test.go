@@ -1,7 +1,10 @@
 package fallback
 
 import (
+	"bytes"
 	"net/http"
+	"runtime/debug"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -156,4 +159,20 @@ func TestLimitsDefaults(t *testing.T) {
 	assert.Equal(t, def, Limits{}.withDefaults())
 	assert.Equal(t, def, Limits{Event: -1, Held: -1, Answer: -1}.withDefaults())
 	assert.Equal(t, Limits{Event: 1, Held: 2, Answer: 3}, Limits{Event: 1, Held: 2, Answer: 3}.withDefaults())
+}
+
+// TestParseErrorBodyDeepNesting: an upstream's error body (an in-stream
+// error event may be megabytes, up to Limits.Event) of nested '[' is read
+// with a small, fixed stack; a recursive validator overflowed the 32 MiB
+// stack this test allows, one frame per bracket.
+func TestParseErrorBodyDeepNesting(t *testing.T) {
+	old := debug.SetMaxStack(32 << 20)
+	defer debug.SetMaxStack(old)
+	for _, body := range [][]byte{bytes.Repeat([]byte("["), 4<<20), []byte(`{"error":` + strings.Repeat("[", 1<<20) + `}`)} {
+		pe := parseErrorBody(body)
+		assert.NotEmpty(t, pe.Message)
+		assert.LessOrEqual(t, len(pe.Message), 310)
+		e := newAPIError(500, &pe, nil, nil)
+		assert.Equal(t, 500, e.StatusCode)
+	}
 }
