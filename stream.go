@@ -68,7 +68,9 @@ func (s ChatCompletionService) New(ctx context.Context, params openai.ChatComple
 		return nil, fmt.Errorf("tpsroute: reading the assembled completion: %w", err)
 	}
 	var out openai.ChatCompletion
-	if err := json.Unmarshal(raw, &out); err != nil {
+	// The executor built raw as valid JSON: openai-go's decoder alone, without
+	// encoding/json's validating pass before it.
+	if err := out.UnmarshalJSON(raw); err != nil {
 		return nil, fmt.Errorf("tpsroute: decoding the assembled completion: %w", err)
 	}
 	return &out, nil
