@@ -222,8 +222,8 @@ func TestEventReaderBoundedMemory(t *testing.T) {
 	assert.Len(t, d.buf, eventReaderBuf)
 }
 
-// brokenReader claims more bytes than it was given, then fewer than none,
-// then reads r.
+// brokenReader reads r, but its second and third reads claim one byte more
+// than they were given and fewer than none.
 type brokenReader struct {
 	calls int
 	r     io.Reader
@@ -232,18 +232,23 @@ type brokenReader struct {
 func (b *brokenReader) Read(p []byte) (int, error) {
 	b.calls++
 	switch b.calls {
-	case 1:
-		return len(p) + 100, nil
 	case 2:
+		return len(p) + 1, nil
+	case 3:
 		return -5, nil
 	}
 	return b.r.Read(p)
 }
 
-// TestEventReaderBrokenReader: a Reader that reports an impossible count
-// is read as having read nothing.
+// TestEventReaderBrokenReader: a Reader that reports an impossible count,
+// with part of a line already read or not, is read as having read nothing.
 func TestEventReaderBrokenReader(t *testing.T) {
-	got, err := readEvents(&brokenReader{r: strings.NewReader("data: ok\n\n")}, 0)
-	require.NoError(t, err)
-	assert.Equal(t, []string{"ok"}, got)
+	for _, r := range []io.Reader{
+		strings.NewReader("data: ok\n\n"),
+		io.MultiReader(strings.NewReader("data: o"), strings.NewReader("k\n\n")), // a partial line before the broken reads
+	} {
+		got, err := readEvents(&brokenReader{r: r}, 0)
+		require.NoError(t, err)
+		assert.Equal(t, []string{"ok"}, got)
+	}
 }
