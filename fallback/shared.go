@@ -26,11 +26,12 @@ type Shared interface {
 	// holds the half-open probe) or ErrNoBudget (the fleet-wide limit is
 	// spent). An admitted attempt is always followed by one Done.
 	Admit(k measure.Key, now time.Time, tokens int64) error
-	// Done reports the end of an admitted attempt; failure is the breaker's
-	// verdict (errors the breaker excludes, such as a 400 or a canceled
-	// call, are not failures; an attempt the local limiters then refused is
-	// one).
-	Done(k measure.Key, now time.Time, failure bool)
+	// Done reports the end of an admitted attempt with the breaker's
+	// verdict: OutcomeFailure (an attempt the local limiters then refused
+	// is one), OutcomeSuccess, or OutcomeExcluded for an attempt that says
+	// nothing of the deployment's health (the caller's fault, a
+	// cancellation).
+	Done(k measure.Key, now time.Time, o Outcome)
 	// Opened reports that k's breaker opened in this Executor at now and
 	// goes half-open at until.
 	Opened(k measure.Key, now, until time.Time)
@@ -39,6 +40,23 @@ type Shared interface {
 	// the local breaker.
 	Breaker(k measure.Key, now time.Time) route.BreakerState
 }
+
+// Outcome is the breaker's verdict on an admitted attempt, as Shared.Done
+// receives it. It is a constant and safe for concurrent use.
+type Outcome uint8
+
+const (
+	// OutcomeSuccess: the attempt succeeded; a half-open probe closes the
+	// breaker.
+	OutcomeSuccess Outcome = iota
+	// OutcomeFailure: the attempt failed by the deployment's fault (or was
+	// refused after admission and never sent); a half-open probe reopens it.
+	OutcomeFailure
+	// OutcomeExcluded: the attempt ended for a reason that says nothing of
+	// the deployment (Class.CallerFault, a cancellation): a half-open probe
+	// learned nothing, and the next attempt probes again.
+	OutcomeExcluded
+)
 
 // admitShared asks o.Shared, if set, to admit an attempt on k, and wraps the
 // breaker's done so that the outcome reaches Shared too.
@@ -56,8 +74,15 @@ func (e *Executor) admitShared(k measure.Key, tokens int64, done func(error)) (f
 		// An admitted attempt the local limiter then refused (ClassSkipped)
 		// was never sent: it reports a failure, so that a half-open probe
 		// that could not go out reopens the breaker rather than closing it.
-		failure := err != nil && (!ok || ce.class.breakerFailure() || ce.class == ClassSkipped)
-		sh.Done(k, time.Now(), failure)
+		o := OutcomeSuccess
+		switch {
+		case err == nil:
+		case !ok || ce.class.breakerFailure() || ce.class == ClassSkipped:
+			o = OutcomeFailure
+		default:
+			o = OutcomeExcluded
+		}
+		sh.Done(k, time.Now(), o)
 	}, nil
 }
 

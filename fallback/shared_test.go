@@ -31,14 +31,10 @@ func (f *fakeShared) Admit(k measure.Key, _ time.Time, _ int64) error {
 	return f.deny[k.Provider]
 }
 
-func (f *fakeShared) Done(k measure.Key, _ time.Time, failure bool) {
+func (f *fakeShared) Done(k measure.Key, _ time.Time, o fallback.Outcome) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s := k.Provider + ":ok"
-	if failure {
-		s = k.Provider + ":fail"
-	}
-	f.done = append(f.done, s)
+	f.done = append(f.done, k.Provider+":"+[...]string{"ok", "fail", "excluded"}[o])
 }
 
 func (f *fakeShared) Opened(k measure.Key, now, until time.Time) {
@@ -85,6 +81,22 @@ func TestSharedSeam(t *testing.T) {
 		assert.Equal(t, route.BreakerOpen, e.ex.Status(measure.Key{Provider: "a", Model: "m"}, time.Now()).Breaker)
 		assert.Equal(t, route.BreakerOpen, e.ex.Status(measure.Key{Provider: "c", Model: "m"}, time.Now()).Breaker)
 		assert.Equal(t, route.BreakerClosed, e.ex.Status(measure.Key{Provider: "d", Model: "m"}, time.Now()).Breaker)
+	})
+}
+
+// TestSharedCallerFaultIsExcluded: an attempt that fails by the caller's
+// fault (a 400) tells the fleet nothing of the deployment's health: its
+// Done is OutcomeExcluded, so a half-open probe neither closes nor reopens
+// the fleet's breaker.
+func TestSharedCallerFaultIsExcluded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sh := &fakeShared{}
+		e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(8), replay.Status(400, "", nil))}, fallback.Options{}, fallback.Hooks{Shared: sh})
+		_, err := e.do(t, planOf(dep("a", "a-m")), fallback.Call{Stream: true})
+		require.Error(t, err)
+		sh.mu.Lock()
+		defer sh.mu.Unlock()
+		assert.Equal(t, []string{"a:excluded"}, sh.done)
 	})
 }
 

@@ -126,8 +126,10 @@ func (f *Fleet) Admit(k measure.Key, now time.Time, tokens int64) error {
 }
 
 // Done implements fallback.Shared: the end of the half-open probe closes
-// (success) or reopens (failure) the fleet's breaker.
-func (f *Fleet) Done(k measure.Key, now time.Time, failure bool) {
+// (success) or reopens (failure) the fleet's breaker; an excluded outcome
+// (the caller's fault, a cancellation) leaves it half-open with the probe
+// still this replica's to send.
+func (f *Fleet) Done(k measure.Key, now time.Time, o fallback.Outcome) {
 	ks := f.state(k)
 	if ks == nil {
 		return
@@ -137,6 +139,12 @@ func (f *Fleet) Done(k measure.Key, now time.Time, failure bool) {
 		ks.mu.Unlock()
 		return
 	}
+	if o == fallback.OutcomeExcluded {
+		ks.probeUsed = false // nothing learned: the next call probes again
+		ks.mu.Unlock()
+		return
+	}
+	failure := o == fallback.OutcomeFailure
 	ks.probeUsed, ks.probeMine = false, false
 	switch {
 	case failure && ks.own && now.Before(ks.openUntil):
