@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -246,4 +247,25 @@ func TestRequestScrubber(t *testing.T) {
 
 	assert.False(t, RequestScrubber(nil).Contains([]byte("anything at all")))
 	assert.Equal(t, "Bearer sk-bearer-1", RequestScrubber(nil).Scrub("Bearer sk-bearer-1"))
+}
+
+// TestUnpercent decodes every hex digit, both cases, against strconv as the
+// oracle, and keeps what is not an escape.
+func TestUnpercent(t *testing.T) {
+	for c := range 256 {
+		v, ok := unhex(byte(c))
+		want, err := strconv.ParseUint(string(rune(c)), 16, 8)
+		assert.Equal(t, err == nil, ok, "%q", rune(c))
+		if ok {
+			assert.EqualValues(t, want, v, "%q", rune(c))
+		}
+	}
+	for in, want := range map[string]string{
+		"%30%39%61%66%41%46": "09afAF",
+		"%6a%6A%4f%4F":       "jjOO",
+		"%2f%2F%G0%0G%":      "//%G0%0G%",
+		"a%20b%2":            "a b%2",
+	} {
+		assert.Equal(t, want, string(unpercent([]byte(in))), in)
+	}
 }
