@@ -191,3 +191,34 @@ func TestLimitsBoundHeap(t *testing.T) {
 	t.Logf("peak heap growth %d MiB for %d calls (budget %d MiB)", grew>>20, calls, budget>>20)
 	assert.Less(t, grew, budget)
 }
+
+// TestLimitsExactBounds: a non-streaming call holds its whole stream; one
+// whose whole events come to exactly Held bytes, or past Held to exactly
+// Answer, is answered, and one byte less of Answer fails with ErrTooLarge.
+func TestLimitsExactBounds(t *testing.T) {
+	body := limitChunk + `data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n"
+	n := len(body)
+	for _, tt := range []struct {
+		name   string
+		limits fallback.Limits
+		ok     bool
+	}{
+		{"held exactly", fallback.Limits{Held: n, Answer: 1}, true},
+		{"answer exactly", fallback.Limits{Held: 1, Answer: n}, true},
+		{"answer one byte short", fallback.Limits{Held: 1, Answer: n - 1}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := fallback.New(fallback.Options{Limits: tt.limits}, fallback.Hooks{})
+			res, err := e.Do(context.Background(), planOf(serve(t, goodStream)), fallback.Call{Body: []byte(reqBody)})
+			if !tt.ok {
+				require.Error(t, err)
+				assert.ErrorIs(t, err, fallback.ErrTooLarge)
+				return
+			}
+			require.NoError(t, err)
+			d := drain(t, res.Body)
+			require.NoError(t, d.err)
+			assert.Equal(t, "hi ", d.text)
+		})
+	}
+}
