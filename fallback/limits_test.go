@@ -136,6 +136,9 @@ func TestLimitsBoundHeap(t *testing.T) {
 	if testing.Short() {
 		t.Skip("moves about 250 MB over loopback")
 	}
+	if raceEnabled {
+		t.Skip("a heap budget of the production build: the race detector's own allocations pass it (294 MB measured)")
+	}
 	const calls = 100
 	limits := fallback.Limits{Held: 1 << 20} // the default, named for the budget
 	h := &hostileStream{fill: ": keep-alive\n\n"}
