@@ -21,12 +21,21 @@ func (cl *call) mayContinue() bool {
 	}
 	for i := range cl.plan {
 		for j := range cl.plan {
-			if i != j && cl.declaresContinuation(cl.plan[i].Deployment, cl.plan[j].Deployment) {
+			// The cut deployment itself is a target (selfContinuation)
+			// when it may be tried twice.
+			if (i != j || cl.selfContinuation()) && cl.declaresContinuation(cl.plan[i].Deployment, cl.plan[j].Deployment) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// selfContinuation reports whether the call's budgets leave room for a
+// continuation on the deployment that was cut: a second attempt on one
+// deployment and a second attempt in the call.
+func (cl *call) selfContinuation() bool {
+	return cl.e.opts.AttemptsPerDeployment > 1 && cl.maxAttempts > 1
 }
 
 // continuesOn reports whether a stream cut on from may be continued on to

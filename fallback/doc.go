@@ -41,6 +41,13 @@
 // route.Deployment.ModelCapabilities. If the continuation fails, the caller
 // gets the original mid-stream error, never the continuation's.
 //
+// The targets are the other deployments of the plan, in order, and then the
+// deployment that was cut: a provider that dropped one stream often serves
+// the next, and a model served by one deployment has no other target. That
+// second attempt counts against AttemptsPerDeployment and MaxAttempts like
+// any other, and is made only while the deployment's breaker (which has
+// counted the cut) lets it through.
+//
 // # Malformed events
 //
 // A data event that is not one valid JSON object is, by default

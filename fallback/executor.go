@@ -165,13 +165,13 @@ func (e *Executor) Do(ctx context.Context, plan route.Plan, c Call) (*Result, er
 	}
 	cl.mid = cmp.Or(cl.mid, e.opts.MidStream)
 	cl.malformed = e.opts.Malformed
-	cl.keepText = cl.mayContinue()
 	cl.maxAttempts = e.opts.MaxAttempts
 	if cl.maxAttempts <= 0 {
 		// Every deployment once, whatever the plan's length; the retries
 		// on top stop at the cap.
 		cl.maxAttempts = max(n, min(n+e.opts.AttemptsPerDeployment-1, maxAttemptsCap))
 	}
+	cl.keepText = cl.mayContinue()
 	e.calls.Add(1)
 	e.keepOff(plan.Excluded)
 	if n == 0 {

@@ -137,7 +137,9 @@ func faulted(ev []string, f streamFault, j int) (body, end string) {
 // is injected at every event, with continuation on and off. On success the
 // caller's text is the canonical text; on error it is a prefix of it. With
 // continuation on (and a healthy, prefill-capable deployment of the same
-// model behind) every call succeeds.
+// model behind) every call succeeds. The "one" plans run the same matrix
+// with a single deployment, which answers its second request cleanly: the
+// continuation goes back to the deployment that was cut (issue 29 item 1).
 func TestSpliceProperty(t *testing.T) {
 	const words = 4
 	ev := canonical(words)
@@ -146,51 +148,74 @@ func TestSpliceProperty(t *testing.T) {
 		name string
 		mid  fallback.MidStreamPolicy
 	}{{"continue", fallback.MidStreamDefault}, {"error", fallback.MidStreamError}}
+	// setups return the scripts and plan of one run whose primary plays
+	// the faulted writes.
+	setups := []struct {
+		name string
+		make func(faulty replay.Script) (map[string]replay.Script, route.Plan)
+	}{
+		{"two", func(faulty replay.Script) (map[string]replay.Script, route.Plan) {
+			return map[string]replay.Script{"a-m": faulty, "b-m": prof(words)}, planOf(prefillDep("a", "a-m"), prefillDep("b", "b-m"))
+		}},
+		{"one", func(faulty replay.Script) (map[string]replay.Script, route.Plan) {
+			s := replay.Func(func(c replay.Call) replay.Script {
+				if c.Attempt == 1 {
+					return faulty
+				}
+				return prof(words)
+			})
+			return map[string]replay.Script{"a-m": s}, planOf(prefillDep("a", "a-m"))
+		}},
+	}
 	for _, f := range []streamFault{faultCut, faultCutLine, faultReset, faultStall, faultMalformed, faultBadFail} {
 		for _, p := range policies {
-			t.Run(string(f)+"/"+p.name, func(t *testing.T) {
-				synctest.Test(t, func(t *testing.T) {
-					runs, fails := 0, 0
-					for j := range ev {
-						body, end := faulted(ev, f, j)
-						step := 1
-						if testing.Short() {
-							step = 5 // every fifth read boundary
-						}
-						for k := 0; k < len(body); k += step {
-							writes := []string{body[:k], body[k:]}
-							if k == 0 {
-								writes = writes[1:]
+			for _, su := range setups {
+				t.Run(string(f)+"/"+p.name+"/"+su.name, func(t *testing.T) {
+					synctest.Test(t, func(t *testing.T) {
+						runs, fails := 0, 0
+						for j := range ev {
+							body, end := faulted(ev, f, j)
+							step := 1
+							if testing.Short() {
+								step = 5 // every fifth read boundary
 							}
-							opts := fallback.Options{MidStream: p.mid}
-							if f == faultBadFail {
-								opts.Malformed = fallback.MalformedFail
-							}
-							e := newEnv(map[string]replay.Script{
-								"a-m": rawCassette(end, writes...),
-								"b-m": prof(words),
-							}, opts)
-							where := fmt.Sprintf("fault %s at event %d, read boundary %d", f, j, k)
-							res, err := e.do(t, planOf(prefillDep("a", "a-m"), prefillDep("b", "b-m")), fallback.Call{Stream: true})
-							runs++
-							if err != nil {
+							for k := 0; k < len(body); k += step {
+								writes := []string{body[:k], body[k:]}
+								if k == 0 {
+									writes = writes[1:]
+								}
+								opts := fallback.Options{MidStream: p.mid}
+								if f == faultBadFail {
+									opts.Malformed = fallback.MalformedFail
+								}
+								scripts, plan := su.make(rawCassette(end, writes...))
+								e := newEnv(scripts, opts)
+								where := fmt.Sprintf("fault %s at event %d, read boundary %d", f, j, k)
+								res, err := e.do(t, plan, fallback.Call{Stream: true})
+								runs++
+								if err != nil {
+									fails++
+									// Before the commit point (nothing was
+									// delivered) a lone deployment's failure is
+									// not retried: that is failover, not
+									// continuation.
+									require.False(t, p.name == "continue" && su.name == "two", "%s: %v", where, err)
+									continue
+								}
+								d := drain(t, res.Body)
+								if d.err == nil {
+									require.Equal(t, want, d.text, where)
+									continue
+								}
 								fails++
-								require.NotEqual(t, "continue", p.name, "%s: %v", where, err)
-								continue
+								require.True(t, strings.HasPrefix(want, d.text), "%s: %q is not a prefix", where, d.text)
+								require.NotEqual(t, "continue", p.name, "%s: %v", where, d.err)
 							}
-							d := drain(t, res.Body)
-							if d.err == nil {
-								require.Equal(t, want, d.text, where)
-								continue
-							}
-							fails++
-							require.True(t, strings.HasPrefix(want, d.text), "%s: %q is not a prefix", where, d.text)
-							require.NotEqual(t, "continue", p.name, "%s: %v", where, d.err)
 						}
-					}
-					t.Logf("%d runs, %d errors", runs, fails)
+						t.Logf("%d runs, %d errors", runs, fails)
+					})
 				})
-			})
+			}
 		}
 	}
 }
@@ -305,7 +330,8 @@ func TestPrefillRejectionRemembered(t *testing.T) {
 			"a-m": replay.WithFaults(prof(40), replay.CutAfter(10)),
 			"b-m": replay.WithFaults(prof(40), replay.RejectPrefill()),
 		}, fallback.Options{})
-		plan := planOf(prefillDep("a", "a-m"), prefillDep("b", "b-m"))
+		// a declares no prefill, so that b is the only continuation target.
+		plan := planOf(dep("a", "a-m"), prefillDep("b", "b-m"))
 		for call := range 3 {
 			res, err := e.do(t, plan, fallback.Call{Stream: true})
 			require.NoError(t, err)
@@ -387,7 +413,7 @@ func TestFailedContinuationCounted(t *testing.T) {
 			"a-m": replay.WithFaults(prof(40), replay.CutAfter(10)),
 			"b-m": replay.WithFaults(prof(40), replay.RejectPrefill()),
 		}, fallback.Options{MidStream: fallback.MidStreamContinue})
-		res, err := e.do(t, planOf(prefillDep("a", "a-m"), prefillDep("b", "b-m")), fallback.Call{Stream: true})
+		res, err := e.do(t, planOf(dep("a", "a-m"), prefillDep("b", "b-m")), fallback.Call{Stream: true})
 		require.NoError(t, err)
 		d := drain(t, res.Body)
 		require.ErrorIs(t, d.err, fallback.ErrMidStream)
@@ -402,4 +428,61 @@ func TestFailedContinuationCounted(t *testing.T) {
 		assert.Equal(t, "a", last.Key.Provider, "the original failure decides")
 		assert.Equal(t, fallback.ClassMidStream, last.Class)
 	})
+}
+
+// TestContinuationOnCutDeployment is issue 29 item 1: the deployment whose
+// stream was cut is itself a continuation target, after the other targets,
+// within its attempt budget and only while its breaker allows it.
+func TestContinuationOnCutDeployment(t *testing.T) {
+	cutOnce := func() replay.Script { return replay.WithFaults(prof(40), replay.CutAfter(10).OnAttempts(1)) }
+	tests := []struct {
+		name    string
+		opts    fallback.Options
+		scripts map[string]replay.Script
+		plan    route.Plan
+		ok      bool
+		a, b    int // requests a and b received
+	}{
+		{"alone", fallback.Options{}, map[string]replay.Script{"a-m": cutOnce()},
+			planOf(prefillDep("a", "a-m")), true, 2, 0},
+		{"other_target_first", fallback.Options{}, map[string]replay.Script{"a-m": cutOnce(), "b-m": prof(40)},
+			planOf(prefillDep("a", "a-m"), prefillDep("b", "b-m")), true, 1, 1},
+		{"after_a_rejected_prefill", fallback.Options{MidStream: fallback.MidStreamContinue},
+			map[string]replay.Script{"a-m": cutOnce(), "b-m": replay.WithFaults(prof(40), replay.RejectPrefill())},
+			planOf(prefillDep("a", "a-m"), prefillDep("b", "b-m")), true, 2, 1},
+		{"after_a_failed_continuation_same_model", fallback.Options{},
+			map[string]replay.Script{"a-m": cutOnce(), "b-m": replay.WithFaults(prof(40), replay.Status(503, "", nil))},
+			planOf(prefillDep("a", "a-m"), prefillDep("b", "b-m")), true, 2, 1},
+		{"attempt_budget", fallback.Options{AttemptsPerDeployment: 1}, map[string]replay.Script{"a-m": cutOnce()},
+			planOf(prefillDep("a", "a-m")), false, 1, 0},
+		{"breaker_open", fallback.Options{Breaker: fallback.BreakerSettings{ConsecutiveFailures: 1}}, map[string]replay.Script{"a-m": cutOnce()},
+			planOf(prefillDep("a", "a-m")), false, 1, 0},
+		{"no_prefill", fallback.Options{}, map[string]replay.Script{"a-m": cutOnce()},
+			planOf(dep("a", "a-m")), false, 1, 0},
+		{"error_policy", fallback.Options{MidStream: fallback.MidStreamError}, map[string]replay.Script{"a-m": cutOnce()},
+			planOf(prefillDep("a", "a-m")), false, 1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(tt.scripts, tt.opts)
+				res, err := e.do(t, tt.plan, fallback.Call{Stream: true})
+				require.NoError(t, err)
+				d := drain(t, res.Body)
+				assert.Len(t, attemptsFor(e.h, "a-m"), tt.a)
+				assert.Len(t, attemptsFor(e.h, "b-m"), tt.b)
+				if !tt.ok {
+					require.ErrorIs(t, d.err, fallback.ErrMidStream)
+					assert.True(t, strings.HasPrefix(replay.Text(40), d.text))
+					return
+				}
+				require.NoError(t, d.err)
+				assert.Equal(t, replay.Text(40), d.text, "spliced exactly")
+				if at := attemptsFor(e.h, "a-m"); tt.a == 2 {
+					assert.Equal(t, "assistant", at[1].LastRole, "a continuation, not a new answer")
+					assert.Equal(t, "a", res.Deployment().Provider)
+				}
+			})
+		})
+	}
 }

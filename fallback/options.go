@@ -114,7 +114,9 @@ const (
 	// (errors.Is(err, ErrMidStream)). It is never a clean end of stream.
 	MidStreamError
 	// MidStreamContinue re-issues the request on the next deployment of the
-	// plan, of any model, that declares Capabilities.AssistantPrefill, with
+	// plan, of any model, that declares Capabilities.AssistantPrefill (the
+	// deployment that was cut last, within AttemptsPerDeployment and its
+	// breaker), with
 	// the text delivered so far (byte for byte what the caller has read) as
 	// a final assistant message, and splices its stream on, so that the
 	// caller reads one continuous SSE stream. Streams that carried tool

@@ -142,9 +142,20 @@ func (s *stream) continuation(prev *run) *run {
 	if err != nil {
 		return nil
 	}
-	for i := range cl.plan {
+	// The other deployments in plan order, then the one that was cut: a
+	// provider that dropped one connection often serves the next, and it
+	// is the only target of a model served once. eligible bounds it by
+	// AttemptsPerDeployment, admit by its breaker, which has counted the
+	// cut.
+	for k := range len(cl.plan) + 1 {
+		i := k
+		if k == len(cl.plan) {
+			i = prev.i
+		} else if i == prev.i {
+			continue
+		}
 		d := cl.plan[i].Deployment
-		if i == prev.i || !cl.continuesOn(prev.d, d) || !cl.eligible(i) || cl.real >= cl.maxAttempts {
+		if !cl.continuesOn(prev.d, d) || !cl.eligible(i) || cl.real >= cl.maxAttempts {
 			continue
 		}
 		st := cl.e.state(d)
