@@ -125,6 +125,9 @@ type fileDeployment struct {
 	ModelCapabilities map[string]fileModelCapabilities `json:"model_capabilities"`
 	Weight            float64                          `json:"weight"`
 	Models            []string                         `json:"models"`
+	// APIs is route.Deployment.APIs: ["chat", "responses", "messages",
+	// "embeddings"]; left out, ["chat"].
+	APIs []route.API `json:"apis"`
 	// Expected is route.Deployment.Expected: a prior such as
 	// {"tps": 120, "ttft": "400ms"}.
 	Expected struct {
@@ -319,6 +322,7 @@ func (p *converter) deployment(i int, fd *fileDeployment) (route.Deployment, err
 		},
 		Weight: fd.Weight,
 		Models: fd.Models,
+		APIs:   fd.APIs,
 	}
 	if fd.Expected.TPS < 0 {
 		return route.Deployment{}, p.errorf(at+".expected.tps", "negative tokens/s %v", fd.Expected.TPS)

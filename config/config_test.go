@@ -122,6 +122,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"unparsable expected ttft", "{\"deployments\":[{\"provider\":\"a\",\"model\":\"m\",\"base_url\":\"http://x/v1\",\n\"expected\":{\"ttft\":\"400\"}}]}", nil, 2, "deployments[0].expected.ttft", "duration"},
 		{"cold share out of range", "{\"deployments\":[" + okDep + "],\"route\":{\"cold_share\":-0.1}}", nil, 1, "route.cold_share", "(0, 1]"},
 		{"probe share out of range", "{\"deployments\":[" + okDep + "],\"fallback\":{\"breaker\":{\n\"probe_share\":1.5}}}", nil, 2, "fallback.breaker.probe_share", "(0, 1]"},
+		{"unknown api", "{\"deployments\":[{\"provider\":\"a\",\"model\":\"m\",\"base_url\":\"http://x/v1\",\n\"apis\":[\"chat\",\"completions\"]}]}", nil, 2, "deployments[0].apis", `unknown API "completions"`},
+		{"api twice", "{\"deployments\":[{\"provider\":\"a\",\"model\":\"m\",\"base_url\":\"http://x/v1\",\"apis\":[\"messages\",\"messages\"]}]}", nil, 1, "deployments[0].apis", `"messages" twice`},
 		{"probe share of 0", "{\"deployments\":[" + okDep + "],\"fallback\":{\"breaker\":{\"probe_share\":0}}}", nil, 1, "fallback.breaker.probe_share", `"off"`},
 	}
 	for _, tt := range tests {
@@ -139,6 +141,14 @@ func TestParseConfigErrors(t *testing.T) {
 			assert.NotContains(t, err.Error(), "sk-live", "a secret must never appear in an error")
 		})
 	}
+}
+
+func TestParseConfigAPIs(t *testing.T) {
+	cfg, err := parseClient(strings.NewReader(`{"deployments":[{"provider":"a","model":"m","base_url":"http://x/v1"},
+	{"provider":"b","model":"m","base_url":"http://x/v1","apis":["responses","messages","embeddings"]}]}`), nil)
+	require.NoError(t, err)
+	assert.Nil(t, cfg.Deployments[0].APIs, "left out: chat")
+	assert.Equal(t, []route.API{route.APIResponses, route.APIMessages, route.APIEmbeddings}, cfg.Deployments[1].APIs)
 }
 
 func TestParseConfigExpected(t *testing.T) {

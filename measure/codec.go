@@ -3,6 +3,7 @@ package measure
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	enc "github.com/DataDog/sketches-go/ddsketch/encoding"
 )
@@ -22,11 +23,29 @@ func appendString(b *[]byte, s string) {
 	*b = append(*b, s...)
 }
 
-// appendKey appends k's provider, region and model.
+// appendKey appends k's provider, region and model; the model string of a
+// key with an API is "model\x00api" (a chat key's, without one, is as it was
+// before keys had an API, so older files read as chat).
 func appendKey(b *[]byte, k Key) {
-	for _, s := range []string{k.Provider, k.Region, k.Model} {
+	for _, s := range []string{k.Provider, k.Region, keyModel(k)} {
 		appendString(b, s)
 	}
+}
+
+// keyModel returns the model string appendKey writes for k.
+func keyModel(k Key) string {
+	if k.API == "" {
+		return k.Model
+	}
+	return k.Model + "\x00" + k.API
+}
+
+// splitKeyModel undoes keyModel: the model and API of a key's model string.
+func splitKeyModel(s string) (model, api string) {
+	if i := strings.LastIndexByte(s, 0); i >= 0 {
+		return s[:i], s[i+1:]
+	}
+	return s, ""
 }
 
 // decoder reads those pieces from b. Its first error sticks: every later
@@ -135,7 +154,8 @@ func (d *decoder) key(limit uint64) Key {
 	for i := range strs {
 		strs[i] = string(d.bytes("key", limit))
 	}
-	return Key{Provider: strs[0], Region: strs[1], Model: strs[2]}
+	model, api := splitKeyModel(strs[2])
+	return Key{Provider: strs[0], Region: strs[1], Model: model, API: api}
 }
 
 // end checks that every byte was read, and returns d's error.

@@ -3,11 +3,15 @@ package measure
 // Key names one deployment for statistics: a provider, a region and the model
 // the provider serves. It is comparable and used as a map key.
 // Statistics are further split by tps.CacheState under each Key.
-// A Key is an immutable value, safe for concurrent use. In JSON its fields are "provider", "region" and "model".
+// A Key is an immutable value, safe for concurrent use. In JSON its fields are "provider", "region", "model" and, when not empty, "api".
 type Key struct {
 	Provider string `json:"provider"`
 	Region   string `json:"region"`
 	Model    string `json:"model"`
+	// API is the HTTP API the statistics are of ("responses", "messages",
+	// "embeddings", as route.API spells them); "" is Chat Completions, so
+	// that a deployment's Responses speed is not taken for its Chat speed.
+	API string `json:"api,omitempty"`
 }
 
 // MaxKeyBytes is the longest of a Key's three strings, in bytes, that a
@@ -16,7 +20,12 @@ type Key struct {
 // refuses longer names before measuring anything under them.
 const MaxKeyBytes = maxKeyString
 
-// String returns "provider/region/model", with empty parts kept.
+// String returns "provider/region/model", with empty parts kept, and
+// "#api" appended when API is not empty.
 func (k Key) String() string {
-	return k.Provider + "/" + k.Region + "/" + k.Model
+	s := k.Provider + "/" + k.Region + "/" + k.Model
+	if k.API != "" {
+		s += "#" + k.API
+	}
+	return s
 }

@@ -163,7 +163,7 @@ func (s Snapshot) MarshalJSON() ([]byte, error) {
 }
 
 func compareKeys(a, b Key) int {
-	return cmp.Or(strings.Compare(a.Provider, b.Provider), strings.Compare(a.Region, b.Region), strings.Compare(a.Model, b.Model))
+	return cmp.Or(strings.Compare(a.Provider, b.Provider), strings.Compare(a.Region, b.Region), strings.Compare(a.Model, b.Model), strings.Compare(a.API, b.API))
 }
 
 // Snapshot returns the statistics of every key at time.Now(); see SnapshotAt.

@@ -231,7 +231,7 @@ func (r *Registry) appendState(b []byte, now time.Time) []byte {
 
 // fits reports whether each of k's strings fits in a state file.
 func (k Key) fits() bool {
-	return len(k.Provider) <= maxKeyString && len(k.Region) <= maxKeyString && len(k.Model) <= maxKeyString
+	return len(k.Provider) <= maxKeyString && len(k.Region) <= maxKeyString && len(keyModel(k)) <= maxKeyString
 }
 
 // putCount appends a counter, clamped to [0, limit]: what a reader accepts.
@@ -784,7 +784,8 @@ func (d *decoder) recordKey() (k Key, long bool) {
 		}
 		strs[i] = string(b)
 	}
-	return Key{Provider: strs[0], Region: strs[1], Model: strs[2]}, long
+	model, api := splitKeyModel(strs[2])
+	return Key{Provider: strs[0], Region: strs[1], Model: model, API: api}, long
 }
 
 // decodeEntry decodes one key record's sections into a new entry, through

@@ -55,6 +55,12 @@ type Deployment struct {
 	// means any model (bounded by the tpsroute Client's MaxWildcardModels).
 	// It must be nil for a deployment that is not a wildcard.
 	Models []string
+
+	// APIs lists the HTTP APIs the deployment serves at BaseURL (APIChat,
+	// APIResponses, APIMessages, APIEmbeddings); a call goes only to
+	// deployments that serve its API. Nil means [APIChat]. Statistics are
+	// kept per API (see ForAPI and Key).
+	APIs []API
 }
 
 // Prior is a deployment's expected generation speed and time to first
@@ -125,7 +131,7 @@ func (e *DeploymentError) Is(target error) bool { return target == ErrInvalidDep
 // other query parameters (Azure's "api-version") are kept on every request;
 // prices, limits, ContextWindow and Weight must be finite and not
 // negative, and so must Expected's figures; Model and Revision must not
-// contain '@' (use Revision to pin).
+// contain '@' (use Revision to pin); APIs must hold known APIs, each once.
 func (d Deployment) Validate() error {
 	bad := func(field, reason string) error {
 		return &DeploymentError{Index: -1, Key: d.Key().String(), Field: field, Reason: reason}
@@ -145,6 +151,9 @@ func (d Deployment) Validate() error {
 		return bad("ModelCapabilities", "only for a wildcard deployment (Model \"*\")")
 	case len(d.Models) > 0 && !d.IsWildcard():
 		return bad("Models", "only a wildcard deployment (Model \"*\") lists models")
+	}
+	if reason := d.validAPIs(); reason != "" {
+		return bad("APIs", reason)
 	}
 	// The messages never quote the URL whole: it may hold a password.
 	u, err := url.Parse(d.BaseURL)
@@ -212,14 +221,15 @@ func baseURLProblem(raw string, u *url.URL) string {
 
 // Key returns the measure.Key statistics are kept under: Provider, Region and
 // Model, with "@Revision" appended to Model when Revision is set, so that two
-// revisions of one model keep separate statistics. For a wildcard deployment
-// call ForModel first; otherwise the key's Model is "*".
+// revisions of one model keep separate statistics, and API, the deployment's
+// only API when that is not APIChat (ForAPI narrows APIs to one), "" otherwise.
+// For a wildcard deployment call ForModel first; otherwise the key's Model is "*".
 func (d Deployment) Key() measure.Key {
 	m := d.Model
 	if d.Revision != "" {
 		m += "@" + d.Revision
 	}
-	return measure.Key{Provider: d.Provider, Region: d.Region, Model: m}
+	return measure.Key{Provider: d.Provider, Region: d.Region, Model: m, API: d.api()}
 }
 
 // WireModel returns the model id to send to the provider: ProviderModel, or
