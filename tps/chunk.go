@@ -117,7 +117,31 @@ type Chunk struct {
 	groq     Usage
 	groqHas  bool
 	groqRaw  []byte
+	env      envelope // the last payload's leading members; kept by reset
 }
+
+// envelope remembers the members a payload opens with, up to the first one
+// whose value ParseChunk records beyond the chunk's identity: the id,
+// object, created, model, system_fingerprint and service_tier that every
+// chunk of a stream repeats byte for byte, and unknown keys, which set
+// nothing. raw is a copy of those bytes, from the opening brace through the
+// comma after the last of them, and n is how many members they are. When the
+// next payload starts with the same bytes, ParseChunk takes the identity
+// fields from the offsets kept here and scans only the rest: equal bytes
+// scan to equal results, so this saves the work and changes nothing.
+type envelope struct {
+	raw                 []byte
+	n                   int
+	id, model, fp, tier span
+	created             int64
+}
+
+// span locates a string's raw bytes in a payload; the zero span (hi == 0,
+// which no string can end at) stands for an absent one.
+type span struct{ lo, hi int32 }
+
+// maxEnvelope bounds the envelope ParseChunk remembers, in bytes.
+const maxEnvelope = 1024
 
 // ChoiceDelta is what one choice of a chunk carried. Byte slices are raw,
 // still JSON-escaped string bodies (use AppendUnescaped), nil when absent,
@@ -187,13 +211,35 @@ type Usage struct {
 func ParseChunk(data []byte, c *Chunk) error {
 	c.reset()
 	s := scanner{b: data}
-	if !s.open('{') {
-		return ErrMalformed
-	}
+// A Chunk reused across the chunks of one stream reads faster: the members
+// a payload opens with (id, object, created, model, system_fingerprint),
+// when they repeat the previous payload's byte for byte, are taken from that
+// parse instead of scanned again, with the same result.
 	var usage Usage
 	usageHas := false
-	for n := 0; s.more(n, '}'); n++ {
-		switch string(s.key()) {
+	n := 0
+	// lead is the envelope this payload opens with while it is learned;
+	// leading reports that every member so far belongs to it, and end is
+	// where the last of them ended.
+	var lead envelope
+	leading, end := true, 0
+	if e := &c.env; len(e.raw) > 0 && len(data) > len(e.raw) && string(data[:len(e.raw)]) == string(e.raw) {
+		s.i, n, leading = len(e.raw)-1, e.n, false // at the comma after it
+		c.ID, c.Model = e.id.of(data), e.model.of(data)
+		c.SystemFingerprint, c.ServiceTier = e.fp.of(data), e.tier.of(data)
+		c.Created = e.created
+	} else if !s.open('{') {
+		return ErrMalformed
+	}
+	for ; s.more(n, '}'); n++ {
+		k := s.key()
+		if leading && !inEnvelope(k) {
+			leading = false
+			if n > 0 && !s.bad {
+				c.env.learn(data, end, n, &lead)
+			}
+		}
+		switch string(k) {
 		case "choices":
 			s.choices(c)
 		case "usage":
@@ -218,21 +264,23 @@ func ParseChunk(data []byte, c *Chunk) error {
 				c.ErrorBody = s.b[start:s.i]
 			}
 		case "id":
-			c.ID = s.optStr()
+			c.ID, lead.id = s.optSpan()
 		case "created":
 			c.Created = s.int()
 		case "model":
-			c.Model = s.optStr()
+			c.Model, lead.model = s.optSpan()
 		case "system_fingerprint":
-			c.SystemFingerprint = s.optStr()
+			lead.created = c.Created
+			c.SystemFingerprint, lead.fp = s.optSpan()
 		case "service_tier":
-			c.ServiceTier = s.optStr()
+			c.ServiceTier, lead.tier = s.optSpan()
 		default:
 			s.skip(1)
 		}
 	}
 	if s.ws(); s.i < len(s.b) { // peek reads a NUL byte as the end
 		s.fail()
+		end = s.i
 	}
 	if s.bad {
 		return ErrMalformed
@@ -255,8 +303,8 @@ func (c *Chunk) AppendText(dst []byte) []byte {
 }
 
 func (c *Chunk) reset() {
-	buf, choices, tools := c.buf[:0], c.Choices[:0], c.ToolCalls[:0]
-	*c = Chunk{buf: buf, Choices: choices, ToolCalls: tools}
+	buf, choices, tools, env := c.buf[:0], c.Choices[:0], c.ToolCalls[:0], c.env
+	*c = Chunk{buf: buf, Choices: choices, ToolCalls: tools, env: env}
 }
 
 // addText joins one raw text field onto c.Content without allocating in the
@@ -278,6 +326,53 @@ func (c *Chunk) addText(v []byte) {
 // optStr reads a string, or null, or skips another value; it returns nil
 // for anything but a string.
 func (s *scanner) optStr() []byte {
+// inEnvelope reports whether a member with key k may belong to an
+// envelope: any key but those whose values ParseChunk records beyond the
+// chunk's identity.
+func inEnvelope(k []byte) bool {
+	switch string(k) {
+	case "choices", "usage", "x_groq", "timings", "error":
+		return false
+	}
+	return true
+}
+
+// learn remembers data's first n members, which end at end, with the
+// identity fields lead holds for them. The comma after them is kept with
+// them, so that a payload which repeats them goes on at a member boundary;
+// an envelope longer than maxEnvelope is forgotten instead.
+func (e *envelope) learn(data []byte, end, n int, lead *envelope) {
+	for end < len(data) && isSpace(data[end]) {
+		end++
+	}
+	if end >= maxEnvelope || end >= len(data) || data[end] != ',' {
+		e.raw = e.raw[:0]
+		return
+	}
+	raw := append(e.raw[:0], data[:end+1]...)
+	*e = *lead
+	e.raw, e.n = raw, n
+}
+
+// of returns the bytes sp locates in data, nil for the zero span.
+func (sp span) of(data []byte) []byte {
+	if sp.hi == 0 {
+		return nil
+	}
+	return data[sp.lo:sp.hi]
+}
+
+// optSpan reads a value as optStr does and also returns where the string
+// lies in the payload.
+func (s *scanner) optSpan() ([]byte, span) {
+	v := s.optStr()
+	if v == nil {
+		return nil, span{}
+	}
+	hi := s.i - 1 // the closing quote
+	return v, span{lo: int32(hi - len(v)), hi: int32(hi)}
+}
+
 	if s.peek() == '"' {
 		return s.str()
 	}

@@ -1,0 +1,121 @@
+package tps_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tpsroute/tpsroute/tps"
+)
+
+// parsed is what a Chunk's exported fields say after ParseChunk, with its
+// error; Chunk holds unexported scratch state, so Chunks are compared
+// through this copy.
+type parsed struct {
+	Err   error
+	Chunk tps.Chunk
+}
+
+func parseWith(c *tps.Chunk, data []byte) parsed {
+	err := tps.ParseChunk(data, c)
+	// Copy the exported view: byte slices by value, so that the next parse
+	// of the same Chunk cannot change what was read.
+	v := *c
+	v.Content = append([]byte(nil), c.Content...)
+	v.Choices = append([]tps.ChoiceDelta(nil), c.Choices...)
+	v.ToolCalls = append([]tps.ToolCallDelta(nil), c.ToolCalls...)
+	return parsed{Err: err, Chunk: exported(v)}
+}
+
+// exported returns c with its unexported fields zeroed.
+func exported(c tps.Chunk) tps.Chunk {
+	return tps.Chunk{
+		Output: c.Output, OutputDeltas: c.OutputDeltas, Content: c.Content, ToolCall: c.ToolCall,
+		Reasoning: c.Reasoning, OutputBytes: c.OutputBytes, ReasoningBytes: c.ReasoningBytes,
+		FinishReason: c.FinishReason, HasUsage: c.HasUsage, Usage: c.Usage, HasServer: c.HasServer,
+		Server: c.Server, Error: c.Error, ErrorBody: c.ErrorBody, UsageRaw: c.UsageRaw, ID: c.ID,
+		Created: c.Created, Model: c.Model, SystemFingerprint: c.SystemFingerprint,
+		ServiceTier: c.ServiceTier, Done: c.Done, Malformed: c.Malformed, Event: c.Event,
+		Start: c.Start, End: c.End, Unframed: c.Unframed, Choices: c.Choices, ToolCalls: c.ToolCalls,
+	}
+}
+
+// envelopeSeeds are payload pairs whose second payload repeats, or almost
+// repeats, the leading members of the first: the case where a reused Chunk
+// skips them.
+var envelopeSeeds = [][2]string{
+	{ // the common case: the same identity, other text
+		`{"id":"c1","object":"chat.completion.chunk","created":17,"model":"m","system_fingerprint":"fp","choices":[{"index":0,"delta":{"content":"a"}}]}`,
+		`{"id":"c1","object":"chat.completion.chunk","created":17,"model":"m","system_fingerprint":"fp","choices":[{"index":0,"delta":{"content":"b"}}],"usage":{"completion_tokens":2}}`,
+	},
+	{ // a number that goes on past the remembered bytes
+		`{"created":17,"choices":[]}`,
+		`{"created":170,"choices":[]}`,
+	},
+	{ // a string that goes on past them
+		`{"id":"c","choices":[]}`,
+		`{"id":"c","x":"y","choices":[]}`,
+	},
+	{ // the same envelope, then malformed
+		`{"id":"c","model":"m","choices":[]}`,
+		`{"id":"c","model":"m",}`,
+	},
+	{ // null and non-string identity values, service tier, unknown keys
+		`{"id":null,"service_tier":"default","obfuscation":"x","created":"no","model":1,"choices":[]}`,
+		`{"id":null,"service_tier":"default","obfuscation":"x","created":"no","model":1,"usage":null}`,
+	},
+	{ // space around the comma, an empty id
+		`{"id":"" , "model":"m" ,"choices":[]}`,
+		`{"id":"" , "model":"m" ,"error":{"message":"m"}}`,
+	},
+	{ // duplicate keys: the last one wins either way
+		`{"id":"a","id":"b","choices":[],"id":"c"}`,
+		`{"id":"a","id":"b","choices":[{"delta":{"content":"z"}}],"id":"d"}`,
+	},
+	{ // the envelope ends the payload: nothing to remember
+		`{"id":"a","model":"m"}`,
+		`{"id":"a","model":"m"}`,
+	},
+	{ // the same bytes but as a prefix of something shorter
+		`{"id":"a","model":"m","choices":[]}`,
+		`{"id":"a","model":"m",`,
+	},
+}
+
+// TestParseChunkReusedEqualsFresh holds ParseChunk to its contract that a
+// reused Chunk reads a payload exactly as a fresh one does, whatever the
+// payload before it.
+func TestParseChunkReusedEqualsFresh(t *testing.T) {
+	for _, seed := range envelopeSeeds {
+		var reused tps.Chunk
+		for i := range 3 { // the second and third reads of b hit the memory
+			for _, data := range seed {
+				var fresh tps.Chunk
+				want := parseWith(&fresh, []byte(data))
+				got := parseWith(&reused, []byte(data))
+				require.Equal(t, want, got, "read %d of %s", i, data)
+			}
+		}
+	}
+}
+
+// FuzzParseChunkReused checks the same over any pair of payloads.
+func FuzzParseChunkReused(f *testing.F) {
+	for _, seed := range envelopeSeeds {
+		f.Add([]byte(seed[0]), []byte(seed[1]))
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		var reused, fresh tps.Chunk
+		_ = tps.ParseChunk(a, &reused)
+		want := parseWith(&fresh, b)
+		got := parseWith(&reused, b)
+		if !equalParsed(want, got) {
+			t.Fatalf("after %q, %q reads as\n%+v\nnot\n%+v", a, b, got, want)
+		}
+	})
+}
+
+func equalParsed(a, b parsed) bool {
+	return a.Err == b.Err && assert.ObjectsAreEqual(a.Chunk, b.Chunk)
+}
