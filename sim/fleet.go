@@ -34,7 +34,9 @@ type simDeployment struct {
 	spec     *Deployment
 	seed     uint64
 	start    time.Time
-	inFlight atomic.Int64 // streams open at the provider, this one included
+	inFlight atomic.Int64  // streams open at the provider, this one included
+	streams  atomic.Uint64 // live streams begun, numbering their noise draws
+	live     bool
 	slow     [][2]time.Duration
 	rt       http.RoundTripper
 }
@@ -42,7 +44,7 @@ type simDeployment struct {
 func newFleet(sc *Scenario) *fleet {
 	f := &fleet{sc: sc, start: time.Now(), hosts: map[string]*simDeployment{}}
 	for i := range sc.Deployments {
-		d := &simDeployment{idx: i, spec: &sc.Deployments[i], seed: sc.Seed ^ uint64(i+1)*0x9e3779b97f4a7c15, start: f.start}
+		d := &simDeployment{idx: i, spec: &sc.Deployments[i], seed: sc.Seed ^ uint64(i+1)*0x9e3779b97f4a7c15, start: f.start, live: sc.Live}
 		d.slow = slowPeriods(d.spec.Noisy, time.Duration(sc.Duration), d.seed)
 		h := replay.NewHandler(map[string]replay.Script{model: replay.Func(d.decide)})
 		d.rt = h.Transport()
@@ -89,12 +91,14 @@ func slowPeriods(n Noisy, total time.Duration, seed uint64) [][2]time.Duration {
 }
 
 // params is a deployment's true behaviour for one call: the medians before
-// noise, and the failure probabilities.
+// noise, and the failure probabilities. limited says the call is over the
+// deployment's concurrency Limit (then status is 429).
 type params struct {
-	ttft   time.Duration
-	tps    float64
-	status int
-	errs   Errors
+	ttft    time.Duration
+	tps     float64
+	status  int
+	limited bool
+	errs    Errors
 }
 
 // truth returns deployment d's parameters at elapsed time t for a call that
@@ -113,6 +117,10 @@ func (d *simDeployment) truth(t time.Duration, n int64, prompt int) params {
 		if ph.Errors != nil {
 			p.errs = *ph.Errors
 		}
+	}
+	p.tps *= s.Drift.factor(t)
+	if s.Limit > 0 && n > int64(s.Limit) && p.status == 0 {
+		p.status, p.limited = http.StatusTooManyRequests, true
 	}
 	for _, sp := range d.slow {
 		if t >= sp[0] && t < sp[1] {
@@ -147,13 +155,24 @@ func (d *simDeployment) decide(c replay.Call) replay.Script {
 		return math.Exp(d.spec.Sigma * r.NormFloat64())
 	}
 	out := max(c.MaxTokens, 2)
+	ttft := float64(p.ttft) * noise()
+	if a := d.spec.TTFTPareto; a > 0 {
+		ttft *= min(math.Pow(1-r.Float64(), -1/a), 100)
+	}
+	tps := p.tps * noise()
+	if d.live {
+		tps = 0 // liveBody paces the chunks
+	}
 	prof := &replay.Profile{
-		TTFT:           time.Duration(float64(p.ttft) * noise()),
-		TPS:            p.tps * noise(),
+		TTFT:           time.Duration(ttft),
+		TPS:            tps,
 		OutputTokens:   out,
 		TokensPerChunk: max(1, out/10),
 		Region:         d.spec.Region,
 		Seed:           d.seed,
+	}
+	if p.limited {
+		return replay.WithFaults(prof, replay.RateLimited(retryAfter(p.errs.RetryAfter)))
 	}
 	if p.status != 0 {
 		return replay.WithFaults(prof, replay.Status(p.status, "", nil))
@@ -169,11 +188,7 @@ func (d *simDeployment) decide(c replay.Call) replay.Script {
 	}
 	switch {
 	case pick(e.RateLimit):
-		ra := time.Duration(e.RetryAfter)
-		if ra <= 0 {
-			ra = time.Second
-		}
-		return replay.WithFaults(prof, replay.RateLimited(strconv.Itoa(int(math.Ceil(ra.Seconds())))))
+		return replay.WithFaults(prof, replay.RateLimited(retryAfter(e.RetryAfter)))
 	case pick(e.ServerError):
 		return replay.WithFaults(prof, replay.Status(http.StatusInternalServerError, "", nil))
 	case pick(e.Reset):
@@ -188,6 +203,15 @@ func (d *simDeployment) decide(c replay.Call) replay.Script {
 		return replay.WithFaults(prof, replay.StallAfter(2, st))
 	}
 	return prof
+}
+
+// retryAfter is a Retry-After header value for ra, whole seconds, 1 when ra
+// is zero.
+func retryAfter(ra Duration) string {
+	if ra <= 0 {
+		ra = Duration(time.Second)
+	}
+	return strconv.Itoa(int(math.Ceil(time.Duration(ra).Seconds())))
 }
 
 // RoundTrip sends req to the deployment its host names and counts the
@@ -205,6 +229,9 @@ func (f *fleet) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		d.inFlight.Add(-1)
 		return nil, err
+	}
+	if d.live && resp.StatusCode == http.StatusOK {
+		resp.Body = d.pace(req.Context(), resp.Body)
 	}
 	resp.Body = &countedBody{ReadCloser: resp.Body, done: func() { d.inFlight.Add(-1) }}
 	return resp, nil

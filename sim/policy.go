@@ -527,3 +527,62 @@ func (v *View) trueBest(i int) bool {
 	top := slices.Max(v.scores)
 	return top-v.scores[k] <= 1e-12*math.Abs(top)
 }
+
+// Mean10 returns the simple load-blind baseline a new user writes first, in
+// the manner of LiteLLM's latency routing but on throughput: per deployment
+// the mean delivered TPS of its last 10 successful calls; a deployment
+// without one is tried first; each call goes uniformly at random to one of
+// the deployments whose mean is within LiteLLMBuffer (10%) of the highest.
+func Mean10(seed uint64) Policy {
+	return &mean10{r: rand.New(rand.NewPCG(seed, 6)), tps: map[int][]float64{}}
+}
+
+type mean10 struct {
+	mu  sync.Mutex
+	r   *rand.Rand
+	tps map[int][]float64
+}
+
+func (*mean10) Name() string { return "mean10" }
+
+func (p *mean10) Choose(v *View) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var cold, near []int
+	best := 0.0
+	means := make([]float64, len(v.Available))
+	for k, i := range v.Available {
+		l := p.tps[i]
+		if len(l) == 0 {
+			cold = append(cold, i)
+			continue
+		}
+		for _, x := range l {
+			means[k] += x
+		}
+		means[k] /= float64(len(l))
+		best = max(best, means[k])
+	}
+	if len(cold) > 0 {
+		return cold[p.r.IntN(len(cold))]
+	}
+	for k, i := range v.Available {
+		if means[k] >= best*(1-LiteLLMBuffer) {
+			near = append(near, i)
+		}
+	}
+	return near[p.r.IntN(len(near))]
+}
+
+func (p *mean10) Observe(o Outcome) {
+	if o.Failed || o.Answered < 0 || !(o.TPS > 0) {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	l := append(p.tps[o.Answered], o.TPS)
+	if len(l) > 10 {
+		l = l[len(l)-10:]
+	}
+	p.tps[o.Answered] = l
+}

@@ -19,8 +19,15 @@ import (
 
 // Baselines returns the default set of policies a scenario is scored with:
 // the tpsroute defaults, the oracle, and the five baselines, seeded.
+// Generated fleets are scored with RandomBaselines, which adds Mean10.
 func Baselines(seed uint64) []Policy {
 	return []Policy{Defaults(), Oracle(), RoundRobin(), Random(seed), LiteLLM(seed), P2C(seed), OpenRouter(seed)}
+}
+
+// RandomBaselines returns the policies a generated fleet is scored with
+// (Distribution): Baselines and Mean10, seeded.
+func RandomBaselines(seed uint64) []Policy {
+	return append(Baselines(seed), Mean10(seed))
 }
 
 // Report is one scenario run under several policies. It is a plain value once

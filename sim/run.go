@@ -223,7 +223,7 @@ func (r *runner) call(ctx context.Context, buf []byte) {
 	}
 	o := Outcome{Chosen: chosen, Sent: -1, Answered: -1, Start: now}
 	c := Call{Start: elapsed, Sent: -1, Answered: -1}
-	res, err := r.c.Do(ctx, body, opts...)
+	res, err := r.c.Do(context.WithValue(ctx, callInfoKey{}, callInfo{prompt: prompt, out: out}), body, opts...)
 	var attempts []fallback.Attempt
 	if err == nil {
 		var rerr error

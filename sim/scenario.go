@@ -69,6 +69,17 @@ type Scenario struct {
 	// Seed seeds every random draw of the run (arrivals, noise, errors,
 	// random baselines). Zero is a valid seed.
 	Seed uint64 `json:"seed,omitempty"`
+	// Live evaluates each stream's speed chunk by chunk instead of once at
+	// its start: every content chunk after the first is paced at the
+	// deployment's speed at that moment (its phase, drift, slow period and
+	// the streams running then, which join and leave while it runs), so a
+	// stream already running slows when others join a batching deployment.
+	// Generate sets it; the bundled scenarios leave it off (their floors were
+	// measured with the speed fixed at the start).
+	Live bool `json:"live,omitempty"`
+	// Class names the sub-space of the generator the scenario was drawn
+	// from (Generate; Classes); empty for a hand-written scenario.
+	Class string `json:"class,omitempty"`
 }
 
 // SLO is the service level given to the router: the fields of route.SLO that
@@ -135,6 +146,17 @@ type Deployment struct {
 	Errors Errors `json:"errors,omitzero"`
 	// Noisy adds random slow periods.
 	Noisy Noisy `json:"noisy,omitzero"`
+	// Drift changes TPS gradually from a point in time on.
+	Drift Drift `json:"drift,omitzero"`
+	// TTFTPareto, when positive, multiplies each call's TTFT by a Pareto
+	// draw of this shape (at least 1; a shape of 1.5 has a finite mean and
+	// no variance): a heavy tail of slow first tokens. The draw is capped at
+	// 100.
+	TTFTPareto float64 `json:"ttft_pareto,omitempty"`
+	// Limit, when positive, is the deployment's concurrency limit: a call
+	// that would be its Limit+1-th concurrent stream is answered 429 with
+	// Errors.RetryAfter (1s when zero) as its Retry-After.
+	Limit int `json:"limit,omitempty"`
 	// Phases change the behaviour from a point in time on, in order.
 	Phases []Phase `json:"phases,omitempty"`
 	// Expected is the prior the router is configured with
@@ -171,6 +193,28 @@ type Noisy struct {
 	Every  Duration `json:"every,omitempty"`
 	Length Duration `json:"length,omitempty"`
 	Depth  float64  `json:"depth,omitempty"`
+}
+
+// Drift is a gradual change of a deployment's TPS: from From on, TPS is
+// multiplied by exp(Rate × seconds since From), held between Floor and
+// 1/Floor. A negative Rate slows the deployment (-0.01 is 1% a second). The
+// zero Drift has none; a zero Floor means 0.05.
+type Drift struct {
+	From  Duration `json:"from,omitempty"`
+	Rate  float64  `json:"rate,omitempty"`
+	Floor float64  `json:"floor,omitempty"`
+}
+
+// factor returns the drift's TPS factor at t.
+func (d Drift) factor(t time.Duration) float64 {
+	if d.Rate == 0 || t <= time.Duration(d.From) {
+		return 1
+	}
+	fl := d.Floor
+	if fl <= 0 {
+		fl = 0.05
+	}
+	return min(max(math.Exp(d.Rate*(t-time.Duration(d.From)).Seconds()), fl), 1/fl)
 }
 
 // Phase changes a deployment's behaviour from From on, until the next phase.
@@ -311,6 +355,9 @@ func (s *Scenario) Validate() error {
 			if !nonneg(v) {
 				return bad(f("*"), "negative or not finite number")
 			}
+		}
+		if !nonneg(d.TTFTPareto) || d.Limit < 0 || math.IsNaN(d.Drift.Rate) || math.IsInf(d.Drift.Rate, 0) || !(d.Drift.Floor >= 0 && d.Drift.Floor <= 1) {
+			return bad(f("*"), "negative ttft_pareto or limit, or a drift rate not finite or floor outside [0, 1]")
 		}
 		if d.Noisy.Every > 0 && (d.Noisy.Length <= 0 || !pos(d.Noisy.Depth)) {
 			return bad(f("noisy"), "every needs a positive length and depth")

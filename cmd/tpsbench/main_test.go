@@ -120,3 +120,14 @@ func TestSim(t *testing.T) {
 	assert.Equal(t, exitUsage, run([]string{"sim", "-policies", "nope", file}, &stdout, &stderr))
 	assert.Equal(t, exitUsage, run([]string{"sim", "no-such-scenario"}, &stdout, &stderr))
 }
+
+// "tpsbench sim -random N" scores generated fleets in virtual time and
+// prints the distribution; a bad class is a usage error.
+func TestSimRandom(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	require.Equal(t, exitOK, run([]string{"sim", "-random", "2", "-class", "steps", "-calls", "20"}, &stdout, &stderr), stderr.String())
+	assert.Contains(t, stdout.String(), "steps  tpsroute")
+	assert.Contains(t, stdout.String(), "mean10")
+	assert.Equal(t, exitUsage, run([]string{"sim", "-random", "1", "-class", "nope"}, &stdout, &stderr))
+	assert.Contains(t, stderr.String(), `unknown class "nope"`)
+}

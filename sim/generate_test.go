@@ -1,0 +1,208 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The same seed and space draw the same fleet; another seed another.
+func TestGenerateReproducible(t *testing.T) {
+	for _, class := range append(Classes(), "") {
+		t.Run("class="+class, func(t *testing.T) {
+			a, err := Generate(7, Space{Class: class})
+			require.NoError(t, err)
+			b, err := Generate(7, Space{Class: class})
+			require.NoError(t, err)
+			c, err := Generate(8, Space{Class: class})
+			require.NoError(t, err)
+			ja, _ := json.Marshal(a)
+			jb, _ := json.Marshal(b)
+			jc, _ := json.Marshal(c)
+			assert.Equal(t, string(ja), string(jb))
+			assert.NotEqual(t, string(ja), string(jc))
+			// A generated scenario reads back as it was written.
+			back, err := ParseScenario(bytes.NewReader(ja))
+			require.NoError(t, err)
+			assert.Equal(t, a, back)
+		})
+	}
+	_, err := Generate(1, Space{Class: "nope"})
+	var ge *GenerateError
+	require.ErrorAs(t, err, &ge)
+	assert.ErrorContains(t, err, `sim: generate: unknown class "nope"`)
+}
+
+// The draws cover the documented space: 2 to 16 deployments, 1 to 32
+// closed-loop callers and open loops, every class, and each class's
+// feature.
+func TestGenerateSpace(t *testing.T) {
+	classes := map[string]int{}
+	var minN, maxN, minC, maxC = 99, 0, 99, 0
+	open, prompt := 0, 0
+	for seed := range uint64(600) {
+		sc, err := Generate(seed, Space{})
+		require.NoError(t, err)
+		require.True(t, sc.Live)
+		classes[sc.Class]++
+		n := len(sc.Deployments)
+		minN, maxN = min(minN, n), max(maxN, n)
+		if c := sc.Workload.Concurrency; c > 0 {
+			minC, maxC = min(minC, c), max(maxC, c)
+		} else {
+			open++
+		}
+		if sc.Deployments[0].ContextK > 0 {
+			prompt++
+		}
+		has := func(f func(Deployment) bool) bool {
+			for _, d := range sc.Deployments {
+				if f(d) {
+					return true
+				}
+			}
+			return false
+		}
+		switch sc.Class {
+		case ClassDrift:
+			assert.True(t, has(func(d Deployment) bool { return d.Drift.Rate < 0 }), sc.Name)
+		case ClassBatching:
+			assert.True(t, has(func(d Deployment) bool { return d.LoadK > 0 && d.LoadK <= 4 }), sc.Name)
+			assert.GreaterOrEqual(t, sc.Workload.Concurrency, 8, sc.Name)
+		case ClassWidth:
+			assert.GreaterOrEqual(t, n, 8, sc.Name)
+		case ClassSteps:
+			assert.True(t, has(func(d Deployment) bool { return len(d.Phases) > 0 }), sc.Name)
+		case ClassTails:
+			assert.True(t, has(func(d Deployment) bool { return d.Noisy.Every > 0 }), sc.Name)
+		case ClassLimits:
+			assert.True(t, has(func(d Deployment) bool { return d.Limit > 0 }), sc.Name)
+		case ClassCuts:
+			assert.True(t, has(func(d Deployment) bool { return d.Errors.Cut > 0 }), sc.Name)
+		}
+	}
+	assert.Len(t, classes, len(Classes()))
+	assert.Equal(t, 2, minN)
+	assert.Equal(t, 16, maxN)
+	assert.Equal(t, 1, minC)
+	assert.Equal(t, 32, maxC)
+	assert.Greater(t, open, 100)
+	assert.Greater(t, prompt, 100)
+}
+
+// Live batching: a stream running alone on a deployment with LoadK 1 slows
+// when a second joins half-way, chunk by chunk, and speeds up again when it
+// leaves; with the speed fixed at the start (not Live) it does not slow.
+func TestLiveBatching(t *testing.T) {
+	for _, live := range []bool{true, false} {
+		t.Run("live="+map[bool]string{true: "on", false: "off"}[live], func(t *testing.T) {
+			sc := &Scenario{Name: "live", Duration: Duration(3 * time.Second), Live: live,
+				Workload:    Workload{Rate: 1, OutputTokens: []int{2000}},
+				Deployments: []Deployment{{Provider: "p", TTFT: Duration(time.Millisecond), TPS: 1000, LoadK: 1}}}
+			// Calls at 1 s and 2 s: each 2,000 tokens at 1,000 tok/s alone
+			// take 2 s, so the second joins the first half-way.
+			res := run(t, sc, Pinned(0)).Results[0]
+			require.Len(t, res.Calls, 2)
+			first := res.Calls[0]
+			if live {
+				assert.Less(t, first.TPS, 990.0, "the first stream slowed when the second joined")
+				assert.Greater(t, first.TPS, 500.0, "but only for part of its run")
+			} else {
+				assert.InDelta(t, 1000, first.TPS, 1)
+			}
+		})
+	}
+}
+
+// A concurrency Limit answers 429 with its Retry-After past the limit;
+// the oracle counts the limited deployment out.
+func TestLimit(t *testing.T) {
+	sc := &Scenario{Name: "limit", Duration: Duration(20 * time.Second),
+		Workload: Workload{Concurrency: 3, OutputTokens: []int{100}},
+		Deployments: []Deployment{
+			{Provider: "fast", TTFT: Duration(100 * time.Millisecond), TPS: 1000, Limit: 1, Errors: Errors{RetryAfter: Duration(2 * time.Second)}},
+			{Provider: "slow", TTFT: Duration(100 * time.Millisecond), TPS: 200},
+		}}
+	rep := run(t, sc, Pinned(0), Oracle())
+	pin := rep.Result("pinned-0")
+	n := 0
+	for _, c := range pin.Calls {
+		if c.Answered == 1 {
+			n++
+		}
+	}
+	assert.Greater(t, n, 0, "calls over the limit failed over to slow")
+	assert.Zero(t, pin.Summary.Failed)
+	assert.Greater(t, rep.Result("oracle").Summary.TrueBest, 0.99)
+}
+
+// A drift multiplies TPS by exp(rate × t) from From, held at Floor.
+func TestDriftFactor(t *testing.T) {
+	d := Drift{From: Duration(10 * time.Second), Rate: -0.1, Floor: 0.5}
+	assert.Equal(t, 1.0, d.factor(5*time.Second))
+	assert.InDelta(t, 0.9048, d.factor(11*time.Second), 1e-4)
+	assert.Equal(t, 0.5, d.factor(time.Hour))
+	assert.Equal(t, 1.0, Drift{}.factor(time.Hour))
+}
+
+var randomFlag = flag.Int("sim.random", 0, "TestRandomFleets: this many fleets instead of randomFleets")
+
+// randomFleets is how many generated fleets TestRandomFleets scores.
+const randomFleets = 200
+
+// scoreRandom scores n generated fleets from seed from on, each in its own
+// synctest bubble.
+func scoreRandom(t *testing.T, from uint64, n int, sp Space, policies func(*Scenario) []Policy) *Distribution {
+	t.Helper()
+	d := &Distribution{}
+	for seed := from; seed < from+uint64(n); seed++ {
+		sc, err := Generate(seed, sp)
+		require.NoError(t, err)
+		synctest.Test(t, func(t *testing.T) {
+			fs, err := ScoreFleet(context.Background(), sc, policies(sc))
+			require.NoError(t, err)
+			d.Fleets = append(d.Fleets, fs)
+		})
+	}
+	return d
+}
+
+// testBaselines are the policies the random-fleet tests score: the
+// defaults, the oracle, round-robin, LiteLLM, P2C and Mean10. Random and
+// OpenRouter are left out to save CPU: generated fleets have no prices, so
+// OpenRouter is uniform random, and both score as round-robin ("tpsbench
+// sim -random N" runs them all).
+func testBaselines(seed uint64) []Policy {
+	return []Policy{Defaults(), Oracle(), RoundRobin(), LiteLLM(seed), P2C(seed), Mean10(seed)}
+}
+
+// TestRandomFleets scores the defaults and the baselines over 200 generated
+// fleets in virtual time, within 2 minutes of CPU, and logs the
+// distribution table (docs/ROUTING.md, "Random fleets").
+func TestRandomFleets(t *testing.T) {
+	if raceEnabled {
+		t.Skip("skipped under the race detector; TestRandomFloors runs a fixed set")
+	}
+	n := randomFleets
+	if *randomFlag > 0 {
+		n = *randomFlag
+	}
+	cpu0, ok := processCPU()
+	d := scoreRandom(t, 1, n, Space{}, func(sc *Scenario) []Policy { return testBaselines(sc.Seed) })
+	var b bytes.Buffer
+	require.NoError(t, d.WriteTable(&b))
+	t.Logf("%d random fleets\n%s", n, b.String())
+	if cpu1, ok1 := processCPU(); ok && ok1 {
+		t.Logf("CPU: %v", (cpu1 - cpu0).Round(time.Millisecond))
+		if n <= randomFleets {
+			assert.Less(t, cpu1-cpu0, 2*time.Minute)
+		}
+	}
+}
