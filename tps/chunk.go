@@ -208,13 +208,13 @@ type Usage struct {
 // keys and values of unexpected types are skipped. The only error is
 // ErrMalformed, for data that is not one well-formed JSON object; c then holds
 // whatever was read before the error. Done, Malformed and Event are cleared.
-func ParseChunk(data []byte, c *Chunk) error {
-	c.reset()
-	s := scanner{b: data}
 // A Chunk reused across the chunks of one stream reads faster: the members
 // a payload opens with (id, object, created, model, system_fingerprint),
 // when they repeat the previous payload's byte for byte, are taken from that
 // parse instead of scanned again, with the same result.
+func ParseChunk(data []byte, c *Chunk) error {
+	c.reset()
+	s := scanner{b: data}
 	var usage Usage
 	usageHas := false
 	n := 0
@@ -267,20 +267,20 @@ func ParseChunk(data []byte, c *Chunk) error {
 			c.ID, lead.id = s.optSpan()
 		case "created":
 			c.Created = s.int()
+			lead.created = c.Created
 		case "model":
 			c.Model, lead.model = s.optSpan()
 		case "system_fingerprint":
-			lead.created = c.Created
 			c.SystemFingerprint, lead.fp = s.optSpan()
 		case "service_tier":
 			c.ServiceTier, lead.tier = s.optSpan()
 		default:
 			s.skip(1)
 		}
+		end = s.i
 	}
 	if s.ws(); s.i < len(s.b) { // peek reads a NUL byte as the end
 		s.fail()
-		end = s.i
 	}
 	if s.bad {
 		return ErrMalformed
@@ -323,9 +323,6 @@ func (c *Chunk) addText(v []byte) {
 	}
 }
 
-// optStr reads a string, or null, or skips another value; it returns nil
-// for anything but a string.
-func (s *scanner) optStr() []byte {
 // inEnvelope reports whether a member with key k may belong to an
 // envelope: any key but those whose values ParseChunk records beyond the
 // chunk's identity.
@@ -373,6 +370,9 @@ func (s *scanner) optSpan() ([]byte, span) {
 	return v, span{lo: int32(hi - len(v)), hi: int32(hi)}
 }
 
+// optStr reads a string, or null, or skips another value; it returns nil
+// for anything but a string.
+func (s *scanner) optStr() []byte {
 	if s.peek() == '"' {
 		return s.str()
 	}
