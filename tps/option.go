@@ -25,6 +25,7 @@ type options struct {
 	comment   func(now time.Time, text []byte)
 	headers   time.Time
 	maxEvent  int
+	protocol  Protocol
 }
 
 func buildOptions(opts []Option) options {

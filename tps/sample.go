@@ -131,6 +131,11 @@ type Sample struct {
 	ReasoningTokens  int64       // completion_tokens_details.reasoning_tokens; 0 when usage was implausible
 	Cache            CacheState  // warm, cold or unknown, from the cached-token field
 
+	// CacheCreationTokens is the part of InputTokens written to the
+	// provider's prompt cache (a Messages stream's
+	// cache_creation_input_tokens); 0 when not reported.
+	CacheCreationTokens int64
+
 	// HiddenTokens is the part of OutputTokens made before the first output
 	// and never streamed: reasoning tokens beyond what the streamed
 	// reasoning text could hold (docs/METRICS.md, "Plausible usage"). TPS

@@ -161,7 +161,12 @@ func (t *Timer) Event(now time.Time, c *Chunk) {
 		t.fingerprint = append(t.fingerprint[:0], c.SystemFingerprint...)
 	}
 	if c.HasUsage {
-		t.usage, t.hasUsage = c.Usage, true
+		if t.opts.protocol == ProtocolMessages && t.hasUsage {
+			t.usage.mergeMessages(&c.Usage) // split across message_start and message_delta
+		} else {
+			t.usage = c.Usage
+		}
+		t.hasUsage = true
 	}
 	if c.HasServer {
 		mergeServer(&t.s.Server, &c.Server)
@@ -254,6 +259,7 @@ func (t *Timer) end(now time.Time, end End) Sample {
 		u := t.usage
 		s.InputTokens = u.PromptTokens
 		s.CachedTokens = u.CachedTokens
+		s.CacheCreationTokens = u.CacheCreationTokens
 		switch {
 		case u.CachedTokens > 0:
 			s.Cache = CacheWarm

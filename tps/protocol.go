@@ -1,0 +1,45 @@
+package tps
+
+// Protocol says which API's stream a Tap reads, and so how each SSE event's
+// data is parsed into a Chunk. The framing (lines, events, comments, the
+// event cap) is the same for every protocol; only the payload differs. The
+// zero Protocol is ProtocolChat.
+type Protocol uint8
+
+const (
+	// ProtocolChat is an OpenAI Chat Completions stream: every event is a
+	// chat.completion.chunk, parsed by ParseChunk.
+	ProtocolChat Protocol = iota
+	// ProtocolResponses is an OpenAI Responses stream (POST /v1/responses),
+	// parsed by ParseResponsesEvent.
+	ProtocolResponses
+	// ProtocolMessages is an Anthropic Messages stream (POST /v1/messages),
+	// parsed by ParseMessagesEvent.
+	ProtocolMessages
+)
+
+// String returns "chat", "responses" or "messages".
+func (p Protocol) String() string {
+	return enumString(uint8(p), "Protocol", "chat", "responses", "messages")
+}
+
+// WithProtocol makes a Tap parse its events as protocol p's payloads
+// (docs/METRICS.md, "Responses and Messages streams"): the first output
+// event is TTFT, usage gives the tokens, and the protocol's failure events
+// are in-stream errors. A Timer fed by hand merges a Messages stream's usage
+// across message_start and message_delta with it. The default is
+// ProtocolChat. A Stream (openai-go's chat decoder) ignores it.
+func WithProtocol(p Protocol) Option {
+	return func(o *options) { o.protocol = p }
+}
+
+// parseEvent parses one event's data as protocol p into c.
+func parseEvent(p Protocol, data []byte, c *Chunk) error {
+	switch p {
+	case ProtocolResponses:
+		return ParseResponsesEvent(data, c)
+	case ProtocolMessages:
+		return ParseMessagesEvent(data, c)
+	}
+	return ParseChunk(data, c)
+}
