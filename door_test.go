@@ -34,7 +34,7 @@ func TestMidStreamCutSameErrorEitherDoor(t *testing.T) {
 			require.True(t, errors.As(err, &fe), name)
 			last, _ := fe.Last()
 			assert.Equal(t, fallback.ClassMidStream, last.Class, name)
-			assert.Contains(t, fe.Error(), "fallback: 1 attempt:", name)
+			assert.Contains(t, fe.Error(), "fallback: 1 attempt (", name) // then why it was not continued
 		}
 		assert.Equal(t, 1, s.AttemptCount(), "the stream's count agrees with its error's")
 	})

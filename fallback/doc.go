@@ -154,8 +154,11 @@
 // call used: ClassMidStream and ErrMidStream for a buffered call's last
 // attempt as for a stream read through Result.Body. Result.AttemptCount and
 // the *Error's message count attempts alike, the committed one included.
-// With MidStreamContinue, a mid-stream error for which no continuation was
-// made also matches ErrContinuation and says why.
+// Every mid-stream error says why no continuation was made:
+// Error.Continuation returns a ContinuationReason (continuation off, no
+// prefill-capable target, the target rejected the prefill, the budget spent,
+// ...) and the message names it. Under MidStreamSameModel and
+// MidStreamContinue it also matches ErrContinuation.
 //
 // # Deadlines
 //

@@ -62,12 +62,14 @@ var (
 	// ErrHedgeLost marks the attempt cancelled because a hedged attempt produced
 	// output first. It is not a breaker failure.
 	ErrHedgeLost = errors.New("fallback: hedge lost")
-	// ErrContinuation means the mid-stream continuation that MidStreamContinue
-	// asked for was not possible (tool calls, n>1, reasoning text, a
-	// content-policy stop, no prefill-capable deployment or attempt left) or
-	// failed; the caller still gets the original mid-stream error, whose
-	// message says why after "continuation not possible: ". It is found with
-	// errors.Is on that *Error; a call with MidStreamError never carries it.
+	// ErrContinuation means the mid-stream continuation that
+	// MidStreamSameModel or MidStreamContinue asked for was not possible
+	// (tool calls, n>1, reasoning text, a content-policy stop, no
+	// prefill-capable deployment or attempt left) or failed; the caller
+	// still gets the original mid-stream error, whose message says why after
+	// "continuation not possible: " and whose Continuation method names the
+	// reason. It is found with errors.Is on that *Error; a call with
+	// MidStreamError never carries it (its reason is ContinuationOff).
 	ErrContinuation = errors.New("fallback: continuation not possible")
 	// ErrClosed means the caller closed Result.Body before the stream ended.
 	// The attempt's class is ClassCanceled and, because it wraps
@@ -130,8 +132,9 @@ type Error struct {
 	// Last, Phase, errors.Is and errors.As look at Attempts only.
 	Continuations []Attempt
 
-	cause error // route.ErrNoDeployment when nothing could be tried
-	cont  error // why MidStreamContinue made no continuation (wraps ErrContinuation), nil otherwise
+	cause error              // route.ErrNoDeployment when nothing could be tried
+	cont  error              // why no continuation was made (wraps ErrContinuation unless it was off), nil otherwise
+	why   ContinuationReason // the same, typed (Continuation)
 }
 
 // Error returns "fallback: N attempts: a1; a2; ...", one line, without keys.
@@ -237,50 +240,80 @@ func safeMessage(err error) string {
 }
 
 // noContinuation adds to orig, the call's error at the mid-stream failure of
-// prev (class), why MidStreamContinue made no continuation, and returns it.
-// orig keeps its attempts: the caller gets the original mid-stream error,
-// never a failed continuation's; the reason names the continuation that
-// failed.
-func (cl *call) noContinuation(orig *Error, prev *run, class Class) *Error {
+// prev (class), why no continuation was made (why, from the continuation
+// walk, when the failure itself did not decide it), and returns it. orig
+// keeps its attempts: the caller gets the original mid-stream error, never
+// a failed continuation's; the reason names the continuation that failed.
+func (cl *call) noContinuation(orig *Error, prev *run, class Class, why ContinuationReason) *Error {
 	cl.mu.Lock()
 	orig.Continuations = append(orig.Continuations, cl.attempts[len(orig.Attempts):]...)
 	cl.mu.Unlock()
-	if cl.mid != MidStreamContinue || !cl.stream {
-		return orig
+	if class == ClassPolicy || class == ClassContextLength {
+		why = ContinuationPointless
 	}
-	var why string
-	switch {
-	case class == ClassPolicy:
-		why = "a content-policy stop would only repeat"
-	case class == ClassContextLength:
-		why = "the context is too long for a continuation"
-	case prev.toolCalls:
-		why = "the stream carried tool calls"
-	case prev.multi || cl.choices > 1:
-		why = "the stream carried more than one choice"
-	case prev.reasoning:
-		why = "the stream carried reasoning text"
-	case !cl.keepText: // no deployment of the plan could take a continuation
-		why = "no deployment left that declares assistant prefill"
-	case len(prev.text) == 0:
-		why = "no text was delivered to continue from"
-	default:
+	if r := cl.unsupported(prev); r == ContinuationOff {
+		why = r
+	}
+	orig.why = why
+	var detail string
+	switch why {
+	case ContinuationOff:
+		orig.cont = errContinuationOff
+		return orig
+	case ContinuationPointless:
+		detail = "a content-policy stop would only repeat"
+		if class == ClassContextLength {
+			detail = "the context is too long for a continuation"
+		}
+	case ContinuationUnsupported:
+		switch {
+		case prev.toolCalls:
+			detail = "the stream carried tool calls"
+		case prev.multi || cl.choices > 1:
+			detail = "the stream carried more than one choice"
+		case prev.reasoning:
+			detail = "the stream carried reasoning text"
+		default:
+			detail = "no text was delivered to continue from"
+		}
+	case ContinuationNoTarget:
+		detail = "no deployment left that declares assistant prefill"
+	case ContinuationBudget:
+		detail = "the attempt budget is spent"
+	case ContinuationUnavailable:
+		detail = "no target's breaker, cooldown or limiters let a continuation through"
+	case ContinuationRejected:
+		detail = "the target rejected the prefill"
+	default: // ContinuationFailed
+		detail = "the continuation failed"
+	}
+	if why == ContinuationRejected || why == ContinuationFailed {
 		for _, a := range orig.Continuations {
 			if a.Class != ClassSkipped { // the last continuation tried
-				why = "the continuation on " + a.Key.String() + " failed: " + a.Class.String()
+				detail = "the continuation on " + a.Key.String() + " failed: " + a.Class.String()
 				if a.Status != 0 {
-					why += " " + strconv.Itoa(a.Status)
+					detail += " " + strconv.Itoa(a.Status)
 				}
 			}
 		}
-		switch {
-		case why != "":
-		case cl.real >= cl.maxAttempts:
-			why = "the attempt budget is spent"
-		default:
-			why = "no deployment left that declares assistant prefill"
-		}
 	}
-	orig.cont = wrap(ErrContinuation, errors.New(why))
+	orig.cont = wrap(ErrContinuation, errors.New(detail))
 	return orig
 }
+
+// errContinuationOff is the note a mid-stream error carries when the policy
+// made no continuation; it is not ErrContinuation, which says one was asked
+// for.
+var errContinuationOff = errors.New("fallback: continuation off")
+
+// errUncommitted and errPointless are the notes of a call that failed
+// after output that never reached the caller (ContinuationUncommitted,
+// ContinuationPointless): nothing was to be continued.
+var (
+	errUncommitted = errors.New("fallback: not continued: nothing had reached the caller")
+	errPointless   = errors.New("fallback: not continued: the failure would only repeat")
+)
+
+// Continuation returns why the mid-stream failure that decided e was not
+// continued, or NoReason when e is not a mid-stream failure.
+func (e *Error) Continuation() ContinuationReason { return e.why }

@@ -105,6 +105,7 @@ type call struct {
 	keepText   bool // a continuation may follow: runs keep their text
 	stream     bool
 	assemble   bool // a non-streaming call's Body is the answer (Call.Assemble)
+	protocol   tps.Protocol
 	noFallback bool
 	hedge      bool
 	fb         Feedback
@@ -149,7 +150,8 @@ func (e *Executor) Do(ctx context.Context, plan route.Plan, c Call) (*Result, er
 		choices:    max(1, gjson.GetBytes(body, "n").Int()),
 		mid:        c.MidStream,
 		stream:     c.Stream,
-		assemble:   c.Assemble && !c.Stream,
+		assemble:   c.Assemble && !c.Stream && c.Protocol == tps.ProtocolChat,
+		protocol:   c.Protocol,
 		noFallback: c.NoFallback,
 		hedge:      !c.NoHedge && e.opts.Hedge.enabled(),
 		fb:         c.Feedback,
@@ -164,6 +166,9 @@ func (e *Executor) Do(ctx context.Context, plan route.Plan, c Call) (*Result, er
 		cl.build = DefaultBuild
 	}
 	cl.mid = cmp.Or(cl.mid, e.opts.MidStream)
+	if cl.protocol != tps.ProtocolChat {
+		cl.mid = MidStreamError // a continuation is a chat prefill
+	}
 	cl.malformed = e.opts.Malformed
 	cl.maxAttempts = e.opts.MaxAttempts
 	if cl.maxAttempts <= 0 {
@@ -203,6 +208,15 @@ func (cl *call) err() *Error {
 		e.cause = cl.cause
 		if e.cause == nil {
 			e.cause = route.ErrNoDeployment
+		}
+	}
+	if last, ok := e.Last(); ok && last.Class != ClassCanceled && errors.Is(last.Err, ErrMidStream) {
+		// Failed after output that never reached the caller: the call
+		// failed over instead. A stream's Read replaces it with why its
+		// delivered text was not continued (noContinuation).
+		e.why, e.cont = ContinuationUncommitted, errUncommitted
+		if last.Class.CallerFault() {
+			e.why, e.cont = ContinuationPointless, errPointless
 		}
 	}
 	return e

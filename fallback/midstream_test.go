@@ -486,3 +486,76 @@ func TestContinuationOnCutDeployment(t *testing.T) {
 		})
 	}
 }
+
+// TestMidStreamErrorNamesWhy is issue 29 item 2: every mid-stream error
+// says, typed and in its message, why no continuation was made, under both
+// continuing policies and with continuation off.
+func TestMidStreamErrorNamesWhy(t *testing.T) {
+	cut := func() replay.Script { return replay.WithFaults(prof(40), replay.CutAfter(10)) }
+	other := prefillDep("o", "o-m")
+	other.Model = "other"
+	tests := []struct {
+		name    string
+		opts    fallback.Options
+		scripts map[string]replay.Script
+		plan    route.Plan
+		why     fallback.ContinuationReason
+		msg     string
+	}{
+		{"same_model/no_target", fallback.Options{}, map[string]replay.Script{"a-m": cut(), "o-m": prof(40)},
+			planOf(dep("a", "a-m"), other), fallback.ContinuationNoTarget, "(continuation not possible: no deployment left that declares assistant prefill)"},
+		{"continue/no_target", fallback.Options{MidStream: fallback.MidStreamContinue}, map[string]replay.Script{"a-m": cut(), "b-m": prof(40)},
+			planOf(dep("a", "a-m"), dep("b", "b-m")), fallback.ContinuationNoTarget, "(continuation not possible: no deployment left that declares assistant prefill)"},
+		{"same_model/rejected", fallback.Options{}, map[string]replay.Script{"a-m": cut(), "b-m": replay.WithFaults(prof(40), replay.RejectPrefill())},
+			planOf(dep("a", "a-m"), prefillDep("b", "b-m")), fallback.ContinuationRejected, "(continuation not possible: the continuation on b//m failed: invalid 400)"},
+		{"continue/rejected", fallback.Options{MidStream: fallback.MidStreamContinue}, map[string]replay.Script{"a-m": cut(), "o-m": replay.WithFaults(prof(40), replay.RejectPrefill())},
+			planOf(dep("a", "a-m"), other), fallback.ContinuationRejected, "(continuation not possible: the continuation on o//other failed: invalid 400)"},
+		{"same_model/budget", fallback.Options{AttemptsPerDeployment: 1}, map[string]replay.Script{"a-m": cut()},
+			planOf(prefillDep("a", "a-m")), fallback.ContinuationBudget, "(continuation not possible: the attempt budget is spent)"},
+		{"continue/budget", fallback.Options{MidStream: fallback.MidStreamContinue, MaxAttempts: 1}, map[string]replay.Script{"a-m": cut(), "o-m": prof(40)},
+			planOf(dep("a", "a-m"), other), fallback.ContinuationBudget, "(continuation not possible: the attempt budget is spent)"},
+		{"same_model/unavailable", fallback.Options{Breaker: fallback.BreakerSettings{ConsecutiveFailures: 1}}, map[string]replay.Script{"a-m": cut()},
+			planOf(prefillDep("a", "a-m")), fallback.ContinuationUnavailable, "(continuation not possible: no target's breaker"},
+		{"same_model/failed", fallback.Options{}, map[string]replay.Script{"a-m": cut(), "b-m": replay.WithFaults(prof(40), replay.Status(503, "", nil))},
+			planOf(dep("a", "a-m"), prefillDep("b", "b-m")), fallback.ContinuationFailed, "(continuation not possible: the continuation on b//m failed: next 503)"},
+		{"error/off", fallback.Options{MidStream: fallback.MidStreamError}, map[string]replay.Script{"a-m": cut(), "b-m": prof(40)},
+			planOf(dep("a", "a-m"), prefillDep("b", "b-m")), fallback.ContinuationOff, "(continuation off)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(tt.scripts, tt.opts)
+				res, err := e.do(t, tt.plan, fallback.Call{Stream: true})
+				require.NoError(t, err)
+				d := drain(t, res.Body)
+				require.ErrorIs(t, d.err, fallback.ErrMidStream)
+				var fe *fallback.Error
+				require.ErrorAs(t, d.err, &fe)
+				assert.Equal(t, tt.why, fe.Continuation(), "%s", fe.Continuation())
+				assert.Contains(t, d.err.Error(), tt.msg)
+				assert.Equal(t, tt.why != fallback.ContinuationOff, errors.Is(d.err, fallback.ErrContinuation))
+				last, _ := fe.Last()
+				assert.Equal(t, "a", last.Key.Provider, "the original failure decides")
+			})
+		})
+	}
+	t.Run("strings", func(t *testing.T) {
+		for r, want := range map[fallback.ContinuationReason]string{
+			fallback.NoReason: "", fallback.ContinuationOff: "off", fallback.ContinuationUncommitted: "uncommitted",
+			fallback.ContinuationNoTarget: "no-target", fallback.ContinuationRejected: "rejected", fallback.ContinuationBudget: "budget",
+			fallback.ContinuationUnavailable: "unavailable", fallback.ContinuationFailed: "failed",
+			fallback.ContinuationUnsupported: "unsupported", fallback.ContinuationPointless: "pointless", 200: "reason(200)",
+		} {
+			assert.Equal(t, want, r.String())
+		}
+	})
+	t.Run("not_mid_stream", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e := newEnv(map[string]replay.Script{"a-m": replay.WithFaults(prof(40), replay.Status(503, "", nil))}, fallback.Options{})
+			_, err := e.do(t, planOf(prefillDep("a", "a-m")), fallback.Call{Stream: true})
+			var fe *fallback.Error
+			require.ErrorAs(t, err, &fe)
+			assert.Equal(t, fallback.NoReason, fe.Continuation())
+		})
+	})
+}

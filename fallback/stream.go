@@ -72,15 +72,16 @@ func (s *stream) Read(p []byte) (int, error) {
 		orig := s.res.cl.err()
 		// A content-policy stop or an oversized context would only repeat.
 		if class == ClassPolicy || class == ClassContextLength {
-			s.err = s.res.cl.noContinuation(orig, a, class)
+			s.err = s.res.cl.noContinuation(orig, a, class, ContinuationPointless)
 			continue
 		}
-		if next := s.continuation(a); next != nil {
+		next, why := s.continuation(a)
+		if next != nil {
 			s.cur = next
 			s.res.set(*next.d, tps.Sample{})
 			continue
 		}
-		s.err = s.res.cl.noContinuation(orig, a, class)
+		s.err = s.res.cl.noContinuation(orig, a, class, why)
 	}
 }
 
@@ -121,27 +122,25 @@ func (s *stream) Close() error {
 }
 
 // continuation opens the next prefill-capable deployment with the delivered
-// text as an assistant prefix, or returns nil when the policy, the stream or
-// the plan do not allow it.
-func (s *stream) continuation(prev *run) *run {
+// text as an assistant prefix, or returns nil and why not when the policy,
+// the stream or the plan do not allow it.
+func (s *stream) continuation(prev *run) (*run, ContinuationReason) {
 	cl := prev.cl
-	if !cl.keepText || prev.toolCalls || prev.multi || prev.reasoning {
-		return nil
-	}
-	if cl.choices > 1 { // choices interleave one per chunk (docs/STREAM_QUIRKS.md Q21)
-		return nil
+	if r := cl.unsupported(prev); r != NoReason {
+		return nil, r
 	}
 	// Exactly what the caller has read, which was scrubbed event by event:
 	// scrubbed again whole, so that no credential of prev's deployment goes
 	// to the next one inside the prefill.
 	text := prev.sc.Scrub(string(prev.text[:prev.relText]))
 	if len(text) == 0 {
-		return nil
+		return nil, ContinuationUnsupported
 	}
 	body, err := cl.e.opts.Prefill(cl.body, text)
 	if err != nil {
-		return nil
+		return nil, ContinuationFailed
 	}
+	why := ContinuationNoTarget
 	// The other deployments in plan order, then the one that was cut: a
 	// provider that dropped one connection often serves the next, and it
 	// is the only target of a model served once. eligible bounds it by
@@ -155,12 +154,17 @@ func (s *stream) continuation(prev *run) *run {
 			continue
 		}
 		d := cl.plan[i].Deployment
-		if !cl.continuesOn(prev.d, d) || !cl.eligible(i) || cl.real >= cl.maxAttempts {
+		if !cl.declaresContinuation(prev.d, d) {
+			continue
+		}
+		if r := cl.barred(i, d); r != NoReason {
+			why = why.worse(r)
 			continue
 		}
 		st := cl.e.state(d)
 		done, ok := cl.admit(d.Key(), st, time.Now())
 		if !ok {
+			why = why.worse(ContinuationUnavailable)
 			continue
 		}
 		cl.real++
@@ -177,15 +181,18 @@ func (s *stream) continuation(prev *run) *run {
 			a.cancel(ErrClosed)
 		}
 		if a.open(true) {
-			return a
+			return a, NoReason
 		}
 		cl.slots[i].excluded = true
 		if prefillRejected(a.att) {
 			cl.e.noPrefill.Store(d.Key(), struct{}{})
+			why = why.worse(ContinuationRejected)
+		} else {
+			why = why.worse(ContinuationFailed)
 		}
 		if a.att.Class == ClassCanceled {
-			return nil
+			return nil, why
 		}
 	}
-	return nil
+	return nil, why
 }

@@ -50,3 +50,36 @@ func TestAttemptCountsAgree(t *testing.T) {
 	assert.NotContains(t, logs.String(), "attempts=2")
 	assert.Contains(t, s.errEv, "1 attempt")
 }
+
+// TestLogNamesWhyNotContinued is issue 29 item 2 at the gateway: the log
+// record of a stream that failed after its first bytes names why it was not
+// continued.
+func TestLogNamesWhyNotContinued(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		mid     fallback.MidStreamPolicy
+		prefill bool // b declares assistant prefill
+		want    string
+	}{
+		{"error_policy", fallback.MidStreamError, true, "no_continuation=off"},
+		{"same_model_without_prefill", fallback.MidStreamDefault, false, "no_continuation=no-target"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a, b := dep("a", "us", "m"), dep("b", "us", "m")
+			b.Capabilities.AssistantPrefill = tt.prefill
+			cfg := testConfig(a, b)
+			cfg.Fallback.MidStream = tt.mid
+			e := newEnv(t, map[string]replay.Script{
+				"a-m": replay.WithFaults(prof(answer), midStall(), replay.CutAfter(6)),
+				"b-m": prof(answer),
+			}, cfg, options{})
+			var logs lockedBuffer
+			e.g.logger = slog.New(slog.NewTextHandler(&logs, nil))
+			srv := httptest.NewServer(e.g)
+			s := stream(t, srv.URL, req("m", true, orderAB))
+			srv.Close() // waits for the handler, and so for its log record
+			require.NotEmpty(t, s.errEv)
+			assert.Contains(t, logs.String(), tt.want)
+		})
+	}
+}

@@ -80,7 +80,9 @@
 // deployment of the same model with assistant_prefill, from exactly the text
 // the client has received; with none (or with "error") the client receives
 // data: {"error":{...,"code":"stream_interrupted"}} and no [DONE]. With
-// "continue" deployments of other models may continue it too. A call that nothing
+// "continue" deployments of other models may continue it too; the log record
+// of a stream that failed names why it was not continued (no_continuation=).
+// A call that nothing
 // answered gets an OpenAI-shaped error with the last attempt's HTTP status,
 // or 503 when no deployment gave one. Upstream API keys are never forwarded
 // to another deployment, and never appear in answers or logs.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tpsroute/tpsroute"
+	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/fleet"
 	"github.com/tpsroute/tpsroute/route"
 )
@@ -320,6 +321,10 @@ func (g *gateway) log(r *http.Request, start time.Time, status int, res *tpsrout
 	}
 	if err != nil {
 		attrs = append(attrs, slog.String("error", g.c.HTTPError(err).Message)) // keys redacted
+		// Why a mid-stream failure was not continued (fallback.ContinuationReason).
+		if fe := (*fallback.Error)(nil); errors.As(err, &fe) && fe.Continuation() != fallback.NoReason {
+			attrs = append(attrs, slog.String("no_continuation", fe.Continuation().String()))
+		}
 	}
 	g.logger.LogAttrs(r.Context(), slog.LevelInfo, "gateway: request", attrs...)
 }
