@@ -509,6 +509,14 @@ type Call struct {
 	Assemble bool
 	// Build builds each attempt's request. Nil means DefaultBuild.
 	Build BuildFunc
+	// Protocol is the API whose stream each attempt answers with, which the
+	// tap times and checks by that API's events (tps.WithProtocol): a
+	// Responses or Messages stream commits at its first output delta and
+	// fails on its failure events. The zero value is chat completions.
+	// Assemble and a mid-stream continuation are for chat streams only: with
+	// another protocol Assemble is ignored (Result.Body is the buffered
+	// stream) and a failure after the commit point is a MidStreamError.
+	Protocol tps.Protocol
 	// Deadlines override Options.Deadlines for this call, field by field:
 	// a zero field inherits, a negative one turns that deadline off.
 	Deadlines Deadlines

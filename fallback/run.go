@@ -236,10 +236,11 @@ func (a *run) open(stream bool) bool {
 		return false
 	}
 	maxEvent := tps.WithMaxEvent(a.cl.e.opts.Limits.Event)
+	proto := tps.WithProtocol(a.cl.protocol)
 	if tk := a.cl.e.hooks.Tokenizer; tk != nil {
-		a.tap = tps.NewTap(resp.Body, a.start, a.onSample, tps.WithObserver(a.observe), maxEvent, tps.WithTokenizer(tk))
+		a.tap = tps.NewTap(resp.Body, a.start, a.onSample, tps.WithObserver(a.observe), maxEvent, proto, tps.WithTokenizer(tk))
 	} else {
-		a.tap = tps.NewTap(resp.Body, a.start, a.onSample, tps.WithObserver(a.observe), maxEvent)
+		a.tap = tps.NewTap(resp.Body, a.start, a.onSample, tps.WithObserver(a.observe), maxEvent, proto)
 	}
 	return a.readToCommit(stream)
 }
