@@ -547,9 +547,11 @@ func (s *scanner) toolCalls(c *Chunk) bool {
 
 // logprobs reads a choice's logprobs object into cd.
 func (s *scanner) logprobs(cd *ChoiceDelta) {
-	if !s.open('{') {
+	if s.peek() != '{' { // null, or a value of another type: skipped
+		s.skip(3)
 		return
 	}
+	s.i++
 	cd.Logprobs = true
 	for n := 0; s.more(n, '}'); n++ {
 		switch string(s.key()) {

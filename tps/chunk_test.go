@@ -196,3 +196,16 @@ func FuzzParseChunk(f *testing.F) {
 		_ = c.AppendText(nil)
 	})
 }
+
+// TestParseChunkSkipsLogprobsOfAnotherType: logprobs that are not an
+// object are skipped, as ParseChunk's contract says of every value of an
+// unexpected type, not taken for a malformed chunk (FuzzAppendCompletionEvents
+// found `"logprobs":""` refused).
+func TestParseChunkSkipsLogprobsOfAnotherType(t *testing.T) {
+	for _, v := range []string{`""`, `1`, `[]`, `true`, `null`} {
+		var c tps.Chunk
+		require.NoError(t, tps.ParseChunk([]byte(`{"choices":[{"index":0,"delta":{"content":"a"},"logprobs":`+v+`}]}`), &c), v)
+		assert.False(t, c.Choices[0].Logprobs, v)
+		assert.Equal(t, "a", string(c.Content), v)
+	}
+}

@@ -1,0 +1,152 @@
+package tps_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tpsroute/tpsroute/tps"
+)
+
+// plainAnswers are non-streaming answers as providers send them.
+var plainAnswers = map[string]string{
+	"text": `{"id":"chatcmpl-1","object":"chat.completion","created":1730000000,"model":"gpt-4o-mini","system_fingerprint":"fp_1","service_tier":"default",
+		"choices":[{"index":0,"message":{"role":"assistant","content":"Hi <b> & \"you\"\n","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],
+		"usage":{"prompt_tokens":9,"completion_tokens":5,"total_tokens":14,"prompt_tokens_details":{"cached_tokens":4},"completion_tokens_details":{"reasoning_tokens":0}}}`,
+	"tools": `{"id":"c2","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,
+		"tool_calls":[{"id":"call_a","type":"function","function":{"name":"f","arguments":"{\"x\":1}"}},{"id":"call_b","type":"function","function":{"name":"g","arguments":"{}"}}]},"finish_reason":"tool_calls"}],
+		"usage":{"prompt_tokens":3,"completion_tokens":20,"total_tokens":23}}`,
+	"refusal": `{"id":"c3","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":"I can't."},"finish_reason":"stop"}]}`,
+	"reasoning": `{"id":"c4","object":"chat.completion","created":1,"model":"deepseek-r1","choices":[{"index":0,"message":{"role":"assistant","content":"42","reasoning_content":"think"},"finish_reason":"stop"}],
+		"usage":{"prompt_tokens":1,"completion_tokens":9,"total_tokens":10,"completion_tokens_details":{"reasoning_tokens":7}}}`,
+	"n2": `{"id":"c5","object":"chat.completion","created":1,"model":"m","choices":[{"index":1,"message":{"role":"assistant","content":"b"},"finish_reason":"length"},{"index":0,"message":{"role":"assistant","content":"a"},"finish_reason":"stop"}]}`,
+	"logprobs": `{"id":"c6","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"a"},"logprobs":{"content":[{"token":"a","logprob":-0.1,"bytes":[97],"top_logprobs":[]}],"refusal":null},"finish_reason":"stop"}]}`,
+}
+
+// events splits SSE text into the data of its events, and the event types.
+func events(t *testing.T, sse []byte) (data [][]byte, types []string) {
+	t.Helper()
+	for _, ev := range bytes.Split(bytes.TrimSuffix(sse, []byte("\n\n")), []byte("\n\n")) {
+		typ := ""
+		for _, line := range bytes.Split(ev, []byte("\n")) {
+			switch {
+			case bytes.HasPrefix(line, []byte("event: ")):
+				typ = string(line[len("event: "):])
+			case bytes.HasPrefix(line, []byte("data: ")):
+				data = append(data, line[len("data: "):])
+				types = append(types, typ)
+			default:
+				t.Fatalf("unexpected line %q", line)
+			}
+		}
+	}
+	return data, types
+}
+
+// answerFields is what a chat.completion says, decoded, for comparison:
+// the fields a non-streaming caller reads.
+func answerFields(t *testing.T, b []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(b, &m), "%s", b)
+	out := map[string]any{}
+	for _, k := range []string{"id", "created", "model", "system_fingerprint", "service_tier", "usage"} {
+		out[k] = m[k]
+	}
+	byIndex := map[float64]any{}
+	for _, c := range m["choices"].([]any) {
+		c := c.(map[string]any)
+		msg := c["message"].(map[string]any)
+		keep := map[string]any{"finish_reason": c["finish_reason"], "logprobs": c["logprobs"]}
+		for _, k := range []string{"content", "refusal", "reasoning_content", "tool_calls"} {
+			if v := msg[k]; v != nil {
+				keep[k] = v
+			}
+		}
+		byIndex[c["index"].(float64)] = keep
+	}
+	out["choices"] = byIndex
+	return out
+}
+
+// TestCompletionEventsRoundTrip: the events of an answer, accumulated
+// again, give the same answer, and the Tap reads them as a finished stream.
+func TestCompletionEventsRoundTrip(t *testing.T) {
+	for name, answer := range plainAnswers {
+		t.Run(name, func(t *testing.T) {
+			sse, err := tps.AppendCompletionEvents([]byte("prefix"), []byte(answer))
+			require.NoError(t, err)
+			require.True(t, bytes.HasPrefix(sse, []byte("prefix")))
+			sse = sse[len("prefix"):]
+			data, types := events(t, sse)
+			require.Equal(t, "[DONE]", string(data[len(data)-1]))
+			var acc tps.Accumulator
+			for i, d := range data {
+				assert.Empty(t, types[i])
+				acc.Add(d)
+			}
+			assert.Equal(t, answerFields(t, []byte(answer)), answerFields(t, acc.JSON()))
+		})
+	}
+}
+
+// TestCompletionEventsKeepText: the text keeps the provider's own escapes
+// (no \u003c for <), so a streaming caller reads what was sent.
+func TestCompletionEventsKeepText(t *testing.T) {
+	sse, err := tps.AppendCompletionEvents(nil, []byte(plainAnswers["text"]))
+	require.NoError(t, err)
+	assert.Contains(t, string(sse), `"content":"Hi <b> & \"you\"\n"`)
+	assert.Contains(t, string(sse), `"annotations":[]`, "message fields beyond the text are kept")
+	data, _ := events(t, sse)
+	require.Len(t, data, 3, "the answer, the usage, [DONE]")
+	var c tps.Chunk
+	require.NoError(t, tps.ParseChunk(data[1], &c))
+	assert.True(t, c.HasUsage)
+	assert.Equal(t, int64(4), c.Usage.CachedTokens)
+	assert.Empty(t, c.Choices)
+}
+
+// TestCompletionEventsError: an error answered with a 200 is an error
+// event; what is not a JSON object is ErrMalformed and appends nothing.
+func TestCompletionEventsError(t *testing.T) {
+	sse, err := tps.AppendCompletionEvents(nil, []byte("{\"error\":{\"message\":\"overloaded\",\n\"code\":529}}"))
+	require.NoError(t, err)
+	assert.Equal(t, "event: error\ndata: {\"error\":{\"message\":\"overloaded\",\"code\":529}}\n\n", string(sse))
+	for _, bad := range []string{"", "null", "[]", `"x"`, "{", `{"choices":{}}`, `{"choices":[{"message":[]}]}`, `{"choices":[{"message":{"tool_calls":{}}}]}`, `{"choices":[{"message":{"tool_calls":[1]}}]}`} {
+		got, err := tps.AppendCompletionEvents([]byte("kept"), []byte(bad))
+		assert.ErrorIs(t, err, tps.ErrMalformed, bad)
+		assert.Equal(t, "kept", string(got), bad)
+	}
+}
+
+// FuzzAppendCompletionEvents: whatever the answer, the events are one line
+// of data each, and each data that is not [DONE] is a chunk ParseChunk
+// reads (or an error event's JSON object).
+func FuzzAppendCompletionEvents(f *testing.F) {
+	for _, a := range plainAnswers {
+		f.Add([]byte(a))
+	}
+	f.Add([]byte(`{"error":"x"}`))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		out, err := tps.AppendCompletionEvents(nil, in)
+		if err != nil {
+			if len(out) != 0 {
+				t.Fatalf("error with output %q", out)
+			}
+			return
+		}
+		data, _ := events(t, out)
+		for _, d := range data {
+			if string(d) == "[DONE]" {
+				continue
+			}
+			var c tps.Chunk
+			if err := tps.ParseChunk(d, &c); err != nil {
+				t.Fatalf("event %q of %q: %v", d, in, err)
+			}
+		}
+	})
+}
