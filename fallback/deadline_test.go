@@ -97,7 +97,7 @@ func TestKeepAlivesAreNotProgress(t *testing.T) {
 			assert.Equal(t, replay.Text(8), drain(t, res.Body).text)
 			at := attemptsFor(e.h, "b-m")
 			require.Len(t, at, 1)
-			assert.Equal(t, fallback.DefaultTTFTTimeout, at[0].Time.Sub(start), "14 keep-alives did not count as the first token")
+			assert.Equal(t, coldTTFTCut, at[0].Time.Sub(start), "8 keep-alives did not count as the first token")
 			atts := res.Attempts()
 			require.Len(t, atts, 2)
 			assert.ErrorIs(t, atts[0].Err, fallback.ErrTTFTTimeout)

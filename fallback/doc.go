@@ -173,7 +173,13 @@
 //     DefaultTTFTFloor (3 s), plus 0.5 ms per Call.EstimatedInputTokens,
 //     with TTFT as the cap: a deployment that answers in 300 ms but
 //     hangs is left after 3 s, one whose normal TTFT is 8 s is never cut
-//     before the cap.
+//     before the cap. An attempt that may fail over also leaves the next
+//     deployment room for its expected TTFT and answer (its plan figures,
+//     measured or prior, else 1 s and 50 tokens/s, for
+//     route.DefaultExpectedOutputTokens) before the caller's context
+//     deadline, or, for a cold deployment, before TTFT from the call's
+//     start, so that a fallback's normal answer ends within 15 s; never
+//     below twice its own expected TTFT (at least 3 s).
 //   - Stall 20 s without an output chunk after the first.
 //   - MaxDuration 30 min: the ceiling on one attempt, whatever arrives. It is
 //     what ends a provider that queues a call behind keep-alives for ever

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -98,6 +99,7 @@ type call struct {
 	build BuildFunc
 	est   int64
 
+	start      time.Time // when Do began
 	dl         Deadlines // this call's, defaults filled in
 	choices    int64     // the request's n: finish_reasons that end the stream
 	mid        MidStreamPolicy
@@ -145,7 +147,7 @@ func (e *Executor) Do(ctx context.Context, plan route.Plan, c Call) (*Result, er
 	}
 	n := len(plan.Deployments)
 	cl := &call{
-		e: e, ctx: ctx, plan: plan.Deployments, body: body, build: c.Build, est: c.EstimatedInputTokens,
+		e: e, ctx: ctx, start: time.Now(), plan: plan.Deployments, body: body, build: c.Build, est: c.EstimatedInputTokens,
 		dl:         c.Deadlines.Or(e.opts.Deadlines),
 		choices:    max(1, gjson.GetBytes(body, "n").Int()),
 		mid:        c.MidStream,
@@ -292,23 +294,111 @@ func (cl *call) exceededModel(d *route.Deployment) bool {
 	})
 }
 
-// ttftFor returns the TTFT deadline of an attempt on d: the configured one
-// (the cap), or, once d's TTFT was measured, DefaultTTFTMultiple times its p95
-// but at least DefaultTTFTFloor, plus the call's prompt read at
-// ttftPrefillRate (a long prompt takes longer than the measured ones),
-// whichever is shorter.
-func (cl *call) ttftFor(d *route.Deployment) time.Duration {
+// ttftFor returns the TTFT deadline of attempt on candidate i (deployment
+// d), which starts at start and may fail over when canFailover.
+//
+// Its base is the configured deadline (the cap), or, once d's TTFT was
+// measured, DefaultTTFTMultiple times its p95 but at least DefaultTTFTFloor,
+// plus the call's prompt read at ttftPrefillRate (a long prompt takes longer
+// than the measured ones), whichever is shorter.
+//
+// When the call must answer by a time (the caller's context deadline, or,
+// for a cold d, the call's start plus the configured TTFT deadline) and the
+// attempt may fail over, the deadline also leaves the next deployment time
+// for its expected TTFT and answer (reserve), but never goes below
+// ttftNormalMultiple times d's own expected TTFT (at least
+// DefaultTTFTFloor): a slow deployment's normal answer is never cut to make
+// room.
+func (cl *call) ttftFor(i int, d *route.Deployment, canFailover bool, start time.Time) time.Duration {
 	cfg := cl.dl.TTFT
-	f := cl.e.hooks.MeasuredTTFT
-	if cfg <= DefaultTTFTFloor || f == nil {
+	if cfg <= 0 {
 		return cfg
 	}
-	p95, ok := f(*d)
-	if !ok || p95 <= 0 {
-		return cfg
+	var p95 time.Duration
+	warm := false
+	if f := cl.e.hooks.MeasuredTTFT; f != nil {
+		p95, warm = f(*d)
+		warm = warm && p95 > 0
 	}
-	prompt := time.Duration(min(cl.est, 1<<30)) * (time.Second / ttftPrefillRate)
-	return min(cfg, max(DefaultTTFTFloor, DefaultTTFTMultiple*p95)+prompt)
+	base := cfg
+	if warm && cfg > DefaultTTFTFloor {
+		prompt := time.Duration(min(cl.est, 1<<30)) * (time.Second / ttftPrefillRate)
+		base = min(cfg, max(DefaultTTFTFloor, DefaultTTFTMultiple*p95)+prompt)
+	}
+	if !canFailover {
+		return base
+	}
+	by, ok := cl.ctx.Deadline()
+	if !ok {
+		if warm {
+			return base
+		}
+		by = cl.start.Add(cfg)
+	}
+	next := cl.next(i)
+	if next < 0 {
+		return base
+	}
+	normal := p95
+	if x := &cl.plan[i].Expected; x.TTFTOK {
+		normal = max(normal, seconds(x.TTFT))
+	}
+	floor := max(DefaultTTFTFloor, ttftNormalMultiple*normal)
+	return min(base, max(by.Sub(start)-cl.reserve(next), floor))
+}
+
+// ttftNormalMultiple times a deployment's expected TTFT (its p95) is the
+// shortest TTFT deadline that leaving room for the next deployment may give
+// it: about the p99 of the TTFT distributions providers show, so that its
+// normal answers are not cut.
+const ttftNormalMultiple = 2
+
+// reserveTTFT and reserveTPS stand for a next deployment whose TTFT or TPS
+// is neither measured nor given by a prior: a typical interactive
+// deployment's TTFT p95 and a slow one's generation rate.
+const (
+	reserveTTFT = time.Second
+	reserveTPS  = 50
+)
+
+// reserve returns the time candidate j needs for a normal answer: its
+// expected TTFT (measured, or its prior, else reserveTTFT) plus
+// route.DefaultExpectedOutputTokens at its expected TPS (else reserveTPS).
+func (cl *call) reserve(j int) time.Duration {
+	x := &cl.plan[j].Expected
+	ttft := reserveTTFT
+	switch {
+	case x.TTFTOK:
+		ttft = seconds(x.TTFT)
+	case cl.e.hooks.MeasuredTTFT != nil:
+		if p95, ok := cl.e.hooks.MeasuredTTFT(*cl.plan[j].Deployment); ok && p95 > 0 {
+			ttft = p95
+		}
+	}
+	tps := float64(reserveTPS)
+	if x.TPSOK && x.TPS > 0 {
+		tps = x.TPS
+	}
+	return ttft + seconds(route.DefaultExpectedOutputTokens/tps)
+}
+
+// seconds converts s seconds to a Duration, saturating.
+func seconds(s float64) time.Duration {
+	if !(s < float64(math.MaxInt64)/float64(time.Second)) {
+		return math.MaxInt64
+	}
+	return time.Duration(max(s, 0) * float64(time.Second))
+}
+
+// next returns the candidate the walk would try after i: the first eligible
+// one after it, else before it; -1 when none is left.
+func (cl *call) next(i int) int {
+	for k := 1; k < len(cl.plan); k++ {
+		if j := (i + k) % len(cl.plan); cl.eligible(j) {
+			return j
+		}
+	}
+	return -1
 }
 
 // ttftPrefillRate is the prompt reading speed, in tokens/s, that a measured

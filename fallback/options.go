@@ -290,7 +290,12 @@ type Deadlines struct {
 	// For a deployment whose TTFT was measured (Hooks.MeasuredTTFT), it is
 	// a cap: the deadline is DefaultTTFTMultiple times the measured p95, at
 	// least DefaultTTFTFloor, plus 0.5 ms per Call.EstimatedInputTokens, at
-	// most TTFT. Default DefaultTTFTTimeout.
+	// most TTFT. When the call must answer by a time (the caller's context
+	// deadline, or, for a cold deployment, TTFT after the call's start), an
+	// attempt that may fail over is also left early enough for the next
+	// deployment's expected TTFT and answer, but never before twice its own
+	// expected TTFT (at least DefaultTTFTFloor); docs/CONFIG.md has the
+	// rule. Default DefaultTTFTTimeout.
 	TTFT time.Duration
 	// Stall bounds the silence between output chunks after the first. SSE
 	// comments and non-output chunks do not reset it. Default

@@ -120,7 +120,7 @@ func (cl *call) newRun(i int, d *route.Deployment, st *keyState, done func(error
 		a.fb = cl.fb.Begin(i, d)
 	}
 	a.canFailover = canFailover
-	a.ttftTO = cl.ttftFor(d)
+	a.ttftTO = cl.ttftFor(i, d, canFailover, a.start)
 	a.rearm()
 	return a
 }
