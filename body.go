@@ -19,12 +19,13 @@ import (
 
 // requestInfo is what the router reads from a serialised chat-completion body.
 type requestInfo struct {
-	RawModel  string // "model" as sent, possibly "model@revision"
-	Model     string // the logical model, without any "@revision"
-	Revision  string // the revision pinned with "model@revision", or ""
-	Stream    bool   // the caller asked for a stream
-	CacheKey  string // prompt_cache_key, or ""
-	MaxTokens int64  // max_completion_tokens or max_tokens; 0 if absent
+	RawModel  string    // "model" as sent, possibly "model@revision"
+	Model     string    // the logical model, without any "@revision"
+	Revision  string    // the revision pinned with "model@revision", or ""
+	Stream    bool      // the caller asked for a stream
+	CacheKey  string    // prompt_cache_key, or ""
+	MaxTokens int64     // max_completion_tokens or max_tokens; 0 if absent
+	API       route.API // the call's API; "" is chat (readAPIRequest sets the others)
 }
 
 // readRequest reads the fields routing needs from body without decoding it,

@@ -37,7 +37,9 @@ type Client struct {
 	reg    *measure.Registry
 	tel    *telemetry.Telemetry
 	exec   *fallback.Executor
-	picker *route.Picker
+	picker *route.Picker // the chat Picker; nil when no deployment serves chat
+	// pickers holds one Picker per API some deployment serves (api.go).
+	pickers map[route.API]*route.Picker
 	logger *slog.Logger
 	fleet  Fleet       // nil unless Config.Fleet
 	state  *stateSaver // nil unless Config.StateFile
@@ -85,6 +87,9 @@ func New(cfg Config) (*Client, error) {
 	for _, d := range cfg.Deployments {
 		if !d.IsWildcard() && d.Price != (measure.Price{}) {
 			mo.Prices[d.Key()] = d.Price
+			for _, a := range d.APIs { // statistics are kept per API
+				mo.Prices[d.ForAPI(a).Key()] = d.Price
+			}
 		}
 	}
 	c.reg = measure.NewRegistry(mo)
@@ -133,19 +138,16 @@ func New(cfg Config) (*Client, error) {
 	c.exec = fallback.New(fo, hooks)
 	tel, err := telemetry.New(telemetry.Options{
 		MeterProvider: cfg.MeterProvider, TracerProvider: cfg.TracerProvider,
-		Deployments: cfg.Deployments, Health: c.exec,
+		Deployments: apiDeployments(cfg.Deployments), Health: c.exec,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tpsroute: telemetry: %w", err)
 	}
 	c.tel = tel
 
-	p, err := route.NewPicker(cfg.Deployments, c.reg, c.exec, cfg.Route)
-	if err != nil {
+	if err := c.newPickers(cfg.Deployments, cfg.Route); err != nil {
 		return nil, err
 	}
-	c.picker = p
-	c.deps = p.Deployments()
 	c.wild = newWildcards(c.deps, cfg.MaxWildcardModels)
 	c.redact = route.NewScrubber(cfg.Deployments...)
 
@@ -236,7 +238,24 @@ func (c *Client) RefusedModels() uint64 {
 
 // RouteStats returns the Picker's counters: picks, affinity hits and misses,
 // cold probes, explorations.
-func (c *Client) RouteStats() route.Stats { return c.picker.Stats() }
+// With deployments of several APIs (route.Deployment.APIs) it sums the
+// counters of each API's Picker.
+func (c *Client) RouteStats() route.Stats {
+	var s route.Stats
+	for _, p := range c.pickers {
+		t := p.Stats()
+		s.Picks += t.Picks
+		s.NoDeployment += t.NoDeployment
+		s.AffinityHits += t.AffinityHits
+		s.AffinityMisses += t.AffinityMisses
+		s.AffinityBroken += t.AffinityBroken
+		s.ColdProbes += t.ColdProbes
+		s.Explorations += t.Explorations
+		s.BandPicks += t.BandPicks
+		s.HalfOpenProbes += t.HalfOpenProbes
+	}
+	return s
+}
 
 // measuredTTFT returns d's measured TTFT p95 once it is warm: the hedge delay
 // of calls that opt in, and the base of the executor's TTFT deadline.
@@ -309,9 +328,13 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 	// them, so that a deployment without traffic shows its window emptying
 	// (route then ranks it on the level it last showed and re-measures it).
 	c.reg.SweepAt(now)
-	plan, err := c.picker.PickAt(req, now)
+	picker, err := c.pickerFor(&info)
 	if err != nil {
-		return nil, c.routeError(err)
+		return nil, err
+	}
+	plan, err := picker.PickAt(req, now)
+	if err != nil {
+		return nil, c.routeError(c.apiError(err, &info))
 	}
 	if c.wild != nil {
 		if plan = c.wild.admit(plan, now); len(plan.Deployments) == 0 {
@@ -330,6 +353,7 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 		Stream:               stream,
 		Assemble:             !stream, // the answer, built as the tap scans each chunk
 		Build:                cl.build,
+		Protocol:             protocol(info.api()),
 		NoHedge:              !(c.hedgeDefault || cc.hedge),
 		NoFallback:           cc.req.NoFallbacks,
 		EstimatedInputTokens: req.ExpectedInputTokens,
@@ -367,6 +391,9 @@ func (c *Client) routeError(err error) error {
 // the body is all that can fail here, and the Executor's ClassInvalid charges
 // no deployment for it.
 func (cl *call) build(ctx context.Context, d route.Deployment, body []byte) (*http.Request, error) {
+	if cl.info.api() != route.APIChat {
+		return cl.buildAPI(ctx, d, body)
+	}
 	unbuildable := func(err error) error {
 		return &RequestError{Reason: "the request body cannot be sent: " + err.Error()}
 	}

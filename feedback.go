@@ -29,8 +29,10 @@ func (cl *call) Begin(i int, d *route.Deployment) fallback.Done {
 		cl.cfg.tel.AttemptEnd(i, a, s)
 		if a.Err == nil && cl.cacheKey != "" {
 			now := time.Now()
-			c.picker.Served(cl.cacheKey, k, now)
-			if c.fleet != nil {
+			if p := c.pickerOf(k.API); p != nil {
+				p.Served(cl.cacheKey, k, now)
+			}
+			if c.fleet != nil && k.API == "" { // the fleet shares chat affinity only
 				c.fleet.Served(cl.cacheKey, k, now)
 			}
 		}

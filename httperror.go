@@ -152,6 +152,8 @@ func (e *HTTPError) response(req *http.Request) *http.Response {
 //   - *RequestError: 400 invalid_request_error, Param set.
 //   - *route.PinError (WithPin matches nothing): 400, Param "pin".
 //   - *ModelError (an unknown model): 404 model_not_found, Param "model" or "models".
+//   - *route.APIError (the model is not served on the call's API; nothing
+//     is translated between APIs): 404 api_not_served, Param "model".
 //   - the caller's cancellation (context.Canceled): StatusClientClosedRequest.
 //   - *fallback.Error: the status of the last attempt that got one, with the
 //     provider's error type, code and param, and its Retry-After for a 429 or
@@ -177,6 +179,7 @@ func (c *Client) HTTPError(err error) *HTTPError {
 		re *RequestError
 		pe *route.PinError
 		me *ModelError
+		ae *route.APIError
 		fe *fallback.Error
 	)
 	switch {
@@ -186,6 +189,8 @@ func (c *Client) HTTPError(err error) *HTTPError {
 		e.Status, e.Type, e.Param = http.StatusBadRequest, "invalid_request_error", "pin"
 	case errors.As(err, &me):
 		e.Status, e.Type, e.Code, e.Param = http.StatusNotFound, "invalid_request_error", "model_not_found", me.Param
+	case errors.As(err, &ae):
+		e.Status, e.Type, e.Code, e.Param = http.StatusNotFound, "invalid_request_error", "api_not_served", "model"
 	case errors.Is(err, context.Canceled):
 		e.Status, e.Type, e.Code = StatusClientClosedRequest, "canceled", "client_closed_request"
 	case errors.As(err, &fe) && lastStatus(fe) != 0:

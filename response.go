@@ -127,6 +127,14 @@ func (c *Client) respond(ctx context.Context, body []byte, info requestInfo, hdr
 		return r, nil
 	}
 	cancel() // the attempt has ended; Body reads what it left
+	if info.api() != route.APIChat { // the API's own answer (api.go)
+		if err := apiAnswer(r, res, info.api()); err != nil {
+			endCall(cc, res, err)
+			return nil, err
+		}
+		endCall(cc, res, nil)
+		return r, nil
+	}
 	endCall(cc, res, nil)
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set("Content-Length", strconv.FormatInt(res.ContentLength, 10))

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/tpsroute/tpsroute/route"
 )
 
 // Transport returns an http.RoundTripper that routes OpenAI-style chat
@@ -23,10 +25,16 @@ import (
 //     Non-streaming callers get a chat.completion JSON body: the call streams
 //     underneath (so it feeds the statistics) and fails over invisibly until
 //     the end, then the chunks are accumulated.
+//   - POST .../responses (OpenAI's Responses API) and POST .../messages
+//     (Anthropic's Messages API): the same, as Client.DoAPI describes, to the
+//     deployments that declare the API (route.Deployment.APIs), each answered
+//     in its API's shape. A Messages attempt carries the deployment's key as
+//     "x-api-key" and an "anthropic-version"; the caller's x-api-key or
+//     Authorization is never forwarded.
 //   - GET .../models: the configured logical models, as an OpenAI model list.
-//   - Anything else is refused with 404 and an OpenAI-shaped error body: only
-//     chat completions are routed, so no credential goes to an endpoint it
-//     was not configured for.
+//   - Anything else (embeddings among it, for now) is refused with 404 and an
+//     OpenAI-shaped error body, so no credential goes to an endpoint it was
+//     not configured for.
 //
 // The path is that of Client.Do, with the caller's headers forwarded minus
 // credentials. A call that fails is answered as Client.HTTPError says: the
@@ -61,8 +69,12 @@ func ContextWithOptions(ctx context.Context, opts ...CallOption) context.Context
 
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	path := strings.TrimSuffix(req.URL.Path, "/")
-	if req.Method == http.MethodPost && strings.HasSuffix(path, "/chat/completions") {
-		return t.chat(req)
+	if req.Method == http.MethodPost {
+		for _, a := range [...]route.API{route.APIChat, route.APIResponses, route.APIMessages} {
+			if strings.HasSuffix(path, "/"+a.Path()) {
+				return t.chat(req, a)
+			}
+		}
 	}
 	if req.Body != nil {
 		req.Body.Close()
@@ -71,11 +83,12 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.models(req), nil
 	}
 	e := &HTTPError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_routed",
-		Message: "tpsroute: the Transport routes only POST .../chat/completions and GET .../models, not " + req.Method + " " + req.URL.Path}
+		Message: "tpsroute: the Transport routes only POST .../chat/completions, .../responses and .../messages and GET .../models, not " + req.Method + " " + req.URL.Path}
 	return e.response(req), nil
 }
 
-func (t *transport) chat(req *http.Request) (*http.Response, error) {
+// chat routes one call of api (chat completions, Responses or Messages).
+func (t *transport) chat(req *http.Request, api route.API) (*http.Response, error) {
 	opts, _ := req.Context().Value(optionsKey{}).([]CallOption)
 	cc := buildCallConfig(opts)
 	body, err := readAll(req)
@@ -83,7 +96,7 @@ func (t *transport) chat(req *http.Request) (*http.Response, error) {
 		endCall(&cc, nil, err)
 		return t.c.HTTPError(err).response(req), nil
 	}
-	r, err := t.c.send(req.Context(), body, req.Header, &cc)
+	r, err := t.c.sendAPI(req.Context(), api, body, req.Header, &cc)
 	if err != nil {
 		if req.Context().Err() != nil {
 			return nil, err // a caller's cancellation: nobody is left to read an answer

@@ -1,0 +1,456 @@
+package tpsroute
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/jsoncheck"
+	"github.com/tpsroute/tpsroute/route"
+	"github.com/tpsroute/tpsroute/tps"
+)
+
+// This file routes the APIs beside Chat Completions: OpenAI's Responses API
+// and Anthropic's Messages API. Each is one adapter on the one call path: the
+// body is read for what routing needs (readAPIRequest), the API's own Picker
+// plans the call over the deployments that serve it, the Executor walks the
+// plan with the tap timing each attempt by the API's events
+// (fallback.Call.Protocol), and build makes each attempt's request for the
+// API. Nothing is translated between APIs.
+
+// DefaultAnthropicVersion is the anthropic-version header a Messages call
+// carries when neither the deployment's Headers nor the caller set one.
+const DefaultAnthropicVersion = "2023-06-01"
+
+// DoAPI is Do for a call of the given API: route.APIChat is Do itself;
+// route.APIResponses takes an OpenAI Responses request body (POST
+// /v1/responses), route.APIMessages an Anthropic Messages request body (POST
+// /v1/messages). The call goes only to deployments that declare the API
+// (route.Deployment.APIs), is routed, failed over and measured as a chat call
+// is, by that API's events (docs/METRICS.md, "Responses and Messages
+// streams"), and answers in the API's own shape: the SSE stream with
+// "stream": true, otherwise the Responses API's response object (the one
+// response.completed carries) or the Messages API's message. The body passes
+// through byte for byte except "model" (the deployment's id) and "stream":
+// true, and cache_control and prompt_cache_key where the deployment does not
+// declare Capabilities.CacheControl; nothing chat-only (stream_options) is
+// added. A failure after the first output delta is a mid-stream error, never
+// continued.
+//
+// A model that has deployments, none serving api, is a *route.APIError (404;
+// tpsroute does not translate between APIs). route.APIEmbeddings is not routed
+// yet: it is a *RequestError. Everything else is as for Do.
+func (c *Client) DoAPI(ctx context.Context, api route.API, body []byte, opts ...CallOption) (*Response, error) {
+	cc := buildCallConfig(opts)
+	return c.sendAPI(ctx, api, body, nil, &cc)
+}
+
+// sendAPI runs one call of api given as a serialised body: the path of DoAPI
+// and of the Transport's Responses and Messages routes.
+func (c *Client) sendAPI(ctx context.Context, api route.API, body []byte, hdr http.Header, cc *callConfig) (*Response, error) {
+	if api == route.APIChat || api == "" {
+		return c.send(ctx, body, hdr, cc)
+	}
+	info, err := readAPIRequest(body, api)
+	if err != nil {
+		endCall(cc, nil, err)
+		return nil, err
+	}
+	return c.respond(ctx, body, info, hdr, cc)
+}
+
+// readAPIRequest reads the fields routing needs from a Responses or Messages
+// body, as readRequest does for chat: "model" (required), "stream", the output
+// cap (max_output_tokens, max_tokens) and prompt_cache_key; Messages requires
+// "messages".
+func readAPIRequest(body []byte, api route.API) (requestInfo, error) {
+	if api == route.APIEmbeddings || !api.Known() {
+		return requestInfo{}, &RequestError{Reason: fmt.Sprintf("the %s API is not routed", api)}
+	}
+	if err := jsoncheck.Valid(body); err != nil {
+		if errors.Is(err, jsoncheck.ErrTooDeep) {
+			return requestInfo{}, &RequestError{Reason: "request body nests arrays and objects deeper than " + strconv.Itoa(jsoncheck.MaxDepth) + " levels"}
+		}
+		return requestInfo{}, &RequestError{Reason: "request body is not valid JSON: " + strings.TrimPrefix(err.Error(), "jsoncheck: ")}
+	}
+	js := unsafe.String(unsafe.SliceData(body), len(body))
+	r := func(path string) gjson.Result { return gjson.Get(js, path) }
+	if body[skipSpace(body)] != '{' {
+		return requestInfo{}, &RequestError{Reason: "request body must be a JSON object"}
+	}
+	model := r("model")
+	if model.Type != gjson.String || model.Str == "" {
+		return requestInfo{}, &RequestError{Param: "model", Reason: "required: a model name string"}
+	}
+	if err := checkModelName("model", model.Str); err != nil {
+		return requestInfo{}, err
+	}
+	info := requestInfo{RawModel: strings.Clone(model.Str), API: api}
+	info.Model, info.Revision = route.ParseModel(info.RawModel)
+	switch s := r("stream"); s.Type {
+	case gjson.True:
+		info.Stream = true
+	case gjson.False, gjson.Null:
+	default:
+		return requestInfo{}, &RequestError{Param: "stream", Reason: "must be a boolean"}
+	}
+	capField := "max_output_tokens"
+	if api == route.APIMessages {
+		capField = "max_tokens"
+		if !r("messages").IsArray() {
+			return requestInfo{}, &RequestError{Param: "messages", Reason: "required: an array of messages"}
+		}
+	}
+	if v := r(capField); v.Type != gjson.Null {
+		if v.Type != gjson.Number || v.Num < 1 || v.Num != math.Trunc(v.Num) {
+			return requestInfo{}, &RequestError{Param: capField, Reason: "must be a positive integer"}
+		}
+		info.MaxTokens = int64(v.Num)
+	}
+	switch k := r("prompt_cache_key"); k.Type {
+	case gjson.Null:
+	case gjson.String:
+		info.CacheKey = strings.Clone(k.Str)
+	default:
+		return requestInfo{}, &RequestError{Param: "prompt_cache_key", Reason: "must be a string"}
+	}
+	return info, nil
+}
+
+// protocol returns the tps.Protocol of a call of api.
+func protocol(api route.API) tps.Protocol {
+	switch api {
+	case route.APIResponses:
+		return tps.ProtocolResponses
+	case route.APIMessages:
+		return tps.ProtocolMessages
+	}
+	return tps.ProtocolChat
+}
+
+// newPickers builds one Picker per API that some deployment serves, over
+// those deployments narrowed to it (route.Deployment.ForAPI, so that
+// statistics, breakers and limits are kept per API). The chat Picker is
+// c.picker, nil when no deployment serves chat.
+func (c *Client) newPickers(ds []route.Deployment, opts route.Options) error {
+	for i := range ds {
+		if err := ds[i].Validate(); err != nil {
+			var de *route.DeploymentError
+			if errors.As(err, &de) {
+				de.Index = i
+			}
+			return err
+		}
+	}
+	c.pickers = make(map[route.API]*route.Picker)
+	for _, a := range []route.API{route.APIChat, route.APIResponses, route.APIMessages, route.APIEmbeddings} {
+		var serving []route.Deployment
+		for _, d := range ds {
+			if d.Serves(a) {
+				serving = append(serving, d.ForAPI(a))
+			}
+		}
+		if len(serving) == 0 {
+			continue
+		}
+		if len(serving) == len(ds) && a == route.APIChat && !slices.ContainsFunc(ds, func(d route.Deployment) bool { return len(d.APIs) > 0 }) {
+			serving = ds // every deployment serves only chat, as configured: keep the Picker's indexes
+		}
+		p, err := route.NewPicker(serving, c.reg, c.exec, opts)
+		if err != nil {
+			return err
+		}
+		c.pickers[a] = p
+	}
+	c.picker = c.pickers[route.APIChat]
+	c.deps = slices.Clone(ds)
+	return nil
+}
+
+// pickerFor returns the Picker of info's API, or a *route.APIError when no
+// deployment serves it.
+func (c *Client) pickerFor(info *requestInfo) (*route.Picker, error) {
+	if p := c.pickers[info.api()]; p != nil {
+		return p, nil
+	}
+	return nil, &route.APIError{API: info.api(), Model: info.RawModel, Served: route.ServedAPIs(c.deps, info.Model)}
+}
+
+// apiError returns a *route.APIError for a pick that found no deployment of
+// info's model on its API while other APIs serve it, else err.
+func (c *Client) apiError(err error, info *requestInfo) error {
+	var ne *route.NameError
+	if !errors.As(err, &ne) || ne.Field != "Model" || ne.Name != info.Model {
+		return err
+	}
+	served := route.ServedAPIs(c.deps, info.Model)
+	if len(served) == 0 || slices.Contains(served, info.api()) {
+		return err
+	}
+	return &route.APIError{API: info.api(), Model: info.RawModel, Served: served}
+}
+
+// pickerOf returns the Picker whose deployments are kept under keys of api
+// (measure.Key.API), or nil.
+func (c *Client) pickerOf(api string) *route.Picker {
+	if api == "" {
+		return c.picker
+	}
+	return c.pickers[route.API(api)]
+}
+
+// buildAPI makes one attempt's request of a Responses or Messages call from
+// deployment d only: POST {BaseURL}/responses or /messages with d's model id,
+// and d's credentials in the API's form: "Authorization: Bearer" for
+// Responses; "x-api-key" and "anthropic-version" (d's Headers, else the
+// caller's, else DefaultAnthropicVersion) for Messages. The caller's headers
+// are forwarded without credentials, as for chat.
+func (cl *call) buildAPI(ctx context.Context, d route.Deployment, body []byte) (*http.Request, error) {
+	unbuildable := func(err error) error {
+		return &RequestError{Reason: "the request body cannot be sent: " + err.Error()}
+	}
+	api := cl.info.api()
+	d = d.ForModel(cl.info.Model)
+	u, err := url.Parse(d.BaseURL)
+	if err != nil || u.User != nil {
+		return nil, errors.New("tpsroute: BaseURL cannot be used") // Validate refused both already
+	}
+	b, err := attemptBody(body, d)
+	if err != nil {
+		return nil, unbuildable(err)
+	}
+	if cl.cfg.req.CacheKey != "" && d.Capabilities.CacheControl && cl.info.CacheKey == "" && api == route.APIResponses {
+		if b, err = setCacheKey(b, cl.cfg.req.CacheKey); err != nil {
+			return nil, unbuildable(err)
+		}
+	}
+	if b, err = sjson.SetBytes(b, "model", d.WireModel()); err != nil {
+		return nil, unbuildable(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.JoinPath(api.Path()).String(), bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	if api == route.APIMessages {
+		if d.APIKey != "" {
+			req.Header.Set("X-Api-Key", d.APIKey)
+		}
+		v := cl.hdr.Get("Anthropic-Version")
+		if v == "" {
+			v = DefaultAnthropicVersion
+		}
+		req.Header.Set("Anthropic-Version", v)
+	} else if d.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+d.APIKey)
+	}
+	for k, v := range d.Headers { // the deployment's own anthropic-version wins
+		req.Header.Set(k, v)
+	}
+	for k, vs := range cl.hdr {
+		if forwardable(k) && req.Header.Get(k) == "" {
+			req.Header[k] = vs
+		}
+	}
+	req.Header.Set("Accept-Encoding", "identity") // as for chat: see build
+	return req, nil
+}
+
+// api returns the call's API, chat when not set.
+func (info *requestInfo) api() route.API {
+	if info.API == "" {
+		return route.APIChat
+	}
+	return info.API
+}
+
+// apiDeployments returns ds with each deployment that serves another API
+// than chat also narrowed to each API it serves (route.Deployment.ForAPI),
+// so that telemetry knows every key statistics are kept under.
+func apiDeployments(ds []route.Deployment) []route.Deployment {
+	out := slices.Clone(ds)
+	for _, d := range ds {
+		for _, a := range d.APIs {
+			if a != route.APIChat {
+				out = append(out, d.ForAPI(a))
+			}
+		}
+	}
+	return out
+}
+
+// apiAnswer makes r, the Response of a non-streaming Responses or Messages
+// call, answer in the API's shape: the stream the executor buffered (the
+// call streams underneath, and fails over invisibly to its end) becomes the
+// response object or the message.
+func apiAnswer(r *Response, res *fallback.Result, api route.API) error {
+	raw, err := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	if err != nil {
+		return err
+	}
+	var out []byte
+	if api == route.APIResponses {
+		out, err = responsesAnswer(raw)
+	} else {
+		out, err = messagesAnswer(raw)
+	}
+	if err != nil {
+		return err
+	}
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("Content-Length", strconv.Itoa(len(out)))
+	r.Body = io.NopCloser(bytes.NewReader(out))
+	return nil
+}
+
+// errNoAnswer is returned for a buffered stream that holds no final answer;
+// the executor ends a stream without one with an error, so it means a bug.
+var errNoAnswer = errors.New("tpsroute: the stream holds no final answer")
+
+// responsesAnswer returns the response object of a Responses stream's
+// response.completed (or response.incomplete) event: the object the API
+// answers a non-streaming call with.
+func responsesAnswer(stream []byte) ([]byte, error) {
+	var out []byte
+	tps.ForEachData(stream, func(data []byte) {
+		switch gjson.GetBytes(data, "type").Str {
+		case "response.completed", "response.incomplete":
+			if v := gjson.GetBytes(data, "response"); v.IsObject() {
+				out = []byte(v.Raw)
+			}
+		}
+	})
+	if out == nil {
+		return nil, errNoAnswer
+	}
+	return out, nil
+}
+
+// messagesAnswer folds a Messages stream into the message the API answers a
+// non-streaming call with: message_start's message, each content block
+// (content_block_start) with its deltas joined (text, thinking and its
+// signature, a tool_use's partial_json as its input), and message_delta's
+// stop_reason, stop_sequence and usage.
+func messagesAnswer(stream []byte) ([]byte, error) {
+	var msg map[string]json.RawMessage
+	type block struct {
+		head      map[string]json.RawMessage
+		text      strings.Builder
+		thinking  strings.Builder
+		signature strings.Builder
+		input     strings.Builder
+	}
+	var blocks []*block
+	var bad error
+	tps.ForEachData(stream, func(data []byte) {
+		if bad != nil {
+			return
+		}
+		ev := gjson.ParseBytes(data)
+		switch ev.Get("type").Str {
+		case "message_start":
+			bad = json.Unmarshal([]byte(ev.Get("message").Raw), &msg)
+		case "content_block_start":
+			b := &block{}
+			if bad = json.Unmarshal([]byte(ev.Get("content_block").Raw), &b.head); bad != nil {
+				return
+			}
+			i := int(ev.Get("index").Int())
+			if i < 0 || i > len(blocks) {
+				bad = fmt.Errorf("tpsroute: content block %d out of order", i)
+				return
+			}
+			blocks = append(blocks[:i], b)
+		case "content_block_delta":
+			i := int(ev.Get("index").Int())
+			if i < 0 || i >= len(blocks) {
+				bad = fmt.Errorf("tpsroute: delta for content block %d that did not start", i)
+				return
+			}
+			b, d := blocks[i], ev.Get("delta")
+			switch d.Get("type").Str {
+			case "text_delta":
+				b.text.WriteString(d.Get("text").Str)
+			case "thinking_delta":
+				b.thinking.WriteString(d.Get("thinking").Str)
+			case "signature_delta":
+				b.signature.WriteString(d.Get("signature").Str)
+			case "input_json_delta":
+				b.input.WriteString(d.Get("partial_json").Str)
+			}
+		case "message_delta":
+			if msg == nil {
+				bad = errNoAnswer
+				return
+			}
+			for _, k := range []string{"stop_reason", "stop_sequence"} {
+				if v := ev.Get("delta." + k); v.Exists() {
+					msg[k] = json.RawMessage(v.Raw)
+				}
+			}
+			if u := ev.Get("usage"); u.IsObject() {
+				var usage map[string]json.RawMessage
+				_ = json.Unmarshal([]byte(msg["usage"]), &usage)
+				if usage == nil {
+					usage = map[string]json.RawMessage{}
+				}
+				u.ForEach(func(k, v gjson.Result) bool {
+					usage[k.Str] = json.RawMessage(v.Raw) // totals: replace, never add
+					return true
+				})
+				msg["usage"], _ = json.Marshal(usage)
+			}
+		}
+	})
+	if bad != nil {
+		return nil, bad
+	}
+	if msg == nil {
+		return nil, errNoAnswer
+	}
+	content := make([]map[string]json.RawMessage, len(blocks))
+	for i, b := range blocks {
+		h := b.head
+		set := func(k, v string) { h[k], _ = json.Marshal(v) }
+		switch string(bytes.Trim(h["type"], `"`)) {
+		case "text":
+			set("text", jsonString(h["text"])+b.text.String())
+		case "thinking":
+			set("thinking", jsonString(h["thinking"])+b.thinking.String())
+			set("signature", jsonString(h["signature"])+b.signature.String())
+		case "tool_use", "server_tool_use":
+			if in := strings.TrimSpace(b.input.String()); in != "" {
+				if !json.Valid([]byte(in)) {
+					return nil, fmt.Errorf("tpsroute: content block %d: tool input is not JSON", i)
+				}
+				h["input"] = json.RawMessage(in)
+			}
+		}
+		content[i] = h
+	}
+	msg["content"], _ = json.Marshal(content)
+	return json.Marshal(msg)
+}
+
+// jsonString returns the string raw holds, or "".
+func jsonString(raw json.RawMessage) string {
+	var s string
+	_ = json.Unmarshal(raw, &s)
+	return s
+}
