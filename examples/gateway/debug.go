@@ -161,12 +161,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(b)
 }
 
-// authorized reports whether r carries one of tokens as a bearer token. The
+// authorized reports whether r carries one of tokens as a bearer token (or
+// as x-api-key, the header Anthropic's SDKs send on /v1/messages). The
 // comparison takes the same time whatever the token.
 func authorized(r *http.Request, tokens []string) bool {
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || got == "" {
-		return false
+		// Anthropic's SDKs send their key as x-api-key.
+		if got = r.Header.Get("X-Api-Key"); got == "" {
+			return false
+		}
 	}
 	match := 0
 	for _, t := range tokens {

@@ -30,6 +30,17 @@
 //   - POST /v1/chat/completions, streaming or not. Fields the gateway does not
 //     know pass through byte for byte; "models" and "provider" are read and
 //     removed.
+//   - POST /v1/responses (OpenAI's Responses API) and POST /v1/messages
+//     (Anthropic's Messages API), streaming or not, with the same
+//     directives, limits, metrics and debug page, routed only to the
+//     deployments that declare the API ("apis" in the config file); nothing
+//     is translated between APIs (a model not served on the API is a 404
+//     api_not_served). Their streams are relayed as sent: no [DONE] is
+//     added, and a failure after the first output ends the stream with the
+//     API's own error event ("event: error", in the Responses or the
+//     Messages shape). On /v1/messages the caller's anthropic-version and
+//     anthropic-beta go upstream (a deployment's own anthropic-version
+//     wins), and the gateway's token may come as x-api-key.
 //   - GET /v1/models: the logical models.
 //   - GET /healthz: no authentication.
 //   - GET /debug/tpsroute: a JSON snapshot (per deployment: breaker, traffic

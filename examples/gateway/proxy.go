@@ -95,6 +95,8 @@ func newGateway(c *tpsroute.Client, opts options) *gateway {
 	g.bufs.New = func() any { b := make([]byte, copyBufSize); return &b }
 	g.mux = http.NewServeMux()
 	g.mux.HandleFunc("POST /v1/chat/completions", g.chat)
+	g.mux.HandleFunc("POST /v1/responses", g.responses)
+	g.mux.HandleFunc("POST /v1/messages", g.messages)
 	g.mux.HandleFunc("GET /v1/models", g.models)
 	g.mux.HandleFunc("GET /healthz", g.healthz)
 	g.mux.HandleFunc("GET /debug/tpsroute", g.debugJSON)
@@ -102,6 +104,8 @@ func newGateway(c *tpsroute.Client, opts options) *gateway {
 	// A known endpoint asked with another method is a 405 naming the allowed
 	// one, not the catch-all's 404.
 	g.mux.HandleFunc("/v1/chat/completions", methodNotAllowed(http.MethodPost))
+	g.mux.HandleFunc("/v1/responses", methodNotAllowed(http.MethodPost))
+	g.mux.HandleFunc("/v1/messages", methodNotAllowed(http.MethodPost))
 	g.mux.HandleFunc("/v1/models", methodNotAllowed(http.MethodGet, http.MethodHead))
 	g.mux.HandleFunc("GET /debug/tpsroute/ui.js", g.debugUIScript)
 	g.mux.HandleFunc("GET /debug/tpsroute/history", g.debugHistory)
@@ -172,7 +176,12 @@ func directiveOf(param string) string {
 
 // chat serves POST /v1/chat/completions, or answers 429 when
 // options.MaxInFlight requests are being served already.
-func (g *gateway) chat(w http.ResponseWriter, r *http.Request) {
+func (g *gateway) chat(w http.ResponseWriter, r *http.Request) { g.serve(w, r, route.APIChat) }
+
+// serve serves one call of api (api.go has the Responses and Messages
+// doors), or answers 429 when options.MaxInFlight requests are being served
+// already.
+func (g *gateway) serve(w http.ResponseWriter, r *http.Request, api route.API) {
 	start := time.Now()
 	if n := g.inFlight.Add(1); n > int64(g.opts.MaxInFlight) {
 		g.inFlight.Add(-1)
@@ -205,7 +214,7 @@ func (g *gateway) chat(w http.ResponseWriter, r *http.Request) {
 		g.log(r, start, tpsroute.StatusClientClosedRequest, nil, r.Context().Err()) // gone while its body was read: route nothing
 		return
 	}
-	resp, err := g.c.Do(r.Context(), d.body, tpsroute.WithRequest(d.req))
+	resp, err := g.c.DoAPI(r.Context(), api, d.body, append(apiOptions(api, r.Header), tpsroute.WithRequest(d.req))...)
 	if err != nil {
 		if r.Context().Err() != nil {
 			g.log(r, start, tpsroute.StatusClientClosedRequest, nil, err) // the client is gone; nobody reads an answer
@@ -222,7 +231,7 @@ func (g *gateway) chat(w http.ResponseWriter, r *http.Request) {
 		h.Set("X-Upstream-Request-Id", id)
 	}
 	if resp.Stream {
-		err = g.stream(w, r, rc, resp)
+		err = g.stream(w, r, rc, resp, api)
 	} else {
 		h.Set("Content-Type", "application/json")
 		h.Set("Content-Length", resp.Header.Get("Content-Length"))
@@ -237,9 +246,10 @@ const doneEvent = "data: [DONE]\n\n"
 
 // stream relays the committed SSE stream: every read is written and flushed
 // at once (the executor releases whole events only), so nothing is buffered.
-// A failure after the first bytes ends the stream with an SSE error event and
-// no [DONE]; a clean end that lacked [DONE] gets one.
-func (g *gateway) stream(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, res *tpsroute.Response) error {
+// A failure after the first bytes ends the stream with an SSE error event in
+// the API's shape (streamError) and no [DONE]; a clean chat stream that
+// lacked [DONE] gets one (the Responses and Messages APIs have none).
+func (g *gateway) stream(w http.ResponseWriter, r *http.Request, rc *http.ResponseController, res *tpsroute.Response, api route.API) error {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -268,7 +278,7 @@ func (g *gateway) stream(w http.ResponseWriter, r *http.Request, rc *http.Respon
 			}
 		}
 		if err == io.EOF {
-			if !bytes.Contains(tail[:tn], []byte("[DONE]")) {
+			if api == route.APIChat && !bytes.Contains(tail[:tn], []byte("[DONE]")) {
 				if _, werr := io.WriteString(w, doneEvent); werr != nil {
 					return werr
 				}
@@ -287,9 +297,7 @@ func (g *gateway) stream(w http.ResponseWriter, r *http.Request, rc *http.Respon
 			if tn > 0 && tail[tn-1] != '\n' {
 				ev.WriteString("\n\n")
 			}
-			ev.WriteString("data: ")
-			ev.Write(e.JSON())
-			ev.WriteString("\n\n")
+			streamError(&ev, api, e)
 			_, _ = w.Write(ev.Bytes())
 			_ = rc.Flush()
 			return err
