@@ -352,6 +352,7 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 		Body:                 body,
 		Stream:               stream,
 		Assemble:             !stream, // the answer, built as the tap scans each chunk
+		Plain:                cc.plain,
 		Build:                cl.build,
 		Protocol:             protocol(info.api()),
 		NoHedge:              !(c.hedgeDefault || cc.hedge),

@@ -20,20 +20,21 @@ import (
 // answers as providers do: one chat.completion JSON body when the request
 // does not stream (plain openai-go's call), SSE when it does (every routed
 // attempt streams underneath). The doors are plain openai-go New, the
-// routed Client's New, Do with "stream": false read to its end, and
-// openai-go New over Client.Transport. Each iteration runs a block of
+// routed Client's New, Do with "stream": false read to its end, openai-go
+// New over Client.Transport, and the Client's New WithPlainUpstream, whose
+// attempt is a plain call too. Each iteration runs a block of
 // newBlock calls of each door in turn, after a garbage collection outside
 // the count, so that one door's garbage is not collected on another's
 // time; each door reports its CPU µs per call (its own collections
 // included) and its ratio to plain openai-go. allocs/op and B/op are those
-// of one iteration: newBlock calls of all four.
+// of one iteration: newBlock calls of all five.
 func BenchmarkNew1000(b *testing.B) {
 	url := benchServer(b)
 	doors := nonStreamDoors(b, url, "m", benchChunks)
 	for _, d := range doors { // warm connections and statistics
 		d.call()
 	}
-	var cpu [4]time.Duration
+	var cpu [5]time.Duration
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -111,6 +112,7 @@ func nonStreamDoors(b *testing.B, url, m string, chunks int) []door {
 			}
 		}},
 		{"transport", func() { check(viaTransport.Chat.Completions.New(ctx, params)) }},
+		{"plainup", func() { check(c.Chat.Completions.New(ctx, params, WithPlainUpstream())) }},
 	}
 }
 

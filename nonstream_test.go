@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -334,5 +335,86 @@ func TestNonStreamDoorsFailOver(t *testing.T) {
 				})
 			})
 		}
+	}
+}
+
+// TestPlainUpstreamDoors: a non-streaming call WithPlainUpstream, through
+// the Client's New and the Transport (ContextWithOptions), and any call to
+// a deployment that declares NoStream, reach the provider as plain calls
+// and get its own answer, byte for byte; a streaming call to a NoStream
+// deployment gets that answer as a stream. WithPlainUpstream changes
+// nothing for a streaming call.
+func TestPlainUpstreamDoors(t *testing.T) {
+	tc := shapeCases[0]
+	p := &bothWays{sse: tc.sse, answer: tc.answer}
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	ctx := context.Background()
+	params := userParams("m", "hi")
+	c := mustNew(t, Config{HTTPClient: srv.Client(), Deployments: []route.Deployment{
+		{Provider: "p", Model: "m", BaseURL: srv.URL + "/v1", APIKey: "k"},
+		{Provider: "q", Model: "n", BaseURL: srv.URL + "/v1", APIKey: "k", Capabilities: route.Capabilities{NoStream: true}},
+	}})
+	viaTransport := openai.NewClient(option.WithBaseURL("http://caller.invalid/v1"), option.WithAPIKey("x"),
+		option.WithHTTPClient(&http.Client{Transport: c.Transport()}), option.WithMaxRetries(0))
+	nParams := userParams("n", "hi")
+	for name, door := range map[string]struct {
+		call       func(t *testing.T) string // the answer's raw JSON, or the streamed text
+		wantStream bool
+	}{
+		"New WithPlainUpstream": {call: func(t *testing.T) string {
+			var rep Report
+			got, err := c.Chat.Completions.New(ctx, params, WithPlainUpstream(), WithReport(&rep))
+			require.NoError(t, err)
+			assert.True(t, rep.Sample.Unstreamed)
+			return got.RawJSON()
+		}},
+		"Transport WithPlainUpstream": {call: func(t *testing.T) string {
+			got, err := viaTransport.Chat.Completions.New(ContextWithOptions(ctx, WithPlainUpstream()), params)
+			require.NoError(t, err)
+			return got.RawJSON()
+		}},
+		"New to NoStream": {call: func(t *testing.T) string {
+			got, err := c.Chat.Completions.New(ctx, nParams)
+			require.NoError(t, err)
+			return got.RawJSON()
+		}},
+		"NewStreaming to NoStream": {call: func(t *testing.T) string {
+			s := c.Chat.Completions.NewStreaming(ctx, nParams)
+			var text strings.Builder
+			for s.Next() {
+				for _, ch := range s.Current().Choices {
+					text.WriteString(ch.Delta.Content)
+				}
+			}
+			require.NoError(t, s.Err())
+			return text.String()
+		}},
+		"NewStreaming WithPlainUpstream": {wantStream: true, call: func(t *testing.T) string {
+			s := c.Chat.Completions.NewStreaming(ctx, params, WithPlainUpstream())
+			var text strings.Builder
+			for s.Next() {
+				for _, ch := range s.Current().Choices {
+					text.WriteString(ch.Delta.Content)
+				}
+			}
+			require.NoError(t, s.Err())
+			return text.String()
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p.mu.Lock()
+			p.streams = nil
+			p.mu.Unlock()
+			got := door.call(t)
+			assert.Equal(t, []bool{door.wantStream}, p.streams)
+			if strings.HasPrefix(name, "NewStreaming") {
+				var want openai.ChatCompletion
+				require.NoError(t, json.Unmarshal([]byte(tc.answer), &want))
+				assert.Equal(t, want.Choices[0].Message.Content, got)
+				return
+			}
+			assert.JSONEq(t, tc.answer, got, "the provider's own answer")
+		})
 	}
 }

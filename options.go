@@ -29,6 +29,7 @@ type CallOption func(*callConfig)
 type callConfig struct {
 	req       route.Request // Model is filled from the request body
 	hedge     bool
+	plain     bool
 	deadlines fallback.Deadlines
 	hdr       http.Header // WithHeader's, forwarded as the Transport's caller headers are
 	report    *Report
@@ -155,6 +156,18 @@ func WithCacheKey(key string) CallOption {
 // this option changes nothing.
 func WithHedge() CallOption {
 	return func(c *callConfig) { c.hedge = true }
+}
+
+// WithPlainUpstream sends every attempt of a non-streaming call as a plain
+// upstream call ("stream": false), as to a deployment that declares
+// route.Capabilities.NoStream: the call costs about what a plain client's
+// does, where by default it streams underneath so that it is timed. It is
+// then timed as total latency only: the deployment's TTFT and TPS figures
+// do not learn from it, and the headers and TTFT deadlines do not apply
+// (MaxDuration and the context do). It still fails over on errors
+// (docs/CONFIG.md, "Plain upstream calls"). Ignored for a streaming call.
+func WithPlainUpstream() CallOption {
+	return func(c *callConfig) { c.plain = true }
 }
 
 // WithDeadlines overrides the fallback deadlines for this call, for example

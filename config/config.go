@@ -115,6 +115,7 @@ type fileDeployment struct {
 	ContextWindow int64 `json:"context_window"`
 	Capabilities  struct {
 		NoStreamOptions bool `json:"no_stream_options"`
+		NoStream        bool `json:"no_stream"`
 		// IncludeUsage is the former opt-in, now the default: true is
 		// accepted and changes nothing; false is refused with a pointer to
 		// no_stream_options.
@@ -140,6 +141,7 @@ type fileDeployment struct {
 // the capabilities given; nil fields keep the deployment's.
 type fileModelCapabilities struct {
 	NoStreamOptions  *bool `json:"no_stream_options"`
+	NoStream         *bool `json:"no_stream"`
 	AssistantPrefill *bool `json:"assistant_prefill"`
 	CacheControl     *bool `json:"cache_control"`
 }
@@ -317,6 +319,7 @@ func (p *converter) deployment(i int, fd *fileDeployment) (route.Deployment, err
 		ContextWindow: fd.ContextWindow,
 		Capabilities: route.Capabilities{
 			NoStreamOptions:  fd.Capabilities.NoStreamOptions,
+			NoStream:         fd.Capabilities.NoStream,
 			AssistantPrefill: fd.Capabilities.AssistantPrefill,
 			CacheControl:     fd.Capabilities.CacheControl,
 		},
@@ -346,7 +349,7 @@ func (p *converter) deployment(i int, fd *fileDeployment) (route.Deployment, err
 			for _, f := range []struct {
 				v   *bool
 				dst *bool
-			}{{fc.NoStreamOptions, &c.NoStreamOptions}, {fc.AssistantPrefill, &c.AssistantPrefill}, {fc.CacheControl, &c.CacheControl}} {
+			}{{fc.NoStreamOptions, &c.NoStreamOptions}, {fc.NoStream, &c.NoStream}, {fc.AssistantPrefill, &c.AssistantPrefill}, {fc.CacheControl, &c.CacheControl}} {
 				if f.v != nil {
 					*f.dst = *f.v
 				}

@@ -16,9 +16,10 @@ import (
 
 // DefaultBuild builds a POST to d.BaseURL with "chat/completions" joined to
 // its path (net/url's JoinPath; a query such as Azure's "?api-version=..."
-// is kept), with body's "model" set to d.WireModel(),
-// "stream_options.include_usage" set unless d declares
-// Capabilities.NoStreamOptions, "Authorization: Bearer d.APIKey" (when not
+// is kept), with body's "model" set to d.WireModel(), and, when the body
+// streams, "stream_options.include_usage" set unless d declares
+// Capabilities.NoStreamOptions; "Accept: text/event-stream" for a stream,
+// "application/json" for a plain call; "Authorization: Bearer d.APIKey" (when not
 // empty) and d.Headers. It reads nothing but d, so no credential or routing
 // header of one deployment can reach another. A BaseURL with user info is an
 // error, never sent without it.
@@ -31,7 +32,8 @@ func DefaultBuild(ctx context.Context, d route.Deployment, body []byte) (*http.R
 	if err != nil {
 		return nil, err
 	}
-	if !d.Capabilities.NoStreamOptions && !gjson.GetBytes(b, "stream_options.include_usage").Bool() {
+	stream := gjson.GetBytes(b, "stream").Bool()
+	if stream && !d.Capabilities.NoStreamOptions && !gjson.GetBytes(b, "stream_options.include_usage").Bool() {
 		if b, err = sjson.SetBytes(b, "stream_options.include_usage", true); err != nil {
 			return nil, err
 		}
@@ -41,7 +43,11 @@ func DefaultBuild(ctx context.Context, d route.Deployment, body []byte) (*http.R
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
+	if stream {
+		req.Header.Set("Accept", "text/event-stream")
+	} else {
+		req.Header.Set("Accept", "application/json")
+	}
 	if d.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+d.APIKey)
 	}

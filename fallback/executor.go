@@ -107,6 +107,7 @@ type call struct {
 	keepText   bool // a continuation may follow: runs keep their text
 	stream     bool
 	assemble   bool // a non-streaming call's Body is the answer (Call.Assemble)
+	plain      bool // Call.Plain
 	protocol   tps.Protocol
 	noFallback bool
 	hedge      bool
@@ -153,6 +154,7 @@ func (e *Executor) Do(ctx context.Context, plan route.Plan, c Call) (*Result, er
 		mid:        c.MidStream,
 		stream:     c.Stream,
 		assemble:   c.Assemble && !c.Stream && c.Protocol == tps.ProtocolChat,
+		plain:      c.Plain,
 		protocol:   c.Protocol,
 		noFallback: c.NoFallback,
 		hedge:      !c.NoHedge && e.opts.Hedge.enabled(),

@@ -512,6 +512,12 @@ type Call struct {
 	// that holds the deployment's credential reads "REDACTED", as in a
 	// stream. Ignored when Stream is true.
 	Assemble bool
+	// Plain, for a non-streaming call, sends every attempt as a plain
+	// upstream call ("stream": false), as to a deployment that declares
+	// Capabilities.NoStream: the call then costs what a plain client's
+	// does, and is timed as total latency only (docs/CONFIG.md, "Plain
+	// upstream calls"). Ignored when Stream is true.
+	Plain bool
 	// Build builds each attempt's request. Nil means DefaultBuild.
 	Build BuildFunc
 	// Protocol is the API whose stream each attempt answers with, which the

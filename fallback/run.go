@@ -75,7 +75,9 @@ type clock struct {
 // seen is what the tap observed of a run's stream, written during Read.
 type seen struct {
 	output, finish, sawDone, toolCalls, multi, reasoning, malformed bool
-	tooLarge                                                        bool // past Options.Limits: ErrTooLarge
+	tooLarge                                                        bool   // past Options.Limits: ErrTooLarge
+	plain                                                           bool   // a plain upstream call (plain.go)
+	plainAnswer                                                     []byte // the JSON answer read whole (unstream), nil for a stream
 	errBody                                                         []byte
 	finishes                                                        int64
 	keepText                                                        bool
@@ -121,6 +123,7 @@ func (cl *call) newRun(i int, d *route.Deployment, st *keyState, done func(error
 	}
 	a.canFailover = canFailover
 	a.ttftTO = cl.ttftFor(i, d, canFailover, a.start)
+	a.plain = cl.plainOn(d)
 	a.rearm()
 	return a
 }
@@ -159,6 +162,9 @@ func (a *run) due(el time.Duration) (wait time.Duration, cause error) {
 		}
 	default:
 		headers := a.headersIn.Load()
+		if a.plain { // the headers and the answer come when it is done
+			break
+		}
 		if !headers && cl.dl.Headers > 0 && at(cl.dl.Headers, ErrHeadersTimeout) {
 			return 0, cause
 		}
@@ -222,7 +228,14 @@ func (a *run) rearm() {
 // when the run committed; otherwise it has finalized the run and a.att holds
 // the failure.
 func (a *run) open(stream bool) bool {
-	req, err := a.cl.build(a.ctx, *a.d, a.body)
+	body, err := a.body, error(nil)
+	if a.plain {
+		body, err = plainBody(body)
+	}
+	var req *http.Request
+	if err == nil {
+		req, err = a.cl.build(a.ctx, *a.d, body)
+	}
 	if err != nil {
 		a.fail(tps.PhaseConnect, 0, ClassInvalid, err)
 		return false
@@ -234,6 +247,9 @@ func (a *run) open(stream bool) bool {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		a.httpError(req, resp)
 		return false
+	}
+	if a.plain || isJSONAnswer(resp) {
+		a.unstream(resp)
 	}
 	maxEvent := tps.WithMaxEvent(a.cl.e.opts.Limits.Event)
 	proto := tps.WithProtocol(a.cl.protocol)
@@ -516,6 +532,7 @@ func (a *run) markFinished() {
 }
 
 func (a *run) onSample(s tps.Sample) {
+	s.Unstreamed = a.plain || a.plainAnswer != nil
 	a.sample = s
 	a.sampled = true
 }

@@ -332,7 +332,9 @@ func (r *Registry) RecordClass(k Key, s tps.Sample, class string) {
 //     ClassCaller class (the caller's input was refused), which counts only
 //     in ErrorsByClass: neither is the deployment's failure.
 //   - TTFT counts whenever the first output chunk arrived (s.TTFT > 0), even
-//     if the stream failed later: it was a real time to first token.
+//     if the stream failed later: it was a real time to first token. An
+//     unstreamed sample (s.Unstreamed: a plain upstream call) has none: its
+//     TTFT is the whole answer's latency, which counts in E2E.
 //   - TPS, TPOT, E2E and the chunk gap count only for successful samples,
 //     since a cut-off stream would bias them; TPS only when s.TPSOK.
 //   - The chunk gap recorded is the stream's mean gap between output chunks
@@ -414,7 +416,7 @@ func (r *Registry) RecordClassAt(now time.Time, k Key, s tps.Sample, class strin
 	shifted := false
 	ic := InputClass(s.InputTokens)
 	var classTTFT float64
-	if s.TTFT > 0 {
+	if s.TTFT > 0 && !s.Unstreamed {
 		v := s.TTFT.Seconds()
 		if st.ttft.Add(now, v) {
 			st.ttftE.Update(now, v)

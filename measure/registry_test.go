@@ -85,6 +85,13 @@ func TestRecordOutcomes(t *testing.T) {
 			assert.Equal(t, int64(1), st.TTFT.Count)
 			assert.Equal(t, int64(1), st.Successes)
 		}},
+		{"unstreamed_has_no_ttft", tps.Sample{TTFT: 3 * time.Second, Last: 3 * time.Second, E2E: 3 * time.Second, Unstreamed: true, OutputTokens: 40}, func(t *testing.T, st Stats) {
+			assert.Zero(t, st.TTFT.Count, "a plain call's TTFT is its whole latency")
+			assert.Zero(t, st.TPS.Count)
+			assert.Equal(t, int64(1), st.E2E.Count)
+			assert.Equal(t, int64(40), st.OutputTokens)
+			assert.Equal(t, int64(1), st.Successes)
+		}},
 		{"mid_stream_failure_keeps_ttft_only", tps.Sample{TTFT: time.Second, TPS: 10, TPSOK: true, TPOT: time.Second, E2E: 3 * time.Second,
 			Err: errors.New("boom"), ErrPhase: tps.PhaseMidStream, OutputTokens: 7}, func(t *testing.T, st Stats) {
 			assert.Equal(t, int64(1), st.TTFT.Count)

@@ -91,7 +91,14 @@ type Capabilities struct {
 	// output tokens, and their cost, are metered from the provider's own
 	// count; with NoStreamOptions tpsroute adds no stream_options, and input
 	// tokens stay unknown unless the provider sends usage anyway.
-	NoStreamOptions  bool
+	NoStreamOptions bool
+	// NoStream marks a deployment that cannot stream: every call to it is
+	// sent with "stream": false and its one JSON answer is read whole, then
+	// handed on as a stream of one chunk to a streaming caller. Such calls
+	// are timed as total latency only: no TTFT, TPS or inter-token figure
+	// is measured for the deployment (docs/CONFIG.md, "Plain upstream
+	// calls").
+	NoStream         bool
 	AssistantPrefill bool // continues a final assistant message
 	CacheControl     bool // accepts cache_control and prompt_cache_key
 }

@@ -136,6 +136,13 @@ type Sample struct {
 	// cache_creation_input_tokens); 0 when not reported.
 	CacheCreationTokens int64
 
+	// Unstreamed reports an answer that came in one piece, not as a stream
+	// (a plain upstream call, or a JSON answer to a streaming request): its
+	// TTFT, Last and E2E are the whole answer's latency and its TPS, TPOT
+	// and gaps were not seen. Set by the caller of the Tap that read it
+	// (fallback), since the Tap reads the answer as a stream of one chunk.
+	Unstreamed bool
+
 	// HiddenTokens is the part of OutputTokens made before the first output
 	// and never streamed: reasoning tokens beyond what the streamed
 	// reasoning text could hold (docs/METRICS.md, "Plausible usage"). TPS

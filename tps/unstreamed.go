@@ -9,7 +9,7 @@ import (
 // This file is the other direction of completion.go: the stream that
 // carries a chat.completion answered in one piece, so that a plain,
 // non-streaming upstream call is framed, timed and checked by the same Tap
-// as a stream (docs/STREAM_QUIRKS.md Q16).
+// as a stream (docs/STREAM_QUIRKS.md, "Answers in one piece").
 
 // AppendCompletionEvents appends to dst the SSE events of a stream that
 // carries the same answer as completion, a chat.completion JSON object (a

@@ -22,7 +22,7 @@ var plainAnswers = map[string]string{
 	"refusal": `{"id":"c3","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"refusal":"I can't."},"finish_reason":"stop"}]}`,
 	"reasoning": `{"id":"c4","object":"chat.completion","created":1,"model":"deepseek-r1","choices":[{"index":0,"message":{"role":"assistant","content":"42","reasoning_content":"think"},"finish_reason":"stop"}],
 		"usage":{"prompt_tokens":1,"completion_tokens":9,"total_tokens":10,"completion_tokens_details":{"reasoning_tokens":7}}}`,
-	"n2": `{"id":"c5","object":"chat.completion","created":1,"model":"m","choices":[{"index":1,"message":{"role":"assistant","content":"b"},"finish_reason":"length"},{"index":0,"message":{"role":"assistant","content":"a"},"finish_reason":"stop"}]}`,
+	"n2":       `{"id":"c5","object":"chat.completion","created":1,"model":"m","choices":[{"index":1,"message":{"role":"assistant","content":"b"},"finish_reason":"length"},{"index":0,"message":{"role":"assistant","content":"a"},"finish_reason":"stop"}]}`,
 	"logprobs": `{"id":"c6","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"a"},"logprobs":{"content":[{"token":"a","logprob":-0.1,"bytes":[97],"top_logprobs":[]}],"refusal":null},"finish_reason":"stop"}]}`,
 }
 
