@@ -334,3 +334,34 @@ func RejectPrefill() Fault {
 		}
 	}}
 }
+
+// SlowAfter slows the stream down after k chunks: from then on the output
+// chunks follow one another 1/tps seconds apart (a provider that keeps
+// generating, ever more slowly), and the events after the last output chunk
+// (finish, usage, [DONE]) keep their delay behind it. The text does not
+// change. Earlier chunks keep their times; tps <= 0 or a stream of at most
+// k chunks changes nothing.
+func SlowAfter(k int, tps float64) Fault {
+	return Fault{name: fmt.Sprintf("slow-after(%d,%v)", k, tps), apply: func(p *plan, _ *request) {
+		i := p.chunkIndex(k)
+		if tps <= 0 || i < 0 {
+			return
+		}
+		gap := time.Duration(float64(time.Second) / tps)
+		at, prev, shift := p.events[i].at, p.events[i].at, time.Duration(0)
+		for j := i + 1; j < len(p.events); j++ {
+			e := &p.events[j]
+			if e.output {
+				at += gap
+			} else {
+				at += e.at - prev // a non-output event keeps its distance
+			}
+			prev = e.at
+			shift = at - e.at
+			e.at = at
+		}
+		if p.endAt > 0 {
+			p.endAt += shift
+		}
+	}}
+}

@@ -105,6 +105,31 @@ func TestFaultsRaw(t *testing.T) {
 			assert.Equal(t, time.Second, r.events[1].at)
 			assert.Equal(t, time.Second+100*time.Millisecond+5*time.Second, r.events[2].at)
 		}},
+		{"slow after 2", SlowAfter(2, 2), func(t *testing.T, r rawResult, a Attempt) {
+			require.NoError(t, r.err)
+			assert.Equal(t, Text(5), r.content(), "the text is unchanged")
+			var out []time.Duration
+			for _, e := range r.events {
+				if e.ev.HasData && strings.Contains(e.ev.Data, `"content":"w`) {
+					out = append(out, e.at)
+				}
+			}
+			// The first output chunk (chunk 2) on time, then 2 tokens/s
+			// instead of 10.
+			assert.Equal(t, []time.Duration{time.Second, 1500 * time.Millisecond, 2 * time.Second, 2500 * time.Millisecond, 3 * time.Second}, out)
+			assert.GreaterOrEqual(t, r.events[len(r.events)-1].at, 3*time.Second, "the finish and [DONE] follow the last word")
+		}},
+		{"slow after past the end", SlowAfter(50, 2), func(t *testing.T, r rawResult, a Attempt) {
+			require.NoError(t, r.err)
+			assert.Equal(t, Text(5), r.content())
+			last := time.Duration(0)
+			for _, e := range r.events {
+				if e.ev.HasData && strings.Contains(e.ev.Data, `"content":"w`) {
+					last = e.at
+				}
+			}
+			assert.Equal(t, 1400*time.Millisecond, last, "fewer than k chunks: unchanged")
+		}},
 		{"malformed at 2", MalformedAt(2), func(t *testing.T, r rawResult, a Attempt) {
 			d := r.data()
 			var v map[string]any
