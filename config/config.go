@@ -197,6 +197,7 @@ type fileFallback struct {
 	Malformed             string      `json:"malformed"`
 	Hedge                 fileHedge   `json:"hedge"`
 	Breaker               fileBreaker `json:"breaker"`
+	Rescue                fileRescue  `json:"rescue"`
 	Seed                  uint64      `json:"seed"`
 }
 
@@ -215,6 +216,14 @@ type fileState struct {
 type fileHedge struct {
 	Delay  string  `json:"delay"`
 	Budget float64 `json:"budget"`
+}
+
+// fileRescue is fallback.RescueOptions.
+type fileRescue struct {
+	// Ratio is a share or "off", as fileRoute's shares.
+	Ratio   json.RawMessage `json:"ratio"`
+	Window  string          `json:"window"`
+	Speedup float64         `json:"speedup"`
 }
 
 type fileBreaker struct {
@@ -590,6 +599,7 @@ func (p *converter) fallback(f *fileFallback) (fallback.Options, error) {
 		{"fallback.breaker.bucket_period", f.Breaker.BucketPeriod, &o.Breaker.BucketPeriod, false},
 		{"fallback.breaker.timeout", f.Breaker.Timeout, &o.Breaker.Timeout, false},
 		{"fallback.breaker.max_timeout", f.Breaker.MaxTimeout, &o.Breaker.MaxTimeout, false},
+		{"fallback.rescue.window", f.Rescue.Window, &o.Rescue.Window, false},
 	} {
 		v, err := p.duration(d.path, d.in)
 		if err != nil {
@@ -645,6 +655,13 @@ func (p *converter) fallback(f *fileFallback) (fallback.Options, error) {
 		return o, err
 	}
 	o.Breaker.ProbeShare = share
+	if o.Rescue.Ratio, err = p.offOr("fallback.rescue.ratio", f.Rescue.Ratio, "a share in (0, 1)", func(v float64) bool { return v > 0 && v < 1 }); err != nil {
+		return o, err
+	}
+	if s := f.Rescue.Speedup; s != 0 && !(s >= 1 && s <= 100) {
+		return o, p.errorf("fallback.rescue.speedup", "want a factor in [1, 100], got %v", s)
+	}
+	o.Rescue.Speedup = f.Rescue.Speedup
 	o.Breaker.ConsecutiveFailures = f.Breaker.ConsecutiveFailures
 	o.Breaker.FailureRatio = f.Breaker.FailureRatio
 	o.Breaker.MinRequests = f.Breaker.MinRequests

@@ -125,6 +125,10 @@ func TestParseConfigErrors(t *testing.T) {
 		{"unknown api", "{\"deployments\":[{\"provider\":\"a\",\"model\":\"m\",\"base_url\":\"http://x/v1\",\n\"apis\":[\"chat\",\"completions\"]}]}", nil, 2, "deployments[0].apis", `unknown API "completions"`},
 		{"api twice", "{\"deployments\":[{\"provider\":\"a\",\"model\":\"m\",\"base_url\":\"http://x/v1\",\"apis\":[\"messages\",\"messages\"]}]}", nil, 1, "deployments[0].apis", `"messages" twice`},
 		{"probe share of 0", "{\"deployments\":[" + okDep + "],\"fallback\":{\"breaker\":{\"probe_share\":0}}}", nil, 1, "fallback.breaker.probe_share", `"off"`},
+		{"rescue ratio out of range", "{\"deployments\":[" + okDep + "],\"fallback\":{\"rescue\":{\n\"ratio\":1.5}}}", nil, 2, "fallback.rescue.ratio", "(0, 1)"},
+		{"rescue ratio of 0", "{\"deployments\":[" + okDep + "],\"fallback\":{\"rescue\":{\"ratio\":0}}}", nil, 1, "fallback.rescue.ratio", `"off"`},
+		{"rescue speedup under 1", "{\"deployments\":[" + okDep + "],\"fallback\":{\"rescue\":{\"speedup\":0.5}}}", nil, 1, "fallback.rescue.speedup", "[1, 100]"},
+		{"rescue window without unit", "{\"deployments\":[" + okDep + "],\"fallback\":{\"rescue\":{\"window\":\"3\"}}}", nil, 1, "fallback.rescue.window", "duration"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -174,6 +178,12 @@ func TestParseConfigOffIsSpelledOff(t *testing.T) {
 	cfg, err = parseClient(strings.NewReader(dep+`,"fallback":{"breaker":{"probe_share":0.05}}}`), nil)
 	require.NoError(t, err)
 	assert.Equal(t, 0.05, cfg.Fallback.Breaker.ProbeShare)
+	cfg, err = parseClient(strings.NewReader(dep+`,"fallback":{"rescue":{"ratio":"off"}}}`), nil)
+	require.NoError(t, err)
+	assert.Negative(t, cfg.Fallback.Rescue.Ratio, "off: no slow-stream rescue")
+	cfg, err = parseClient(strings.NewReader(dep+`,"fallback":{"rescue":{"ratio":0.5,"window":"5s","speedup":3}}}`), nil)
+	require.NoError(t, err)
+	assert.Equal(t, fallback.RescueOptions{Ratio: 0.5, Window: 5 * time.Second, Speedup: 3}, cfg.Fallback.Rescue)
 
 	cfg, err = parseClient(strings.NewReader(dep+`}`), nil)
 	require.NoError(t, err)

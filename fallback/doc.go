@@ -48,6 +48,17 @@
 // any other, and is made only while the deployment's breaker (which has
 // counted the cut) lets it through.
 //
+// # Slow streams
+//
+// A committed stream that keeps flowing but slows down is rescued
+// (Options.Rescue, RescueOptions): under a quarter of its deployment's
+// expected TPS (Plan's Candidate.Expected), and under Call.MinTPS when set,
+// for 3 s, it is continued from exactly the delivered text on a deployment
+// of the same model that declares assistant prefill and is expected to be
+// twice as fast. The slow stream is held while the target opens and goes on
+// if the target fails, so a rescue never costs the caller the answer. The
+// slow attempt has Attempt.Rescued and ErrRescued, class ClassCanceled.
+//
 // # Malformed events
 //
 // A data event that is not one valid JSON object is, by default

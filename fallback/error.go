@@ -95,12 +95,16 @@ type Attempt struct {
 	Waited   time.Duration // time spent in backoff or cooldown waits before it
 	Tokens   int64         // output tokens the attempt received (its tps.Sample.OutputTokens)
 	Err      error         // nil on success; errors.As reaches *openai.Error for HTTP errors
+	Rescued  bool          // its stream was too slow and the call continued on a faster deployment (RescueOptions; Err is ErrRescued)
 }
 
 // String summarises the attempt on one line without secrets.
 func (a Attempt) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %s", a.Key, a.Class)
+	if a.Rescued {
+		b.WriteString(" (rescued)")
+	}
 	if a.Status != 0 {
 		fmt.Fprintf(&b, " %d", a.Status)
 	}

@@ -67,6 +67,7 @@ func New(opts Options, hooks Hooks) *Executor {
 	}
 	opts.Breaker = opts.Breaker.withDefaults()
 	opts.Limits = opts.Limits.withDefaults()
+	opts.Rescue = opts.Rescue.withDefaults()
 	e := &Executor{opts: opts, hooks: hooks, transport: hooks.Transport, states: map[measure.Key]*keyState{}}
 	e.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
 	e.reads.New = func() any { b := make([]byte, 0, answerRead); return &b }
@@ -100,6 +101,7 @@ type call struct {
 	est   int64
 
 	start      time.Time // when Do began
+	minTPS     float64   // Call.MinTPS
 	dl         Deadlines // this call's, defaults filled in
 	choices    int64     // the request's n: finish_reasons that end the stream
 	mid        MidStreamPolicy
@@ -159,6 +161,7 @@ func (e *Executor) Do(ctx context.Context, plan route.Plan, c Call) (*Result, er
 		noFallback: c.NoFallback,
 		hedge:      !c.NoHedge && e.opts.Hedge.enabled(),
 		fb:         c.Feedback,
+		minTPS:     c.MinTPS,
 	}
 	cl.attempts = cl.attemptsBuf[:0]
 	if n <= len(cl.slotBuf) {

@@ -418,6 +418,9 @@ type Options struct {
 	// Limits bound the bytes one attempt holds, whatever its upstream
 	// sends. The zero value means the Default* limits.
 	Limits Limits
+	// Rescue configures the slow-stream rescue. The zero value is on with
+	// the DefaultRescue* settings; a negative Ratio turns it off.
+	Rescue RescueOptions
 }
 
 // Limits bound the bytes one attempt holds, whatever the upstream sends, so
@@ -537,6 +540,10 @@ type Call struct {
 	NoHedge bool
 	// NoFallback tries only the plan's first deployment (retries included).
 	NoFallback bool
+	// MinTPS is the SLO's least generation rate for this call, in tokens/s
+	// (route.SLO.MinTPS); zero means none. A slow stream is rescued only
+	// below it as well (RescueOptions).
+	MinTPS float64
 	// EstimatedInputTokens is charged to the deployment's TPM limiter at the
 	// start and corrected with the reported usage at the end. Zero charges
 	// nothing up front.

@@ -46,6 +46,7 @@ type run struct {
 	clock
 	seen
 	delivery
+	rescue // the slow-stream watch (rescue.go)
 
 	quiet bool // a finished stream ended by our deadline, not by EOF
 
@@ -123,6 +124,7 @@ func (cl *call) newRun(i int, d *route.Deployment, st *keyState, done func(error
 	}
 	a.canFailover = canFailover
 	a.ttftTO = cl.ttftFor(i, d, canFailover, a.start)
+	a.rescue.slowUnder = cl.watch(i)
 	a.plain = cl.plainOn(d)
 	a.rearm()
 	return a
@@ -516,8 +518,12 @@ func (a *run) outputChunk(el int64, c *tps.Chunk) {
 		if a.text == nil { // one allocation each for a typical answer
 			a.text, a.marks = make([]byte, 0, 1024), make([]mark, 0, 8)
 		}
+		n := len(a.text)
 		a.text = c.AppendText(a.text)
 		a.marks = append(a.marks, mark{end: c.End, n: len(a.text)})
+		if a.rescue.slowUnder > 0 {
+			a.noteRate(el, len(a.text)-n)
+		}
 	}
 }
 
@@ -688,7 +694,7 @@ func (a *run) succeed() {
 
 // fail finalizes a failed run and records it.
 func (a *run) fail(phase tps.Phase, status int, class Class, err error) {
-	a.att = Attempt{Key: a.d.Key(), Phase: phase, Status: status, Class: class, Err: err, Waited: a.waited}
+	a.att = Attempt{Key: a.d.Key(), Phase: phase, Status: status, Class: class, Err: err, Waited: a.waited, Rescued: a.rescue.rescued}
 	a.finalize(err)
 	a.releaseBuf()
 	a.cl.recordRun(a.att, &a.sample, a.fb)

@@ -41,6 +41,18 @@ func (s *stream) Read(p []byte) (int, error) {
 			s.err = io.EOF
 			continue
 		}
+		if a.rescue.slowRate > 0 && !a.rescue.tried && a.readErr == nil && !a.stopped && !a.finished.Load() {
+			// Everything released was read: the caller holds exactly the
+			// text a rescue continues from.
+			if next := s.rescue(a); next != nil {
+				s.cur = next
+				s.res.set(*next.d, tps.Sample{})
+				continue
+			}
+			if s.closing.Load() {
+				a.cancel(ErrClosed)
+			}
+		}
 		err := a.readErr
 		if err == nil && !a.stopped {
 			err = a.fill()

@@ -125,6 +125,9 @@ func (c *Call) AttemptEnd(i int, a fallback.Attempt, s *tps.Sample) {
 		attrs = append(attrs, AttrPhase.String(a.Phase.String()))
 	}
 	c.t.attempts.Add(ctx, 1, metric.WithAttributes(attrs...))
+	if a.Rescued {
+		c.t.rescues.Add(ctx, 1, d.add...)
+	}
 	if s != nil && s.Implausible != tps.ImplausibleNone { // as measure counts Stats.ImplausibleUsage
 		c.t.implausible.Add(ctx, 1, metric.WithAttributes(append(d.attrs[1:len(d.attrs):len(d.attrs)],
 			AttrReason.String(s.Implausible.String()))...))

@@ -37,6 +37,8 @@
 //   - tpsroute.generation.tps ({token}/s, TPSBuckets)
 //   - tpsroute.failovers ({failover}), with tpsroute.from and tpsroute.class
 //   - tpsroute.continuations ({continuation})
+//   - tpsroute.rescues ({rescue}): a stream too slow, left for a faster
+//     deployment (fallback.Attempt.Rescued), on the slow deployment
 //   - tpsroute.route.decisions ({decision}), with tpsroute.reason
 //   - tpsroute.breaker.state ({state}: 0 closed, 1 half-open, 2 open)
 //   - tpsroute.inflight ({request})

@@ -108,6 +108,7 @@ type Telemetry struct {
 	attempts      metric.Int64Counter       // tpsroute.attempts
 	failovers     metric.Int64Counter       // tpsroute.failovers
 	continuations metric.Int64Counter       // tpsroute.continuations
+	rescues       metric.Int64Counter       // tpsroute.rescues
 	decisions     metric.Int64Counter       // tpsroute.route.decisions
 	inflight      metric.Int64UpDownCounter // tpsroute.inflight
 	cost          metric.Float64Counter     // tpsroute.cost
@@ -182,6 +183,7 @@ func New(o Options) (*Telemetry, error) {
 	t.attempts = counter("tpsroute.attempts", "{attempt}", "Attempts by deployment, outcome, class and phase; deployments skipped for an open breaker or a cooldown count as skipped.")
 	t.failovers = counter("tpsroute.failovers", "{failover}", "Moves of a call from a failed attempt to another deployment before the commit point.")
 	t.continuations = counter("tpsroute.continuations", "{continuation}", "Mid-stream continuations onto another deployment after the commit point.")
+	t.rescues = counter("tpsroute.rescues", "{rescue}", "Streams left for being too slow, continued on a faster deployment (fallback.RescueOptions).")
 	t.decisions = counter("tpsroute.route.decisions", "{decision}", "Routing decisions by the reason their first deployment was first.")
 	t.implausible = counter("tpsroute.usage.implausible", "{attempt}", "Attempts whose reported usage was not trusted, by the reason: the stream could not have carried it.")
 	t.inflight, err = m.Int64UpDownCounter("tpsroute.inflight", metric.WithUnit("{request}"),

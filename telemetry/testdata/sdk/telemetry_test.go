@@ -379,6 +379,32 @@ func TestSpansContinuation(t *testing.T) {
 	})
 }
 
+// TestRescueCounted: a stream of a that slows to 2 tokens/s, a quarter of
+// less of its expected 100, is continued on b, as fast: tpsroute.rescues
+// counts it once, on a (issue 29 item 4).
+func TestRescueCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newSDK(t)
+		f := fleet{}
+		good := &replay.Profile{TTFT: 100 * time.Millisecond, TPS: 100, OutputTokens: 100}
+		a := deployment("a", "m", f.add("a", map[string]replay.Script{"m": replay.WithFaults(good, replay.SlowAfter(5, 2))}))
+		b := deployment("b", "m", f.add("b", map[string]replay.Script{"m": good}))
+		a.Expected = route.Prior{TPS: 100, TTFT: 100 * time.Millisecond}
+		b.Expected = a.Expected
+		c := s.client(t, f, tpsroute.Config{Deployments: []route.Deployment{a, b}})
+		text, err := drain(t, c.Chat.Completions.NewStreaming(context.Background(), params("m"), tpsroute.WithPin("a", "")))
+		require.NoError(t, err)
+		assert.Equal(t, replay.Text(100), text)
+
+		ms := s.metrics(t)
+		res, ok := ms["tpsroute.rescues"].Data.(metricdata.Sum[int64])
+		require.True(t, ok, "tpsroute.rescues recorded")
+		require.Len(t, res.DataPoints, 1)
+		assert.Equal(t, int64(1), res.DataPoints[0].Value)
+		assert.Equal(t, "a", attr(res.DataPoints[0].Attributes, "gen_ai.provider.name"))
+	})
+}
+
 // TestBufferedRestartIsFailover: a call through New whose first deployment
 // is cut after some output restarts on the second from scratch, with
 // continuation enabled or not: that is a failover, not a continuation.

@@ -1,0 +1,149 @@
+package fallback_test
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/replay"
+	"github.com/tpsroute/tpsroute/route"
+)
+
+// rescuePlan is a plan of a then b, both of model m declaring assistant
+// prefill, with the expected TPS the Picker would give them.
+func rescuePlan(tpsA, tpsB float64) route.Plan {
+	a, b := prefillDep("a", "a-m"), prefillDep("b", "b-m")
+	return route.Plan{Deployments: []route.Candidate{
+		{Deployment: &a, Expected: route.Expected{TPS: tpsA, TPSOK: tpsA > 0, OK: true}},
+		{Deployment: &b, Expected: route.Expected{TPS: tpsB, TPSOK: tpsB > 0, OK: true}},
+	}}
+}
+
+// rescueRun streams a 200-token answer from a, which slows to slow tokens/s
+// after chunk k, with b behind it, and returns what the caller read, the
+// result and how long the call took.
+func rescueRun(t *testing.T, opts fallback.Options, c fallback.Call, plan route.Plan, b replay.Script, k int, slow float64) (drained, *fallback.Result, time.Duration) {
+	t.Helper()
+	e := newEnv(map[string]replay.Script{
+		"a-m": replay.WithFaults(&replay.Profile{OutputTokens: 200, TPS: 100, TTFT: 200 * time.Millisecond}, replay.SlowAfter(k, slow)),
+		"b-m": b,
+	}, opts)
+	start := time.Now()
+	res, err := e.do(t, plan, c)
+	require.NoError(t, err)
+	d := drain(t, res.Body)
+	return d, res, time.Since(start)
+}
+
+// TestSlowStreamRescue is issue 29 item 4: a committed stream that slows to
+// under a quarter of its deployment's expected TPS for 3 s continues on a
+// same-model, prefill-capable deployment expected at least twice as fast,
+// with exactly the delivered text; otherwise, or when the target fails, the
+// slow stream goes on and the caller loses nothing.
+func TestSlowStreamRescue(t *testing.T) {
+	fast := func() replay.Script {
+		return &replay.Profile{OutputTokens: 200, TPS: 100, TTFT: 200 * time.Millisecond}
+	}
+	tests := []struct {
+		name    string
+		opts    fallback.Options
+		call    fallback.Call
+		plan    route.Plan
+		b       replay.Script
+		slow    float64 // a's rate after chunk 20
+		rescued bool
+		within  time.Duration
+	}{
+		{"rescued", fallback.Options{}, fallback.Call{}, rescuePlan(100, 100), fast(), 5, true, 6 * time.Second},
+		{"off", fallback.Options{Rescue: fallback.RescueOptions{Ratio: -1}}, fallback.Call{}, rescuePlan(100, 100), fast(), 5, false, 40 * time.Second},
+		{"mid_stream_error_policy", fallback.Options{MidStream: fallback.MidStreamError}, fallback.Call{}, rescuePlan(100, 100), fast(), 5, false, 40 * time.Second},
+		{"not_slow_enough", fallback.Options{}, fallback.Call{}, rescuePlan(100, 100), fast(), 40, false, 6 * time.Second},
+		{"tuned_ratio", fallback.Options{Rescue: fallback.RescueOptions{Ratio: 0.5}}, fallback.Call{}, rescuePlan(100, 100), fast(), 40, true, 6 * time.Second},
+		{"above_min_tps", fallback.Options{}, fallback.Call{MinTPS: 4}, rescuePlan(100, 100), fast(), 5, false, 40 * time.Second},
+		{"below_min_tps", fallback.Options{}, fallback.Call{MinTPS: 20}, rescuePlan(100, 100), fast(), 5, true, 6 * time.Second},
+		{"target_not_twice_as_fast", fallback.Options{}, fallback.Call{}, rescuePlan(100, 15), fast(), 5, false, 40 * time.Second},
+		{"unmeasured_deployment", fallback.Options{}, fallback.Call{}, rescuePlan(0, 100), fast(), 5, false, 40 * time.Second},
+		{"target_fails_slow_stream_goes_on", fallback.Options{}, fallback.Call{}, rescuePlan(100, 100),
+			replay.WithFaults(fast(), replay.Status(503, "", nil)), 5, false, 40 * time.Second},
+		{"target_rejects_prefill", fallback.Options{}, fallback.Call{}, rescuePlan(100, 100),
+			replay.WithFaults(fast(), replay.RejectPrefill()), 5, false, 40 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tt.call.Stream = true
+				d, res, took := rescueRun(t, tt.opts, tt.call, tt.plan, tt.b, 20, tt.slow)
+				require.NoError(t, d.err)
+				assert.Equal(t, replay.Text(200), d.text, "the answer is never altered")
+				assert.Less(t, took, tt.within)
+				atts := res.Attempts()
+				require.NotEmpty(t, atts)
+				assert.Equal(t, tt.rescued, atts[0].Rescued)
+				if !tt.rescued {
+					assert.Equal(t, "a", res.Deployment().Provider)
+					assert.NoError(t, atts[len(atts)-1].Err, "the slow stream ended well")
+					return
+				}
+				assert.Equal(t, "b", res.Deployment().Provider)
+				assert.ErrorIs(t, atts[0].Err, fallback.ErrRescued)
+				assert.Equal(t, fallback.ClassCanceled, atts[0].Class, "no breaker, no error rate")
+				assert.Contains(t, atts[0].String(), "rescued")
+			})
+		})
+	}
+}
+
+// TestRescueEvidence is the evidence for the rescue's default (issue 29
+// item 4): a 200-token answer at 100 tokens/s that slows to slow tokens/s
+// after chunk k, with a same-model deployment as fast behind it, read with
+// the rescue off and with its defaults. The text is always exactly the
+// answer; the rescue never makes the call slower by more than the target's
+// TTFT and helps as soon as the slow part is longer than the window and the
+// target's TTFT. go test -v prints the table.
+func TestRescueEvidence(t *testing.T) {
+	type row struct {
+		k          int
+		slow       float64
+		off, on    time.Duration
+		rescuedOn  bool
+		identical  bool
+		speedupPct float64
+	}
+	var rows []row
+	for _, k := range []int{5, 60, 150, 190} {
+		for _, slow := range []float64{2, 10, 20, 30} {
+			synctest.Test(t, func(t *testing.T) {
+				var r row
+				r.k, r.slow = k, slow
+				c := fallback.Call{Stream: true}
+				fast := &replay.Profile{OutputTokens: 200, TPS: 100, TTFT: 200 * time.Millisecond}
+				dOff, _, off := rescueRun(t, fallback.Options{Rescue: fallback.RescueOptions{Ratio: -1}}, c, rescuePlan(100, 100), fast, k, slow)
+				dOn, res, on := rescueRun(t, fallback.Options{}, c, rescuePlan(100, 100), fast, k, slow)
+				require.NoError(t, dOff.err)
+				require.NoError(t, dOn.err)
+				assert.Equal(t, replay.Text(200), dOn.text, "k=%d slow=%v: never altered", k, slow)
+				assert.Equal(t, dOff.text, dOn.text)
+				assert.LessOrEqual(t, on, off+time.Second, "k=%d slow=%v: at most the target's TTFT worse", k, slow)
+				r.off, r.on, r.identical = off, on, dOn.text == dOff.text
+				r.rescuedOn = res.Attempts()[0].Rescued
+				r.speedupPct = 100 * (1 - float64(on)/float64(off))
+				rows = append(rows, r)
+			})
+		}
+	}
+	for _, r := range rows {
+		t.Logf("slow after %3d chunks to %4.0f tok/s: off %6.2fs, on %6.2fs (%5.1f%% faster), rescued %v, identical %v",
+			r.k, r.slow, r.off.Seconds(), r.on.Seconds(), r.speedupPct, r.rescuedOn, r.identical)
+	}
+	// Where the slow part is long, the rescue must be taken and pay off.
+	for _, r := range rows {
+		if r.k <= 60 && r.slow <= 10 {
+			assert.True(t, r.rescuedOn, "k=%d slow=%v", r.k, r.slow)
+			assert.Greater(t, r.speedupPct, 50.0, "k=%d slow=%v", r.k, r.slow)
+		}
+	}
+}
