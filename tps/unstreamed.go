@@ -1,15 +1,15 @@
 package tps
 
 import (
-	"bytes"
-	"encoding/json"
 	"strconv"
 )
 
 // This file is the other direction of completion.go: the stream that
 // carries a chat.completion answered in one piece, so that a plain,
 // non-streaming upstream call is framed, timed and checked by the same Tap
-// as a stream (docs/STREAM_QUIRKS.md, "Answers in one piece").
+// as a stream (docs/STREAM_QUIRKS.md Q36). It reads the answer with the
+// scanner ParseChunk uses, one pass, and copies the values it keeps as
+// sent, without decoding them.
 
 // AppendCompletionEvents appends to dst the SSE events of a stream that
 // carries the same answer as completion, a chat.completion JSON object (a
@@ -24,134 +24,273 @@ import (
 //
 // An object with a non-null "error" and no "choices" (an error answered
 // with a 200) becomes one "event: error" event holding the whole object.
-// Every other field of the message is kept in the delta as sent. Anything
-// but a JSON object is ErrMalformed, and dst is returned unchanged.
+// Every other field of the message is kept in the delta as sent, space
+// outside strings removed so that each event is one line. Anything but a
+// JSON object, or choices, a message or tool calls of another type than
+// the API's, is ErrMalformed, and dst is returned unchanged.
 func AppendCompletionEvents(dst, completion []byte) ([]byte, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(completion, &top); err != nil || top == nil {
+	var top answerFields
+	s := scanner{b: completion}
+	if s.peek() != '{' {
 		return dst, ErrMalformed
 	}
-	if e, ok := top["error"]; ok && !isNull(e) && top["choices"] == nil {
+	s.i++
+	for n := 0; s.more(n, '}'); n++ {
+		k := s.key()
+		v := s.value()
+		switch string(k) {
+		case "id":
+			top.id = v
+		case "created":
+			top.created = v
+		case "model":
+			top.model = v
+		case "system_fingerprint":
+			top.fp = v
+		case "service_tier":
+			top.tier = v
+		case "choices":
+			top.choices = v
+		case "usage":
+			top.usage = v
+		case "error":
+			top.err = v
+		}
+	}
+	if s.ws(); s.bad || s.i < len(s.b) {
+		return dst, ErrMalformed
+	}
+	if !isNullRaw(top.err) && top.choices == nil {
 		dst = append(dst, "event: error\ndata: "...)
-		dst = appendCompact(dst, completion)
+		dst = appendCompactRaw(dst, completion)
 		return append(dst, "\n\n"...), nil
 	}
-	var choices []map[string]json.RawMessage
-	if c, ok := top["choices"]; ok && !isNull(c) {
-		if err := json.Unmarshal(c, &choices); err != nil {
-			return dst, ErrMalformed
-		}
-	}
 	start := len(dst)
-	dst = appendEnvelope(dst, top)
+	dst = top.appendEnvelope(dst)
 	dst = append(dst, `"choices":[`...)
-	for i, ch := range choices {
-		if i > 0 {
-			dst = append(dst, ',')
+	if !isNullRaw(top.choices) {
+		cs := scanner{b: top.choices}
+		if cs.peek() != '[' {
+			return dst[:start], ErrMalformed
 		}
-		var err error
-		if dst, err = appendChoiceDelta(dst, ch, i); err != nil {
-			return dst[:start], err
+		cs.i++
+		for i := 0; cs.more(i, ']'); i++ {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			var ok bool
+			if dst, ok = appendChoiceDelta(dst, &cs, i); !ok {
+				return dst[:start], ErrMalformed
+			}
 		}
 	}
 	dst = append(dst, "]}\n\n"...)
-	if u, ok := top["usage"]; ok && !isNull(u) {
-		dst = appendEnvelope(dst, top)
+	if !isNullRaw(top.usage) {
+		dst = top.appendEnvelope(dst)
 		dst = append(dst, `"choices":[],"usage":`...)
-		dst = appendCompact(dst, u)
+		dst = appendCompactRaw(dst, top.usage)
 		dst = append(dst, "}\n\n"...)
 	}
 	return append(dst, "data: [DONE]\n\n"...), nil
 }
 
+// answerFields are the raw values of a chat.completion's members that
+// AppendCompletionEvents uses; nil when absent.
+type answerFields struct {
+	id, created, model, fp, tier, choices, usage, err []byte
+}
+
 // appendEnvelope appends "data: " and the opening of a chunk with the
 // answer's identity fields, up to the comma before "choices".
-func appendEnvelope(dst []byte, top map[string]json.RawMessage) []byte {
+func (f *answerFields) appendEnvelope(dst []byte) []byte {
 	dst = append(dst, `data: {`...)
-	for _, k := range [...]string{"id", "created", "model", "system_fingerprint", "service_tier"} {
-		if v, ok := top[k]; ok {
-			dst = strconv.AppendQuote(dst, k)
-			dst = append(dst, ':')
-			dst = appendCompact(dst, v)
+	for _, m := range [...]struct {
+		key string
+		v   []byte
+	}{{`"id":`, f.id}, {`"created":`, f.created}, {`"model":`, f.model}, {`"system_fingerprint":`, f.fp}, {`"service_tier":`, f.tier}} {
+		if m.v != nil {
+			dst = append(dst, m.key...)
+			dst = appendCompactRaw(dst, m.v)
 			dst = append(dst, ',')
 		}
 	}
 	return append(dst, `"object":"chat.completion.chunk",`...)
 }
 
-// appendChoiceDelta appends choice ch of an answer, the i-th, as a chunk's
-// choice: its message becomes the delta.
-func appendChoiceDelta(dst []byte, ch map[string]json.RawMessage, i int) ([]byte, error) {
-	dst = append(dst, `{"index":`...)
-	if v, ok := ch["index"]; ok && !isNull(v) {
-		dst = appendCompact(dst, v)
-	} else {
+// appendChoiceDelta appends the choice at s, an answer's i-th, as a
+// chunk's choice whose delta is the choice's message, its members in the
+// order sent. It reports false for a choice or message that is not an
+// object (or null), or tool calls that are not an array of objects.
+func appendChoiceDelta(dst []byte, s *scanner, i int) ([]byte, bool) {
+	if s.peek() != '{' {
+		return dst, false
+	}
+	s.i++
+	dst = append(dst, '{')
+	hasIndex, first := false, true
+	member := func(key string) {
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = append(dst, key...)
+	}
+	for n := 0; s.more(n, '}'); n++ {
+		switch string(s.key()) {
+		case "index":
+			if v := s.value(); !isNullRaw(v) {
+				member(`"index":`)
+				dst = appendCompactRaw(dst, v)
+				hasIndex = true
+			}
+		case "message":
+			member(`"delta":`)
+			if s.null() {
+				dst = append(dst, "{}"...)
+				continue
+			}
+			var ok bool
+			if dst, ok = appendMessageDelta(dst, s); !ok {
+				return dst, false
+			}
+		case "logprobs":
+			member(`"logprobs":`)
+			dst = appendCompactRaw(dst, s.value())
+		case "finish_reason":
+			member(`"finish_reason":`)
+			dst = appendCompactRaw(dst, s.value())
+		default:
+			s.skip(1)
+		}
+	}
+	if !hasIndex {
+		member(`"index":`)
 		dst = strconv.AppendInt(dst, int64(i), 10)
 	}
-	dst = append(dst, `,"delta":`...)
-	msg := ch["message"]
-	if isNull(msg) {
-		dst = append(dst, "{}"...)
-	} else {
-		var fields map[string]json.RawMessage
-		if err := json.Unmarshal(msg, &fields); err != nil {
-			return dst, ErrMalformed
-		}
-		if tc, ok := fields["tool_calls"]; ok && !isNull(tc) {
-			var calls []map[string]json.RawMessage
-			if err := json.Unmarshal(tc, &calls); err != nil {
-				return dst, ErrMalformed
-			}
-			for j, c := range calls {
-				if _, ok := c["index"]; !ok {
-					c["index"] = json.RawMessage(strconv.Itoa(j))
-				}
-			}
-			b, err := appendJSON(nil, calls)
-			if err != nil {
-				return dst, ErrMalformed
-			}
-			fields["tool_calls"] = b
-		}
-		var err error
-		if dst, err = appendJSON(dst, fields); err != nil {
-			return dst, ErrMalformed
-		}
+	return append(dst, '}'), !s.bad
+}
+
+// appendMessageDelta appends the message object at s, each tool call
+// given its "index" when it has none.
+func appendMessageDelta(dst []byte, s *scanner) ([]byte, bool) {
+	if s.peek() != '{' {
+		return dst, false
 	}
-	for _, k := range [...]string{"logprobs", "finish_reason"} {
-		if v, ok := ch[k]; ok {
+	s.i++
+	dst = append(dst, '{')
+	for n := 0; s.more(n, '}'); n++ {
+		k := s.key()
+		if n > 0 {
 			dst = append(dst, ',')
-			dst = strconv.AppendQuote(dst, k)
-			dst = append(dst, ':')
-			dst = appendCompact(dst, v)
+		}
+		dst = append(dst, '"')
+		dst = append(dst, k...)
+		dst = append(dst, `":`...)
+		v := s.value()
+		if string(k) != "tool_calls" || isNullRaw(v) {
+			dst = appendCompactRaw(dst, v)
+			continue
+		}
+		var ok bool
+		if dst, ok = appendToolCalls(dst, v); !ok {
+			return dst, false
 		}
 	}
-	return append(dst, '}'), nil
+	return append(dst, '}'), !s.bad
 }
 
-// appendJSON appends v as compact JSON without escaping <, > and & (which
-// json.Marshal would turn into \u escapes the provider did not send).
-func appendJSON(dst []byte, v any) ([]byte, error) {
-	b := bytes.NewBuffer(dst)
-	enc := json.NewEncoder(b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return dst, err
+// appendToolCalls appends calls, an array of tool-call objects, with an
+// "index" first in each that has none: its position.
+func appendToolCalls(dst, calls []byte) ([]byte, bool) {
+	s := scanner{b: calls}
+	if s.peek() != '[' {
+		return dst, false
 	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
-
-// appendCompact appends the JSON value v with its insignificant space
-// removed, so that it fits on one SSE data line.
-func appendCompact(dst, v []byte) []byte {
-	var b bytes.Buffer
-	if json.Compact(&b, v) != nil {
-		return append(dst, "null"...)
+	s.i++
+	dst = append(dst, '[')
+	for j := 0; s.more(j, ']'); j++ {
+		call := s.value()
+		c := scanner{b: call}
+		if c.peek() != '{' {
+			return dst, false
+		}
+		c.i++
+		hasIndex := false
+		for n := 0; c.more(n, '}'); n++ {
+			if string(c.key()) == "index" {
+				hasIndex = true
+			}
+			c.skip(1)
+		}
+		if j > 0 {
+			dst = append(dst, ',')
+		}
+		if hasIndex {
+			dst = appendCompactRaw(dst, call)
+			continue
+		}
+		dst = append(dst, `{"index":`...)
+		dst = strconv.AppendInt(dst, int64(j), 10)
+		if rest := appendCompactRaw(nil, call)[1:]; len(rest) > 1 { // after '{'
+			dst = append(dst, ',')
+			dst = append(dst, rest...)
+		} else {
+			dst = append(dst, '}')
+		}
 	}
-	return append(dst, b.Bytes()...)
+	return append(dst, ']'), true
 }
 
-// isNull reports whether v is absent or the JSON null.
-func isNull(v json.RawMessage) bool {
-	return len(v) == 0 || string(bytes.TrimSpace(v)) == "null"
+// value reads one value of any type and returns its raw bytes, or nil after
+// an error.
+func (s *scanner) value() []byte {
+	s.ws()
+	start := s.i
+	s.skip(1)
+	if s.bad {
+		return nil
+	}
+	return s.b[start:s.i]
+}
+
+// appendCompactRaw appends v, JSON the scanner has read, with the space
+// outside its strings removed; strings are copied whole.
+func appendCompactRaw(dst, v []byte) []byte {
+	for i := 0; i < len(v); {
+		switch c := v[i]; {
+		case c == '"':
+			j := stringEnd(v, i+1)
+			dst = append(dst, v[i:j]...)
+			i = j
+		case isSpace(c):
+			i++
+		default:
+			dst = append(dst, c)
+			i++
+		}
+	}
+	return dst
+}
+
+// stringEnd returns the index after the closing quote of the string whose
+// contents start at v[i], or len(v).
+func stringEnd(v []byte, i int) int {
+	for {
+		i = nextSpecial(v, i)
+		switch {
+		case i >= len(v):
+			return len(v)
+		case v[i] == '"':
+			return i + 1
+		case v[i] == '\\':
+			i += 2
+		default: // a control character, which the scanner has refused
+			i++
+		}
+	}
+}
+
+// isNullRaw reports whether v, a raw value, is absent or null.
+func isNullRaw(v []byte) bool {
+	return v == nil || string(v) == "null"
 }
