@@ -2,6 +2,7 @@ package tpsroute
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/internal/jsoncheck"
+	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
 )
@@ -128,7 +130,41 @@ func readAPIRequest(body []byte, api route.API) (requestInfo, error) {
 	default:
 		return requestInfo{}, &RequestError{Param: "prompt_cache_key", Reason: "must be a string"}
 	}
+	if api == route.APIResponses {
+		if err := readState(r, &info); err != nil {
+			return requestInfo{}, err
+		}
+	}
 	return info, nil
+}
+
+// readState reads a Responses body's previous_response_id, conversation (an
+// id, or an object with one) and store into info.
+func readState(r func(string) gjson.Result, info *requestInfo) error {
+	switch v := r("previous_response_id"); v.Type {
+	case gjson.Null:
+	case gjson.String:
+		info.PrevID = strings.Clone(v.Str)
+	default:
+		return &RequestError{Param: "previous_response_id", Reason: "must be a string"}
+	}
+	switch v := r("conversation"); {
+	case v.Type == gjson.Null:
+	case v.Type == gjson.String:
+		info.ConvID = strings.Clone(v.Str)
+	case v.IsObject() && v.Get("id").Type == gjson.String:
+		info.ConvID = strings.Clone(v.Get("id").Str)
+	default:
+		return &RequestError{Param: "conversation", Reason: "must be a conversation id or an object with one"}
+	}
+	switch v := r("store"); v.Type {
+	case gjson.Null, gjson.True:
+	case gjson.False:
+		info.NoStore = true
+	default:
+		return &RequestError{Param: "store", Reason: "must be a boolean"}
+	}
+	return nil
 }
 
 // protocol returns the tps.Protocol of a call of api.
@@ -178,6 +214,7 @@ func (c *Client) newPickers(ds []route.Deployment, opts route.Options) error {
 	}
 	c.picker = c.pickers[route.APIChat]
 	c.deps = slices.Clone(ds)
+	c.owners = newOwners(MaxResponseIDs)
 	return nil
 }
 
@@ -453,4 +490,68 @@ func jsonString(raw json.RawMessage) string {
 	var s string
 	_ = json.Unmarshal(raw, &s)
 	return s
+}
+
+// StateError reports a stateful Responses call (one that names a
+// previous_response_id or a conversation) that the deployment holding that
+// state could not serve. tpsroute never sends such a call to another
+// deployment, which lacks the state (it would answer 400
+// previous_response_not_found). Err is why: the deployment's failure (a
+// *fallback.Error) or the routing error. It is a value and safe to share.
+type StateError struct {
+	ID         string      // the previous_response_id or conversation id
+	Deployment measure.Key // the deployment that holds its state
+	Err        error
+}
+
+// Error returns "tpsroute: previous response or conversation ID is held by
+// DEPLOYMENT only, which could not serve the call: ERR".
+func (e *StateError) Error() string {
+	return "tpsroute: previous response or conversation " + strconv.Quote(e.ID) + " is held by " + e.Deployment.String() +
+		" only, which could not serve the call (no other deployment has its state): " + e.Err.Error()
+}
+
+// Unwrap returns Err.
+func (e *StateError) Unwrap() error { return e.Err }
+
+// bindState restricts a stateful Responses call (previous_response_id or a
+// conversation id) to the deployment that holds its state, when the Client
+// knows it (it served the response, or an earlier call of the
+// conversation): a pin without fallbacks. A call naming an id the Client
+// does not know (made elsewhere, or forgotten: MaxResponseIDs) goes to the
+// one deployment the Picker chooses, without fallbacks, so that the id is
+// never sent round every deployment. It reports the owner's key.
+func (c *Client) bindState(req *route.Request, info *requestInfo) (measure.Key, bool) {
+	id := cmp.Or(info.PrevID, info.ConvID)
+	if id == "" {
+		return measure.Key{}, false
+	}
+	req.NoFallbacks = true
+	k, ok := c.owners.get(id)
+	if !ok {
+		return measure.Key{}, false
+	}
+	req.Pin = route.Pin{Provider: k.Provider, Region: k.Region}
+	return k, true
+}
+
+// stateError wraps err, the failure of a call bound to owner, as a
+// *StateError.
+func stateError(err error, info *requestInfo, owner measure.Key, bound bool) error {
+	if !bound {
+		return err
+	}
+	return &StateError{ID: cmp.Or(info.PrevID, info.ConvID), Deployment: owner, Err: err}
+}
+
+// ownResponse records that the deployment with key k holds the state of the
+// response id a successful Responses call created (unless it asked for
+// "store": false) and of the conversation it named.
+func (c *Client) ownResponse(info *requestInfo, id string, k measure.Key) {
+	if id != "" && !info.NoStore {
+		c.owners.put(id, k)
+	}
+	if info.ConvID != "" {
+		c.owners.put(info.ConvID, k)
+	}
 }

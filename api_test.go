@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 )
@@ -67,8 +68,9 @@ func newAPIUpstream(t *testing.T, answers map[string]apiAnswerSpec) *apiUpstream
 		u.mu.Lock()
 		u.seen = append(u.seen, seen{Header: r.Header.Clone(), Body: string(b)})
 		u.paths = append(u.paths, r.URL.Path)
+		answers := u.answers
 		u.mu.Unlock()
-		for suffix, a := range u.answers {
+		for suffix, a := range answers {
 			if strings.HasSuffix(r.URL.Path, "/"+suffix) {
 				if a.status != http.StatusOK {
 					w.WriteHeader(a.status)
@@ -327,4 +329,141 @@ func TestMessagesStreamErrorAfterOutputIsMidStream(t *testing.T) {
 	}
 	require.Error(t, err, "never a clean end")
 	assert.False(t, errors.Is(err, io.EOF))
+}
+
+// TestStatefulResponses: a Responses call that names a previous_response_id
+// or a conversation goes only to the deployment that holds that state; when
+// that deployment fails, the call fails with a *StateError, never on another
+// deployment; a store:false answer binds nothing, and an unknown id goes to
+// one deployment, never round them all.
+func TestStatefulResponses(t *testing.T) {
+	ups := map[string]*apiUpstream{}
+	var ds []route.Deployment
+	for _, p := range []string{"a", "b", "c"} {
+		u := newAPIUpstream(t, map[string]apiAnswerSpec{"responses": {200, strings.ReplaceAll(apiRespStream, "resp_1", "resp_"+p)}})
+		ups[p] = u
+		ds = append(ds, apiDep(p, u, route.APIResponses))
+	}
+	c := apiClient(t, ds...)
+	count := func() map[string]int {
+		out := map[string]int{}
+		for p, u := range ups {
+			reqs, _ := u.requests()
+			out[p] = len(reqs)
+		}
+		return out
+	}
+	call := func(body string) (string, error) {
+		r, err := c.DoAPI(context.Background(), route.APIResponses, []byte(body))
+		if err != nil {
+			return "", err
+		}
+		b, err := io.ReadAll(r.Body)
+		require.NoError(t, r.Body.Close())
+		require.NoError(t, err)
+		var v struct{ ID string }
+		require.NoError(t, json.Unmarshal(b, &v))
+		return v.ID, nil
+	}
+
+	first, err := call(`{"model":"m","input":"hi"}`)
+	require.NoError(t, err)
+	owner := strings.TrimPrefix(first, "resp_")
+	before := count()
+	for range 6 {
+		id, err := call(`{"model":"m","input":"more","previous_response_id":"` + first + `"}`)
+		require.NoError(t, err)
+		assert.Equal(t, first, id, "served by the owner")
+	}
+	after := count()
+	for p := range ups {
+		want := before[p]
+		if p == owner {
+			want += 6
+		}
+		assert.Equal(t, want, after[p], "deployment %s", p)
+	}
+
+	// The owner fails: a typed error, and no other deployment is asked.
+	ups[owner].mu.Lock()
+	ups[owner].answers = map[string]apiAnswerSpec{"responses": {500, `{"error":{"message":"down"}}`}}
+	ups[owner].mu.Unlock()
+	before = count()
+	_, err = call(`{"model":"m","input":"more","previous_response_id":"` + first + `"}`)
+	var se *StateError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, first, se.ID)
+	assert.Equal(t, "responses", se.Deployment.API)
+	assert.Equal(t, owner, se.Deployment.Provider)
+	var fe *fallback.Error
+	assert.ErrorAs(t, err, &fe)
+	after = count()
+	for p := range ups {
+		if p == owner {
+			assert.Greater(t, after[p], before[p], "the owner was asked (and retried)")
+		} else {
+			assert.Equal(t, before[p], after[p], "deployment %s was not asked", p)
+		}
+	}
+
+	// An unknown id, or one of a store:false answer: one deployment only.
+	for p, u := range ups {
+		u.mu.Lock()
+		u.answers = map[string]apiAnswerSpec{"responses": {500, `{"error":{"message":"down ` + p + `"}}`}}
+		u.mu.Unlock()
+	}
+	before = count()
+	_, err = call(`{"model":"m","input":"more","previous_response_id":"resp_unknown"}`)
+	require.Error(t, err)
+	assert.False(t, errors.As(err, &se), "nothing known: no owner to name")
+	after = count()
+	asked := 0
+	for p := range ups {
+		if after[p] > before[p] {
+			asked++
+		}
+	}
+	assert.Equal(t, 1, asked, "an unknown id goes to one deployment")
+}
+
+// TestStatefulResponsesConversationAndStore: the deployment that served a
+// call of a conversation serves its later calls; a store:false answer's id
+// binds nothing.
+func TestStatefulResponsesConversationAndStore(t *testing.T) {
+	c := mustNew(t, Config{Deployments: []route.Deployment{{Provider: "x", Model: "m", BaseURL: "http://127.0.0.1:1/v1", APIs: []route.API{route.APIResponses}}}})
+	k := measure.Key{Provider: "x", Model: "m", API: "responses"}
+	info := requestInfo{API: route.APIResponses, ConvID: "conv_1"}
+	c.ownResponse(&info, "resp_9", k)
+	got, ok := c.owners.get("conv_1")
+	assert.True(t, ok)
+	assert.Equal(t, k, got)
+	_, ok = c.owners.get("resp_9")
+	assert.True(t, ok)
+
+	info = requestInfo{API: route.APIResponses, NoStore: true}
+	c.ownResponse(&info, "resp_10", k)
+	_, ok = c.owners.get("resp_10")
+	assert.False(t, ok, "store:false: nothing to bind")
+
+	for _, tc := range []struct {
+		body  string
+		param string
+		want  requestInfo
+	}{
+		{`{"model":"m","conversation":{"id":"conv_2"},"store":false}`, "", requestInfo{ConvID: "conv_2", NoStore: true}},
+		{`{"model":"m","conversation":"conv_3","previous_response_id":"resp_1"}`, "", requestInfo{ConvID: "conv_3", PrevID: "resp_1"}},
+		{`{"model":"m","previous_response_id":1}`, "previous_response_id", requestInfo{}},
+		{`{"model":"m","conversation":{"x":1}}`, "conversation", requestInfo{}},
+		{`{"model":"m","store":"no"}`, "store", requestInfo{}},
+	} {
+		info, err := readAPIRequest([]byte(tc.body), route.APIResponses)
+		if tc.param != "" {
+			var re *RequestError
+			require.ErrorAs(t, err, &re, tc.body)
+			assert.Equal(t, tc.param, re.Param)
+			continue
+		}
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, requestInfo{ConvID: info.ConvID, PrevID: info.PrevID, NoStore: info.NoStore}, tc.body)
+	}
 }

@@ -40,9 +40,10 @@ type Client struct {
 	picker *route.Picker // the chat Picker; nil when no deployment serves chat
 	// pickers holds one Picker per API some deployment serves (api.go).
 	pickers map[route.API]*route.Picker
-	logger *slog.Logger
-	fleet  Fleet       // nil unless Config.Fleet
-	state  *stateSaver // nil unless Config.StateFile
+	owners  *owners // which deployment holds each Responses id's state
+	logger  *slog.Logger
+	fleet   Fleet       // nil unless Config.Fleet
+	state   *stateSaver // nil unless Config.StateFile
 
 	onDecision   func(route.Request, route.Plan)
 	hedgeDefault bool // Config.Fallback.Hedge was configured: every call may hedge
@@ -301,6 +302,7 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 	cl := &call{c: c, cfg: *cc, info: info, hdr: hdr}
 	req := cc.req
 	req.Model = info.RawModel
+	owner, bound := c.bindState(&req, &info) // a stateful Responses call: its deployment only
 	for _, m := range req.Models {
 		if err := checkModelName("models", m); err != nil {
 			return nil, err
@@ -334,7 +336,7 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 	}
 	plan, err := picker.PickAt(req, now)
 	if err != nil {
-		return nil, c.routeError(c.apiError(err, &info))
+		return nil, stateError(c.routeError(c.apiError(err, &info)), &info, owner, bound)
 	}
 	if c.wild != nil {
 		if plan = c.wild.admit(plan, now); len(plan.Deployments) == 0 {
@@ -348,7 +350,7 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 	if c.logger.Enabled(ctx, slog.LevelDebug) {
 		c.logger.DebugContext(ctx, "tpsroute: plan", "model", info.RawModel, "plan", plan.Explain())
 	}
-	return c.exec.Do(ctx, plan, fallback.Call{
+	res, err := c.exec.Do(ctx, plan, fallback.Call{
 		Body:                 body,
 		Stream:               stream,
 		Assemble:             !stream, // the answer, built as the tap scans each chunk
@@ -361,6 +363,10 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 		Deadlines:            cc.deadlines,
 		Feedback:             cl,
 	})
+	if err != nil {
+		err = stateError(err, &info, owner, bound)
+	}
+	return res, err
 }
 
 // routeError returns the Client's error for the Picker's err: a

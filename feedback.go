@@ -27,6 +27,9 @@ func (cl *call) Begin(i int, d *route.Deployment) fallback.Done {
 		end()
 		c.tel.InFlight(k, -1)
 		cl.cfg.tel.AttemptEnd(i, a, s)
+		if a.Err == nil && cl.info.api() == route.APIResponses {
+			c.ownResponse(&cl.info, s.ID, k)
+		}
 		if a.Err == nil && cl.cacheKey != "" {
 			now := time.Now()
 			if p := c.pickerOf(k.API); p != nil {

@@ -196,6 +196,12 @@ func TestProtocolTap(t *testing.T) {
 				reasoning: s.ReasoningTokens, hidden: s.HiddenTokens, finish: s.FinishReason, end: s.End, truncated: s.Truncated,
 				phase: s.ErrPhase, outputChunks: s.OutputChunks, cache: s.Cache,
 			}
+			switch {
+			case tt.proto == tps.ProtocolResponses && s.Chunks > 0:
+				assert.Equal(t, "resp_1", s.ID)
+			case tt.proto == tps.ProtocolMessages:
+				assert.Equal(t, "msg_01", s.ID)
+			}
 			var se *tps.StreamError
 			if s.Err != nil {
 				require.True(t, errors.As(s.Err, &se), "%v", s.Err)
@@ -215,6 +221,7 @@ func TestProtocolChatUnchanged(t *testing.T) {
 	steps := cat(respPreamble(150), respText(400, 4, "Hel"), respCompleted(520, respUsage))
 	s, _ := runTap(t, steps, nil)
 	assert.Zero(t, s.OutputChunks)
+	assert.Empty(t, s.ID, "no id is kept for chat")
 	assert.Equal(t, time.Duration(0), s.TTFT)
 }
 

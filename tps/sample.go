@@ -131,6 +131,11 @@ type Sample struct {
 	ReasoningTokens  int64       // completion_tokens_details.reasoning_tokens; 0 when usage was implausible
 	Cache            CacheState  // warm, cold or unknown, from the cached-token field
 
+	// ID is the id of the answer a Responses or Messages stream carried
+	// (response.id, message.id; the last non-empty one), which a later
+	// Responses call names as previous_response_id. Empty for chat streams.
+	ID string
+
 	// CacheCreationTokens is the part of InputTokens written to the
 	// provider's prompt cache (a Messages stream's
 	// cache_creation_input_tokens); 0 when not reported.

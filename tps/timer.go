@@ -29,6 +29,7 @@ type Timer struct {
 	firstLen int    // len(text) after the first output chunk
 
 	finish, model, fingerprint []byte // last seen, copied
+	id                         []byte // last seen response id, copied; not kept for chat
 	done                       bool   // "[DONE]" seen
 	ended                      bool
 }
@@ -53,6 +54,7 @@ func (t *Timer) Reset(start time.Time) {
 		finish:      t.finish[:0],
 		model:       t.model[:0],
 		fingerprint: t.fingerprint[:0],
+		id:          t.id[:0],
 	}
 	t.s.Start = start
 }
@@ -160,6 +162,9 @@ func (t *Timer) Event(now time.Time, c *Chunk) {
 	if len(c.SystemFingerprint) > 0 && !bytes.Equal(c.SystemFingerprint, t.fingerprint) {
 		t.fingerprint = append(t.fingerprint[:0], c.SystemFingerprint...)
 	}
+	if len(c.ID) > 0 && t.opts.protocol != ProtocolChat && !bytes.Equal(c.ID, t.id) {
+		t.id = append(t.id[:0], c.ID...)
+	}
 	if c.HasUsage {
 		if t.opts.protocol == ProtocolMessages && t.hasUsage {
 			t.usage.mergeMessages(&c.Usage) // split across message_start and message_delta
@@ -253,6 +258,7 @@ func (t *Timer) end(now time.Time, end End) Sample {
 	s.FinishReason = string(t.finish)
 	s.Model = string(t.model)
 	s.SystemFingerprint = string(t.fingerprint)
+	s.ID = string(t.id)
 
 	trusted := false
 	if t.hasUsage {
