@@ -102,6 +102,7 @@ type call struct {
 
 	start      time.Time // when Do began
 	minTPS     float64   // Call.MinTPS
+	committed  bool      // a Result was returned: runs from now on continue it
 	dl         Deadlines // this call's, defaults filled in
 	choices    int64     // the request's n: finish_reasons that end the stream
 	mid        MidStreamPolicy
@@ -308,8 +309,8 @@ func (cl *call) exceededModel(d *route.Deployment) bool {
 // than the measured ones), whichever is shorter.
 //
 // When the call must answer by a time (the caller's context deadline, or,
-// for a cold d, the call's start plus the configured TTFT deadline) and the
-// attempt may fail over, the deadline also leaves the next deployment time
+// for a cold d, the call's start plus the configured TTFT deadline), the
+// attempt may fail over and it is not a continuation, the deadline also leaves the next deployment time
 // for its expected TTFT and answer (reserve), but never goes below
 // ttftNormalMultiple times d's own expected TTFT (at least
 // DefaultTTFTFloor): a slow deployment's normal answer is never cut to make
@@ -330,7 +331,9 @@ func (cl *call) ttftFor(i int, d *route.Deployment, canFailover bool, start time
 		prompt := time.Duration(min(cl.est, 1<<30)) * (time.Second / ttftPrefillRate)
 		base = min(cfg, max(DefaultTTFTFloor, DefaultTTFTMultiple*p95)+prompt)
 	}
-	if !canFailover {
+	if !canFailover || cl.committed {
+		// A continuation's answer began long ago: the room is for the
+		// first answer only.
 		return base
 	}
 	by, ok := cl.ctx.Deadline()
@@ -651,6 +654,7 @@ func (cl *call) take(k measure.Key, st *keyState, now time.Time) (done func(erro
 
 // commit turns a committed run into the Result.
 func (cl *call) commit(a *run) *Result {
+	cl.committed = true
 	r := &Result{Header: relayHeader(a.resp.Header, a.sc), StatusCode: a.resp.StatusCode, ContentLength: -1, cl: cl}
 	if cl.assemble {
 		r.ContentLength = int64(a.rel - a.off)

@@ -132,3 +132,22 @@ func TestTTFTLeavesRoom(t *testing.T) {
 		})
 	}
 }
+
+// TestContinuationKeepsItsTTFT: a continuation that starts after the call's
+// first answer would have been due (here 20 s into the stream) keeps the
+// configured TTFT deadline; the room for the fallback is the first answer's
+// only. Without it, b's 5 s first token was cut at the 3 s floor.
+func TestContinuationKeepsItsTTFT(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(map[string]replay.Script{
+			"a-m": replay.WithFaults(&replay.Profile{OutputTokens: 120, TPS: 5, TTFT: 100 * time.Millisecond}, replay.CutAfter(100)),
+			"b-m": &replay.Profile{OutputTokens: 120, TPS: 100, TTFT: 5 * time.Second},
+		}, fallback.Options{})
+		res, err := e.do(t, planOf(dep("a", "a-m"), prefillDep("b", "b-m")), fallback.Call{Stream: true})
+		require.NoError(t, err)
+		d := drain(t, res.Body)
+		require.NoError(t, d.err)
+		assert.Equal(t, replay.Text(120), d.text)
+		assert.Equal(t, "b", res.Deployment().Provider)
+	})
+}
