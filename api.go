@@ -215,6 +215,7 @@ func (c *Client) newPickers(ds []route.Deployment, opts route.Options) error {
 	c.picker = c.pickers[route.APIChat]
 	c.deps = slices.Clone(ds)
 	c.owners = newOwners(MaxResponseIDs)
+	c.Responses.c = c
 	return nil
 }
 

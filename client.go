@@ -33,6 +33,9 @@ type Client struct {
 	// Chat holds the chat-completion service, as in openai-go:
 	// client.Chat.Completions.NewStreaming(ctx, params, opts...).
 	Chat ChatService
+	// Responses creates responses with OpenAI's Responses API, as in
+	// openai-go: client.Responses.NewStreaming(ctx, params, opts...).
+	Responses ResponseService
 
 	reg    *measure.Registry
 	tel    *telemetry.Telemetry
@@ -282,6 +285,9 @@ type call struct {
 	// route.Request.ExpectedOutputTokens is an expected size, not a cap, and
 	// an answer longer than twice it would read as stalled.
 	out int64
+	// flights are the first attempts' calls in flight in measure, whose
+	// output gaps feedback.go reports (measure.Flight, live speed).
+	flights [liveAttempts]measure.Flight
 }
 
 // do routes one serialised chat-completion body, already read into info by
