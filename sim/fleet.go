@@ -167,7 +167,7 @@ func (d *simDeployment) decide(c replay.Call) replay.Script {
 		TTFT:           time.Duration(ttft),
 		TPS:            tps,
 		OutputTokens:   out,
-		TokensPerChunk: max(1, out/10),
+		TokensPerChunk: d.perChunk(out),
 		Region:         d.spec.Region,
 		Seed:           d.seed,
 	}
@@ -203,6 +203,19 @@ func (d *simDeployment) decide(c replay.Call) replay.Script {
 		return replay.WithFaults(prof, replay.StallAfter(2, st))
 	}
 	return prof
+}
+
+// liveChunk is the tokens per chunk of a live deployment: a provider's
+// chunking does not depend on the answer's length.
+const liveChunk = 20
+
+// perChunk returns the tokens per content chunk of an answer of out
+// tokens: a tenth of it, or liveChunk in live mode.
+func (d *simDeployment) perChunk(out int) int {
+	if d.live {
+		return liveChunk
+	}
+	return max(1, out/10)
 }
 
 // retryAfter is a Retry-After header value for ra, whole seconds, 1 when ra

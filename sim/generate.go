@@ -43,13 +43,13 @@ func Classes() []string {
 }
 
 // Space is the part of the generator's space Generate draws from. The zero
-// Space draws each fleet's class uniformly from Classes and aims at 120
+// Space draws each fleet's class uniformly from Classes and aims at 100
 // calls a fleet (400 for ClassWidth). It is a plain value.
 type Space struct {
 	// Class restricts the draw to one class; empty draws one per fleet.
 	Class string
 	// Calls is about how many calls a fleet's workload sends (the duration
-	// is set from the expected call time); 0 means 120, and ClassWidth
+	// is set from the expected call time); 0 means 100, and ClassWidth
 	// always sends about 400.
 	Calls int
 }
@@ -68,16 +68,18 @@ func (e *GenerateError) Error() string {
 // seed and Space give the same Scenario. Every fleet has, before its class's
 // features:
 //
-//   - 2 to 16 deployments (a class may narrow it), base TPS log-uniform in
+//   - 2 to 16 deployments (2 + 15·u·v for uniform u and v: half the fleets
+//     have at most 4; a class may narrow it), base TPS log-uniform in
 //     100–1500 tok/s, TTFT log-uniform in 0.1–1.2 s, log-normal per-call
 //     noise of spread 0–0.3;
 //   - with probability 0.3, prompt-size dependence (ContextK 2k–30k tokens,
-//     PrefillTPS 2k–50k tok/s) and prompts of two sizes in 200–4000 words;
+//     PrefillTPS 2k–50k tok/s) and prompts of two sizes, 100–400 and
+//     600–2000 words;
 //   - answers of one to three lengths in 50–400 tokens;
 //   - a closed loop of 1 to 32 callers (log-uniform) or an open loop of
 //     0.5 to 10 calls/s, even or Poisson, each with probability 1/2;
-//   - a duration that gives about sp.Calls calls at the deployments' mean
-//     call time, between 20 s and 1 h.
+//   - a duration that gives about sp.Calls calls, and at least 20 a
+//     deployment, at the deployments' mean call time, between 5 s and 1 h.
 //
 // The scenario is Live (speeds evaluated chunk by chunk), has the
 // throughput objective, no prices and no priors, and is named
@@ -94,10 +96,10 @@ func Generate(seed uint64, sp Space) (*Scenario, error) {
 	}
 	calls := sp.Calls
 	if calls <= 0 {
-		calls = 120
+		calls = 100
 	}
 	g := &gen{r: r}
-	n := 2 + r.IntN(15)
+	n := 2 + int(15*r.Float64()*r.Float64()) // 2 to 16, mostly few
 	switch class {
 	case ClassBatching:
 		n = 2 + r.IntN(2)
@@ -105,6 +107,7 @@ func Generate(seed uint64, sp Space) (*Scenario, error) {
 		n = 8 + r.IntN(9)
 		calls = 400
 	}
+	calls = max(calls, 20*n) // a wide fleet's cold start is not the whole run
 	sc := &Scenario{Name: class + "-" + strconv.FormatUint(seed, 10), Class: class, Seed: seed, Live: true,
 		Description: "drawn by sim.Generate from the " + class + " class"}
 	for i := range n {
@@ -120,7 +123,7 @@ func Generate(seed uint64, sp Space) (*Scenario, error) {
 		w.OutputTokens = append(w.OutputTokens, 50+r.IntN(351))
 	}
 	if r.Float64() < 0.3 {
-		w.InputTokens = []int{200 + r.IntN(800), 1000 + r.IntN(3001)}
+		w.InputTokens = []int{100 + r.IntN(301), 600 + r.IntN(1401)}
 		for i := range sc.Deployments {
 			d := &sc.Deployments[i]
 			d.ContextK = math.Round(g.logU(2000, 30000))
@@ -147,7 +150,7 @@ func Generate(seed uint64, sp Space) (*Scenario, error) {
 	if w.Concurrency > 0 {
 		secs = float64(calls) * per / float64(w.Concurrency)
 	}
-	secs = min(max(secs, 20), 3600)
+	secs = min(max(secs, 5), 3600)
 	sc.Duration = Duration(time.Duration(secs * float64(time.Second)).Round(time.Second))
 	g.timed(sc, class, time.Duration(sc.Duration))
 	if err := sc.Validate(); err != nil {

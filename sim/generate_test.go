@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"strconv"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -143,6 +145,18 @@ func TestLimit(t *testing.T) {
 	assert.Greater(t, rep.Result("oracle").Summary.TrueBest, 0.99)
 }
 
+// A closed-loop caller whose call failed waits a second: a whole outage
+// under two callers for 10 s fails about 20 calls, where a loop without
+// the pause spins forever in virtual time.
+func TestClosedLoopOutagePauses(t *testing.T) {
+	sc := &Scenario{Name: "down-closed", Duration: Duration(10 * time.Second),
+		Workload:    Workload{Concurrency: 2},
+		Deployments: []Deployment{{Provider: "p", TTFT: Duration(time.Millisecond), TPS: 100, Phases: []Phase{{Status: 503}}}}}
+	s := run(t, sc, Defaults()).Results[0].Summary
+	assert.Equal(t, s.Calls, s.Failed)
+	assert.InDelta(t, 20, s.Calls, 2)
+}
+
 // A drift multiplies TPS by exp(rate × t) from From, held at Floor.
 func TestDriftFactor(t *testing.T) {
 	d := Drift{From: Duration(10 * time.Second), Rate: -0.1, Floor: 0.5}
@@ -204,5 +218,34 @@ func TestRandomFleets(t *testing.T) {
 		if n <= randomFleets {
 			assert.Less(t, cpu1-cpu0, 2*time.Minute)
 		}
+	}
+}
+
+var fleetFlag = flag.String("sim.fleet", "", "TestOneFleet: the class-seed of a generated fleet to run and show")
+
+// TestOneFleet runs one generated fleet ("CLASS-SEED", -sim.fleet) under
+// the random-fleet policies and logs its table and scenario: the way to
+// look into a fleet the distribution shows the defaults losing.
+func TestOneFleet(t *testing.T) {
+	if *fleetFlag == "" {
+		t.Skip("set -sim.fleet CLASS-SEED")
+	}
+	class, seed, ok := strings.Cut(*fleetFlag, "-")
+	require.True(t, ok)
+	n, err := strconv.ParseUint(seed, 10, 64)
+	require.NoError(t, err)
+	sc, err := Generate(n, Space{Class: class})
+	require.NoError(t, err)
+	js, _ := json.MarshalIndent(sc, "", "  ")
+	t.Logf("%s", js)
+	rep := run(t, sc, testBaselines(n)...)
+	for _, r := range rep.Results {
+		share := make([]float64, len(sc.Deployments))
+		for _, c := range r.Calls {
+			if c.Sent >= 0 {
+				share[c.Sent] += 1 / float64(len(r.Calls))
+			}
+		}
+		t.Logf("%s: shares %.2f; route %+v", r.Policy, share, r.Route)
 	}
 }

@@ -31,8 +31,7 @@ func (d *simDeployment) pace(ctx context.Context, rc io.ReadCloser) io.ReadClose
 		r := rand.New(rand.NewPCG(d.seed, d.streams.Add(1)|1<<62))
 		noise = math.Exp(d.spec.Sigma * r.NormFloat64())
 	}
-	per := max(1, max(info.out, 2)/10) // decide's TokensPerChunk
-	return &liveBody{rc: rc, d: d, prompt: info.prompt, per: per, noise: noise, closed: make(chan struct{})}
+	return &liveBody{rc: rc, d: d, prompt: info.prompt, per: d.perChunk(info.out), noise: noise, closed: make(chan struct{})}
 }
 
 // liveBody is a stream paced chunk by chunk. Read is called by one reader;

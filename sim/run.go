@@ -141,7 +141,16 @@ func (r *runner) run(ctx context.Context) {
 			wg.Go(func() {
 				buf := make([]byte, 32<<10)
 				for ctx.Err() == nil && time.Now().Before(end) {
-					r.call(ctx, buf)
+					if r.call(ctx, buf) {
+						// A caller whose call failed waits a second before
+						// the next, as a client backs off: when every
+						// deployment fails at once, a closed loop would
+						// otherwise spin without time passing.
+						select {
+						case <-ctx.Done():
+						case <-time.After(failedPause):
+						}
+					}
 				}
 			})
 		}
@@ -187,12 +196,15 @@ func (r *runner) available(elapsed time.Duration) ([]int, []string) {
 	return av, ignore
 }
 
-// call sends one call and records it.
+// failedPause is how long a closed-loop caller waits after a failed call.
+const failedPause = time.Second
+
+// call sends one call, records it and reports whether it failed.
 //
 // It is long (about 90 lines) because one simulated call's request, read
 // and accounting of every attempt share the call's state and the runner's
 // lock.
-func (r *runner) call(ctx context.Context, buf []byte) {
+func (r *runner) call(ctx context.Context, buf []byte) (failed bool) {
 	i := int(r.seq.Add(1) - 1)
 	body := r.workload.Body(i, bench.Cold, "sim")
 	if r.sc.Workload.Warm {
@@ -274,4 +286,5 @@ func (r *runner) call(ctx context.Context, buf []byte) {
 	r.mu.Lock()
 	r.calls = append(r.calls, c)
 	r.mu.Unlock()
+	return c.Failed
 }

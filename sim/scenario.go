@@ -74,6 +74,8 @@ type Scenario struct {
 	// deployment's speed at that moment (its phase, drift, slow period and
 	// the streams running then, which join and leave while it runs), so a
 	// stream already running slows when others join a batching deployment.
+	// Live answers come in chunks of 20 tokens (a tenth of the answer
+	// otherwise).
 	// Generate sets it; the bundled scenarios leave it off (their floors were
 	// measured with the speed fixed at the start).
 	Live bool `json:"live,omitempty"`
@@ -95,7 +97,8 @@ type SLO struct {
 // for OutputTokens tokens, cycling.
 type Workload struct {
 	// Concurrency runs that many callers in a closed loop, each sending its
-	// next call when the previous one ended.
+	// next call when the previous one ended, or a second later when it
+	// failed.
 	Concurrency int `json:"concurrency,omitempty"`
 	// Rate sends calls in an open loop at this many per second.
 	Rate float64 `json:"rate,omitempty"`
