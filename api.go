@@ -53,9 +53,16 @@ const DefaultAnthropicVersion = "2023-06-01"
 // added. A failure after the first output delta is a mid-stream error, never
 // continued.
 //
+// route.APIEmbeddings takes an OpenAI embeddings request body (POST
+// /v1/embeddings; "input" a string or an array, kept whole: a batch is one
+// request and one answer). It never streams: each attempt is a plain call
+// whose answer, as the provider sent it (base64 vectors untouched), is
+// Body; errors fail over as a chat call's do; usage.prompt_tokens is
+// metered, and the statistics, kept under the embeddings key, time the
+// answer's latency (as TTFT).
+//
 // A model that has deployments, none serving api, is a *route.APIError (404;
-// tpsroute does not translate between APIs). route.APIEmbeddings is not routed
-// yet: it is a *RequestError. Everything else is as for Do.
+// tpsroute does not translate between APIs). Everything else is as for Do.
 func (c *Client) DoAPI(ctx context.Context, api route.API, body []byte, opts ...CallOption) (*Response, error) {
 	cc := buildCallConfig(opts)
 	return c.sendAPI(ctx, api, body, nil, &cc)
@@ -80,8 +87,8 @@ func (c *Client) sendAPI(ctx context.Context, api route.API, body []byte, hdr ht
 // cap (max_output_tokens, max_tokens) and prompt_cache_key; Messages requires
 // "messages".
 func readAPIRequest(body []byte, api route.API) (requestInfo, error) {
-	if api == route.APIEmbeddings || !api.Known() {
-		return requestInfo{}, &RequestError{Reason: fmt.Sprintf("the %s API is not routed", api)}
+	if !api.Known() || api == route.APIChat {
+		return requestInfo{}, &RequestError{Reason: fmt.Sprintf("the %q API is not routed here", api)}
 	}
 	if err := jsoncheck.Valid(body); err != nil {
 		if errors.Is(err, jsoncheck.ErrTooDeep) {
@@ -103,6 +110,13 @@ func readAPIRequest(body []byte, api route.API) (requestInfo, error) {
 	}
 	info := requestInfo{RawModel: strings.Clone(model.Str), API: api}
 	info.Model, info.Revision = route.ParseModel(info.RawModel)
+	if api == route.APIEmbeddings {
+		// Never streamed; a batch is one request and one answer, kept whole.
+		if in := r("input"); !(in.Type == gjson.String || in.IsArray()) {
+			return requestInfo{}, &RequestError{Param: "input", Reason: "required: a string or an array"}
+		}
+		return info, nil
+	}
 	switch s := r("stream"); s.Type {
 	case gjson.True:
 		info.Stream = true
@@ -174,6 +188,8 @@ func protocol(api route.API) tps.Protocol {
 		return tps.ProtocolResponses
 	case route.APIMessages:
 		return tps.ProtocolMessages
+	case route.APIEmbeddings:
+		return tps.ProtocolEmbeddings
 	}
 	return tps.ProtocolChat
 }
@@ -215,7 +231,7 @@ func (c *Client) newPickers(ds []route.Deployment, opts route.Options) error {
 	c.picker = c.pickers[route.APIChat]
 	c.deps = slices.Clone(ds)
 	c.owners = newOwners(MaxResponseIDs)
-	c.Responses.c = c
+	c.Responses.c, c.Embeddings.c = c, c
 	return nil
 }
 
@@ -279,12 +295,22 @@ func (cl *call) buildAPI(ctx context.Context, d route.Deployment, body []byte) (
 	if b, err = sjson.SetBytes(b, "model", d.WireModel()); err != nil {
 		return nil, unbuildable(err)
 	}
+	if api == route.APIEmbeddings {
+		// The executor's "stream" (false for a plain call) is no field of
+		// the embeddings API.
+		if b, err = sjson.DeleteBytes(b, "stream"); err != nil {
+			return nil, unbuildable(err)
+		}
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.JoinPath(api.Path()).String(), bytes.NewReader(b))
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
+	if api == route.APIEmbeddings {
+		req.Header.Set("Accept", "application/json")
+	}
 	if api == route.APIMessages {
 		if d.APIKey != "" {
 			req.Header.Set("X-Api-Key", d.APIKey)
@@ -343,10 +369,16 @@ func apiAnswer(r *Response, res *fallback.Result, api route.API) error {
 		return err
 	}
 	var out []byte
-	if api == route.APIResponses {
+	switch api {
+	case route.APIResponses:
 		out, err = responsesAnswer(raw)
-	} else {
+	case route.APIMessages:
 		out, err = messagesAnswer(raw)
+	default: // embeddings: the provider's answer, which the executor framed as one event
+		tps.ForEachData(raw, func(data []byte) { out = append(out[:0], data...) })
+		if out == nil {
+			err = errNoAnswer
+		}
 	}
 	if err != nil {
 		return err

@@ -72,9 +72,12 @@ func newAPIUpstream(t *testing.T, answers map[string]apiAnswerSpec) *apiUpstream
 		u.mu.Unlock()
 		for suffix, a := range answers {
 			if strings.HasSuffix(r.URL.Path, "/"+suffix) {
-				if a.status != http.StatusOK {
+				switch {
+				case a.status != http.StatusOK:
 					w.WriteHeader(a.status)
-				} else {
+				case suffix == "embeddings":
+					w.Header().Set("Content-Type", "application/json")
+				default:
 					w.Header().Set("Content-Type", "text/event-stream")
 				}
 				_, _ = io.WriteString(w, a.body)

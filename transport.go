@@ -25,16 +25,16 @@ import (
 //     Non-streaming callers get a chat.completion JSON body: the call streams
 //     underneath (so it feeds the statistics) and fails over invisibly until
 //     the end, then the chunks are accumulated.
-//   - POST .../responses (OpenAI's Responses API) and POST .../messages
-//     (Anthropic's Messages API): the same, as Client.DoAPI describes, to the
-//     deployments that declare the API (route.Deployment.APIs), each answered
-//     in its API's shape. A Messages attempt carries the deployment's key as
-//     "x-api-key" and an "anthropic-version"; the caller's x-api-key or
-//     Authorization is never forwarded.
+//   - POST .../responses (OpenAI's Responses API), POST .../messages
+//     (Anthropic's Messages API) and POST .../embeddings: the same, as
+//     Client.DoAPI describes, to the deployments that declare the API
+//     (route.Deployment.APIs), each answered in its API's shape. A Messages
+//     attempt carries the deployment's key as "x-api-key" and an
+//     "anthropic-version"; the caller's x-api-key or Authorization is never
+//     forwarded.
 //   - GET .../models: the configured logical models, as an OpenAI model list.
-//   - Anything else (embeddings among it, for now) is refused with 404 and an
-//     OpenAI-shaped error body, so no credential goes to an endpoint it was
-//     not configured for.
+//   - Anything else is refused with 404 and an OpenAI-shaped error body, so
+//     no credential goes to an endpoint it was not configured for.
 //
 // The path is that of Client.Do, with the caller's headers forwarded minus
 // credentials. A call that fails is answered as Client.HTTPError says: the
@@ -70,7 +70,7 @@ func ContextWithOptions(ctx context.Context, opts ...CallOption) context.Context
 func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	path := strings.TrimSuffix(req.URL.Path, "/")
 	if req.Method == http.MethodPost {
-		for _, a := range [...]route.API{route.APIChat, route.APIResponses, route.APIMessages} {
+		for _, a := range [...]route.API{route.APIChat, route.APIResponses, route.APIMessages, route.APIEmbeddings} {
 			if strings.HasSuffix(path, "/"+a.Path()) {
 				return t.chat(req, a)
 			}
@@ -83,7 +83,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.models(req), nil
 	}
 	e := &HTTPError{Status: http.StatusNotFound, Type: "invalid_request_error", Code: "not_routed",
-		Message: "tpsroute: the Transport routes only POST .../chat/completions, .../responses and .../messages and GET .../models, not " + req.Method + " " + req.URL.Path}
+		Message: "tpsroute: the Transport routes only POST .../chat/completions, .../responses, .../messages and .../embeddings and GET .../models, not " + req.Method + " " + req.URL.Path}
 	return e.response(req), nil
 }
 

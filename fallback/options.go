@@ -530,6 +530,10 @@ type Call struct {
 	// Assemble and a mid-stream continuation are for chat streams only: with
 	// another protocol Assemble is ignored (Result.Body is the buffered
 	// stream) and a failure after the commit point is a MidStreamError.
+	// Every attempt of a tps.ProtocolEmbeddings call is a plain call (its
+	// answer never streams), framed for the tap as one event
+	// (tps.AppendEvent); its Sample is not Unstreamed: its TTFT is the
+	// answer's latency, which routing compares.
 	Protocol tps.Protocol
 	// Deadlines override Options.Deadlines for this call, field by field:
 	// a zero field inherits, a negative one turns that deadline off.

@@ -22,9 +22,10 @@ import (
 // whole answer's latency and its speed was not seen (docs/CONFIG.md,
 // "Plain upstream calls").
 
-// plainOn reports whether the attempt on d is a plain upstream call.
+// plainOn reports whether the attempt on d is a plain upstream call: every
+// embeddings call, which never streams.
 func (cl *call) plainOn(d *route.Deployment) bool {
-	return cl.protocol == tps.ProtocolChat && (d.Capabilities.NoStream || cl.plain && !cl.stream)
+	return cl.protocol == tps.ProtocolEmbeddings || cl.protocol == tps.ProtocolChat && (d.Capabilities.NoStream || cl.plain && !cl.stream)
 }
 
 // plainBody returns body, which carries "stream": true, with "stream":
@@ -63,7 +64,11 @@ func (a *run) unstream(resp *http.Response) {
 		b = nil
 	}
 	var ev []byte
-	if b != nil {
+	switch {
+	case b == nil:
+	case a.cl.protocol == tps.ProtocolEmbeddings: // one event: the answer
+		ev = tps.AppendEvent(nil, b)
+	default:
 		if ev, err = tps.AppendCompletionEvents(nil, b); err != nil {
 			a.malformed = true
 		}

@@ -538,7 +538,9 @@ func (a *run) markFinished() {
 }
 
 func (a *run) onSample(s tps.Sample) {
-	s.Unstreamed = a.plain || a.plainAnswer != nil
+	// An embeddings answer never streams: its TTFT is its latency, which
+	// is what routing compares (tps.ProtocolEmbeddings).
+	s.Unstreamed = (a.plain || a.plainAnswer != nil) && a.cl.protocol != tps.ProtocolEmbeddings
 	a.sample = s
 	a.sampled = true
 }

@@ -16,11 +16,15 @@ const (
 	// ProtocolMessages is an Anthropic Messages stream (POST /v1/messages),
 	// parsed by ParseMessagesEvent.
 	ProtocolMessages
+	// ProtocolEmbeddings is an OpenAI embeddings answer (POST
+	// /v1/embeddings), which never streams: read whole and framed as one
+	// event (AppendEvent), parsed by ParseEmbeddingsEvent.
+	ProtocolEmbeddings
 )
 
-// String returns "chat", "responses" or "messages".
+// String returns "chat", "responses", "messages" or "embeddings".
 func (p Protocol) String() string {
-	return enumString(uint8(p), "Protocol", "chat", "responses", "messages")
+	return enumString(uint8(p), "Protocol", "chat", "responses", "messages", "embeddings")
 }
 
 // WithProtocol makes a Tap parse its events as protocol p's payloads
@@ -40,6 +44,8 @@ func parseEvent(p Protocol, data []byte, c *Chunk) error {
 		return ParseResponsesEvent(data, c)
 	case ProtocolMessages:
 		return ParseMessagesEvent(data, c)
+	case ProtocolEmbeddings:
+		return ParseEmbeddingsEvent(data, c)
 	}
 	return ParseChunk(data, c)
 }

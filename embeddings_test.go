@@ -1,0 +1,100 @@
+package tpsroute
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
+
+	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/route"
+)
+
+// apiEmbeddings is an embeddings answer with base64 vectors, pretty-printed
+// as some servers send it.
+const apiEmbeddings = "{\n  \"object\": \"list\",\n  \"data\": [\n    {\"object\": \"embedding\", \"index\": 0, \"embedding\": \"AACAPwAAAEA=\"},\n" +
+	"    {\"object\": \"embedding\", \"index\": 1, \"embedding\": \"AABAQAAAgEA=\"}\n  ],\n  \"model\": \"text-embedding-3-small\",\n" +
+	"  \"usage\": {\"prompt_tokens\": 8, \"total_tokens\": 8}\n}\n"
+
+// TestEmbeddings: POST .../embeddings through the Transport (openai-go's
+// client.Embeddings), Client.Embeddings.New and DoAPI route a batch whole to
+// the deployments that declare embeddings, fail over on an error, answer
+// the provider's JSON (base64 vectors untouched), send no "stream" field, and
+// meter the input tokens under the embeddings key, with the answer's latency
+// as TTFT.
+func TestEmbeddings(t *testing.T) {
+	down := newAPIUpstream(t, map[string]apiAnswerSpec{"embeddings": {http.StatusInternalServerError, `{"error":{"message":"down"}}`}})
+	up := newAPIUpstream(t, map[string]apiAnswerSpec{"embeddings": {200, apiEmbeddings}})
+	chat := newAPIUpstream(t, map[string]apiAnswerSpec{"chat/completions": {200, apiChatStream}})
+	c := apiClient(t, apiDep("down", down, route.APIEmbeddings), apiDep("up", up, route.APIEmbeddings), apiDep("chat", chat))
+
+	oc := openai.NewClient(option.WithBaseURL("http://tpsroute.invalid/v1"), option.WithAPIKey("caller-secret"),
+		option.WithHTTPClient(&http.Client{Transport: c.Transport()}), option.WithMaxRetries(0))
+	params := openai.EmbeddingNewParams{
+		Model:          "m",
+		Input:          openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: []string{"first", "second"}},
+		EncodingFormat: openai.EmbeddingNewParamsEncodingFormatBase64,
+	}
+	ctx := ContextWithOptions(context.Background(), WithPin("down", ""))
+	got, err := oc.Embeddings.New(ctx, params)
+	require.NoError(t, err)
+	require.Len(t, got.Data, 2)
+	assert.Equal(t, int64(8), got.Usage.PromptTokens)
+
+	typed, err := c.Embeddings.New(ctx, params)
+	require.NoError(t, err)
+	assert.Equal(t, got.Data[1].Embedding, typed.Data[1].Embedding)
+
+	r, err := c.DoAPI(ctx, route.APIEmbeddings, []byte(`{"model":"m","input":["first","second"],"encoding_format":"base64"}`))
+	require.NoError(t, err)
+	b, err := io.ReadAll(r.Body)
+	require.NoError(t, err)
+	require.NoError(t, r.Body.Close())
+	assert.JSONEq(t, apiEmbeddings, string(b))
+	assert.Equal(t, "AABAQAAAgEA=", gjson.GetBytes(b, "data.1.embedding").Str, "base64 vectors pass untouched")
+	assert.Equal(t, "up", r.Deployment().Provider)
+	assert.Equal(t, 2, r.AttemptCount(), "the pinned deployment failed first")
+
+	reqs, paths := up.requests()
+	require.Len(t, reqs, 3)
+	for i, rq := range reqs {
+		assert.Equal(t, "/v1/embeddings", paths[i])
+		assert.Equal(t, "Bearer key-up-", rq.Header.Get("Authorization"))
+		assert.Equal(t, []string{"first", "second"}, toStrings(gjson.Get(rq.Body, "input").Array()), "the batch whole")
+		assert.False(t, gjson.Get(rq.Body, "stream").Exists(), "embeddings take no stream field: %s", rq.Body)
+		assert.False(t, gjson.Get(rq.Body, "stream_options").Exists())
+	}
+	chatReqs, _ := chat.requests()
+	assert.Empty(t, chatReqs)
+
+	st, ok := c.Stats().Lookup(measure.Key{Provider: "up", Model: "m", API: "embeddings"})
+	require.True(t, ok)
+	assert.Equal(t, int64(3), st.Successes)
+	assert.Equal(t, int64(24), st.InputTokens)
+	assert.Positive(t, st.TTFT.P50, "the answer's latency is measured")
+	_, ok = c.Stats().Lookup(measure.Key{Provider: "up", Model: "m"})
+	assert.False(t, ok)
+
+	_, err = c.DoAPI(context.Background(), route.APIEmbeddings, []byte(`{"model":"m","input":5}`))
+	var re *RequestError
+	require.ErrorAs(t, err, &re)
+	assert.Equal(t, "input", re.Param)
+	_, err = c.DoAPI(context.Background(), route.APIEmbeddings, []byte(`{"model":"nope","input":"x"}`))
+	require.Error(t, err)
+	assert.True(t, strings.Contains(err.Error(), "nope"), err.Error())
+}
+
+func toStrings(rs []gjson.Result) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.Str
+	}
+	return out
+}

@@ -1,0 +1,93 @@
+package tps
+
+// ParseEmbeddingsEvent parses an OpenAI embeddings answer (the JSON body of
+// POST /v1/embeddings, which never streams: the executor hands it to a Tap
+// as one event, AppendEvent) into c, overwriting everything c held: a
+// non-empty "data" array is the output (one output event: TTFT is the
+// answer's latency) and ends the answer (FinishReason "stop");
+// usage.prompt_tokens is Usage.PromptTokens; a non-null top-level "error"
+// is an Error. The vectors themselves, floats or base64, are skipped, never
+// decoded. It does not allocate, and it never panics; the only error is
+// ErrMalformed, for data that is not one well-formed JSON object.
+func ParseEmbeddingsEvent(data []byte, c *Chunk) error {
+	c.reset()
+	s := scanner{b: data}
+	if !s.open('{') {
+		return ErrMalformed
+	}
+	for n := 0; s.more(n, '}'); n++ {
+		switch string(s.key()) {
+		case "data":
+			if s.peek() != '[' {
+				s.skip(1)
+				continue
+			}
+			if at := s.i; s.nonEmptyArray() {
+				c.Output, c.OutputDeltas = true, 1
+				c.OutputBytes = s.i - at
+				c.FinishReason = stop
+			}
+		case "usage":
+			if s.peek() != '{' {
+				s.skip(1)
+				continue
+			}
+			at := s.i
+			s.i++
+			for m := 0; s.more(m, '}'); m++ {
+				switch string(s.key()) {
+				case "prompt_tokens":
+					c.Usage.PromptTokens = s.int()
+					c.HasUsage = true
+				case "total_tokens":
+					c.Usage.TotalTokens = s.int()
+				default:
+					s.skip(2)
+				}
+			}
+			c.UsageRaw = s.b[at:s.i]
+		case "model":
+			c.Model = s.optStr()
+		case "error":
+			if !s.null() {
+				s.ws()
+				start := s.i
+				s.skip(1)
+				c.Error = true
+				c.ErrorBody = s.b[start:s.i]
+			}
+		default:
+			s.skip(1)
+		}
+	}
+	if s.ws(); s.i < len(s.b) {
+		s.fail()
+	}
+	if s.bad {
+		return ErrMalformed
+	}
+	if !c.HasUsage {
+		c.Usage, c.UsageRaw = Usage{}, nil
+	}
+	return nil
+}
+
+var stop = []byte("stop")
+
+// AppendEvent appends data framed as one SSE event ("data: " before each of
+// its lines, a blank line after), so that a Tap reads data back with its
+// line ends (LF, CRLF or a lone CR) made LF: a JSON answer read whole (an
+// embeddings answer) is timed and checked by the one framer.
+func AppendEvent(dst, data []byte) []byte {
+	dst = append(dst, "data: "...)
+	for i, b := range data {
+		switch {
+		case b == '\n', b == '\r' && (i+1 == len(data) || data[i+1] != '\n'):
+			dst = append(dst, "\ndata: "...)
+		case b == '\r':
+		default:
+			dst = append(dst, b)
+		}
+	}
+	return append(dst, "\n\n"...)
+}
