@@ -36,9 +36,6 @@ type Client struct {
 	// Responses creates responses with OpenAI's Responses API, as in
 	// openai-go: client.Responses.NewStreaming(ctx, params, opts...).
 	Responses ResponseService
-	// Embeddings creates embeddings, as in openai-go:
-	// client.Embeddings.New(ctx, params, opts...).
-	Embeddings EmbeddingService
 
 	reg    *measure.Registry
 	tel    *telemetry.Telemetry
@@ -54,6 +51,8 @@ type Client struct {
 	onDecision   func(route.Request, route.Plan)
 	hedgeDefault bool // Config.Fallback.Hedge was configured: every call may hedge
 	maxEvent     int  // Config.Fallback.Limits.Event: a Stream reads events as large as the executor releases
+
+	minTPS float64 // Config.Route.SLO.MinTPS: a stream is rescued for slowness only below it (fallback.Call.MinTPS)
 
 	deps   []route.Deployment // as configured, for ModelIDs and Deployments
 	wild   *wildcards         // wildcard deployments' admitted models; nil without one
@@ -86,7 +85,7 @@ func New(cfg Config) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c := &Client{logger: cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)), onDecision: cfg.OnDecision}
+	c := &Client{logger: cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)), onDecision: cfg.OnDecision, minTPS: cfg.Route.SLO.MinTPS}
 
 	mo := cfg.Measure
 	mo.Prices = make(map[measure.Key]measure.Price, len(cfg.Deployments)+len(mo.Prices))
@@ -366,6 +365,7 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 		NoHedge:              !(c.hedgeDefault || cc.hedge),
 		NoFallback:           cc.req.NoFallbacks,
 		EstimatedInputTokens: req.ExpectedInputTokens,
+		MinTPS:               cmp.Or(req.SLO.MinTPS, c.minTPS),
 		Deadlines:            cc.deadlines,
 		Feedback:             cl,
 	})
