@@ -36,6 +36,9 @@ type Client struct {
 	// Responses creates responses with OpenAI's Responses API, as in
 	// openai-go: client.Responses.NewStreaming(ctx, params, opts...).
 	Responses ResponseService
+	// Embeddings creates embeddings, as in openai-go:
+	// client.Embeddings.New(ctx, params, opts...).
+	Embeddings EmbeddingService
 
 	reg    *measure.Registry
 	tel    *telemetry.Telemetry
