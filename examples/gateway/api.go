@@ -24,6 +24,13 @@ func (g *gateway) messages(w http.ResponseWriter, r *http.Request) {
 	g.serve(w, r, route.APIMessages)
 }
 
+// embeddings serves POST /v1/embeddings, routed to the deployments that
+// declare "embeddings": never streamed, a batch kept whole, the provider's
+// answer relayed as sent.
+func (g *gateway) embeddings(w http.ResponseWriter, r *http.Request) {
+	g.serve(w, r, route.APIEmbeddings)
+}
+
 // apiOptions returns the call options a request of api carries beside its
 // directives: for Messages, the caller's anthropic-version and
 // anthropic-beta headers.

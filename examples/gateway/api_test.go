@@ -161,3 +161,28 @@ func TestGatewayMessages(t *testing.T) {
 	w = serveAPI(g, "/v1/messages", `{"model":"m","max_tokens":5,"messages":[]}`, "x-api-key", "wrong")
 	assert.Equal(t, http.StatusUnauthorized, w.Code)
 }
+
+// embeddingsHost answers every request with an embeddings JSON answer.
+type embeddingsHost struct{ body string }
+
+func (h embeddingsHost) RoundTrip(r *http.Request) (*http.Response, error) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(strings.NewReader(h.body)), Request: r}, nil
+}
+
+// TestGatewayEmbeddings: POST /v1/embeddings is routed to embeddings
+// deployments and answered with the provider's JSON as sent.
+func TestGatewayEmbeddings(t *testing.T) {
+	const answer = `{"object":"list","data":[{"object":"embedding","index":0,"embedding":"AACAPw=="}],"model":"e","usage":{"prompt_tokens":2,"total_tokens":2}}`
+	c, err := newClient(testConfig(apiDep("e", route.APIEmbeddings)), embeddingsHost{answer})
+	require.NoError(t, err)
+	g := newGateway(c, options{})
+	w := serveAPI(g, "/v1/embeddings", `{"model":"m","input":["a"],"encoding_format":"base64"}`)
+	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+	assert.JSONEq(t, answer, w.Body.String())
+	assert.Equal(t, "e//m#embeddings", w.Header().Get("X-Tpsroute-Deployment"))
+	w = serveAPI(g, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	assert.Equal(t, http.StatusNotFound, w.Code)
+	assert.Equal(t, "api_not_served", errorOf(t, w.Body.Bytes()).Get("code").Str)
+}

@@ -30,6 +30,7 @@
 //   - POST /v1/chat/completions, streaming or not. Fields the gateway does not
 //     know pass through byte for byte; "models" and "provider" are read and
 //     removed.
+//   - POST /v1/embeddings, a batch kept whole, the provider's answer as sent.
 //   - POST /v1/responses (OpenAI's Responses API) and POST /v1/messages
 //     (Anthropic's Messages API), streaming or not, with the same
 //     directives, limits, metrics and debug page, routed only to the
