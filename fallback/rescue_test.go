@@ -89,6 +89,11 @@ func TestSlowStreamRescue(t *testing.T) {
 					return
 				}
 				assert.Equal(t, "b", res.Deployment().Provider)
+				// The first window closes 3 s after the first output chunk
+				// (200 ms): never earlier, at the chunk that closes it.
+				assert.GreaterOrEqual(t, atts[0].Duration, 3200*time.Millisecond, "slow for a whole window first")
+				assert.Less(t, atts[0].Duration, 4*time.Second)
+				assert.Equal(t, 2, res.AttemptCount())
 				assert.ErrorIs(t, atts[0].Err, fallback.ErrRescued)
 				assert.Equal(t, fallback.ClassCanceled, atts[0].Class, "no breaker, no error rate")
 				assert.Contains(t, atts[0].String(), "rescued")
@@ -146,4 +151,28 @@ func TestRescueEvidence(t *testing.T) {
 			assert.Greater(t, r.speedupPct, 50.0, "k=%d slow=%v", r.k, r.slow)
 		}
 	}
+}
+
+// TestRescueTriesTheNextTarget: when the first target fails before its
+// first output, the rescue goes on to the next one, in plan order.
+func TestRescueTriesTheNextTarget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fast := func() *replay.Profile { return &replay.Profile{OutputTokens: 200, TPS: 100, TTFT: 200 * time.Millisecond} }
+		e := newEnv(map[string]replay.Script{
+			"a-m": replay.WithFaults(fast(), replay.SlowAfter(20, 5)),
+			"b-m": replay.WithFaults(fast(), replay.Status(503, "", nil)),
+			"c-m": fast(),
+		}, fallback.Options{})
+		a, b, c := prefillDep("a", "a-m"), prefillDep("b", "b-m"), prefillDep("c", "c-m")
+		x := route.Expected{TPS: 100, TPSOK: true, OK: true}
+		plan := route.Plan{Deployments: []route.Candidate{{Deployment: &a, Expected: x}, {Deployment: &b, Expected: x}, {Deployment: &c, Expected: x}}}
+		res, err := e.do(t, plan, fallback.Call{Stream: true})
+		require.NoError(t, err)
+		d := drain(t, res.Body)
+		require.NoError(t, d.err)
+		assert.Equal(t, replay.Text(200), d.text)
+		assert.Equal(t, "c", res.Deployment().Provider)
+		assert.Len(t, attemptsFor(e.h, "b-m"), 1)
+		assert.Equal(t, 3, res.AttemptCount())
+	})
 }
