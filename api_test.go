@@ -470,3 +470,31 @@ func TestStatefulResponsesConversationAndStore(t *testing.T) {
 		assert.Equal(t, tc.want, requestInfo{ConvID: info.ConvID, PrevID: info.PrevID, NoStore: info.NoStore}, tc.body)
 	}
 }
+
+// TestMessagesCacheControl: Messages cache_control blocks (on system
+// blocks, message content and tools) reach a deployment that declares
+// cache_control as sent, and are stripped for one that does not, which
+// would refuse the call.
+func TestMessagesCacheControl(t *testing.T) {
+	const body = `{"model":"m","max_tokens":8,"system":[{"type":"text","text":"long prefix","cache_control":{"type":"ephemeral"}}],` +
+		`"tools":[{"name":"t","input_schema":{"type":"object"},"cache_control":{"type":"ephemeral"}}],` +
+		`"messages":[{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]}]}`
+	for _, accepts := range []bool{true, false} {
+		up := newAPIUpstream(t, map[string]apiAnswerSpec{"messages": {200, apiMsgStream}})
+		d := apiDep("a", up, route.APIMessages)
+		d.Capabilities.CacheControl = accepts
+		c := apiClient(t, d)
+		r, err := c.DoAPI(context.Background(), route.APIMessages, []byte(body))
+		require.NoError(t, err)
+		require.NoError(t, r.Body.Close())
+		reqs, _ := up.requests()
+		require.Len(t, reqs, 1)
+		got := reqs[0].Body
+		if accepts {
+			assert.Equal(t, 3, strings.Count(got, `"cache_control"`), got)
+		} else {
+			assert.NotContains(t, got, "cache_control")
+			assert.Contains(t, got, `"text":"long prefix"`)
+		}
+	}
+}

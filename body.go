@@ -134,7 +134,8 @@ func attemptBody(body []byte, d route.Deployment) ([]byte, error) {
 var cacheControlKey = []byte(`"cache_control"`)
 
 // stripCacheHints removes prompt_cache_key and every cache_control field on
-// messages, message content parts and tools.
+// messages, message content parts, tools and (Anthropic's Messages API)
+// system blocks.
 func stripCacheHints(body []byte) ([]byte, error) {
 	var err error
 	if gjson.GetBytes(body, "prompt_cache_key").Exists() {
@@ -146,7 +147,7 @@ func stripCacheHints(body []byte) ([]byte, error) {
 		return body, nil
 	}
 	var paths []string
-	for _, list := range []string{"messages", "tools"} {
+	for _, list := range []string{"messages", "tools", "system"} {
 		gjson.GetBytes(body, list).ForEach(func(i, item gjson.Result) bool {
 			base := list + "." + strconv.FormatInt(i.Int(), 10)
 			if item.Get("cache_control").Exists() {
