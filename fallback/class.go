@@ -1,7 +1,6 @@
 package fallback
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -12,10 +11,10 @@ import (
 	"time"
 
 	"github.com/openai/openai-go/v3"
-	"github.com/tidwall/gjson"
 
 	"github.com/tpsroute/tpsroute/internal/jsoncheck"
 	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/tps"
 )
 
 // Class is what the executor made of one failed attempt: whether it retried the
@@ -146,78 +145,12 @@ type providerError struct {
 	Raw     string // the JSON object the fields came from
 }
 
-// parseErrorBody reads the error shapes seen in the wild (docs/STREAM_QUIRKS.md Q17,
-// Q18, Q25): {"error":{...}}, [{"error":{...}}], {"message":...},
-// {"error":"...","error_type":...}, with code as an int or a string.
+// parseErrorBody reads an error body of any shape with tps.ParseErrorBody,
+// the module's one reader of provider error bodies (docs/STREAM_QUIRKS.md
+// Q17, Q18, Q25).
 func parseErrorBody(body []byte) providerError {
-	var pe providerError
-	body = bytes.TrimSpace(body)
-	if len(body) == 0 {
-		return pe
-	}
-	// Checked without recursion first: an in-stream error event may be
-	// megabytes of '[' (up to Limits.Event), which gjson's validator would
-	// walk one stack frame per bracket.
-	if jsoncheck.Valid(body) != nil {
-		pe.Message = truncate(string(body), 300)
-		return pe
-	}
-	root := gjson.ParseBytes(body)
-	if root.IsArray() {
-		arr := root.Array()
-		if len(arr) == 0 {
-			return pe
-		}
-		root = arr[0]
-	}
-	obj := root
-	if e := root.Get("error"); e.Exists() {
-		switch {
-		case e.IsObject():
-			obj = e
-		case e.Type == gjson.String:
-			pe.Message = e.Str
-			pe.Type = root.Get("error_type").String()
-			pe.Code = root.Get("code").String()
-			pe.Raw = root.Raw
-			pe.Status = statusOf(root)
-			return pe
-		}
-	}
-	if !obj.IsObject() {
-		pe.Message = truncate(obj.String(), 300)
-		return pe
-	}
-	pe.Raw = obj.Raw
-	pe.Code = obj.Get("code").String()
-	pe.Type = obj.Get("type").String()
-	pe.Param = obj.Get("param").String()
-	pe.Message = obj.Get("message").String()
-	pe.Status = cmp.Or(statusOf(obj), statusOf(root))
-	// OpenRouter wraps the upstream error as a JSON string in message (docs/STREAM_QUIRKS.md Q18).
-	if m := strings.TrimSpace(pe.Message); strings.HasPrefix(m, "{") || strings.HasPrefix(m, "[") {
-		inner := parseErrorBody([]byte(m))
-		pe.Code, pe.Type = cmp.Or(pe.Code, inner.Code), cmp.Or(pe.Type, inner.Type)
-		pe.Message, pe.Status = cmp.Or(inner.Message, pe.Message), cmp.Or(pe.Status, inner.Status)
-	}
-	return pe
-}
-
-func statusOf(r gjson.Result) int {
-	for _, k := range [...]string{"http_status_code", "status_code", "status", "code"} {
-		v := r.Get(k)
-		var n int64
-		switch v.Type {
-		case gjson.Number:
-			n = v.Int()
-		case gjson.String:
-			n, _ = strconv.ParseInt(v.Str, 10, 64)
-		}
-		if n >= 400 && n <= 599 {
-			return int(n)
-		}
-	}
-	return 0
+	eb := tps.ParseErrorBody(body)
+	return providerError{Code: eb.Code, Type: eb.Type, Message: eb.Message, Param: eb.Param, Status: eb.Status, Raw: string(eb.Raw)}
 }
 
 func truncate(s string, n int) string {
