@@ -23,6 +23,7 @@ import (
 	"github.com/tpsroute/tpsroute/internal/jsoncheck"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
+	"github.com/tpsroute/tpsroute/telemetry"
 	"github.com/tpsroute/tpsroute/tps"
 )
 
@@ -179,6 +180,14 @@ func readState(r func(string) gjson.Result, info *requestInfo) error {
 		return &RequestError{Param: "store", Reason: "must be a boolean"}
 	}
 	return nil
+}
+
+// operation returns the gen_ai.operation.name of a call of api.
+func operation(api route.API) string {
+	if api == route.APIEmbeddings {
+		return telemetry.OperationEmbeddings
+	}
+	return telemetry.OperationChat
 }
 
 // protocol returns the tps.Protocol of a call of api.

@@ -296,7 +296,7 @@ type call struct {
 // readRequest, and runs it through the executor. The returned Result's Body
 // must be closed.
 func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http.Header, cc *callConfig, stream bool) (*fallback.Result, error) {
-	ctx, cc.tel = c.tel.Start(ctx, info.RawModel, stream)
+	ctx, cc.tel = c.tel.StartOperation(ctx, operation(info.api()), info.RawModel, stream)
 	if len(cc.hdr) > 0 { // WithHeader's, beside a Transport caller's own
 		h := hdr.Clone()
 		if h == nil {

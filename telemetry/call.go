@@ -27,6 +27,7 @@ type Call struct {
 	span   trace.Span
 	start  time.Time
 	model  string // bounded requested model
+	op     string // gen_ai.operation.name
 	stream bool
 	gaps   bool   // record time_per_output_chunk
 	deps   []*dep // per plan index; written by Plan before the executor runs
@@ -52,14 +53,23 @@ type prevAttempt struct {
 // whether the caller reads a stream (time_to_first_chunk and
 // time_per_output_chunk are recorded only then). The returned context
 // carries the call's span ("chat {model}") under the caller's: pass it to the
-// executor so that each attempt's request carries it.
+// executor so that each attempt's request carries it. It is
+// StartOperation with OperationChat.
 func (t *Telemetry) Start(ctx context.Context, model string, stream bool) (context.Context, *Call) {
-	c := &Call{t: t, start: time.Now(), model: t.Model(model), stream: stream}
+	return t.StartOperation(ctx, OperationChat, model, stream)
+}
+
+// StartOperation is Start for a call of the GenAI operation op
+// (gen_ai.operation.name): OperationChat for chat completions, the
+// Responses API and the Messages API, OperationEmbeddings for embeddings.
+// The span is named "{op} {model}".
+func (t *Telemetry) StartOperation(ctx context.Context, op, model string, stream bool) (context.Context, *Call) {
+	c := &Call{t: t, start: time.Now(), model: t.Model(model), stream: stream, op: op}
 	c.gaps = stream && t.tpoc.Enabled(ctx)
-	ctx, c.span = t.tracer.Start(ctx, "chat "+c.model,
+	ctx, c.span = t.tracer.Start(ctx, op+" "+c.model,
 		trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithTimestamp(c.start),
-		trace.WithAttributes(keyOperation.String("chat"), keyRequestModel.String(c.model)))
+		trace.WithAttributes(keyOperation.String(op), keyRequestModel.String(c.model)))
 	c.ctx = ctx
 	return ctx, c
 }
@@ -245,7 +255,7 @@ func (c *Call) End(err error) {
 	if d != nil {
 		attrs = d.attrs[:len(d.attrs):len(d.attrs)]
 	} else {
-		attrs = []attribute.KeyValue{keyOperation.String("chat"), keyProvider.String(Other), keyRequestModel.String(c.model)}
+		attrs = []attribute.KeyValue{keyOperation.String(c.op), keyProvider.String(Other), keyRequestModel.String(c.model)}
 	}
 	errType, durAttrs := "", attrs
 	if err != nil {

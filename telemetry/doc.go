@@ -13,7 +13,8 @@
 // # Instruments
 //
 // Operation (one routed call, as the caller sees it), with the attributes
-// gen_ai.operation.name ("chat"), gen_ai.provider.name, gen_ai.request.model,
+// gen_ai.operation.name ("chat", for chat completions, the Responses and the
+// Messages APIs; "embeddings"), gen_ai.provider.name, gen_ai.request.model,
 // gen_ai.response.model, server.address, server.port and tpsroute.region of
 // the last deployment tried, and error.type on failure:
 //

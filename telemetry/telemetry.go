@@ -35,6 +35,14 @@ const Other = "_OTHER"
 
 // Bucket boundaries. The gen_ai.* ones are those the semantic conventions
 // (v1.41.0) ask for.
+// The gen_ai.operation.name values tpsroute records (OpenTelemetry GenAI
+// semantic conventions): chat completions, OpenAI's Responses API and
+// Anthropic's Messages API are all "chat"; embeddings are "embeddings".
+const (
+	OperationChat       = "chat"
+	OperationEmbeddings = "embeddings"
+)
+
 var (
 	// DurationBuckets are the boundaries of gen_ai.client.operation.duration,
 	// gen_ai.client.operation.time_to_first_chunk and
@@ -236,8 +244,12 @@ func newDep(d route.Deployment, model string) *dep {
 	if d.IsWildcard() || d.ProviderModel == "" {
 		resp = model
 	}
+	op := OperationChat
+	if len(d.APIs) == 1 && d.APIs[0] == route.APIEmbeddings { // narrowed with ForAPI
+		op = OperationEmbeddings
+	}
 	x.attrs = []attribute.KeyValue{
-		keyOperation.String("chat"),
+		keyOperation.String(op),
 		keyProvider.String(d.Provider),
 		keyRequestModel.String(model),
 		keyResponseModel.String(resp),

@@ -86,3 +86,32 @@ func mustURL(t *testing.T, s string) *url.URL {
 	require.NoError(t, err)
 	return u
 }
+
+// TestOperationPerAPI: a deployment narrowed to embeddings records
+// gen_ai.operation.name "embeddings"; chat, Responses and Messages
+// deployments record "chat"; a call started for an operation carries it.
+func TestOperationPerAPI(t *testing.T) {
+	base := route.Deployment{Provider: "a", Region: "us", Model: "m", BaseURL: "http://a/v1",
+		APIs: []route.API{route.APIChat, route.APIResponses, route.APIMessages, route.APIEmbeddings}}
+	var ds []route.Deployment
+	for _, a := range base.APIs {
+		ds = append(ds, base.ForAPI(a))
+	}
+	tel, err := New(Options{Deployments: ds})
+	require.NoError(t, err)
+	for _, d := range ds {
+		dep := tel.resolve(d.Key())
+		require.NotNil(t, dep, "%v", d.Key())
+		set := attribute.NewSet(dep.attrs...)
+		v, _ := set.Value("gen_ai.operation.name")
+		want := OperationChat
+		if d.APIs[0] == route.APIEmbeddings {
+			want = OperationEmbeddings
+		}
+		assert.Equal(t, want, v.AsString(), "%v", d.Key())
+	}
+	_, c := tel.StartOperation(context.Background(), OperationEmbeddings, "m", false)
+	assert.Equal(t, OperationEmbeddings, c.op)
+	_, c = tel.Start(context.Background(), "m", true)
+	assert.Equal(t, OperationChat, c.op)
+}
