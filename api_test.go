@@ -168,6 +168,9 @@ func TestAPIRoutesOnlyToServingDeployments(t *testing.T) {
 	assert.Equal(t, []route.API{route.APIChat}, ae.Served)
 
 	_, err = c.DoAPI(context.Background(), route.APIEmbeddings, []byte(`{"model":"m","input":"hi"}`))
+	require.ErrorAs(t, err, &ae, "no deployment serves embeddings")
+	assert.Equal(t, route.APIEmbeddings, ae.API)
+	_, err = c.DoAPI(context.Background(), "completions", []byte(`{"model":"m","prompt":"hi"}`))
 	var re *RequestError
 	require.ErrorAs(t, err, &re)
 	_, err = c.DoAPI(context.Background(), route.APIMessages, []byte(`{"model":"m","max_tokens":0,"messages":[]}`))

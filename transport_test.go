@@ -170,7 +170,7 @@ func TestTransportPlainHTTP(t *testing.T) {
 		assert.True(t, errors.As(err, &fe), "%T %v", err, err)
 	})
 	t.Run("other paths are refused", func(t *testing.T) {
-		resp, err := hc.Post("http://caller.invalid/v1/embeddings", "application/json", strings.NewReader(`{"model":"m","input":"x"}`))
+		resp, err := hc.Post("http://caller.invalid/v1/completions", "application/json", strings.NewReader(`{"model":"m","prompt":"x"}`))
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		assert.Equal(t, http.StatusNotFound, resp.StatusCode)
