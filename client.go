@@ -290,6 +290,9 @@ type call struct {
 	// route.Request.ExpectedOutputTokens is an expected size, not a cap, and
 	// an answer longer than twice it would read as stalled.
 	out int64
+	// flights are the first attempts' calls in flight in measure, whose
+	// output gaps feedback.go reports (measure.Flight, live speed).
+	flights [liveAttempts]measure.Flight
 }
 
 // do routes one serialised chat-completion body, already read into info by

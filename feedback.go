@@ -20,11 +20,14 @@ import (
 // the fleet. It implements fallback.Feedback.
 func (cl *call) Begin(i int, d *route.Deployment) fallback.Done {
 	c, k := cl.c, d.Key()
-	end := c.reg.BeginCallAt(time.Now(), k, cl.out)
+	f := c.reg.BeginFlightAt(time.Now(), k, cl.out)
+	if i >= 0 && i < liveAttempts {
+		cl.flights[i] = f
+	}
 	c.tel.InFlight(k, 1)
 	return func(a fallback.Attempt, s *tps.Sample) {
 		c.reg.RecordClass(k, *s, a.ErrorClass())
-		end()
+		f.End()
 		c.tel.InFlight(k, -1)
 		cl.cfg.tel.AttemptEnd(i, a, s)
 		if a.Err == nil && cl.info.api() == route.APIResponses {
@@ -46,8 +49,17 @@ func (cl *call) Begin(i int, d *route.Deployment) fallback.Done {
 // implements fallback.Feedback.
 func (cl *call) Skip(i int, a fallback.Attempt) { cl.cfg.tel.AttemptEnd(i, a, nil) }
 
-// OutputGap records the gap before one output chunk of attempt i. It
-// implements fallback.Feedback.
-func (cl *call) OutputGap(i int, gap time.Duration) { cl.cfg.tel.OutputGap(i, gap) }
+// liveAttempts is how many of a call's attempts report their output gaps
+// to measure (live speed); later ones are counted in flight only.
+const liveAttempts = 4
+
+// OutputGap records the gap before one output chunk of attempt i, in
+// telemetry and in measure's live speed. It implements fallback.Feedback.
+func (cl *call) OutputGap(i int, gap time.Duration) {
+	cl.cfg.tel.OutputGap(i, gap)
+	if i >= 0 && i < liveAttempts {
+		cl.flights[i].Gap(gap)
+	}
+}
 
 var _ fallback.Feedback = (*call)(nil)

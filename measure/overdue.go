@@ -35,6 +35,7 @@ const overdueSlots = 4
 // one reader one wrong ratio.
 type flightSlot struct {
 	start, out atomic.Int64
+	liveSlot   // live.go
 }
 
 // track takes a free slot for a call begun at t0 (UnixNano) with an output
@@ -48,6 +49,7 @@ func (e *entry) track(t0, out int64) int {
 		s := &e.flights[i]
 		if s.start.Load() == 0 {
 			s.out.Store(out)
+			s.gaps.Store(0)
 			s.start.Store(max(t0, 1))
 			return i
 		}

@@ -164,6 +164,7 @@ type entry struct {
 	// every pick read on different cache lines (docs/PERFORMANCE.md, "After
 	// the stalled-call rule").
 	flights [overdueSlots]flightSlot
+	tpg     atomic.Uint64 // tokens per chunk gap (live.go), float64 bits; 0 none
 }
 
 // stateStats holds one key's statistics for one cache state.
@@ -435,6 +436,7 @@ func (r *Registry) RecordClassAt(now time.Time, k Key, s tps.Sample, class strin
 		var unloaded float64
 		if s.TPSOK && s.TPS > 0 && st.tps.Add(now, s.TPS) {
 			st.tpsE.Update(now, s.TPS)
+			e.addTokensPerGap(s.TPS, s.Gaps.Sum, s.Gaps.Count)
 			// The detector sees the sample at the key's reference load and
 			// prompt-size mix (load.go, input.go), so that neither a load
 			// swing nor a change of prompt mix reads as a change of level.
@@ -516,6 +518,12 @@ func (r *Registry) BeginAt(now time.Time, k Key) (end func()) { return r.begin(n
 // begin is BeginAt, tracking the call with its output cap out when
 // positive (BeginCallAt).
 func (r *Registry) begin(now time.Time, k Key, out int64) (end func()) {
+	return r.beginTracked(now, k, out, nil, nil)
+}
+
+// beginTracked is begin that also tells a Flight its entry and slot (when
+// ep and slotp are not nil).
+func (r *Registry) beginTracked(now time.Time, k Key, out int64, ep **entry, slotp *int) (end func()) {
 	wall := time.Now()
 	t0 := now.UnixNano()
 	e := r.locked(k)
@@ -524,6 +532,9 @@ func (r *Registry) begin(now time.Time, k Key, out int64) (end func()) {
 	e.load.begin(t0)
 	slot := e.track(t0, out)
 	e.mu.Unlock()
+	if ep != nil {
+		*ep, *slotp = e, slot
+	}
 	var done atomic.Bool
 	return func() {
 		if done.CompareAndSwap(false, true) {

@@ -96,12 +96,12 @@
 //
 // # Cold probes
 //
-// A cold deployment (fewer than 3 successful samples, no prior, never
-// measured before) ranks behind warm ones, so without probes it would never
+// A cold deployment (no successful sample, no prior, never measured
+// before) ranks behind warm ones, so without probes it would never
 // be measured. A cold probe puts it first: of the leading tier's cold
 // deployments, the one with the fewest samples, so that they are probed in
 // turn and compared, their remaining uncertainty left to exploration, after
-// three samples each. Probes are limited per Options.ColdProbeInterval
+// one sample each. Probes are limited per Options.ColdProbeInterval
 // (default 10 s) in two ways:
 //
 //   - per deployment, by Options.ColdProbes (default 10);
@@ -120,8 +120,8 @@
 // candidate is cold, a probe takes no call from a measured deployment, and
 // only ColdProbes limits it.
 //
-// Very low traffic has a limit: a deployment whose window never holds 3
-// successful samples (by default a 5-minute window) is cold until it does,
+// Very low traffic has a limit: a deployment whose window never holds a
+// successful sample (by default a 5-minute window) is cold until it does,
 // and one measured before keeps the level it last showed, however old.
 // Lengthen measure's window for such traffic.
 //

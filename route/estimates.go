@@ -31,6 +31,7 @@ func (p *Picker) readEstimate(s *scratch, it *item, est *measure.Estimate, in, n
 				it.flight = n
 				shape(&it.exp, pe, n, in)
 				if n > 0 {
+					live(&it.exp, b.h)
 					overdue(&it.exp, b.h, now)
 				}
 				return
@@ -46,6 +47,7 @@ func (p *Picker) readEstimate(s *scratch, it *item, est *measure.Estimate, in, n
 	it.flight = est.InFlight
 	shape(&it.exp, est, est.InFlight, in)
 	if h != nil && it.flight > 0 {
+		live(&it.exp, h)
 		overdue(&it.exp, h, now)
 	}
 }
@@ -77,6 +79,27 @@ func overdue(x *Expected, h measure.EstimateHandle, now int64) {
 	}
 	if r := measure.Overdue(h, time.Unix(0, now), x.CallTTFT(), x.CallTPS()); r >= overdueAfter {
 		x.tpsF = float32(one(x.tpsF) / r)
+	}
+}
+
+// live lowers the call TPS of x to the speed the calls in flight on h's key
+// are getting now (measure.LiveTPS), when that is lower: a deployment that
+// slows while streams run (a batching provider taking more streams, a drift,
+// a slow period) ranks by what its running streams show before they end,
+// not by samples that describe it as it was. Higher live speeds are left to
+// the samples, which confirm them at their end. Throughput and
+// LatencyCompletion rank by the call TPS; the deployment's figures, which
+// exploration remembers and the SLO check reads, are left alone.
+func live(x *Expected, h measure.EstimateHandle) {
+	if !x.TPSOK {
+		return
+	}
+	v, n := measure.LiveTPS(h)
+	if n == 0 {
+		return
+	}
+	if c := x.CallTPS(); v < c && c > 0 {
+		x.tpsF = float32(one(x.tpsF) * v / c)
 	}
 }
 

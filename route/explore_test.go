@@ -243,13 +243,27 @@ func TestColdStart(t *testing.T) {
 			}
 		}
 	})
+	t.Run("one sample is compared", func(t *testing.T) {
+		// Successive elimination: after one sample a deployment is ranked on
+		// it, so a wide fleet's cold start costs one probe a deployment.
+		src := newSource()
+		for _, d := range ds[:3] {
+			src.set(d.Key(), warm(0.2, 100))
+		}
+		src.set(cold.Key(), measure.Estimate{TTFTP95: 0.2, TTFTP50: 0.2, TPSP50: 900, TTFTEWMA: 0.2, TPSEWMA: 900, Samples: 1, TPSSamples: 1})
+		p := newPicker(t, ds, src, Options{ColdProbes: -1, Exploration: -1, Seed: 1})
+		plan := mustPick(t, p, Request{Model: "m"}, t0)
+		equal(t, plan.Deployments[0].Key(), cold.Key(), "the fast one leads after one sample")
+		equal(t, plan.Deployments[0].Reason, ReasonBest, "reason")
+	})
 	t.Run("never scored as fast", func(t *testing.T) {
 		src := newSource()
 		for _, d := range ds[:3] {
 			src.set(d.Key(), warm(2, 10))
 		}
-		// A not-OK estimate with tiny numbers must not win Latency.
-		src.set(cold.Key(), measure.Estimate{TTFTP95: 0.001, TPSP50: 1e6, Samples: 1})
+		// A not-OK estimate with tiny numbers and no sample must not win
+		// Latency (one sample is compared: minCompare).
+		src.set(cold.Key(), measure.Estimate{TTFTP95: 0.001, TPSP50: 1e6, Samples: 0})
 		p := newPicker(t, ds, src, Options{Policy: Latency, ColdProbes: -1, Exploration: -1, Seed: 1})
 		plan := mustPick(t, p, Request{Model: "m"}, t0)
 		last := plan.Deployments[len(plan.Deployments)-1]

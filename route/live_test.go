@@ -1,0 +1,51 @@
+package route
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/tps"
+)
+
+// live lowers the call TPS to the speed the running streams get when that
+// is lower, and leaves it alone when it is higher or unknown.
+func TestLiveLowersCallTPS(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	k := measure.Key{Provider: "a", Model: "m"}
+	reg := measure.NewRegistry(measure.Options{})
+	// 10 tokens per chunk gap.
+	reg.RecordAt(t0, k, tps.Sample{Start: t0, TTFT: 100 * time.Millisecond, TPS: 100, TPSOK: true, OutputTokens: 100,
+		Gaps: tps.GapStats{Count: 9, Sum: 900 * time.Millisecond}})
+	h := reg.Handle(k)
+	require.NotNil(t, h)
+	for _, tc := range []struct {
+		name string
+		gap  time.Duration // the running stream's gaps; 0 none
+		want float64
+	}{
+		{"no stream", 0, 100},
+		{"slower stream", 200 * time.Millisecond, 50},
+		{"faster stream", 50 * time.Millisecond, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.gap > 0 {
+				f := reg.BeginFlightAt(t0, k, 100)
+				defer f.End()
+				for range 4 {
+					f.Gap(tc.gap)
+				}
+			}
+			x := Expected{TPS: 100, TPSOK: true}
+			live(&x, h)
+			assert.InDelta(t, tc.want, x.CallTPS(), 1e-3)
+			assert.Equal(t, 100.0, x.TPS, "the deployment's figure is left alone")
+		})
+	}
+	x := Expected{}
+	live(&x, h)
+	assert.False(t, x.TPSOK)
+}
