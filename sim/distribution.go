@@ -263,6 +263,7 @@ func (d *Distribution) write(w io.Writer, md bool) error {
 		}
 	}
 	f2 := func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+	f3 := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
 	row("class", "policy", "fleets", "median", "p10", "worst", "ahead>5%")
 	if md {
 		row("---", "---", "--:", "--:", "--:", "--:", "--:")
@@ -279,7 +280,7 @@ func (d *Distribution) write(w io.Writer, md bool) error {
 			name = "all"
 		}
 		for _, s := range d.Stats(c) {
-			row(name, s.Policy, strconv.Itoa(s.Fleets), f2(s.Median), f2(s.P10), f2(s.Worst), f2(s.Ahead))
+			row(name, s.Policy, strconv.Itoa(s.Fleets), f3(s.Median), f3(s.P10), f2(s.Worst), f2(s.Ahead))
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -294,7 +295,7 @@ func (d *Distribution) write(w io.Writer, md bool) error {
 		if len(v) == 0 {
 			continue
 		}
-		if _, err := fmt.Fprintf(w, "\n%s (%s): n=%d median %s p10 %s p90 %s worst-side %s %s\n", c.name, c.target, len(v),
+		if _, err := fmt.Fprintf(w, "\n%s (%s): n=%d median %s p10 %s p90 %s min %s max %s\n", c.name, c.target, len(v),
 			f2(quantile(v, 0.5)), f2(quantile(v, 0.1)), f2(quantile(v, 0.9)), f2(v[0]), f2(v[len(v)-1])); err != nil {
 			return err
 		}
