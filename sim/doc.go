@@ -17,11 +17,23 @@
 // same Client and only the first choice differs. Defaults lets the Client
 // route on its own. The baselines follow their published behaviour:
 // RoundRobin, Random, LiteLLM (latency-based routing), P2C (power of two
-// choices with peak-EWMA latency) and OpenRouter (price-weighted inverse
-// square with outage demotion and percentile cutoffs). Oracle knows every
+// choices with peak-EWMA latency), OpenRouter (price-weighted inverse
+// square with outage demotion and percentile cutoffs) and Mean10 (the mean
+// TPS of each deployment's last 10 calls, random within 10% of the best). Oracle knows every
 // deployment's true parameters at each call and picks the best under the
 // scenario's objective; each call of any policy records whether it went to
 // that truly best deployment (Call.TrueBest, Summary.TrueBest).
+//
+// # Random fleets
+//
+// Generate draws a fleet and workload from a documented space (Space,
+// Classes: drift, batching, width, steps, tails, limits, cuts), seeded and
+// reproducible; generated scenarios are Live (each chunk paced at the
+// deployment's speed of that moment). ScoreFleet scores the policies on
+// one fleet against the oracle, and a Distribution summarises many: the
+// median, p10 and worst ratio and the share of fleets in which a baseline
+// beats the defaults by more than 5%, overall and per class, and the class
+// checks. "tpsbench sim -random N" prints it.
 //
 // # Time
 //
