@@ -247,7 +247,9 @@ func MalformedAt(k int) Fault {
 // {"error":{...,"code":400}} followed by [DONE]; ProcessingComments
 // (OpenRouter) sends a top-level error plus choices with finish_reason
 // "error" and no [DONE]; UsageTwice (Groq) sends an "event: error" frame with
-// an error body and no [DONE]. Other styles use the OpenAI shape.
+// an error body and no [DONE]; Responses sends its flat error event
+// ("event: error", type, code, message, param) and Messages an
+// "event: error" with overloaded_error. Other styles use the OpenAI shape.
 func ErrorEventAt(k int, style Style) Fault {
 	return Fault{name: "error-event-at(" + strconv.Itoa(k) + "," + style.String() + ")", apply: func(p *plan, _ *request) {
 		if p.body != nil {
@@ -278,6 +280,10 @@ func ErrorEventAt(k int, style Style) Fault {
 			p.events = append(p.events, event{at: at, kind: eventData, name: "error", data: `{"error":{"message":"replay: service unavailable","type":"internal_server_error"}}`})
 		case ProcessingComments:
 			p.events = append(p.events, event{at: at, kind: eventData, data: `{"id":"gen-replay","object":"chat.completion.chunk","created":0,"model":"replay","error":{"code":502,"message":"replay: upstream provider error"},"choices":[{"index":0,"delta":{"content":""},"finish_reason":"error","native_finish_reason":"error"}]}`})
+		case Responses:
+			p.events = append(p.events, event{at: at, kind: eventData, name: "error", data: `{"type":"error","sequence_number":0,"code":"server_error","message":"replay: the server had an error while processing your request","param":null}`})
+		case Messages:
+			p.events = append(p.events, event{at: at, kind: eventData, name: "error", data: `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`})
 		default:
 			p.events = append(p.events, event{at: at, kind: eventData, data: `{"error":{"message":"replay: the server had an error while processing your request","type":"server_error","param":null,"code":null}}`})
 		}

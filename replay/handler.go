@@ -179,7 +179,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasSuffix(r.URL.Path, "/models") && r.Method == http.MethodGet:
 		h.serveModels(w)
 		return
-	case strings.HasSuffix(r.URL.Path, "/chat/completions"):
+	case strings.HasSuffix(r.URL.Path, "/chat/completions"), strings.HasSuffix(r.URL.Path, "/responses"), strings.HasSuffix(r.URL.Path, "/messages"):
+		// The Responses and Messages paths are served by scripts in their
+		// styles (Style Responses, Messages).
 		if r.Method != http.MethodPost {
 			writeJSON(w, http.StatusMethodNotAllowed, errorBody("replay: method "+r.Method+" not allowed", "invalid_request_error", ""))
 			return

@@ -44,11 +44,29 @@ const (
 	// "r{i} ") before the content deltas; reasoning tokens are counted in
 	// completion_tokens_details.reasoning_tokens.
 	ReasoningFirst
+	// Responses is OpenAI's Responses API stream (POST /v1/responses), every
+	// event named and carrying sequence_number: response.created,
+	// response.in_progress, response.output_item.added and
+	// response.content_part.added at once (no output), one
+	// response.output_text.delta per chunk, the *.done events, then
+	// response.completed with usage (input_tokens, cached_tokens,
+	// output_tokens), or response.incomplete (max_output_tokens) when cut at
+	// the output cap. No [DONE] (docs/STREAM_QUIRKS.md Q29, Q30, Q35). It
+	// streams only.
+	Responses
+	// Messages is Anthropic's Messages API stream (POST /v1/messages), every
+	// event named: message_start with the input usage (input_tokens without
+	// the cached ones, cache_read_input_tokens) and a placeholder
+	// output_tokens of 1, a ping, content_block_start, one text_delta
+	// content_block_delta per chunk (a ping after the first), content_block_stop,
+	// message_delta with stop_reason (end_turn or max_tokens) and the real
+	// output_tokens, message_stop (Q32, Q33). It streams only.
+	Messages
 )
 
 // String returns the style's name, e.g. "openai" or "vllm".
 func (s Style) String() string {
-	names := [...]string{"openai", "vllm", "usage-twice", "annotations", "processing-comments", "keep-alives", "reasoning-first"}
+	names := [...]string{"openai", "vllm", "usage-twice", "annotations", "processing-comments", "keep-alives", "reasoning-first", "responses", "messages"}
 	if int(s) < len(names) {
 		return names[s]
 	}
@@ -260,7 +278,14 @@ func (p *Profile) plan(r *request) *plan {
 		},
 	}
 	u := usage{prompt: prompt, completion: len(pieces) + reasoning, cached: cached, reasoning: reasoning}
-	e.stream(pieces, reasoning, finish, u, r.body.includeUsage() || !r.body.Stream)
+	switch p.Style {
+	case Responses:
+		e.streamResponses(pieces, finish, u, "resp_replay_"+model+"_"+strconv.Itoa(r.attempt))
+	case Messages:
+		e.streamMessages(pieces, finish, u, "msg_replay_"+model+"_"+strconv.Itoa(r.attempt))
+	default:
+		e.stream(pieces, reasoning, finish, u, r.body.includeUsage() || !r.body.Stream)
+	}
 	return pl
 }
 

@@ -17,6 +17,7 @@ type chatRequest struct {
 	} `json:"stream_options"`
 	MaxTokens           *int `json:"max_tokens"`
 	MaxCompletionTokens *int `json:"max_completion_tokens"`
+	MaxOutputTokens     *int `json:"max_output_tokens"` // the Responses API's cap
 }
 
 // chatMessage is one request message; Content may be a string or an array of
@@ -58,6 +59,9 @@ func (c *chatRequest) maxTokens() (int, bool) {
 	}
 	if c.MaxTokens != nil {
 		return *c.MaxTokens, true
+	}
+	if c.MaxOutputTokens != nil {
+		return *c.MaxOutputTokens, true
 	}
 	return 0, false
 }
