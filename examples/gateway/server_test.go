@@ -141,7 +141,7 @@ func TestDebugEndpoints(t *testing.T) {
 		assert.Equal(t, 503, code)
 	})
 	t.Run("unknown_endpoint", func(t *testing.T) {
-		code, _, body := get(t, base+"/v1/embeddings")
+		code, _, body := get(t, base+"/v1/completions")
 		require.Equal(t, 404, code)
 		errorOf(t, []byte(body))
 	})
