@@ -83,6 +83,31 @@ func BenchmarkPick(b *testing.B) {
 		}
 		benchPicker(b, newPicker(b, ds, reg, Options{Seed: 1}), Request{Model: "m", ExpectedInputTokens: 300})
 	})
+	// The same with live speed: samples with chunk gaps and four calls in
+	// flight per deployment that have shown their gaps (measure.LiveTPS),
+	// so that live reads them on every pick.
+	b.Run("deployments=16/registry+load+classes+live", func(b *testing.B) {
+		ds, _ := spread(16)
+		reg := measure.NewRegistry(measure.Options{MinSamples: 1})
+		for i := range ds {
+			for j := range 40 {
+				start := t0.Add(time.Duration(j-40) * time.Second)
+				f := reg.BeginFlightAt(start, ds[i].Key(), 200) // never ended: the load grows
+				for range 4 {
+					f.Gap(20 * time.Millisecond)
+				}
+				reg.RecordAt(start.Add(time.Second), ds[i].Key(), tps.Sample{
+					Start: start, TTFT: 100 * time.Millisecond, Last: time.Second, Total: time.Second,
+					TPS: 1000 / float64(i+1) / (1 + float64(j)/4), TPSOK: true, OutputTokens: 200, InputTokens: 300,
+					Gaps: tps.GapStats{Count: 9, Sum: 900 * time.Millisecond},
+				})
+			}
+			if _, n := measure.LiveTPS(reg.Handle(ds[i].Key())); n == 0 {
+				b.Fatal("no live speed")
+			}
+		}
+		benchPicker(b, newPicker(b, ds, reg, Options{Seed: 1}), Request{Model: "m", ExpectedInputTokens: 300})
+	})
 	b.Run("deployments=256", func(b *testing.B) { benchPick(b, 256, Request{Model: "m"}, nil) })
 	b.Run("deployments=256/registry", benchRegistry(256, false))
 	b.Run("deployments=256/registry/unordered", benchRegistry(256, true))
