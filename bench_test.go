@@ -33,6 +33,8 @@ func serveBench() {
 	s := replay.NewServer(map[string]replay.Script{
 		"m":   &replay.Profile{OutputTokens: benchChunks},
 		"m16": &replay.Profile{OutputTokens: 16}, // BenchmarkNewAllocs
+		// BenchmarkResponses1000: a Responses API stream of 1,000 deltas.
+		"mresp": &replay.Profile{OutputTokens: benchChunks, Style: replay.Responses},
 		// "slow" sends its first chunk at once and the next after 1,000 s:
 		// streams that stay in flight (BenchmarkMemoryInFlight).
 		"slow": &replay.Profile{OutputTokens: 3, TPS: 0.001},
