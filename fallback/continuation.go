@@ -9,6 +9,7 @@ import (
 	"github.com/openai/openai-go/v3"
 
 	"github.com/tpsroute/tpsroute/route"
+	"github.com/tpsroute/tpsroute/tps"
 )
 
 // mayContinue reports whether a mid-stream failure of this call could be
@@ -17,7 +18,7 @@ import (
 // text they deliver, so that other calls pay nothing for it. It does not
 // consult the remembered prefill rejections: a false yes only keeps text.
 func (cl *call) mayContinue() bool {
-	if !cl.stream || cl.noFallback || cl.choices > 1 || (cl.mid != MidStreamContinue && cl.mid != MidStreamSameModel) {
+	if !cl.stream || cl.noFallback || cl.choices > 1 || cl.protocol != tps.ProtocolChat || (cl.mid != MidStreamContinue && cl.mid != MidStreamSameModel) {
 		return false
 	}
 	for i := range cl.plan {
@@ -45,6 +46,8 @@ func (cl *call) unsupported(prev *run) ContinuationReason {
 	switch {
 	case cl.mid == MidStreamError || cl.noFallback:
 		return ContinuationOff
+	case cl.protocol != tps.ProtocolChat: // a continuation is a chat prefill
+		return ContinuationUnsupported
 	case prev.toolCalls || prev.multi || prev.reasoning || cl.choices > 1: // choices interleave (docs/STREAM_QUIRKS.md Q21)
 		return ContinuationUnsupported
 	case !cl.keepText:
@@ -136,7 +139,8 @@ const (
 	ContinuationFailed
 	// ContinuationUnsupported: the stream cannot be continued: it carried
 	// tool calls, reasoning text or more than one choice, or no text had
-	// been delivered.
+	// been delivered, or it is not a chat stream (a Responses or Messages
+	// stream: Call.Protocol).
 	ContinuationUnsupported
 	// ContinuationPointless: the failure would only repeat: a
 	// content-policy stop or an exceeded context length.

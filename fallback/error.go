@@ -271,6 +271,8 @@ func (cl *call) noContinuation(orig *Error, prev *run, class Class, why Continua
 		}
 	case ContinuationUnsupported:
 		switch {
+		case cl.protocol != tps.ProtocolChat:
+			detail = "a " + cl.protocol.String() + " stream is not continued (a continuation is a chat prefill)"
 		case prev.toolCalls:
 			detail = "the stream carried tool calls"
 		case prev.multi || cl.choices > 1:

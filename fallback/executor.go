@@ -174,9 +174,6 @@ func (e *Executor) Do(ctx context.Context, plan route.Plan, c Call) (*Result, er
 		cl.build = DefaultBuild
 	}
 	cl.mid = cmp.Or(cl.mid, e.opts.MidStream)
-	if cl.protocol != tps.ProtocolChat {
-		cl.mid = MidStreamError // a continuation is a chat prefill
-	}
 	cl.malformed = e.opts.Malformed
 	cl.maxAttempts = e.opts.MaxAttempts
 	if cl.maxAttempts <= 0 {

@@ -529,7 +529,8 @@ type Call struct {
 	// fails on its failure events. The zero value is chat completions.
 	// Assemble and a mid-stream continuation are for chat streams only: with
 	// another protocol Assemble is ignored (Result.Body is the buffered
-	// stream) and a failure after the commit point is a MidStreamError.
+	// stream) and a failure after the commit point ends the stream with an
+	// ErrMidStream error whose Continuation is ContinuationUnsupported.
 	// Every attempt of a tps.ProtocolEmbeddings call is a plain call (its
 	// answer never streams), framed for the tap as one event
 	// (tps.AppendEvent); its Sample is not Unstreamed: its TTFT is the

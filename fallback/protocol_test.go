@@ -159,6 +159,10 @@ func TestProtocolFailover(t *testing.T) {
 			if tt.mid {
 				require.Error(t, err)
 				assert.True(t, errors.Is(err, fallback.ErrMidStream), "%v", err)
+				var fe *fallback.Error
+				require.ErrorAs(t, err, &fe)
+				assert.Equal(t, fallback.ContinuationUnsupported, fe.Continuation(), "the reason: not a chat stream")
+				assert.Contains(t, err.Error(), "stream is not continued (a continuation is a chat prefill)")
 			} else {
 				require.NoError(t, err)
 			}
