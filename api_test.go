@@ -501,3 +501,31 @@ func TestMessagesCacheControl(t *testing.T) {
 		}
 	}
 }
+
+// TestResponsesCacheAffinity: Responses calls with one prompt_cache_key go
+// to the deployment that served the key last, as chat calls do (affinity
+// is kept per API, in the Responses Picker).
+func TestResponsesCacheAffinity(t *testing.T) {
+	var ds []route.Deployment
+	ups := map[string]*apiUpstream{}
+	for _, p := range []string{"a", "b", "c"} {
+		u := newAPIUpstream(t, map[string]apiAnswerSpec{"responses": {200, apiRespStream}})
+		ups[p] = u
+		ds = append(ds, apiDep(p, u, route.APIResponses))
+	}
+	c := apiClient(t, ds...)
+	var first string
+	for i := range 8 {
+		r, err := c.DoAPI(context.Background(), route.APIResponses, []byte(`{"model":"m","stream":true,"input":"hi","prompt_cache_key":"user-42"}`))
+		require.NoError(t, err)
+		_, err = io.ReadAll(r.Body)
+		require.NoError(t, err)
+		require.NoError(t, r.Body.Close())
+		if i == 0 {
+			first = r.Deployment().Provider
+			continue
+		}
+		assert.Equal(t, first, r.Deployment().Provider, "call %d", i)
+	}
+	assert.Equal(t, uint64(7), c.RouteStats().AffinityHits)
+}
