@@ -176,3 +176,28 @@ func TestRescueTriesTheNextTarget(t *testing.T) {
 		assert.Equal(t, 3, res.AttemptCount())
 	})
 }
+
+// TestRescueOnAnEarlierDeployment: the target may come before the slow
+// deployment in the plan: b, first, was rate limited for a second, the call
+// went to a, and a's slow stream is rescued on b once b has cooled down.
+func TestRescueOnAnEarlierDeployment(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fast := func() *replay.Profile { return &replay.Profile{OutputTokens: 200, TPS: 100, TTFT: 200 * time.Millisecond} }
+		e := newEnv(map[string]replay.Script{
+			"a-m": replay.WithFaults(fast(), replay.SlowAfter(20, 5)),
+			"b-m": replay.WithFaults(fast(), replay.RateLimited("1").OnAttempts(1)),
+		}, fallback.Options{})
+		a, b := prefillDep("a", "a-m"), prefillDep("b", "b-m")
+		x := route.Expected{TPS: 100, TPSOK: true, OK: true}
+		plan := route.Plan{Deployments: []route.Candidate{{Deployment: &b, Expected: x}, {Deployment: &a, Expected: x}}}
+		res, err := e.do(t, plan, fallback.Call{Stream: true})
+		require.NoError(t, err)
+		d := drain(t, res.Body)
+		require.NoError(t, d.err)
+		assert.Equal(t, replay.Text(200), d.text)
+		assert.Equal(t, "b", res.Deployment().Provider)
+		at := attemptsFor(e.h, "b-m")
+		require.Len(t, at, 2)
+		assert.Equal(t, "assistant", at[1].LastRole, "b continued a's text")
+	})
+}
