@@ -157,7 +157,9 @@ func TestRescueEvidence(t *testing.T) {
 // first output, the rescue goes on to the next one, in plan order.
 func TestRescueTriesTheNextTarget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fast := func() *replay.Profile { return &replay.Profile{OutputTokens: 200, TPS: 100, TTFT: 200 * time.Millisecond} }
+		fast := func() *replay.Profile {
+			return &replay.Profile{OutputTokens: 200, TPS: 100, TTFT: 200 * time.Millisecond}
+		}
 		e := newEnv(map[string]replay.Script{
 			"a-m": replay.WithFaults(fast(), replay.SlowAfter(20, 5)),
 			"b-m": replay.WithFaults(fast(), replay.Status(503, "", nil)),
@@ -182,7 +184,9 @@ func TestRescueTriesTheNextTarget(t *testing.T) {
 // went to a, and a's slow stream is rescued on b once b has cooled down.
 func TestRescueOnAnEarlierDeployment(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		fast := func() *replay.Profile { return &replay.Profile{OutputTokens: 200, TPS: 100, TTFT: 200 * time.Millisecond} }
+		fast := func() *replay.Profile {
+			return &replay.Profile{OutputTokens: 200, TPS: 100, TTFT: 200 * time.Millisecond}
+		}
 		e := newEnv(map[string]replay.Script{
 			"a-m": replay.WithFaults(fast(), replay.SlowAfter(20, 5)),
 			"b-m": replay.WithFaults(fast(), replay.RateLimited("1").OnAttempts(1)),
