@@ -1,6 +1,7 @@
 package fallback_test
 
 import (
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -204,4 +205,38 @@ func TestRescueOnAnEarlierDeployment(t *testing.T) {
 		require.Len(t, at, 2)
 		assert.Equal(t, "assistant", at[1].LastRole, "b continued a's text")
 	})
+}
+
+// TestRescueCountsAgainstTheBudgets: a rescue is an attempt like any other:
+// when the target is cut in turn, the call's and the deployments' attempt
+// budgets decide whether anything continues it.
+func TestRescueCountsAgainstTheBudgets(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		opts fallback.Options
+	}{
+		{"per_deployment", fallback.Options{AttemptsPerDeployment: 1}},
+		{"per_call", fallback.Options{MaxAttempts: 2}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fast := func() *replay.Profile {
+					return &replay.Profile{OutputTokens: 200, TPS: 100, TTFT: 200 * time.Millisecond}
+				}
+				b := replay.Func(func(c replay.Call) replay.Script {
+					if c.Attempt == 1 {
+						return replay.WithFaults(fast(), replay.CutAfter(60))
+					}
+					return fast()
+				})
+				d, res, _ := rescueRun(t, tt.opts, fallback.Call{Stream: true}, rescuePlan(100, 100), b, 20, 5)
+				require.ErrorIs(t, d.err, fallback.ErrMidStream)
+				var fe *fallback.Error
+				require.ErrorAs(t, d.err, &fe)
+				assert.Equal(t, fallback.ContinuationBudget, fe.Continuation())
+				assert.True(t, res.Attempts()[0].Rescued)
+				assert.True(t, strings.HasPrefix(replay.Text(200), d.text))
+			})
+		})
+	}
 }
