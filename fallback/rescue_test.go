@@ -215,7 +215,7 @@ func TestRescueCountsAgainstTheBudgets(t *testing.T) {
 		name string
 		opts fallback.Options
 	}{
-		{"per_deployment", fallback.Options{AttemptsPerDeployment: 1}},
+		{"per_deployment", fallback.Options{AttemptsPerDeployment: 1, MaxAttempts: 10}},
 		{"per_call", fallback.Options{MaxAttempts: 2}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
