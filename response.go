@@ -126,7 +126,7 @@ func (c *Client) respond(ctx context.Context, body []byte, info requestInfo, hdr
 		r.Body = &servedBody{rc: res.Body, cancel: cancel, end: func(err error) { endCall(cc, res, err) }}
 		return r, nil
 	}
-	cancel() // the attempt has ended; Body reads what it left
+	cancel()                         // the attempt has ended; Body reads what it left
 	if info.api() != route.APIChat { // the API's own answer (api.go)
 		if err := apiAnswer(r, res, info.api()); err != nil {
 			endCall(cc, res, err)
