@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -32,7 +33,9 @@ func DefaultBuild(ctx context.Context, d route.Deployment, body []byte) (*http.R
 	if err != nil {
 		return nil, err
 	}
-	stream := gjson.GetBytes(b, "stream").Bool()
+	// Read in place: GetBytes would copy the value's text, an allocation
+	// on every attempt; b is not modified while the result is read.
+	stream := gjson.Get(unsafe.String(unsafe.SliceData(b), len(b)), "stream").Type == gjson.True
 	if stream && !d.Capabilities.NoStreamOptions && !gjson.GetBytes(b, "stream_options.include_usage").Bool() {
 		if b, err = sjson.SetBytes(b, "stream_options.include_usage", true); err != nil {
 			return nil, err

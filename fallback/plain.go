@@ -3,8 +3,8 @@ package fallback
 import (
 	"bytes"
 	"io"
-	"mime"
 	"net/http"
+	"strings"
 
 	"github.com/tidwall/sjson"
 
@@ -42,8 +42,10 @@ func plainBody(body []byte) ([]byte, error) {
 // isJSONAnswer reports whether resp declares a JSON body rather than an
 // event stream.
 func isJSONAnswer(resp *http.Response) bool {
-	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	return err == nil && mt == "application/json"
+	// The media type before any parameter, compared without allocating
+	// (mime.ParseMediaType builds a map on every attempt).
+	mt, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "application/json")
 }
 
 // unstream reads the whole JSON answer of resp, bounded by Limits.Answer,
