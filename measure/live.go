@@ -84,11 +84,14 @@ func (e *entry) addTokensPerGap(tps float64, gen time.Duration, gaps int64) {
 	e.tpg.Store(math.Float64bits(v))
 }
 
-// LiveTPS returns the mean speed, tokens/s, of the calls in flight on h's
-// key that have shown at least three chunk gaps (their recent mean gap at
-// the key's tokens per gap), and how many there were; 0, 0 when none, before
-// the key has a finished sample with gaps, and for a handle not from
-// Registry.Handle. It takes no lock and allocates nothing.
+// LiveTPS returns the speed, tokens/s, of the fastest of the calls in
+// flight on h's key that have shown at least three chunk gaps (its recent
+// mean gap at the key's tokens per gap), and how many such calls there
+// were; 0, 0 when none, before the key has a finished sample with gaps, and
+// for a handle not from Registry.Handle. The fastest, not the mean: a
+// slowdown of the deployment slows every running stream, while one slow
+// stream is that stream's own noise. It takes no lock and allocates
+// nothing.
 func LiveTPS(h EstimateHandle) (float64, int) {
 	rh, ok := h.(*handle)
 	if !ok {
@@ -98,7 +101,7 @@ func LiveTPS(h EstimateHandle) (float64, int) {
 	if !(tpg > 0) {
 		return 0, 0
 	}
-	var sum float64
+	var best float64
 	n := 0
 	for i := range rh.flights {
 		s := &rh.flights[i]
@@ -106,14 +109,11 @@ func LiveTPS(h EstimateHandle) (float64, int) {
 			continue
 		}
 		if g := math.Float64frombits(s.gap.Load()); g > 0 {
-			sum += tpg / g
+			best = max(best, tpg/g)
 			n++
 		}
 	}
-	if n == 0 {
-		return 0, 0
-	}
-	return sum / float64(n), n
+	return best, n
 }
 
 // liveSlot is the live part of a flightSlot: its recent mean gap (float64

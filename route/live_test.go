@@ -11,8 +11,9 @@ import (
 	"github.com/tpsroute/tpsroute/tps"
 )
 
-// live lowers the call TPS to the speed the running streams get when that
-// is lower, and leaves it alone when it is higher or unknown.
+// live lowers the call TPS to the speed the fastest of two or more running
+// streams gets when that is lower, and leaves it alone when it is higher,
+// unknown or shown by one stream only.
 func TestLiveLowersCallTPS(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
 	k := measure.Key{Provider: "a", Model: "m"}
@@ -24,19 +25,20 @@ func TestLiveLowersCallTPS(t *testing.T) {
 	require.NotNil(t, h)
 	for _, tc := range []struct {
 		name string
-		gap  time.Duration // the running stream's gaps; 0 none
+		gaps []time.Duration // the running streams' gaps
 		want float64
 	}{
-		{"no stream", 0, 100},
-		{"slower stream", 200 * time.Millisecond, 50},
-		{"faster stream", 50 * time.Millisecond, 100},
+		{"no stream", nil, 100},
+		{"one slower stream, its own noise", []time.Duration{200 * time.Millisecond}, 100},
+		{"slower streams", []time.Duration{200 * time.Millisecond, 250 * time.Millisecond}, 50},
+		{"one stream still fast", []time.Duration{200 * time.Millisecond, 50 * time.Millisecond}, 100},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.gap > 0 {
+			for _, g := range tc.gaps {
 				f := reg.BeginFlightAt(t0, k, 100)
 				defer f.End()
 				for range 4 {
-					f.Gap(tc.gap)
+					f.Gap(g)
 				}
 			}
 			x := Expected{TPS: 100, TPSOK: true}

@@ -261,7 +261,7 @@ func TestOneFleet(t *testing.T) {
 // docs/ROUTING.md ("Random fleets") says which are met.
 var randomFloors = struct {
 	median, p10, baselineMedian, ahead float64
-}{median: 0.90, p10: 0.78, baselineMedian: 1.04, ahead: 0.20} // measured: 0.937, 0.826, 1.004 (mean10), 0.14 (mean10)
+}{median: 0.90, p10: 0.78, baselineMedian: 1.04, ahead: 0.24} // measured: 0.941, 0.823, 1.000 (mean10), 0.18 (mean10)
 
 // floorSeed is the first seed of TestRandomFloors' fleets, apart from
 // TestRandomFleets' so that the floors are not read off the same draws.
