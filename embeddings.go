@@ -23,11 +23,22 @@ type EmbeddingService struct {
 // one answer, vectors in input order), failing over on errors. Errors are
 // those of Client.DoAPI.
 func (s EmbeddingService) New(ctx context.Context, params openai.EmbeddingNewParams, opts ...CallOption) (*openai.CreateEmbeddingResponse, error) {
+	return newDecoded[openai.CreateEmbeddingResponse](ctx, s.c, route.APIEmbeddings, params, opts)
+}
+
+// newDecoded is the New of a typed service: params, marshalled, are the
+// request body of a call on api through DoAPI, and the whole answer is
+// decoded into a new T with T's own UnmarshalJSON (openai-go's), so that
+// RawJSON works as after openai-go's own call.
+func newDecoded[T any, PT interface {
+	*T
+	UnmarshalJSON([]byte) error
+}](ctx context.Context, c *Client, api route.API, params any, opts []CallOption) (*T, error) {
 	body, err := json.Marshal(params)
 	if err != nil {
 		return nil, &RequestError{Reason: "the params cannot be encoded: " + err.Error()}
 	}
-	r, err := s.c.DoAPI(ctx, route.APIEmbeddings, body, opts...)
+	r, err := c.DoAPI(ctx, api, body, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -36,9 +47,9 @@ func (s EmbeddingService) New(ctx context.Context, params openai.EmbeddingNewPar
 	if err != nil {
 		return nil, err
 	}
-	var out openai.CreateEmbeddingResponse
-	if err := out.UnmarshalJSON(b); err != nil {
+	out := new(T)
+	if err := PT(out).UnmarshalJSON(b); err != nil {
 		return nil, err
 	}
-	return &out, nil
+	return out, nil
 }

@@ -3,7 +3,6 @@ package tpsroute
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 
 	"github.com/openai/openai-go/v3/packages/ssestream"
@@ -27,24 +26,7 @@ type ResponseService struct {
 // response.completed (or response.incomplete) carried, decoded by
 // openai-go. Errors are those of Client.DoAPI.
 func (s ResponseService) New(ctx context.Context, params responses.ResponseNewParams, opts ...CallOption) (*responses.Response, error) {
-	body, err := json.Marshal(params)
-	if err != nil {
-		return nil, &RequestError{Reason: "the params cannot be encoded: " + err.Error()}
-	}
-	r, err := s.c.DoAPI(ctx, route.APIResponses, body, opts...)
-	if err != nil {
-		return nil, err
-	}
-	b, err := io.ReadAll(r.Body)
-	_ = r.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	var out responses.Response
-	if err := out.UnmarshalJSON(b); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return newDecoded[responses.Response](ctx, s.c, route.APIResponses, params, opts)
 }
 
 // NewStreaming streams a response, as openai-go's NewStreaming does: the
