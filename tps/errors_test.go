@@ -74,6 +74,9 @@ func TestParseErrorBody(t *testing.T) {
 		{"escaped", ` {"error":{"message":"line\nbreak \u00e9"}} `, "", "", "line\nbreak é", `{"message":"line\nbreak \u00e9"}`, "", 0},
 		{"not_json", `upstream connect error`, "", "", "upstream connect error", "", "", 0},
 		{"not_json_long", strings.Repeat("x", 400), "", "", strings.Repeat("x", 300) + "…", "", "", 0},
+		{"not_json_300", strings.Repeat("x", 300), "", "", strings.Repeat("x", 300), "", "", 0},
+		{"openrouter_nested_array", `{"error":{"message":"[{\"error\":{\"message\":\"inner\",\"code\":503}}]"}}`, "503", "", "inner",
+			`{"message":"[{\"error\":{\"message\":\"inner\",\"code\":503}}]"}`, "", 503},
 		{"empty", ``, "", "", "", "", "", 0},
 	}
 	for _, tt := range tests {
@@ -95,14 +98,16 @@ func TestParseErrorBodyBounded(t *testing.T) {
 	deep := strings.Repeat("[", 1<<20)
 	eb := tps.ParseErrorBody([]byte(deep))
 	assert.Len(t, eb.Message, 300+len("…"))
-	nested := `"x"`
-	for range 8 {
-		b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": json.RawMessage(nested)}})
+	// level[i] is the JSON text of an error whose message is level[i-1],
+	// as a JSON string: eight wrappers deep, of which four are opened.
+	level := []string{`"x"`}
+	for i := 1; i <= 8; i++ {
+		b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": json.RawMessage(level[i-1])}})
 		s, _ := json.Marshal(string(b))
-		nested = string(s)
+		level = append(level, string(s))
 	}
-	eb = tps.ParseErrorBody([]byte(`{"error":{"message":` + nested + `}}`))
-	assert.NotEmpty(t, eb.Message)
+	eb = tps.ParseErrorBody([]byte(`{"error":{"message":` + level[8] + `}}`))
+	assert.Equal(t, `{"error":{"message":`+level[3]+`}}`, eb.Message, "four wrappers opened, no more")
 }
 
 // FuzzParseErrorBody: any body reads without a panic; what it keeps as Raw
