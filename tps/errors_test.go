@@ -74,6 +74,8 @@ func TestParseErrorBody(t *testing.T) {
 		{"escaped", ` {"error":{"message":"line\nbreak \u00e9"}} `, "", "", "line\nbreak é", `{"message":"line\nbreak \u00e9"}`, "", 0},
 		{"not_json", `upstream connect error`, "", "", "upstream connect error", "", "", 0},
 		{"not_json_long", strings.Repeat("x", 400), "", "", strings.Repeat("x", 300) + "…", "", "", 0},
+		{"code_at_the_integer_bounds", `{"error":{"code":1e15,"type":-1e15}}`, "1000000000000000", "-1000000000000000", "", `{"code":1e15,"type":-1e15}`, "", 0},
+		{"code_past_them", `{"error":{"code":1.5e15}}`, "1.5e15", "", "", `{"code":1.5e15}`, "", 0},
 		{"not_json_300", strings.Repeat("x", 300), "", "", strings.Repeat("x", 300), "", "", 0},
 		{"openrouter_nested_array", `{"error":{"message":"[{\"error\":{\"message\":\"inner\",\"code\":503}}]"}}`, "503", "", "inner",
 			`{"message":"[{\"error\":{\"message\":\"inner\",\"code\":503}}]"}`, "", 503},
