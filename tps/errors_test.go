@@ -76,6 +76,8 @@ func TestParseErrorBody(t *testing.T) {
 		{"not_json_long", strings.Repeat("x", 400), "", "", strings.Repeat("x", 300) + "…", "", "", 0},
 		{"code_at_the_integer_bounds", `{"error":{"code":1e15,"type":-1e15}}`, "1000000000000000", "-1000000000000000", "", `{"code":1e15,"type":-1e15}`, "", 0},
 		{"code_past_them", `{"error":{"code":1.5e15}}`, "1.5e15", "", "", `{"code":1.5e15}`, "", 0},
+		{"status_bounds_low", `{"error":{"status":400}}`, "", "", "", `{"status":400}`, "", 400},
+		{"status_bounds_high", `{"error":{"status":599,"http_status_code":600}}`, "", "", "", `{"status":599,"http_status_code":600}`, "", 599},
 		{"not_json_300", strings.Repeat("x", 300), "", "", strings.Repeat("x", 300), "", "", 0},
 		{"openrouter_nested_array", `{"error":{"message":"[{\"error\":{\"message\":\"inner\",\"code\":503}}]"}}`, "503", "", "inner",
 			`{"message":"[{\"error\":{\"message\":\"inner\",\"code\":503}}]"}`, "", 503},
