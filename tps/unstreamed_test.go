@@ -170,3 +170,19 @@ func BenchmarkAppendCompletionEvents(b *testing.B) {
 		}
 	}
 }
+
+// TestCompletionEventsToolCallIndex: each tool call of the delta carries
+// the "index" a streaming client needs: its position when it has none, its
+// own when it has one (wherever it stands), and an empty call is still an
+// object.
+func TestCompletionEventsToolCallIndex(t *testing.T) {
+	answer := `{"choices":[{"index":0,"message":{"role":"assistant","tool_calls":[` +
+		`{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}},` +
+		`{"id":"b","index":7,"type":"function"},` +
+		`{}]},"finish_reason":"tool_calls"}]}`
+	sse, err := tps.AppendCompletionEvents(nil, []byte(answer))
+	require.NoError(t, err)
+	data, _ := events(t, sse)
+	require.True(t, json.Valid(data[0]), "%s", data[0])
+	assert.Contains(t, string(data[0]), `"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"f","arguments":"{}"}},{"id":"b","index":7,"type":"function"},{"index":2}]`)
+}
