@@ -171,6 +171,16 @@ func BenchmarkAppendCompletionEvents(b *testing.B) {
 	}
 }
 
+// TestCompletionEventsKeepSpaceAtTheEnd: the space inside a string is the
+// text's, wherever it stands, also right before the closing quote; the
+// space outside strings goes.
+func TestCompletionEventsKeepSpaceAtTheEnd(t *testing.T) {
+	sse, err := tps.AppendCompletionEvents(nil, []byte("{ \"choices\" : [ { \"message\" : { \"content\" : \"a \" } } ] }"))
+	require.NoError(t, err)
+	data, _ := events(t, sse)
+	assert.Equal(t, `{"object":"chat.completion.chunk","choices":[{"delta":{"content":"a "},"index":0}]}`, string(data[0]))
+}
+
 // TestCompletionEventsToolCallIndex: each tool call of the delta carries
 // the "index" a streaming client needs: its position when it has none, its
 // own when it has one (wherever it stands), and an empty call is still an
