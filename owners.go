@@ -8,9 +8,17 @@ import (
 
 // MaxResponseIDs is how many Responses API ids (response ids, and the
 // conversation ids calls named) a Client remembers with the deployment that
-// holds their state: about 100 bytes each, 10 MB in all. The oldest is
-// forgotten first.
+// holds their state: about 100 bytes each, 10 MB in all, and never more
+// than maxOwnedID bytes of id each (about 40 MB). The oldest is forgotten
+// first.
 const MaxResponseIDs = 100_000
+
+// maxOwnedID is the longest id owners keeps. Real ids are tens of bytes
+// ("resp_" and 48 hex digits); a longer one, from an upstream's answer or a
+// caller's conversation, is not remembered, and a call naming it is routed
+// as for any id the Client does not know: to one deployment, without
+// fallbacks.
+const maxOwnedID = 256
 
 // owners remembers which deployment holds the state of each stored Response
 // and conversation (response id -> deployment key), so that a call naming
@@ -28,6 +36,9 @@ func newOwners(max int) *owners { return &owners{max: max, m: make(map[string]me
 
 // put records that the deployment with key k holds id's state.
 func (o *owners) put(id string, k measure.Key) {
+	if len(id) > maxOwnedID {
+		return
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if _, ok := o.m[id]; ok {

@@ -2,6 +2,7 @@ package tpsroute
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -32,4 +33,20 @@ func TestOwnersBounded(t *testing.T) {
 	o.put("resp_5", k("5"))
 	_, ok := o.get("resp_2")
 	assert.False(t, ok, "the oldest goes first")
+}
+
+// TestOwnersRefusesLongIDs: an id past maxOwnedID bytes, which an upstream
+// or a caller may send, is not kept, so the map's memory is bounded by its
+// count; one at the bound is kept.
+func TestOwnersRefusesLongIDs(t *testing.T) {
+	o := newOwners(3)
+	k := measure.Key{Provider: "p", Model: "m", API: "responses"}
+	atBound, past := strings.Repeat("r", maxOwnedID), strings.Repeat("r", maxOwnedID+1)
+	o.put(past, k)
+	o.put(atBound, k)
+	_, ok := o.get(past)
+	assert.False(t, ok)
+	_, ok = o.get(atBound)
+	assert.True(t, ok)
+	assert.Len(t, o.ring, 1)
 }
