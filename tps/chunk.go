@@ -282,10 +282,7 @@ func ParseChunk(data []byte, c *Chunk) error {
 		}
 		end = s.i
 	}
-	if s.ws(); s.i < len(s.b) { // peek reads a NUL byte as the end
-		s.fail()
-	}
-	if s.bad {
+	if !s.end() {
 		return ErrMalformed
 	}
 	switch {

@@ -95,7 +95,7 @@ func parseErrorBody(body []byte, depth int) ErrorBody {
 	s.ws()
 	start := s.i
 	s.skip(1)
-	if s.ws(); s.bad || s.i < len(s.b) {
+	if !s.end() {
 		if text := string(trimSpace(body)); len(text) > maxErrorText {
 			eb.Message = text[:maxErrorText] + "…"
 		} else {

@@ -99,10 +99,7 @@ func ParseResponsesEvent(data []byte, c *Chunk) error {
 			s.skip(1)
 		}
 	}
-	if s.ws(); s.i < len(s.b) {
-		s.fail()
-	}
-	if s.bad {
+	if !s.end() {
 		return ErrMalformed
 	}
 	if usageHas {

@@ -34,6 +34,17 @@ func (s *scanner) ws() {
 	s.i = i
 }
 
+// end reports whether the payload was one well-formed value with nothing
+// but space after it: the check every parser makes last. Trailing bytes
+// count as an error (peek reads a NUL byte as the end, so they must be
+// looked for here).
+func (s *scanner) end() bool {
+	if s.ws(); s.i < len(s.b) {
+		s.fail()
+	}
+	return !s.bad
+}
+
 // peek returns the next non-space byte without consuming it, or 0 at the end.
 // The hottest callers (str, key, more) test the compact-JSON case (no space
 // to skip) themselves with cur, which is inlined, and call peek only after a

@@ -57,7 +57,7 @@ func AppendCompletionEvents(dst, completion []byte) ([]byte, error) {
 			top.err = v
 		}
 	}
-	if s.ws(); s.bad || s.i < len(s.b) {
+	if !s.end() {
 		return dst, ErrMalformed
 	}
 	if !isNullRaw(top.err) && top.choices == nil {
