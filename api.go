@@ -14,13 +14,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unsafe"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
 	"github.com/tpsroute/tpsroute/fallback"
-	"github.com/tpsroute/tpsroute/internal/jsoncheck"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/telemetry"
@@ -91,26 +89,12 @@ func readAPIRequest(body []byte, api route.API) (requestInfo, error) {
 	if !api.Known() || api == route.APIChat {
 		return requestInfo{}, &RequestError{Reason: fmt.Sprintf("the %q API is not routed here", api)}
 	}
-	if err := jsoncheck.Valid(body); err != nil {
-		if errors.Is(err, jsoncheck.ErrTooDeep) {
-			return requestInfo{}, &RequestError{Reason: "request body nests arrays and objects deeper than " + strconv.Itoa(jsoncheck.MaxDepth) + " levels"}
-		}
-		return requestInfo{}, &RequestError{Reason: "request body is not valid JSON: " + strings.TrimPrefix(err.Error(), "jsoncheck: ")}
-	}
-	js := unsafe.String(unsafe.SliceData(body), len(body))
-	r := func(path string) gjson.Result { return gjson.Get(js, path) }
-	if body[skipSpace(body)] != '{' {
-		return requestInfo{}, &RequestError{Reason: "request body must be a JSON object"}
-	}
-	model := r("model")
-	if model.Type != gjson.String || model.Str == "" {
-		return requestInfo{}, &RequestError{Param: "model", Reason: "required: a model name string"}
-	}
-	if err := checkModelName("model", model.Str); err != nil {
+	js, info, err := openRequest(body)
+	if err != nil {
 		return requestInfo{}, err
 	}
-	info := requestInfo{RawModel: strings.Clone(model.Str), API: api}
-	info.Model, info.Revision = route.ParseModel(info.RawModel)
+	info.API = api
+	r := func(path string) gjson.Result { return gjson.Get(js, path) }
 	if api == route.APIEmbeddings {
 		// Never streamed; a batch is one request and one answer, kept whole.
 		if in := r("input"); !(in.Type == gjson.String || in.IsArray()) {

@@ -40,31 +40,14 @@ type requestInfo struct {
 // returns are copies: a model name or cache key kept after the call (as a
 // statistics key, say) never keeps the body alive.
 func readRequest(body []byte) (requestInfo, error) {
-	if err := jsoncheck.Valid(body); err != nil {
-		if errors.Is(err, jsoncheck.ErrTooDeep) {
-			return requestInfo{}, &RequestError{Reason: "request body nests arrays and objects deeper than " + strconv.Itoa(jsoncheck.MaxDepth) + " levels"}
-		}
-		return requestInfo{}, &RequestError{Reason: "request body is not valid JSON: " + strings.TrimPrefix(err.Error(), "jsoncheck: ")}
-	}
-	// gjson reads body in place, without the copy ParseBytes would make;
-	// what is kept is cloned below.
-	js := unsafe.String(unsafe.SliceData(body), len(body))
-	r := func(path string) gjson.Result { return gjson.Get(js, path) }
-	if first := body[skipSpace(body)]; first != '{' {
-		return requestInfo{}, &RequestError{Reason: "request body must be a JSON object"}
-	}
-	model := r("model")
-	if model.Type != gjson.String || model.Str == "" {
-		return requestInfo{}, &RequestError{Param: "model", Reason: "required: a model name string"}
-	}
-	if err := checkModelName("model", model.Str); err != nil {
+	js, info, err := openRequest(body)
+	if err != nil {
 		return requestInfo{}, err
 	}
+	r := func(path string) gjson.Result { return gjson.Get(js, path) }
 	if m := r("messages"); !m.IsArray() {
 		return requestInfo{}, &RequestError{Param: "messages", Reason: "required: an array of messages"}
 	}
-	info := requestInfo{RawModel: strings.Clone(model.Str)}
-	info.Model, info.Revision = route.ParseModel(info.RawModel)
 	switch s := r("stream"); s.Type {
 	case gjson.True:
 		info.Stream = true
@@ -180,4 +163,33 @@ func setCacheKey(body []byte, key string) ([]byte, error) {
 		return nil, fmt.Errorf("tpsroute: set prompt_cache_key: %w", err)
 	}
 	return b, nil
+}
+
+// openRequest is the start every API's request reader shares: body must be
+// valid JSON within jsoncheck.MaxDepth levels (checked iteratively before
+// gjson, which recurses once per level, reads it) and an object with a
+// "model" name, which info holds, cloned and parsed. js is body as a
+// string, for gjson to read in place without the copy ParseBytes would
+// make; what is kept must be cloned.
+func openRequest(body []byte) (js string, info requestInfo, err error) {
+	if err := jsoncheck.Valid(body); err != nil {
+		if errors.Is(err, jsoncheck.ErrTooDeep) {
+			return "", requestInfo{}, &RequestError{Reason: "request body nests arrays and objects deeper than " + strconv.Itoa(jsoncheck.MaxDepth) + " levels"}
+		}
+		return "", requestInfo{}, &RequestError{Reason: "request body is not valid JSON: " + strings.TrimPrefix(err.Error(), "jsoncheck: ")}
+	}
+	if body[skipSpace(body)] != '{' {
+		return "", requestInfo{}, &RequestError{Reason: "request body must be a JSON object"}
+	}
+	js = unsafe.String(unsafe.SliceData(body), len(body))
+	model := gjson.Get(js, "model")
+	if model.Type != gjson.String || model.Str == "" {
+		return "", requestInfo{}, &RequestError{Param: "model", Reason: "required: a model name string"}
+	}
+	if err := checkModelName("model", model.Str); err != nil {
+		return "", requestInfo{}, err
+	}
+	info = requestInfo{RawModel: strings.Clone(model.Str)}
+	info.Model, info.Revision = route.ParseModel(info.RawModel)
+	return js, info, nil
 }
