@@ -19,9 +19,9 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/telemetry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
-	"github.com/tpsroute/tpsroute/telemetry"
 )
 
 // Client routes chat completions across the configured deployments, fails

@@ -5,9 +5,9 @@ import (
 	"net/http"
 
 	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/telemetry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
-	"github.com/tpsroute/tpsroute/telemetry"
 	"github.com/tpsroute/tpsroute/tps"
 )
 

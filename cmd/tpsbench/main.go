@@ -32,8 +32,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tpsroute/tpsroute/bench"
 	"github.com/tpsroute/tpsroute/config"
+	"github.com/tpsroute/tpsroute/internal/bench"
 )
 
 // Exit codes.

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"testing/synctest"
 
-	"github.com/tpsroute/tpsroute/sim"
+	"github.com/tpsroute/tpsroute/internal/sim"
 )
 
 const simUsage = `tpsbench sim runs simulated fleets through a real tpsroute.Client and scores

@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tpsroute/tpsroute/telemetry"
+	"github.com/tpsroute/tpsroute/internal/telemetry"
 )
 
 // startDemo runs the real command in -demo mode on a loopback port and

@@ -1,6 +1,7 @@
 // Command exported counts the exported names of the module's public packages,
 // the figure issue 27 holds to 450: run `go run ./scripts/exported` at the
-// module's root.
+// module's root,
+// with -v to list the names.
 //
 // It counts what a user of the module can name, package by package, read
 // with go/doc from the non-test files: each exported constant, variable,
@@ -11,6 +12,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"go/ast"
 	"go/doc"
@@ -23,7 +25,11 @@ import (
 	"strings"
 )
 
+// verbose lists every name counted, one per line, before the totals.
+var verbose = flag.Bool("v", false, "list every name counted")
+
 func main() {
+	flag.Parse()
 	counts := map[string]int{}
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -91,23 +97,36 @@ func countDir(dir string) (int, error) {
 		if err != nil {
 			return 0, err
 		}
+		count := func(name string) {
+			n++
+			if *verbose {
+				fmt.Printf("%s.%s\n", dir, name)
+			}
+		}
 		values := func(vs []*doc.Value) {
 			for _, v := range vs {
 				for _, name := range v.Names {
 					if ast.IsExported(name) {
-						n++
+						count(name)
 					}
 				}
 			}
 		}
 		values(p.Consts)
 		values(p.Vars)
-		n += len(p.Funcs)
+		for _, f := range p.Funcs {
+			count(f.Name)
+		}
 		for _, t := range p.Types {
-			n++ // the type
+			count(t.Name)
 			values(t.Consts)
 			values(t.Vars)
-			n += len(t.Funcs) + len(t.Methods)
+			for _, f := range t.Funcs {
+				count(f.Name)
+			}
+			for _, m := range t.Methods {
+				count(t.Name + "." + m.Name)
+			}
 		}
 	}
 	return n, nil

@@ -14,7 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tpsroute/tpsroute/bench"
+	"github.com/tpsroute/tpsroute/internal/bench"
 )
 
 // Baselines returns the default set of policies a scenario is scored with:

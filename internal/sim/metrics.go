@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tpsroute/tpsroute/bench"
+	"github.com/tpsroute/tpsroute/internal/bench"
 )
 
 // Summary is what the callers of one run got. Ratios are filled by Compare.

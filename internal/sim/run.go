@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/tpsroute/tpsroute"
-	"github.com/tpsroute/tpsroute/bench"
 	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/bench"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"

@@ -24,7 +24,7 @@ import (
 	"github.com/tpsroute/tpsroute"
 	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
-	"github.com/tpsroute/tpsroute/telemetry"
+	"github.com/tpsroute/tpsroute/internal/telemetry"
 )
 
 // benchServerEnv makes the test binary serve a replay server for the

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"testing/synctest"
 
-	"github.com/tpsroute/tpsroute/bench"
+	"github.com/tpsroute/tpsroute/internal/bench"
 )
 
 // Compare the four demo deployments, cold then warm prompt cache, and

@@ -24,7 +24,7 @@ import (
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
-	"github.com/tpsroute/tpsroute/telemetry"
+	"github.com/tpsroute/tpsroute/internal/telemetry"
 )
 
 // fleet dispatches requests to in-memory replay handlers by host name, so

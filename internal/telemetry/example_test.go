@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tpsroute/tpsroute/internal/telemetry"
 	"github.com/tpsroute/tpsroute/route"
-	"github.com/tpsroute/tpsroute/telemetry"
 )
 
 // Attribute values come from the configuration only: a model that no

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"testing/synctest"
 
-	"github.com/tpsroute/tpsroute/sim"
+	"github.com/tpsroute/tpsroute/internal/sim"
 )
 
 // Score the oracle and round-robin on the bundled static scenario (three

@@ -1,4 +1,4 @@
-module github.com/tpsroute/tpsroute/telemetry/testdata/sdk
+module github.com/tpsroute/tpsroute/internal/telemetry/testdata/sdk
 
 go 1.26.0
 
@@ -32,4 +32,4 @@ require (
 	golang.org/x/time v0.16.0 // indirect
 )
 
-replace github.com/tpsroute/tpsroute => ../../..
+replace github.com/tpsroute/tpsroute => ../../../..
