@@ -522,10 +522,10 @@ func TestResponsesCacheAffinity(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, r.Body.Close())
 		if i == 0 {
-			first = r.Deployment().Provider
+			first = r.Outcome().Deployment.Provider
 			continue
 		}
-		assert.Equal(t, first, r.Deployment().Provider, "call %d", i)
+		assert.Equal(t, first, r.Outcome().Deployment.Provider, "call %d", i)
 	}
 	assert.Equal(t, uint64(7), c.RouteStats().AffinityHits)
 }

@@ -235,5 +235,5 @@ func TestModelNameLimit(t *testing.T) {
 	resp, err := c.Do(context.Background(), body(longest))
 	require.NoError(t, err)
 	require.NoError(t, resp.Body.Close())
-	assert.Equal(t, longest, resp.Deployment().Model)
+	assert.Equal(t, longest, resp.Outcome().Deployment.Model)
 }

@@ -61,7 +61,7 @@ func sendBody(t *testing.T, c *Client, body string) (provider string, status int
 	_, err = io.Copy(io.Discard, resp.Body)
 	require.NoError(t, err)
 	require.NoError(t, resp.Body.Close())
-	return resp.Deployment().Provider, http.StatusOK
+	return resp.Outcome().Deployment.Provider, http.StatusOK
 }
 
 // TestCallerFaultsKeepTraffic is issue 33's SLO scenario: with
@@ -227,10 +227,10 @@ func TestClassificationTable(t *testing.T) {
 						atts = fe.Attempts
 					}
 				} else {
-					got, answer = resp.StatusCode, resp.Deployment().Provider
+					got, answer = resp.StatusCode, resp.Outcome().Deployment.Provider
 					_, _ = io.Copy(io.Discard, resp.Body)
 					require.NoError(t, resp.Body.Close())
-					atts = resp.Attempts()
+					atts = resp.Outcome().Attempts
 				}
 				assert.Equal(t, tt.status, got, "the caller's status")
 				if tt.class == fallback.ClassSkipped {

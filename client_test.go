@@ -31,8 +31,8 @@ func TestSmoke(t *testing.T) {
 	s, text, err := streamOnce(t, c, "m")
 	require.NoError(t, err)
 	assert.Equal(t, replay.Text(20), text)
-	assert.Equal(t, "a", s.Deployment().Provider)
-	assert.EqualValues(t, 20, s.Sample().OutputTokens)
+	assert.Equal(t, "a", s.Outcome().Deployment.Provider)
+	assert.EqualValues(t, 20, s.Outcome().Sample.OutputTokens)
 	got, err := c.Chat.Completions.New(context.Background(), userParams("m", "hi"))
 	require.NoError(t, err)
 	assert.Equal(t, replay.Text(20), got.Choices[0].Message.Content)
@@ -62,11 +62,11 @@ func TestHooksAndProviderErrors(t *testing.T) {
 		var oe *openai.Error
 		require.ErrorAs(t, err, &oe)
 		assert.Equal(t, http.StatusBadRequest, oe.StatusCode)
-		require.Len(t, s.Attempts(), 1, "a policy rejection is not retried")
+		require.Len(t, s.Outcome().Attempts, 1, "a policy rejection is not retried")
 		assert.Zero(t, f.providers["q"].count())
 
-		var rep Report
-		_, err = c.Chat.Completions.New(context.Background(), userParams("m", "hi"), WithPin("q", ""), WithReport(&rep))
+		var rep Outcome
+		_, err = c.Chat.Completions.New(context.Background(), userParams("m", "hi"), WithPin("q", ""), WithOutcome(&rep))
 		require.NoError(t, err)
 		assert.Equal(t, "q", rep.Deployment.Provider)
 		assert.Empty(t, rep.Deployment.APIKey, "a report never carries a key")
@@ -107,7 +107,7 @@ func TestHedge(t *testing.T) {
 		s, text, err := streamOnce(t, c, "m", WithPin("a", ""), WithHedge())
 		require.NoError(t, err)
 		assert.Equal(t, replay.Text(3), text)
-		assert.Equal(t, "b", s.Deployment().Provider, "the hedge on b wins")
+		assert.Equal(t, "b", s.Outcome().Deployment.Provider, "the hedge on b wins")
 		assert.Less(t, time.Since(t0), time.Second)
 
 		t0 = time.Now()
@@ -115,7 +115,7 @@ func TestHedge(t *testing.T) {
 		require.NoError(t, err)
 		// Without WithHedge, no hedge: a is left only at its measured TTFT
 		// deadline (3× a p95 of ~100 ms, at least 3 s), not at the 15 s default.
-		assert.Equal(t, "b", s.Deployment().Provider, "without WithHedge the call fails over at a's TTFT deadline")
+		assert.Equal(t, "b", s.Outcome().Deployment.Provider, "without WithHedge the call fails over at a's TTFT deadline")
 		assert.GreaterOrEqual(t, time.Since(t0), 3*time.Second)
 		assert.Less(t, time.Since(t0), 4*time.Second)
 	})
@@ -156,7 +156,7 @@ func TestWithDeadlines(t *testing.T) {
 		s := c.Chat.Completions.NewStreaming(context.Background(), userParams("m", "hi"), opts...)
 		defer s.Close()
 		_, err := drain(t, s)
-		return s.Deployment().Provider, err
+		return s.Outcome().Deployment.Provider, err
 	}
 	viaDo := func(c *Client, opts ...CallOption) (string, error) {
 		r, err := c.Do(context.Background(), []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`), opts...)
@@ -165,11 +165,11 @@ func TestWithDeadlines(t *testing.T) {
 		}
 		defer r.Body.Close()
 		_, err = io.Copy(io.Discard, r.Body)
-		return r.Deployment().Provider, err
+		return r.Outcome().Deployment.Provider, err
 	}
 	viaTransport := func(c *Client, opts ...CallOption) (string, error) {
-		var rep Report
-		ctx := ContextWithOptions(context.Background(), append(opts, WithReport(&rep))...)
+		var rep Outcome
+		ctx := ContextWithOptions(context.Background(), append(opts, WithOutcome(&rep))...)
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://x.invalid/v1/chat/completions",
 			strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
 		require.NoError(t, err)

@@ -55,7 +55,7 @@
 //
 // Client.Chat.Completions.New streams underneath and accumulates, so every
 // call feeds the TPS statistics; since nothing reaches the caller before the
-// end, even a mid-stream failure fails over invisibly. WithReport tells
+// end, even a mid-stream failure fails over invisibly. WithOutcome tells
 // which deployment answered.
 //
 // Cancelling the context or closing a Stream early ends the upstream request
@@ -78,7 +78,7 @@
 // (models to fall back through),
 // WithCacheKey, WithHedge, WithDeadlines (this call's headers, TTFT, stall,
 // max-duration and finish-grace deadlines instead of Config.Fallback's),
-// WithHeader (an extra header for every attempt) and WithReport.
+// WithHeader (an extra header for every attempt) and WithOutcome.
 //
 // # Cache hints
 //

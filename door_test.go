@@ -36,7 +36,7 @@ func TestMidStreamCutSameErrorEitherDoor(t *testing.T) {
 			assert.Equal(t, fallback.ClassMidStream, last.Class, name)
 			assert.Contains(t, fe.Error(), "fallback: 1 attempt (", name) // then why it was not continued
 		}
-		assert.Equal(t, 1, s.AttemptCount(), "the stream's count agrees with its error's")
+		assert.Equal(t, 1, s.Outcome().AttemptCount, "the stream's count agrees with its error's")
 	})
 }
 
@@ -54,7 +54,7 @@ func TestContextLengthNextListedModel(t *testing.T) {
 		s, text, err := streamOnce(t, c, "big", WithModels("m2"))
 		require.NoError(t, err)
 		assert.Equal(t, replay.Text(3), text)
-		assert.Equal(t, "m2", s.Deployment().Model, "the next listed model answered")
+		assert.Equal(t, "m2", s.Outcome().Deployment.Model, "the next listed model answered")
 	})
 }
 

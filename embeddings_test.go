@@ -59,8 +59,8 @@ func TestEmbeddings(t *testing.T) {
 	require.NoError(t, r.Body.Close())
 	assert.JSONEq(t, apiEmbeddings, string(b))
 	assert.Equal(t, "AABAQAAAgEA=", gjson.GetBytes(b, "data.1.embedding").Str, "base64 vectors pass untouched")
-	assert.Equal(t, "up", r.Deployment().Provider)
-	assert.Equal(t, 2, r.AttemptCount(), "the pinned deployment failed first")
+	assert.Equal(t, "up", r.Outcome().Deployment.Provider)
+	assert.Equal(t, 2, r.Outcome().AttemptCount, "the pinned deployment failed first")
 
 	reqs, paths := up.requests()
 	require.Len(t, reqs, 3)

@@ -47,7 +47,7 @@ func ExampleChatCompletionService_NewStreaming() {
 		log.Fatal(err)
 	}
 	fmt.Println(strings.TrimSpace(text.String()))
-	d, s := stream.Deployment(), stream.Sample()
+	d, s := stream.Outcome().Deployment, stream.Outcome().Sample
 	fmt.Printf("answered by %s/%s with %d output tokens (TPS measured: %v)\n", d.Provider, d.Region, s.OutputTokens, s.TPSOK)
 	// Output:
 	// w0 w1 w2 w3 w4
@@ -69,11 +69,11 @@ func ExampleChatCompletionService_New() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	var report tpsroute.Report
+	var report tpsroute.Outcome
 	completion, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
 		Model:    "m",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hi")},
-	}, tpsroute.WithPin("primary", ""), tpsroute.WithReport(&report))
+	}, tpsroute.WithPin("primary", ""), tpsroute.WithOutcome(&report))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -149,8 +149,8 @@ func ExampleClient_Do() {
 		log.Fatal(err)
 	}
 	fmt.Println(resp.Header.Get("Content-Type"), strings.HasSuffix(string(raw), "data: [DONE]\n\n"))
-	fmt.Println("answered by", resp.Deployment().Key())
-	for _, a := range resp.Attempts() {
+	fmt.Println("answered by", resp.Outcome().Deployment.Key())
+	for _, a := range resp.Outcome().Attempts {
 		fmt.Println("attempt:", a.Key, a.Status)
 	}
 

@@ -66,12 +66,12 @@ func TestFleetWiring(t *testing.T) {
 
 	// Another replica served "other-session" on the deployment not chosen.
 	other := a
-	if s.Deployment().Provider == "a" {
+	if s.Outcome().Deployment.Provider == "a" {
 		other = b
 	}
 	rf.learn(fleetCacheKey("other-session"), other.Key(), time.Now())
 	s, _, err = streamOnce(t, c, "m", WithCacheKey("other-session"))
 	require.NoError(t, err)
-	assert.Equal(t, other.Provider, s.Deployment().Provider)
+	assert.Equal(t, other.Provider, s.Outcome().Deployment.Provider)
 	assert.Equal(t, uint64(1), c.RouteStats().AffinityHits)
 }

@@ -106,15 +106,15 @@ func TestRevisionPinAndWildcard(t *testing.T) {
 		for range 5 {
 			s, _, err := streamOnce(t, c, "m@v2")
 			require.NoError(t, err)
-			assert.Equal(t, "v2", s.Deployment().Revision)
+			assert.Equal(t, "v2", s.Outcome().Deployment.Revision)
 		}
 		assert.Zero(t, f.providers["v1"].count(), "m@v2 never goes to v1")
 
 		for _, m := range []string{"qwen", "llama", "qwen"} {
 			s, _, err := streamOnce(t, c, m)
 			require.NoError(t, err)
-			assert.Equal(t, "vllm", s.Deployment().Provider)
-			assert.Equal(t, m, s.Deployment().Model, "a wildcard answers as the model requested")
+			assert.Equal(t, "vllm", s.Outcome().Deployment.Provider)
+			assert.Equal(t, m, s.Outcome().Deployment.Model, "a wildcard answers as the model requested")
 		}
 		var models []string
 		for _, r := range f.providers["w"].requests() {
@@ -133,7 +133,7 @@ func TestRevisionPinAndWildcard(t *testing.T) {
 
 // TestNoCredentialHandedBack: a deployment whose credential is a header
 // (Azure's api-key) rather than APIKey never has it handed back: not by
-// Stream.Deployment, Response.Deployment, Report, Client.Deployments nor an
+// Stream.Outcome, Response.Outcome, WithOutcome, Client.Deployments nor an
 // HTTPError message that echoes it, and the configured map is not modified.
 func TestNoCredentialHandedBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -147,8 +147,8 @@ func TestNoCredentialHandedBack(t *testing.T) {
 		wild.Model, wild.Provider = route.Wildcard, "az2"
 		c := mustNew(t, Config{HTTPClient: &http.Client{Transport: f}, Deployments: []route.Deployment{a, wild}})
 
-		var rep Report
-		s := c.Chat.Completions.NewStreaming(context.Background(), userParams("m", "hi"), WithReport(&rep))
+		var rep Outcome
+		s := c.Chat.Completions.NewStreaming(context.Background(), userParams("m", "hi"), WithOutcome(&rep))
 		_, err := drain(t, s)
 		require.NoError(t, err)
 		require.NoError(t, s.Close())
@@ -158,7 +158,7 @@ func TestNoCredentialHandedBack(t *testing.T) {
 		_, err = c.Chat.Completions.New(context.Background(), userParams("bad", "hi"))
 		require.Error(t, err)
 
-		got := map[string]route.Deployment{"Stream": s.Deployment(), "Response": r.Deployment(), "Report": rep.Deployment}
+		got := map[string]route.Deployment{"Stream": s.Outcome().Deployment, "Response": r.Outcome().Deployment, "WithOutcome": rep.Deployment}
 		for i, d := range c.Deployments() {
 			got["Deployments"+strconv.Itoa(i)] = d
 		}

@@ -297,8 +297,8 @@ func TestNonStreamDoorsFailOver(t *testing.T) {
 					a := dep("a", "", "m", f.add("a", map[string]replay.Script{"m": replay.WithFaults(profile(), fault.f)}))
 					b := dep("b", "", "m", f.add("b", map[string]replay.Script{"m": profile()}))
 					c := mustNew(t, Config{HTTPClient: &http.Client{Transport: f}, Deployments: []route.Deployment{a, b}})
-					var rep Report
-					opts := []CallOption{WithPin("a", ""), WithReport(&rep)}
+					var rep Outcome
+					opts := []CallOption{WithPin("a", ""), WithOutcome(&rep)}
 					var content string
 					switch door {
 					case "New":
@@ -363,8 +363,8 @@ func TestPlainUpstreamDoors(t *testing.T) {
 		wantStream bool
 	}{
 		"New WithPlainUpstream": {call: func(t *testing.T) string {
-			var rep Report
-			got, err := c.Chat.Completions.New(ctx, params, WithPlainUpstream(), WithReport(&rep))
+			var rep Outcome
+			got, err := c.Chat.Completions.New(ctx, params, WithPlainUpstream(), WithOutcome(&rep))
 			require.NoError(t, err)
 			assert.True(t, rep.Sample.Unstreamed)
 			return got.RawJSON()

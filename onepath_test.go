@@ -74,7 +74,7 @@ func TestLoneCRThroughEveryDoor(t *testing.T) {
 		s, text, err := streamOnce(t, c, "m")
 		require.NoError(t, err)
 		assert.Equal(t, want, text)
-		assert.EqualValues(t, 2, s.Sample().OutputTokens)
+		assert.EqualValues(t, 2, s.Outcome().Sample.OutputTokens)
 	})
 	t.Run("client New", func(t *testing.T) {
 		cc, err := c.Chat.Completions.New(context.Background(), userParams("m", "hi"))

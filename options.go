@@ -21,7 +21,7 @@ import (
 // WithSLO, WithPriceCap, WithModels, WithCacheKey and WithoutFallback are
 // thin shorthands that each set one of its fields (and nothing else), so
 // that a later one changes that field of an earlier WithRequest. The other
-// options (WithHedge, WithDeadlines, WithHeader, WithReport) are about the
+// options (WithHedge, WithDeadlines, WithHeader, WithOutcome) are about the
 // call, not its routing.
 type CallOption func(*callConfig)
 
@@ -31,8 +31,8 @@ type callConfig struct {
 	hedge     bool
 	plain     bool
 	deadlines fallback.Deadlines
-	hdr       http.Header // WithHeader's, forwarded as the Transport's caller headers are
-	report    *Report
+	hdr       http.Header     // WithHeader's, forwarded as the Transport's caller headers are
+	outcome   *Outcome        // WithOutcome's, filled by endCall
 	tel       *telemetry.Call // set by Client.do; ended by endCall
 }
 
@@ -202,59 +202,73 @@ func WithoutFallback() CallOption {
 	return func(c *callConfig) { c.req.NoFallbacks = true }
 }
 
-// Report is the outcome of one call, filled by WithReport when the call ends.
-// A Report is written once, by the call's goroutine; read it after the call
-// returned (New), after the Stream ended or was closed (NewStreaming), or
-// after the response body reached EOF or was closed (Transport).
-type Report struct {
+// Outcome is what became of one call: the deployment that answered, its
+// timing and usage, every attempt and the call's error. Every door gives it
+// in this one type: Stream.Outcome and Response.Outcome while the call runs
+// and after it, and WithOutcome for the doors that return only the answer
+// (Chat.Completions.New, Embeddings.New, the Transport). It is a plain value;
+// its Attempts slice is the caller's own copy.
+type Outcome struct {
 	// Deployment answered the call (after a mid-stream continuation, the one
 	// that continued), without credentials (APIKey empty, credential
-	// headers "REDACTED"). Zero if none answered.
+	// headers "REDACTED"). For a wildcard deployment, Model is the model
+	// requested. Zero if none answered.
 	Deployment route.Deployment
-	// Sample is the answering attempt's timing and usage.
+	// Sample is the answering attempt's timing and usage: TTFT, generation
+	// TPS, tokens, cache state. It is complete once the call has ended.
 	Sample tps.Sample
-	// Attempts lists every attempt of the call, in order, skipped deployments
-	// included.
+	// Attempts lists every attempt of the call, in order: failed ones,
+	// deployments skipped for an open breaker or a cooldown, and the one
+	// that answered, which is listed once its stream has ended.
 	Attempts []fallback.Attempt
-	// Err is the call's error, nil on success or an early Close.
+	// AttemptCount is how many attempts reached a provider, skipped
+	// deployments not counted and the answering one included from its start:
+	// the count a *fallback.Error's message gives.
+	AttemptCount int
+	// Err is the call's error: nil while the call runs, after a clean end and
+	// after an early Close.
 	Err error
 }
 
-// WithReport fills r when the call ends: the deployment that answered, its
-// tps.Sample and every attempt. It is how a caller of New, which returns only
-// the completion, or of the Transport learns what happened. A nil r is ignored.
-func WithReport(r *Report) CallOption {
-	return func(c *callConfig) { c.report = r }
+// WithOutcome fills o once the call has ended: the deployment that answered,
+// its tps.Sample, every attempt and the error. It is how a caller of New, which
+// returns only the completion, or of the Transport learns what happened; a
+// Stream or a Response also gives it with its Outcome method. The call's
+// goroutine writes *o once: read it after New returned, after the Stream ended
+// or was closed, or after the response body reached EOF or was closed. A nil o
+// is ignored.
+func WithOutcome(o *Outcome) CallOption {
+	return func(c *callConfig) { c.outcome = o }
 }
 
-// endCall ends a call with the outcome res or err: its telemetry, then its
-// Report. Every path that ends a call goes through it once.
+// endCall ends a call with the outcome res or err: its telemetry, then the
+// caller's Outcome. Every path that ends a call goes through it once.
 func endCall(cc *callConfig, res *fallback.Result, err error) {
 	cc.tel.End(err)
-	fillReport(cc.report, res, err)
-}
-
-// fillReport writes the outcome of a call into r, if r is not nil.
-func fillReport(r *Report, res *fallback.Result, err error) {
-	if r == nil {
-		return
-	}
-	*r = Report{Err: err, Attempts: attempts(res, err)}
-	if res != nil {
-		r.Deployment = route.Redact(res.Deployment())
-		r.Sample = res.Sample()
+	if cc.outcome != nil {
+		*cc.outcome = outcomeOf(res, err)
 	}
 }
 
-// attempts returns every attempt of a call that answered with res, or else
-// failed with err, in order: a copy, nil when there were none.
-func attempts(res *fallback.Result, err error) []fallback.Attempt {
+// outcomeOf is the outcome of a call that committed res (nil if none did)
+// and has so far failed with err.
+func outcomeOf(res *fallback.Result, err error) Outcome {
+	o := Outcome{Err: err}
 	if res != nil {
-		return res.Attempts()
+		o.Deployment = route.Redact(res.Deployment())
+		o.Sample = res.Sample()
+		o.Attempts = res.Attempts()
+		o.AttemptCount = res.AttemptCount()
+		return o
 	}
 	var fe *fallback.Error
 	if errors.As(err, &fe) {
-		return append([]fallback.Attempt(nil), fe.Attempts...)
+		o.Attempts = append([]fallback.Attempt(nil), fe.Attempts...)
 	}
-	return nil
+	for _, a := range o.Attempts {
+		if a.Class != fallback.ClassSkipped {
+			o.AttemptCount++
+		}
+	}
+	return o
 }

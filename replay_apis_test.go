@@ -42,10 +42,10 @@ func TestReplayAPIStylesThroughClient(t *testing.T) {
 				got, err := io.ReadAll(r.Body)
 				require.NoError(t, err)
 				require.NoError(t, r.Body.Close())
-				assert.Equal(t, "b", r.Deployment().Provider)
+				assert.Equal(t, "b", r.Outcome().Deployment.Provider)
 				assert.Contains(t, string(got), "w5 ")
 				assert.NotContains(t, string(got), "event: error")
-				s := r.Sample()
+				s := r.Outcome().Sample
 				assert.Equal(t, int64(6), s.OutputTokens)
 				st, ok := c.Stats().Lookup(measure.Key{Provider: "b", Model: "m", API: string(tc.api)})
 				require.True(t, ok)

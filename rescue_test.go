@@ -46,12 +46,12 @@ func TestRescueFollowsTheSLO(t *testing.T) {
 				s, text, err := streamOnce(t, c, "m", append(tt.opts, WithPin("a", ""))...)
 				require.NoError(t, err)
 				assert.Equal(t, replay.Text(150), text)
-				atts := s.Attempts()
+				atts := s.Outcome().Attempts
 				require.NotEmpty(t, atts)
 				assert.Equal(t, tt.rescued, atts[0].Rescued)
 				if tt.rescued {
 					assert.ErrorIs(t, atts[0].Err, fallback.ErrRescued)
-					assert.Equal(t, "b", s.Deployment().Provider)
+					assert.Equal(t, "b", s.Outcome().Deployment.Provider)
 				}
 			})
 		})

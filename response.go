@@ -11,7 +11,6 @@ import (
 
 	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/route"
-	"github.com/tpsroute/tpsroute/tps"
 )
 
 // Do sends one chat completion given as its serialised OpenAI request body
@@ -67,29 +66,20 @@ type Response struct {
 	Stream bool
 
 	res *fallback.Result
+	mu  sync.Mutex
+	err error // the error that ended Body, if one did
 }
 
-// Deployment returns the deployment that answered (after a mid-stream
-// continuation, the one that continued), without credentials (APIKey empty,
-// credential headers "REDACTED"). For a wildcard deployment, Model is the
-// model requested.
-func (r *Response) Deployment() route.Deployment {
-	return route.Redact(r.res.Deployment())
+// Outcome returns what became of the call so far: the deployment that
+// answered, its tps.Sample (complete once Body returned io.EOF or an error,
+// or was closed), every attempt (the answering attempt of a stream is listed
+// when the stream ends) and the error that ended Body, if one did.
+func (r *Response) Outcome() Outcome {
+	r.mu.Lock()
+	err := r.err
+	r.mu.Unlock()
+	return outcomeOf(r.res, err)
 }
-
-// Attempts returns every attempt of the call so far, in order: failed ones
-// and deployments skipped for an open breaker or a cooldown. The answering
-// attempt of a stream is recorded when the stream ends.
-func (r *Response) Attempts() []fallback.Attempt { return r.res.Attempts() }
-
-// AttemptCount returns how many attempts reached a provider so far, skipped
-// deployments not counted and the answering one included from the start: the
-// count a *fallback.Error's message gives if the stream then fails.
-func (r *Response) AttemptCount() int { return r.res.AttemptCount() }
-
-// Sample returns the answering attempt's timing and usage. It is complete
-// once Body returned io.EOF or an error, or was closed.
-func (r *Response) Sample() tps.Sample { return r.res.Sample() }
 
 // send runs one call given as a serialised body: the path of Do and of the
 // Transport. hdr, when not nil, is forwarded without credentials.
@@ -123,7 +113,12 @@ func (c *Client) respond(ctx context.Context, body []byte, info requestInfo, hdr
 	r.Header.Del("Content-Length")
 	if info.Stream {
 		r.Header.Set("Content-Type", "text/event-stream")
-		r.Body = &servedBody{rc: res.Body, cancel: cancel, end: func(err error) { endCall(cc, res, err) }}
+		r.Body = &servedBody{rc: res.Body, cancel: cancel, end: func(err error) {
+			r.mu.Lock()
+			r.err = err
+			r.mu.Unlock()
+			endCall(cc, res, err)
+		}}
 		return r, nil
 	}
 	cancel()                         // the attempt has ended; Body reads what it left

@@ -49,25 +49,25 @@ func TestDo(t *testing.T) {
 	t.Run("stream_relays_sse_with_deployment_and_attempts", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			c, f := doFleet(true)
-			var rep Report
-			r, err := c.Do(context.Background(), []byte(doBody), WithProviders("a", "b"), WithReport(&rep))
+			var rep Outcome
+			r, err := c.Do(context.Background(), []byte(doBody), WithProviders("a", "b"), WithOutcome(&rep))
 			require.NoError(t, err)
 			assert.True(t, r.Stream)
 			assert.Equal(t, 200, r.StatusCode)
 			assert.Equal(t, "text/event-stream", r.Header.Get("Content-Type"))
-			assert.Equal(t, "b", r.Deployment().Provider)
-			assert.Empty(t, r.Deployment().APIKey, "no credential handed back")
+			assert.Equal(t, "b", r.Outcome().Deployment.Provider)
+			assert.Empty(t, r.Outcome().Deployment.APIKey, "no credential handed back")
 			raw, err := io.ReadAll(r.Body)
 			require.NoError(t, err)
 			require.NoError(t, r.Body.Close())
 			assert.True(t, strings.HasSuffix(string(raw), "data: [DONE]\n\n"), "the provider's bytes, [DONE] included")
 			assert.Equal(t, replay.Text(8), sseText(raw))
-			atts := r.Attempts()
+			atts := r.Outcome().Attempts
 			require.Len(t, atts, 2)
 			assert.Equal(t, 503, atts[0].Status)
 			assert.Equal(t, fallback.ClassNone, atts[1].Class)
-			assert.EqualValues(t, 8, r.Sample().OutputTokens)
-			assert.Equal(t, "b", rep.Deployment.Provider, "WithReport is filled at EOF")
+			assert.EqualValues(t, 8, r.Outcome().Sample.OutputTokens)
+			assert.Equal(t, "b", rep.Deployment.Provider, "WithOutcome is filled at EOF")
 
 			sent := f.providers["b"].requests()
 			require.Len(t, sent, 1)
@@ -122,7 +122,7 @@ func TestDo(t *testing.T) {
 			require.NoError(t, err)
 			_, _ = io.Copy(io.Discard, r.Body)
 			r.Body.Close()
-			assert.Equal(t, "a", r.Deployment().Provider, "b's output price 4 is above the cap")
+			assert.Equal(t, "a", r.Outcome().Deployment.Provider, "b's output price 4 is above the cap")
 			_, err = c.Do(context.Background(), []byte(doBody), WithPriceCap(0.05, 0))
 			require.ErrorIs(t, err, route.ErrNoDeployment)
 			assert.Equal(t, 503, c.HTTPError(err).Status)

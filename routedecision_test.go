@@ -42,7 +42,7 @@ func TestRevisionOnlyModel(t *testing.T) {
 		require.NoError(t, err)
 		_, _ = io.Copy(io.Discard, r.Body)
 		require.NoError(t, r.Body.Close())
-		assert.Equal(t, "v2", r.Deployment().Revision)
+		assert.Equal(t, "v2", r.Outcome().Deployment.Revision)
 	})
 }
 
@@ -60,7 +60,7 @@ func TestPricePair(t *testing.T) {
 			require.NoError(t, err)
 			_, _ = io.Copy(io.Discard, r.Body)
 			require.NoError(t, r.Body.Close())
-			assert.Equal(t, "a", r.Deployment().Provider, "b is demoted behind a")
+			assert.Equal(t, "a", r.Outcome().Deployment.Provider, "b is demoted behind a")
 			require.Len(t, dec, 1)
 			require.Len(t, dec[0].Deployments, 2, "b is demoted, not dropped")
 			assert.Equal(t, "b", dec[0].Deployments[1].Deployment.Provider)
@@ -74,7 +74,7 @@ func TestPricePair(t *testing.T) {
 			require.NoError(t, err)
 			_, _ = io.Copy(io.Discard, r.Body)
 			require.NoError(t, r.Body.Close())
-			assert.Equal(t, "b", r.Deployment().Provider, "the demoted deployment is the fallback")
+			assert.Equal(t, "b", r.Outcome().Deployment.Provider, "the demoted deployment is the fallback")
 		})
 	})
 	t.Run("price_cap_drops", func(t *testing.T) {
@@ -131,14 +131,14 @@ func TestWithRequest(t *testing.T) {
 		c, _ := doFleet(false)
 		got, r, err := route1(t, c, WithOnly("a"), WithRequest(route.Request{Model: "ignored", Pin: route.Pin{Provider: "b"}, Regions: []string{"eu"}}))
 		require.NoError(t, err)
-		assert.Equal(t, "b", r.Deployment().Provider)
+		assert.Equal(t, "b", r.Outcome().Deployment.Provider)
 		assert.Equal(t, "m", got.Model, "the body names the model")
 		assert.Empty(t, got.Only, "WithRequest replaced the earlier WithOnly")
 		assert.Equal(t, []string{"eu"}, got.Regions)
 
 		_, r, err = route1(t, c, WithRequest(route.Request{Pin: route.Pin{Provider: "b"}}), WithPin("a", ""))
 		require.NoError(t, err)
-		assert.Equal(t, "a", r.Deployment().Provider, "a later shorthand changes its field")
+		assert.Equal(t, "a", r.Outcome().Deployment.Provider, "a later shorthand changes its field")
 
 		_, _, err = route1(t, c, WithRequest(route.Request{PriceCap: measure.Price{Output: 0.1}}))
 		require.ErrorIs(t, err, route.ErrNoDeployment, "the price cap travels")

@@ -23,7 +23,7 @@ func calls(t *testing.T, c *Client, n int, gap time.Duration, opts ...CallOption
 	for range n {
 		s, _, err := streamOnce(t, c, "m", opts...)
 		require.NoError(t, err)
-		out = append(out, s.Deployment().Provider)
+		out = append(out, s.Outcome().Deployment.Provider)
 		time.Sleep(gap)
 	}
 	return out
@@ -141,7 +141,7 @@ func TestCallOptionsConstrainThePlan(t *testing.T) {
 		return mustNew(t, Config{HTTPClient: &http.Client{Transport: f}, Deployments: ds, Route: route.Options{Seed: 1, Exploration: -1}})
 	}
 	first := func(t *testing.T, s *Stream) string {
-		a := s.Attempts()
+		a := s.Outcome().Attempts
 		require.NotEmpty(t, a)
 		return a[0].Key.Provider + "/" + a[0].Key.Region
 	}
@@ -160,13 +160,13 @@ func TestCallOptionsConstrainThePlan(t *testing.T) {
 			s, _, err := streamOnce(t, c, "m", WithPin("b", "eu"))
 			require.NoError(t, err)
 			assert.Equal(t, "b/eu", first(t, s))
-			assert.NotEqual(t, "b", s.Deployment().Provider)
+			assert.NotEqual(t, "b", s.Outcome().Deployment.Provider)
 		}},
 		{"pin without fallback fails", func(t *testing.T, c *Client) {
 			s, _, err := streamOnce(t, c, "m", WithPin("b", "eu"), WithoutFallback())
 			require.Error(t, err)
-			require.NotEmpty(t, s.Attempts())
-			for _, a := range s.Attempts() {
+			require.NotEmpty(t, s.Outcome().Attempts)
+			for _, a := range s.Outcome().Attempts {
 				assert.Equal(t, "b", a.Key.Provider)
 			}
 		}},
@@ -180,8 +180,8 @@ func TestCallOptionsConstrainThePlan(t *testing.T) {
 			for range 10 {
 				s, _, err := streamOnce(t, c, "m", WithRegion("eu"))
 				require.NoError(t, err)
-				assert.Equal(t, "eu", s.Deployment().Region)
-				for _, a := range s.Attempts() {
+				assert.Equal(t, "eu", s.Outcome().Deployment.Region)
+				for _, a := range s.Outcome().Attempts {
 					assert.Equal(t, "eu", a.Key.Region)
 				}
 			}
@@ -189,7 +189,7 @@ func TestCallOptionsConstrainThePlan(t *testing.T) {
 			// fails rather than leave the region.
 			s, _, err := streamOnce(t, c, "m", WithRegion("eu"), WithOnly("b"))
 			require.Error(t, err)
-			for _, a := range s.Attempts() {
+			for _, a := range s.Outcome().Attempts {
 				assert.Equal(t, "eu", a.Key.Region)
 			}
 		}},
@@ -204,14 +204,14 @@ func TestCallOptionsConstrainThePlan(t *testing.T) {
 			for range 5 {
 				s, _, err := streamOnce(t, c, "m", WithIgnore("a", "b"))
 				require.NoError(t, err)
-				assert.Equal(t, "c", s.Deployment().Provider)
+				assert.Equal(t, "c", s.Outcome().Deployment.Provider)
 			}
 		}},
 		{"model list fallback", func(t *testing.T, c *Client) {
 			s, _, err := streamOnce(t, c, "m", WithOnly("b", "d"), WithModels("m2"))
 			require.NoError(t, err)
-			assert.Equal(t, "d", s.Deployment().Provider)
-			assert.Equal(t, "m2", s.Deployment().Model)
+			assert.Equal(t, "d", s.Outcome().Deployment.Provider)
+			assert.Equal(t, "m2", s.Outcome().Deployment.Model)
 		}},
 		{"unknown model", func(t *testing.T, c *Client) {
 			_, _, err := streamOnce(t, c, "nope")

@@ -16,7 +16,6 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/tpsroute/tpsroute/fallback"
-	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
 )
 
@@ -41,7 +40,7 @@ func (s ChatCompletionService) NewStreaming(ctx context.Context, params openai.C
 // and since nothing reaches the caller before the end, a failure at any
 // point (even mid-stream) fails over invisibly to the next deployment. The
 // answer is assembled from the chunks as they are timed (tps.Accumulator)
-// and decoded once by openai-go, so RawJSON holds it whole. Use WithReport
+// and decoded once by openai-go, so RawJSON holds it whole. Use WithOutcome
 // to learn which deployment answered, its tps.Sample (usage, timing) and the
 // attempts.
 func (s ChatCompletionService) New(ctx context.Context, params openai.ChatCompletionNewParams, opts ...CallOption) (*openai.ChatCompletion, error) {
@@ -352,46 +351,16 @@ func (s *Stream) fail(err error) {
 // finish ends a stream that completed cleanly.
 func (s *Stream) finish() { _ = s.Close() }
 
-// Sample returns the timing and usage of the answering attempt: TTFT,
-// generation TPS, tokens, cache state, cost inputs. It is complete once Next
-// has returned false or the Stream was closed. Zero if no attempt answered.
-func (s *Stream) Sample() tps.Sample {
-	if s.st.res == nil {
-		return tps.Sample{}
+// Outcome returns what became of the call so far: the deployment that
+// answered, its tps.Sample (complete once Next has returned false or the
+// Stream was closed), every attempt and Err. Zero Deployment and Sample if no
+// attempt answered.
+func (s *Stream) Outcome() Outcome {
+	err := s.Err()
+	if err == nil {
+		err = s.st.err
 	}
-	return s.st.res.Sample()
-}
-
-// Deployment returns the deployment that answered (after a mid-stream
-// continuation, the one that continued), or the zero Deployment if none did.
-// For a wildcard deployment, Model is the model requested. It carries no
-// credential: APIKey is empty and credential headers read "REDACTED".
-func (s *Stream) Deployment() route.Deployment {
-	if s.st.res == nil {
-		return route.Deployment{}
-	}
-	return route.Redact(s.st.res.Deployment())
-}
-
-// Attempts returns every attempt of the call, in order: failed ones,
-// deployments skipped for an open breaker or a cooldown, and the one that
-// answered.
-func (s *Stream) Attempts() []fallback.Attempt { return attempts(s.st.res, s.st.err) }
-
-// AttemptCount returns how many attempts reached a provider, skipped
-// deployments not counted and the answering one included from the start: the
-// count that the call's *fallback.Error message gives.
-func (s *Stream) AttemptCount() int {
-	if s.st.res != nil {
-		return s.st.res.AttemptCount()
-	}
-	n := 0
-	for _, a := range s.Attempts() {
-		if a.Class != fallback.ClassSkipped {
-			n++
-		}
-	}
-	return n
+	return outcomeOf(s.st.res, err)
 }
 
 // readAll reads and closes a request body.

@@ -80,7 +80,7 @@ func TestMidStreamFailure(t *testing.T) {
 		require.ErrorAs(t, err, &fe)
 		assert.Equal(t, tps.PhaseMidStream, fe.Phase())
 		assert.NotEqual(t, replay.Text(60), text)
-		assert.Equal(t, "a", s.Deployment().Provider)
+		assert.Equal(t, "a", s.Outcome().Deployment.Provider)
 
 		// Non-streaming: restarts invisibly on b.
 		got, err := c.Chat.Completions.New(context.Background(), userParams("m", "hi"), WithPin("a", ""))
@@ -111,7 +111,7 @@ func TestCacheAffinityGivesWarmHits(t *testing.T) {
 			s := c.Chat.Completions.NewStreaming(context.Background(), p)
 			_, err := drain(t, s)
 			require.NoError(t, err)
-			if s.Sample().Cache == tps.CacheWarm {
+			if s.Outcome().Sample.Cache == tps.CacheWarm {
 				warm++
 			}
 			time.Sleep(time.Second)
@@ -190,7 +190,7 @@ func TestMidStreamContinue(t *testing.T) {
 		s, text, err := streamOnce(t, c, "m", WithPin("a", ""))
 		require.NoError(t, err)
 		assert.Equal(t, replay.Text(60), text, "one continuous answer")
-		assert.Equal(t, "b", s.Deployment().Provider, "b continued")
+		assert.Equal(t, "b", s.Outcome().Deployment.Provider, "b continued")
 		reqs := f.providers["b"].requests()
 		require.Len(t, reqs, 1)
 		assert.Contains(t, reqs[0].Body, `"model":"m-b"`, "the continuation carries b's model id")
@@ -200,14 +200,14 @@ func TestMidStreamContinue(t *testing.T) {
 
 // TestCloseFromAnotherGoroutine: Close aborts a Stream whose reader is
 // blocked in Next; the reader sees a clean stop, the upstream request ends and
-// the Report is filled once.
+// the Outcome is filled once.
 func TestCloseFromAnotherGoroutine(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newMemFleet()
 		url := f.add("a", map[string]replay.Script{"m": &replay.Profile{TPS: 1, OutputTokens: 100}})
 		c := mustNew(t, Config{HTTPClient: &http.Client{Transport: f}, Deployments: []route.Deployment{dep("a", "", "m", url)}})
-		var rep Report
-		s := c.Chat.Completions.NewStreaming(context.Background(), userParams("m", "hi"), WithReport(&rep))
+		var rep Outcome
+		s := c.Chat.Completions.NewStreaming(context.Background(), userParams("m", "hi"), WithOutcome(&rep))
 		require.True(t, s.Next(), "the first chunk is the commit point")
 		read := make(chan int)
 		go func() {

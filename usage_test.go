@@ -78,7 +78,7 @@ func inflatedUsageRun(t *testing.T, lie int64, seed uint64, calls int) (float64,
 		for range calls {
 			s, _, err := streamOnce(t, c, "m")
 			require.NoError(t, err)
-			seq = append(seq, s.Deployment().Provider)
+			seq = append(seq, s.Outcome().Deployment.Provider)
 			time.Sleep(time.Second)
 		}
 		share = float64(countOf(seq, "liar")) / float64(len(seq))

@@ -227,8 +227,9 @@ func (g *gateway) serve(w http.ResponseWriter, r *http.Request, api route.API) {
 	}
 	defer resp.Body.Close()
 	h := w.Header()
-	h.Set("X-Tpsroute-Deployment", resp.Deployment().Key().String())
-	h.Set("X-Tpsroute-Attempts", strconv.Itoa(resp.AttemptCount()))
+	o := resp.Outcome()
+	h.Set("X-Tpsroute-Deployment", o.Deployment.Key().String())
+	h.Set("X-Tpsroute-Attempts", strconv.Itoa(o.AttemptCount))
 	if id := resp.Header.Get("X-Request-Id"); id != "" {
 		h.Set("X-Upstream-Request-Id", id)
 	}
@@ -323,9 +324,10 @@ func (g *gateway) log(r *http.Request, start time.Time, status int, res *tpsrout
 		slog.Int("status", status), slog.Duration("duration", time.Since(start)),
 	}
 	if res != nil {
-		attrs = append(attrs, slog.String("deployment", res.Deployment().Key().String()),
-			slog.Int("attempts", res.AttemptCount()))
-		if s := res.Sample(); s.TTFT > 0 {
+		o := res.Outcome()
+		attrs = append(attrs, slog.String("deployment", o.Deployment.Key().String()),
+			slog.Int("attempts", o.AttemptCount))
+		if s := o.Sample; s.TTFT > 0 {
 			attrs = append(attrs, slog.Duration("ttft", s.TTFT), slog.Float64("tps", s.TPS), slog.Int64("output_tokens", s.OutputTokens))
 		}
 	}

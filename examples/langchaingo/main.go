@@ -76,10 +76,10 @@ func run(ctx context.Context, w io.Writer) error {
 	// A streaming call. The fast provider resets the first connection; the
 	// router retries it after a short backoff (and would move on to steady
 	// if it failed again), all before the first token, so langchaingo sees
-	// one clean stream. WithReport, through the context, says what happened.
-	var report tpsroute.Report
+	// one clean stream. WithOutcome, through the context, says what happened.
+	var report tpsroute.Outcome
 	var streamed strings.Builder
-	answer, err := llms.GenerateFromSinglePrompt(tpsroute.ContextWithOptions(ctx, tpsroute.WithReport(&report)), llm,
+	answer, err := llms.GenerateFromSinglePrompt(tpsroute.ContextWithOptions(ctx, tpsroute.WithOutcome(&report)), llm,
 		"Count to sixteen.",
 		llms.WithStreamingFunc(func(_ context.Context, chunk []byte) error {
 			streamed.Write(chunk)

@@ -77,8 +77,9 @@ func run(ctx context.Context, w io.Writer, configPath, model string) error {
 		return err
 	}
 	// What openai-go cannot tell you: who answered and how fast.
-	fmt.Fprintf(w, "\n%s\n", describe(stream.Deployment(), stream.Sample()))
-	for _, a := range stream.Attempts() {
+	o := stream.Outcome()
+	fmt.Fprintf(w, "\n%s\n", describe(o.Deployment, o.Sample))
+	for _, a := range o.Attempts {
 		fmt.Fprintln(w, "  attempt:", a) // a failed attempt here was invisible to the caller
 	}
 
@@ -99,7 +100,7 @@ func run(ctx context.Context, w io.Writer, configPath, model string) error {
 			defer s.Close()
 			for s.Next() {
 			}
-			done <- outcome{s.Deployment().Provider, s.Err()}
+			done <- outcome{s.Outcome().Deployment.Provider, s.Err()}
 		}()
 	}
 	var failed error
@@ -115,13 +116,13 @@ func run(ctx context.Context, w io.Writer, configPath, model string) error {
 	fmt.Fprintln(w, "answered by, in order:", strings.Join(order, " "))
 	printStats(w, client)
 
-	// 3. The whole answer at once, as openai-go's New. WithReport says what
+	// 3. The whole answer at once, as openai-go's New. WithOutcome says what
 	// happened underneath; WithRegion keeps the call in one region (data
 	// residency), failing over only inside it.
 	fmt.Fprintln(w, "\n== non-streaming, eu-west only")
-	var report tpsroute.Report
+	var report tpsroute.Outcome
 	completion, err := client.Chat.Completions.New(ctx, ask("One sentence on Europe."),
-		tpsroute.WithRegion(region(cfg, "eu-west")), tpsroute.WithReport(&report))
+		tpsroute.WithRegion(region(cfg, "eu-west")), tpsroute.WithOutcome(&report))
 	if err != nil {
 		return err
 	}

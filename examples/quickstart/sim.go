@@ -287,7 +287,7 @@ func (s *sim) call(ctx context.Context, worker, n int) {
 
 	// NewStreaming returns at the commit point: the first output chunk has
 	// arrived, and Deployment says who is answering.
-	committed := stream.Deployment()
+	committed := stream.Outcome().Deployment
 	if committed.Provider != "" {
 		s.mu.Lock()
 		s.tickBy[label(committed.Key())]++
@@ -322,11 +322,12 @@ func (s *sim) call(ctx context.Context, worker, n int) {
 		return
 	}
 	s.res.Answered++
-	answered := label(stream.Deployment().Key())
+	o := stream.Outcome()
+	answered := label(o.Deployment.Key())
 	s.res.Phases[ph].ByLabel[answered]++
 
 	var other, same, cut bool
-	for _, a := range stream.Attempts() {
+	for _, a := range o.Attempts {
 		switch a.Class {
 		case fallback.ClassNone, fallback.ClassSkipped:
 		case fallback.ClassMidStream:

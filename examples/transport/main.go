@@ -76,10 +76,10 @@ func run(ctx context.Context, w io.Writer) error {
 
 	// A streaming call, unchanged openai-go code. The primary's 503 never
 	// reaches this code: the router moved to the backup before the first
-	// token. Per-call options travel in the request's context; WithReport
+	// token. Per-call options travel in the request's context; WithOutcome
 	// says who answered and what was tried.
-	var report tpsroute.Report
-	stream := oc.Chat.Completions.NewStreaming(tpsroute.ContextWithOptions(ctx, tpsroute.WithReport(&report)), params)
+	var report tpsroute.Outcome
+	stream := oc.Chat.Completions.NewStreaming(tpsroute.ContextWithOptions(ctx, tpsroute.WithOutcome(&report)), params)
 	defer stream.Close()
 	var text strings.Builder
 	for stream.Next() {
@@ -90,15 +90,15 @@ func run(ctx context.Context, w io.Writer) error {
 	if err := stream.Err(); err != nil {
 		return err
 	}
-	stream.Close() // the Report is filled when the body is closed
+	stream.Close() // the Outcome is filled when the body is closed
 	fmt.Fprintln(w, "streamed:    ", strings.TrimSpace(text.String()))
 	for _, a := range report.Attempts {
 		fmt.Fprintln(w, "              attempt:", a)
 	}
 
 	// A non-streaming call, kept in one region.
-	report = tpsroute.Report{}
-	rctx := tpsroute.ContextWithOptions(ctx, tpsroute.WithReport(&report), tpsroute.WithRegion("eu"))
+	report = tpsroute.Outcome{}
+	rctx := tpsroute.ContextWithOptions(ctx, tpsroute.WithOutcome(&report), tpsroute.WithRegion("eu"))
 	completion, err := oc.Chat.Completions.New(rctx, params)
 	if err != nil {
 		return err

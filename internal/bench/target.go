@@ -65,9 +65,10 @@ func (t *target) do(ctx context.Context, p *Prompt, sent time.Time, r *Result) {
 	}
 	t.pool.Put(buf)
 	_ = res.Body.Close()
-	r.Deployment = res.Deployment().Key()
-	r.Attempts = len(res.Attempts())
-	s := res.Sample()
+	o := res.Outcome()
+	r.Deployment = o.Deployment.Key()
+	r.Attempts = len(o.Attempts)
+	s := o.Sample
 	if s.Start.IsZero() {
 		s.Start = sent
 	}

@@ -243,13 +243,14 @@ func (r *runner) call(ctx context.Context, buf []byte) (failed bool) {
 			_, rerr = res.Body.Read(buf)
 		}
 		_ = res.Body.Close()
-		attempts = res.Attempts()
-		s := res.Sample()
+		out := res.Outcome()
+		attempts = out.Attempts
+		s := out.Sample
 		o.End = time.Now()
 		if rerr != io.EOF {
 			err = rerr
 		} else {
-			d := r.keys[res.Deployment().Key()]
+			d := r.keys[out.Deployment.Key()]
 			o.Answered, c.Answered = d, d
 			o.TTFT = s.TTFT + s.Start.Sub(now)
 			if s.TPSOK {
