@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -81,6 +82,21 @@ func TestMidStreamFailure(t *testing.T) {
 		assert.Equal(t, tps.PhaseMidStream, fe.Phase())
 		assert.NotEqual(t, replay.Text(60), text)
 		assert.Equal(t, "a", s.Outcome().Deployment.Provider)
+		assert.Equal(t, err, s.Outcome().Err, "the Stream's Outcome carries its error")
+
+		// Do: the error that ended Body is the Response's Outcome's, and
+		// WithOutcome's, with the same attempts.
+		var o Outcome
+		r, err := c.Do(context.Background(), []byte(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`),
+			WithPin("a", ""), WithOutcome(&o))
+		require.NoError(t, err)
+		assert.NoError(t, r.Outcome().Err, "no error before Body ends")
+		_, rerr := io.ReadAll(r.Body)
+		require.ErrorIs(t, rerr, fallback.ErrMidStream)
+		assert.ErrorIs(t, r.Outcome().Err, fallback.ErrMidStream)
+		assert.ErrorIs(t, o.Err, fallback.ErrMidStream)
+		assert.Equal(t, 1, r.Outcome().AttemptCount)
+		assert.Equal(t, r.Outcome().Attempts, o.Attempts)
 
 		// Non-streaming: restarts invisibly on b.
 		got, err := c.Chat.Completions.New(context.Background(), userParams("m", "hi"), WithPin("a", ""))
