@@ -33,9 +33,9 @@ import (
 // (fallback.Call.Protocol), and build makes each attempt's request for the
 // API. Nothing is translated between APIs.
 
-// DefaultAnthropicVersion is the anthropic-version header a Messages call
-// carries when neither the deployment's Headers nor the caller set one.
-const DefaultAnthropicVersion = "2023-06-01"
+// anthropicVersion is the anthropic-version header a Messages call carries
+// when neither the deployment's Headers nor the caller set one.
+const anthropicVersion = "2023-06-01"
 
 // DoAPI is Do for a call of the given API: route.APIChat is Do itself;
 // route.APIResponses takes an OpenAI Responses request body (POST
@@ -264,7 +264,7 @@ func (c *Client) pickerOf(api string) *route.Picker {
 // deployment d only: POST {BaseURL}/responses or /messages with d's model id,
 // and d's credentials in the API's form: "Authorization: Bearer" for
 // Responses; "x-api-key" and "anthropic-version" (d's Headers, else the
-// caller's, else DefaultAnthropicVersion) for Messages. The caller's headers
+// caller's, else anthropicVersion, 2023-06-01) for Messages. The caller's headers
 // are forwarded without credentials, as for chat.
 func (cl *call) buildAPI(ctx context.Context, d route.Deployment, body []byte) (*http.Request, error) {
 	unbuildable := func(err error) error {
@@ -310,7 +310,7 @@ func (cl *call) buildAPI(ctx context.Context, d route.Deployment, body []byte) (
 		}
 		v := cl.hdr.Get("Anthropic-Version")
 		if v == "" {
-			v = DefaultAnthropicVersion
+			v = anthropicVersion
 		}
 		req.Header.Set("Anthropic-Version", v)
 	} else if d.APIKey != "" {

@@ -66,7 +66,7 @@ type Config struct {
 	// unused for 15 minutes gives its place up. A call for a further model is
 	// not sent to that deployment, and is a *ModelError (404) when no other
 	// deployment serves it; Client.RefusedModels counts these refusals. Zero
-	// means DefaultMaxWildcardModels (64); a wildcard deployment with a
+	// means 64; a wildcard deployment with a
 	// Models list serves exactly those instead.
 	MaxWildcardModels int
 
@@ -102,8 +102,8 @@ type Config struct {
 	// file: New starts cold and starts no goroutine.
 	StateFile string
 	// StateInterval is how often the Client writes StateFile, from one
-	// goroutine that Close stops. Zero means DefaultStateInterval (1
-	// minute); negative means only at Close.
+	// goroutine that Close stops. Zero means once a minute (a crash
+	// loses at most a minute of measurements; Close writes it too); negative means only at Close.
 	StateInterval time.Duration
 
 	// MeterProvider creates the Client's OpenTelemetry instruments: the GenAI

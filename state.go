@@ -17,12 +17,12 @@ import (
 	"github.com/tpsroute/tpsroute/route"
 )
 
-// DefaultStateInterval is how often a Client with a Config.StateFile writes
+// defaultStateInterval is how often a Client with a Config.StateFile writes
 // it when Config.StateInterval is zero: once a minute, so a crash loses at
 // most a minute of measurements (a graceful stop loses none: Close writes
 // it), while a file of a few megabytes for hundreds of busy deployments is
 // written rarely enough to cost nothing measurable.
-const DefaultStateInterval = time.Minute
+const defaultStateInterval = time.Minute
 
 // stateSaver writes a Client's statistics to its state file, periodically
 // from one goroutine and once more at Close. It is safe for concurrent use.
@@ -120,7 +120,7 @@ func (s *stateSaver) start(interval time.Duration) {
 		return
 	}
 	if interval == 0 {
-		interval = DefaultStateInterval
+		interval = defaultStateInterval
 	}
 	s.done = make(chan struct{})
 	go s.loop(interval)

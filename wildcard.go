@@ -9,9 +9,9 @@ import (
 	"github.com/tpsroute/tpsroute/route"
 )
 
-// DefaultMaxWildcardModels is the number of distinct models each wildcard
+// defaultMaxWildcardModels is the number of distinct models each wildcard
 // deployment keeps statistics for when Config.MaxWildcardModels is zero.
-const DefaultMaxWildcardModels = 64
+const defaultMaxWildcardModels = 64
 
 // wildcardIdle is how long a wildcard deployment's model keeps its place in
 // the cap after its last call: measure's idle-key retention, after which
@@ -39,10 +39,10 @@ type wildSet struct {
 }
 
 // newWildcards returns the admission state of ds, or nil when none is a
-// wildcard. max <= 0 means DefaultMaxWildcardModels.
+// wildcard. max <= 0 means defaultMaxWildcardModels.
 func newWildcards(ds []route.Deployment, max int) *wildcards {
 	if max <= 0 {
-		max = DefaultMaxWildcardModels
+		max = defaultMaxWildcardModels
 	}
 	w := &wildcards{max: max, deps: map[measure.Key]*wildSet{}, concrete: map[measure.Key]bool{}}
 	wild := false

@@ -69,7 +69,7 @@ func TestWildcardModelsAreBounded(t *testing.T) {
 	})
 	t.Run("default cap", func(t *testing.T) {
 		w := newWildcards([]route.Deployment{{Provider: "p", Model: route.Wildcard, BaseURL: "http://x/v1"}}, 0)
-		assert.Equal(t, DefaultMaxWildcardModels, w.max)
+		assert.Equal(t, 64, w.max)
 		assert.Nil(t, newWildcards([]route.Deployment{{Provider: "p", Model: "m", BaseURL: "http://x/v1"}}, 0))
 	})
 	t.Run("known list", func(t *testing.T) {

@@ -20,17 +20,14 @@ import (
 	"github.com/tpsroute/tpsroute/route"
 )
 
-// Defaults. A zero Options means these.
+// Defaults. A zero Options means these; each is stated at its field.
 const (
-	// DefaultName is the fleet name when Options.Name is empty.
-	DefaultName = "default"
-	// DefaultSync is the sync interval: each replica publishes what it
-	// measured and reads the others' once a second, so a degradation seen by
-	// one replica reaches the others within two seconds.
-	DefaultSync = time.Second
-	// DefaultTimeout bounds each round trip to Redis. A slower Redis counts
-	// as unreachable; calls never wait for it either way.
-	DefaultTimeout = 500 * time.Millisecond
+	defaultName    = "default"
+	defaultSync    = time.Second
+	defaultTimeout = 500 * time.Millisecond
+)
+
+const (
 	// SchemaVersion is the version of the keys and values this package
 	// writes. Keys carry it, and replicas announce it: a replica running
 	// another version is ignored, with one log line.
@@ -47,12 +44,15 @@ type Options struct {
 	// rediss://... for TLS (see redis.ParseURL). Required.
 	URL string
 	// Name namespaces the keys, so that several fleets share one Redis.
-	// Empty means DefaultName.
+	// Empty means "default".
 	Name string
 	// Sync is the interval between two publications of this replica's
-	// measurements. Zero means DefaultSync.
+	// measurements. Zero means 1 s: each replica publishes what it measured
+	// and reads the others' once a second, so a degradation seen by one
+	// replica reaches the others within two seconds.
 	Sync time.Duration
-	// Timeout bounds each round trip to Redis. Zero means DefaultTimeout.
+	// Timeout bounds each round trip to Redis. Zero means 500 ms. A slower
+	// Redis counts as unreachable; calls never wait for it either way.
 	Timeout time.Duration
 	// Replica names this replica in the fleet (in logs and Status). Empty
 	// means a random 12-hex-digit name, new at each start.
@@ -112,15 +112,15 @@ func New(o Options) (*Fleet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fleet: %w", redactErr(err, o.URL))
 	}
-	o.Name = cmp.Or(o.Name, DefaultName)
+	o.Name = cmp.Or(o.Name, defaultName)
 	if strings.ContainsAny(o.Name, ":{} \t\n") {
 		return nil, fmt.Errorf("fleet: name %q: must not contain ':', braces or spaces", o.Name)
 	}
 	if o.Sync <= 0 {
-		o.Sync = DefaultSync
+		o.Sync = defaultSync
 	}
 	if o.Timeout <= 0 {
-		o.Timeout = DefaultTimeout
+		o.Timeout = defaultTimeout
 	}
 	if o.Replica == "" {
 		var b [6]byte

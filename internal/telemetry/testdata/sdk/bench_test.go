@@ -22,9 +22,9 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/tpsroute/tpsroute"
+	"github.com/tpsroute/tpsroute/internal/telemetry"
 	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
-	"github.com/tpsroute/tpsroute/internal/telemetry"
 )
 
 // benchServerEnv makes the test binary serve a replay server for the

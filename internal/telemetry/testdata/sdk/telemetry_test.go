@@ -21,10 +21,10 @@ import (
 
 	"github.com/tpsroute/tpsroute"
 	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/telemetry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
-	"github.com/tpsroute/tpsroute/internal/telemetry"
 )
 
 // fleet dispatches requests to in-memory replay handlers by host name, so
@@ -131,7 +131,7 @@ func TestMetricsKnownStream(t *testing.T) {
 		text, err := drain(t, st)
 		require.NoError(t, err)
 		require.Equal(t, replay.Text(10), text)
-		sample := st.Sample()
+		sample := st.Outcome().Sample
 		require.Positive(t, sample.InputTokens)
 		require.EqualValues(t, 10, sample.OutputTokens)
 
