@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/executor"
 	"github.com/tpsroute/tpsroute/internal/telemetry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
@@ -229,13 +230,13 @@ func WithReport(r *Report) CallOption {
 
 // endCall ends a call with the outcome res or err: its telemetry, then its
 // Report. Every path that ends a call goes through it once.
-func endCall(cc *callConfig, res *fallback.Result, err error) {
+func endCall(cc *callConfig, res *executor.Result, err error) {
 	cc.tel.End(err)
 	fillReport(cc.report, res, err)
 }
 
 // fillReport writes the outcome of a call into r, if r is not nil.
-func fillReport(r *Report, res *fallback.Result, err error) {
+func fillReport(r *Report, res *executor.Result, err error) {
 	if r == nil {
 		return
 	}
@@ -248,7 +249,7 @@ func fillReport(r *Report, res *fallback.Result, err error) {
 
 // attempts returns every attempt of a call that answered with res, or else
 // failed with err, in order: a copy, nil when there were none.
-func attempts(res *fallback.Result, err error) []fallback.Attempt {
+func attempts(res *executor.Result, err error) []fallback.Attempt {
 	if res != nil {
 		return res.Attempts()
 	}

@@ -2,104 +2,9 @@ package fallback
 
 import (
 	"cmp"
-	"context"
-	"log/slog"
-	"math"
-	"net/http"
 	"time"
 
-	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
-	"github.com/tpsroute/tpsroute/tps"
-)
-
-// Default values used for zero fields of Options.
-const (
-	// DefaultHeadersTimeout bounds the wait for response headers. Providers send
-	// headers as soon as they accept a streaming request, well under a second
-	// when healthy; 15 s leaves room for a congested gateway while a silent
-	// provider cannot hold a call for minutes.
-	DefaultHeadersTimeout = 15 * time.Second
-	// DefaultTTFTTimeout bounds the wait for the first output chunk, from the
-	// start of the attempt. It is above the p99 TTFT of interactive chat on a
-	// healthy provider. It only fails over when there is somewhere to go: on
-	// the last deployment of a plan the slow answer is awaited, unless it
-	// is silent for DefaultSilence.
-	DefaultTTFTTimeout = 15 * time.Second
-	// DefaultTTFTMultiple and DefaultTTFTFloor make a warm deployment's TTFT
-	// deadline: DefaultTTFTMultiple times its measured TTFT p95 (see
-	// Hooks.MeasuredTTFT), at least DefaultTTFTFloor, at most the
-	// configured TTFT deadline. Three times the p95 is above the p99 of the
-	// TTFT distributions providers show (a long tail of about twice the p95),
-	// so a deployment's normal answers are never cut, while one that
-	// answers in 300 ms but hangs is left after 3 s instead of 15 s.
-	DefaultTTFTMultiple = 3
-	// DefaultTTFTFloor is the least TTFT deadline a measured deployment gets.
-	DefaultTTFTFloor = 3 * time.Second
-	// DefaultStallTimeout is the longest silence (no output chunk) after the
-	// first one. Healthy streams have sub-second gaps; content filters make
-	// them bursty by a few seconds.
-	DefaultStallTimeout = 20 * time.Second
-	// DefaultMaxDuration is the ceiling on one attempt, from sending the
-	// request to the end of its stream, whatever arrives meanwhile
-	// (docs/STREAM_QUIRKS.md Q2, Q27: keep-alive comments can flow for tens of
-	// minutes, or forever). It is far above any real generation (a 32k-token
-	// answer at 20 tokens/s takes 27 min) so that it never cuts a healthy
-	// stream; its job is to release the connection, the in-flight slot and
-	// the caller of a stream that would otherwise never end.
-	DefaultMaxDuration = 30 * time.Minute
-	// DefaultSilence bounds a last attempt's silence before its first
-	// output (Deadlines.Silence). It is far above the TTFT deadline, so
-	// that a slow answer with nowhere else to go is still awaited, and
-	// above the time a reasoning model at its default effort thinks
-	// without sending anything; it is far below DefaultMaxDuration, which
-	// was all that ended a silent upstream before it.
-	DefaultSilence = 2 * time.Minute
-	// DefaultFinishGrace is how long a stream that has finished (a
-	// finish_reason for every choice, or "[DONE]") may stay silent, comments
-	// not counted, before it is ended as a success without waiting for EOF.
-	// Providers send the trailing usage chunk (docs/STREAM_QUIRKS.md Q10) and "[DONE]" within
-	// milliseconds of the finish chunk; 2 s leaves room for a congested proxy
-	// and is all a caller loses to a provider that never closes the stream
-	// (Q2, Q5).
-	DefaultFinishGrace = 2 * time.Second
-	// DefaultMaxEvent is Limits.Event's default: tps.MaxEvent, 4 MiB.
-	DefaultMaxEvent = tps.MaxEvent
-	// DefaultMaxHeld is Limits.Held's default, 1 MiB: what a streaming
-	// call holds before its first output chunk is a role chunk, a few
-	// annotations and keep-alive comments, a few KiB even after minutes in
-	// a provider's queue.
-	DefaultMaxHeld = 1 << 20
-	// DefaultMaxAnswer is Limits.Answer's default, 32 MiB: the stream of a
-	// 128k-token answer at about 250 bytes per chunk.
-	DefaultMaxAnswer = 32 << 20
-	// DefaultAttemptsPerDeployment is how often one deployment is tried in one call.
-	DefaultAttemptsPerDeployment = 2
-	// DefaultBackoffBase is the base of the full-jitter backoff between
-	// attempts on one deployment: a uniform draw in [0, min(max, base·2^n)).
-	DefaultBackoffBase = 250 * time.Millisecond
-	// DefaultBackoffMax caps the full-jitter backoff.
-	DefaultBackoffMax = 5 * time.Second
-	// DefaultMaxWait is the longest the executor waits for a cooling or
-	// rate-limited deployment when nothing else is available.
-	DefaultMaxWait = 10 * time.Second
-	// DefaultPenaltyCooldown is how long a deployment that answered 401, 403,
-	// 404 or 429 insufficient_quota is left alone.
-	DefaultPenaltyCooldown = 5 * time.Minute
-	// DefaultBreakerTimeout is a breaker's first open interval.
-	DefaultBreakerTimeout = time.Second
-	// DefaultBreakerMultiplier grows the open interval on consecutive trips.
-	DefaultBreakerMultiplier = 2
-	// DefaultBreakerMaxTimeout caps the open interval.
-	DefaultBreakerMaxTimeout = time.Minute
-	// DefaultBreakerProbeShare bounds the open interval by traffic: a probe
-	// at least every 50 calls kept off the deployment (2% of them), so that
-	// at 10 calls/s a recovered deployment serves again within about 5 s,
-	// whatever the length of its outage.
-	DefaultBreakerProbeShare = 0.02
-	// maxAttemptsCap bounds the retries that the default MaxAttempts allows
-	// on top of one attempt per deployment.
-	maxAttemptsCap = 10
 )
 
 // MidStreamPolicy says what happens when a stream fails after the commit point.
@@ -151,10 +56,6 @@ const (
 	// malformed event. The whole events before it are still delivered.
 	MalformedFail
 )
-
-// MaxMalformed is the number of malformed data events at which a stream fails
-// under MalformedSkip.
-const MaxMalformed = 3
 
 // BreakerSettings configures the circuit breaker kept per measure.Key. A zero
 // field means its default. It is a value read once by New; safe to share.
@@ -212,64 +113,6 @@ type BreakerSettings struct {
 	// rule above mostly decides. A negative value turns the bound off (the
 	// interval is then time-based only); values above 1 mean 1.
 	ProbeShare float64
-}
-
-// openInterval returns how long the breaker stays open after its n-th
-// consecutive trip (n from 1), outage after the first of them, with calls
-// kept off the deployment or sent to it as probes since then: the doubling
-// from Timeout, at most MaxTimeout, a quarter of the outage and the time
-// calls took to number 1/ProbeShare, at least Timeout.
-func (b BreakerSettings) openInterval(n int, outage time.Duration, calls int64) time.Duration {
-	d := float64(b.Timeout)
-	for i := 1; i < n && d < float64(b.MaxTimeout); i++ {
-		d *= b.Multiplier
-	}
-	// Never more than a quarter of the outage so far: a deployment that
-	// recovers waits at most about a quarter of its outage for its next
-	// probe, whatever the phase of the doubling.
-	d = min(d, float64(b.MaxTimeout), max(float64(b.Timeout), float64(outage)/4))
-	if b.ProbeShare > 0 && calls > 0 {
-		d = min(d, max(float64(b.Timeout), float64(outage)/(float64(calls)*b.ProbeShare)))
-	}
-	return time.Duration(d)
-}
-
-func (b BreakerSettings) withDefaults() BreakerSettings {
-	if b.ConsecutiveFailures == 0 {
-		b.ConsecutiveFailures = 5
-	}
-	if b.FailureRatio <= 0 {
-		b.FailureRatio = 0.5
-	}
-	if b.MinRequests == 0 {
-		b.MinRequests = 10
-	}
-	if b.Window <= 0 {
-		b.Window = 60 * time.Second
-	}
-	if b.BucketPeriod <= 0 {
-		b.BucketPeriod = 10 * time.Second
-	}
-	if b.MaxRequests == 0 {
-		b.MaxRequests = 1
-	}
-	if b.Timeout <= 0 {
-		b.Timeout = DefaultBreakerTimeout
-	}
-	if !(b.Multiplier >= 1) {
-		b.Multiplier = DefaultBreakerMultiplier
-	}
-	if b.MaxTimeout <= 0 {
-		b.MaxTimeout = DefaultBreakerMaxTimeout
-	}
-	b.MaxTimeout = max(b.MaxTimeout, b.Timeout)
-	switch {
-	case b.ProbeShare == 0 || math.IsNaN(b.ProbeShare):
-		b.ProbeShare = DefaultBreakerProbeShare
-	case b.ProbeShare > 1:
-		b.ProbeShare = 1
-	}
-	return b
 }
 
 // Deadlines bound one attempt: the wait for its response headers and for its
@@ -334,12 +177,6 @@ func (d Deadlines) Or(def Deadlines) Deadlines {
 	}
 }
 
-// defaultDeadlines are the deadlines of the zero Options.
-var defaultDeadlines = Deadlines{
-	Headers: DefaultHeadersTimeout, TTFT: DefaultTTFTTimeout, Stall: DefaultStallTimeout,
-	MaxDuration: DefaultMaxDuration, FinishGrace: DefaultFinishGrace, Silence: DefaultSilence,
-}
-
 // HedgeOptions configures hedging: when no output arrives within a delay, the
 // next deployment is started in parallel; the first to produce output wins and
 // the other is cancelled. The zero value disables hedging. It is a value read
@@ -357,14 +194,6 @@ type HedgeOptions struct {
 	// means 0.1.
 	Budget float64
 }
-
-func (h HedgeOptions) enabled() bool { return h.Delay > 0 || h.DelayFunc != nil }
-
-// BuildFunc builds the HTTP request for one attempt from one deployment and the
-// request body (already carrying "stream": true). It must use nothing but d
-// for the URL, credentials and headers. It is called from concurrent calls and
-// must be safe for concurrent use.
-type BuildFunc func(ctx context.Context, d route.Deployment, body []byte) (*http.Request, error)
 
 // PrefillFunc turns a request body into a continuation request: the same
 // request with text as a final assistant message to be continued. It must be
@@ -444,117 +273,4 @@ type Limits struct {
 	// Call.Assemble, the bytes of stream read and the answer built from
 	// them. Default DefaultMaxAnswer.
 	Answer int
-}
-
-// withDefaults returns l with every field that is not positive set to its
-// default.
-func (l Limits) withDefaults() Limits {
-	if l.Event <= 0 {
-		l.Event = DefaultMaxEvent
-	}
-	if l.Held <= 0 {
-		l.Held = DefaultMaxHeld
-	}
-	if l.Answer <= 0 {
-		l.Answer = DefaultMaxAnswer
-	}
-	return l
-}
-
-// Hooks connect an Executor to the rest of a program: the transport that
-// sends attempts, the measured TTFT it reads, the observers it tells, its
-// logger, tokenizer and fleet state. The zero Hooks is
-// http.DefaultTransport, no measured TTFT, no observers, silent, and no
-// fleet. Every function is called from concurrent calls and must be safe for
-// concurrent use.
-type Hooks struct {
-	// Transport sends every attempt. Nil means http.DefaultTransport.
-	Transport http.RoundTripper
-	// MeasuredTTFT returns a deployment's measured TTFT p95 (from sending
-	// the request to the first output chunk, as tps measures it), with ok
-	// false while it has too few samples; the root Client reads it from
-	// measure. It is called once per attempt, from concurrent calls: it must
-	// be safe for concurrent use and must not block. Nil means every
-	// deployment gets the configured Deadlines.TTFT.
-	MeasuredTTFT func(d route.Deployment) (p95 time.Duration, ok bool)
-	// Tokenizer, if not nil, is passed to every tps.Tap.
-	Tokenizer tps.Tokenizer
-	// OnAttempt is called after every attempt ends, including skipped
-	// deployments, on the goroutine that ended it. It must not block. Nil
-	// means no hook.
-	OnAttempt func(Attempt)
-	// OnStateChange is called when a key's breaker changes state. It runs
-	// under the breaker's lock: it must not block or call the Executor. Nil
-	// means no hook.
-	OnStateChange func(k measure.Key, from, to route.BreakerState)
-	// Logger receives one debug record per failed attempt. Nil means silent.
-	Logger *slog.Logger
-	// Shared, if not nil, shares breaker and limit state with the executors
-	// of other processes (fleet mode); see Shared. Nil means this Executor
-	// decides alone.
-	Shared Shared
-}
-
-// Call is one chat-completion call. Zero override fields inherit the
-// Executor's Options. A Call is a value; Do neither keeps nor modifies it, so
-// one Call may be passed to concurrent Do calls.
-type Call struct {
-	// Body is the caller's JSON chat-completion request (logical model). It
-	// is always sent with "stream": true; the executor does not modify it.
-	Body []byte
-	// Stream is true for a streaming caller: the call commits at the first
-	// output chunk. False commits at the end: the whole stream is buffered so
-	// that any failure before the end fails over invisibly.
-	Stream bool
-	// Assemble, for a non-streaming call, makes Result.Body the
-	// chat.completion JSON that the stream's chunks add up to
-	// (tps.Accumulator), built from each chunk as the tap scans it, instead
-	// of the buffered stream: the call holds the answer and none of the
-	// stream, Limits.Answer bounds both the stream read and the answer, and
-	// Result.ContentLength is the answer's length. A string of the answer
-	// that holds the deployment's credential reads "REDACTED", as in a
-	// stream. Ignored when Stream is true.
-	Assemble bool
-	// Plain, for a non-streaming call, sends every attempt as a plain
-	// upstream call ("stream": false), as to a deployment that declares
-	// Capabilities.NoStream: the call then costs what a plain client's
-	// does, and is timed as total latency only (docs/CONFIG.md, "Plain
-	// upstream calls"). Ignored when Stream is true.
-	Plain bool
-	// Build builds each attempt's request. Nil means DefaultBuild.
-	Build BuildFunc
-	// Protocol is the API whose stream each attempt answers with, which the
-	// tap times and checks by that API's events (tps.WithProtocol): a
-	// Responses or Messages stream commits at its first output delta and
-	// fails on its failure events. The zero value is chat completions.
-	// Assemble and a mid-stream continuation are for chat streams only: with
-	// another protocol Assemble is ignored (Result.Body is the buffered
-	// stream) and a failure after the commit point ends the stream with an
-	// ErrMidStream error whose Continuation is ContinuationUnsupported.
-	// Every attempt of a tps.ProtocolEmbeddings call is a plain call (its
-	// answer never streams), framed for the tap as one event
-	// (tps.AppendEvent); its Sample is not Unstreamed: its TTFT is the
-	// answer's latency, which routing compares.
-	Protocol tps.Protocol
-	// Deadlines override Options.Deadlines for this call, field by field:
-	// a zero field inherits, a negative one turns that deadline off.
-	Deadlines Deadlines
-	// MidStream overrides Options.MidStream; MidStreamDefault inherits.
-	MidStream MidStreamPolicy
-	// NoHedge disables hedging for this call.
-	NoHedge bool
-	// NoFallback tries only the plan's first deployment (retries included).
-	NoFallback bool
-	// MinTPS is the SLO's least generation rate for this call, in tokens/s
-	// (route.SLO.MinTPS); zero means none. A slow stream is rescued only
-	// below it as well (RescueOptions).
-	MinTPS float64
-	// EstimatedInputTokens is charged to the deployment's TPM limiter at the
-	// start and corrected with the reported usage at the end. Zero charges
-	// nothing up front.
-	EstimatedInputTokens int64
-	// Feedback, if not nil, is told of each attempt's start and end (and of
-	// every output chunk gap): the one channel through which a call's
-	// outcomes leave the Executor. See Feedback.
-	Feedback Feedback
 }
