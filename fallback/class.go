@@ -39,7 +39,7 @@ const (
 	// deployment cools down for Options.PenaltyCooldown and the call moves on.
 	ClassUnavailable
 	// ClassInvalid is an invalid request, a 400, 422 or 431 (the caller's
-	// headers), or a request that Call.Build could not build from the body:
+	// headers), or a request whose attempt could not be built from the body:
 	// the call stops, since every deployment would reject the same request.
 	// It is a CallerFault.
 	ClassInvalid
@@ -71,9 +71,9 @@ func (c Class) String() string {
 }
 
 // Timeout reports whether the attempt ended at a deadline: the caller's
-// (context.DeadlineExceeded) or one of the Executor's (ErrHeadersTimeout,
+// (context.DeadlineExceeded) or one of the executor's (ErrHeadersTimeout,
 // ErrTTFTTimeout, ErrStall, ErrMaxDuration). Its Class says what the
-// Executor did about it: ClassNext before the commit point, ClassMidStream
+// executor did about it: ClassNext before the commit point, ClassMidStream
 // after it, ClassCanceled for the caller's deadline.
 func (a Attempt) Timeout() bool {
 	deadlines := []error{context.DeadlineExceeded, ErrHeadersTimeout, ErrTTFTTimeout, ErrStall, ErrMaxDuration}

@@ -13,7 +13,7 @@ const (
 	// NoReason: the error is not a mid-stream failure.
 	NoReason ContinuationReason = iota
 	// ContinuationOff: the policy is MidStreamError, or the call was made
-	// with Call.NoFallback.
+	// without fallback (the root's WithoutFallback).
 	ContinuationOff
 	// ContinuationUncommitted: nothing had reached the caller (a
 	// non-streaming call, or a stream that failed in the read that brought
@@ -26,7 +26,7 @@ const (
 	ContinuationNoTarget
 	// ContinuationRejected: the target rejected the prefill (a 400 or 422
 	// naming the assistant message or the prefill), now or earlier in the
-	// Executor's life.
+	// Client's life.
 	ContinuationRejected
 	// ContinuationBudget: the attempt budget is spent, in the call
 	// (Options.MaxAttempts) or on each target (AttemptsPerDeployment).
@@ -40,7 +40,7 @@ const (
 	// ContinuationUnsupported: the stream cannot be continued: it carried
 	// tool calls, reasoning text or more than one choice, or no text had
 	// been delivered, or it is not a chat stream (a Responses or Messages
-	// stream: Call.Protocol).
+	// stream).
 	ContinuationUnsupported
 	// ContinuationPointless: the failure would only repeat: a
 	// content-policy stop or an exceeded context length.

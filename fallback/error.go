@@ -71,7 +71,7 @@ var (
 	// reason. It is found with errors.Is on that *Error; a call with
 	// MidStreamError never carries it (its reason is ContinuationOff).
 	ErrContinuation = errors.New("fallback: continuation not possible")
-	// ErrClosed means the caller closed Result.Body before the stream ended.
+	// ErrClosed means the caller closed the stream (the body of the committed attempt) before the stream ended.
 	// The attempt's class is ClassCanceled and, because it wraps
 	// context.Canceled, errors.Is(err, context.Canceled) holds: code that
 	// tells the caller's cancellations from provider failures (statistics,
@@ -128,7 +128,7 @@ type Error struct {
 	// Continuations lists the continuation attempts that were sent after the
 	// deciding attempt failed mid-stream and that failed in turn (for
 	// example a rejected prefill). They count in the message's attempt
-	// total, as in Result.AttemptCount, but they did not decide the outcome:
+	// total, as in the count of a committed call's attempts, but they did not decide the outcome:
 	// Last, Phase, errors.Is and errors.As look at Attempts only.
 	Continuations []Attempt
 

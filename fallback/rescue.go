@@ -14,7 +14,7 @@ var ErrRescued = errors.New("fallback: stream too slow, continued on a faster de
 // RescueOptions configures the slow-stream rescue. A committed stream whose
 // generation rate stays under Ratio times its deployment's expected TPS (the
 // plan's figure: route.Candidate.Expected, its p50 by default), and under
-// Call.MinTPS when that is set, for Window is continued, from exactly the
+// the call's SLO MinTPS (route.SLO.MinTPS) when that is set, for Window is continued, from exactly the
 // text the caller has read, on a deployment of the same model and revision
 // that declares assistant prefill and is expected to be at least Speedup
 // times faster than the stream's rate. The slow stream is held, not closed,

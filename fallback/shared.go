@@ -7,11 +7,11 @@ import (
 	"github.com/tpsroute/tpsroute/route"
 )
 
-// Shared is breaker and rate-limit state an Executor shares with the
+// Shared is breaker and rate-limit state the Client's executor shares with the
 // executors of other processes (fleet mode, see the fleet package): a breaker
 // opened by one replica keeps the others off the deployment, one replica at a
 // time probes a half-open deployment, and RPM/TPM limits hold across the
-// fleet. The Executor keeps its own breakers and limiters as they are and
+// fleet. The executor keeps its own breakers and limiters as they are and
 // consults Shared in addition: Shared can only hold attempts back, never
 // admit what the local breaker or limiter refuses.
 //
@@ -32,11 +32,11 @@ type Shared interface {
 	// nothing of the deployment's health (the caller's fault, a
 	// cancellation).
 	Done(k measure.Key, now time.Time, o Outcome)
-	// Opened reports that k's breaker opened in this Executor at now and
+	// Opened reports that k's breaker opened in this executor at now and
 	// goes half-open at until.
 	Opened(k measure.Key, now, until time.Time)
 	// Breaker returns the fleet's view of k's breaker at now (closed when
-	// the fleet knows nothing), which Status reports when it is worse than
+	// the fleet knows nothing), which the executor's health reports when it is worse than
 	// the local breaker.
 	Breaker(k measure.Key, now time.Time) route.BreakerState
 }

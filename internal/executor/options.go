@@ -13,7 +13,8 @@ import (
 	"github.com/tpsroute/tpsroute/tps"
 )
 
-// Default values used for zero fields of Options.
+// Default values used for zero fields of fallback.Options, stated in each
+// field's comment and docs/CONFIG.md.
 const (
 	// defaultHeadersTimeout bounds the wait for response headers. Providers send
 	// headers as soon as they accept a streaming request, well under a second
@@ -232,7 +233,7 @@ type Hooks struct {
 	// false while it has too few samples; the root Client reads it from
 	// measure. It is called once per attempt, from concurrent calls: it must
 	// be safe for concurrent use and must not block. Nil means every
-	// deployment gets the configured Deadlines.TTFT.
+	// deployment gets the configured fallback.Deadlines.TTFT.
 	MeasuredTTFT func(d route.Deployment) (p95 time.Duration, ok bool)
 	// Tokenizer, if not nil, is passed to every tps.Tap.
 	Tokenizer tps.Tokenizer
@@ -247,13 +248,13 @@ type Hooks struct {
 	// Logger receives one debug record per failed attempt. Nil means silent.
 	Logger *slog.Logger
 	// Shared, if not nil, shares breaker and limit state with the executors
-	// of other processes (fleet mode); see Shared. Nil means this Executor
+	// of other processes (fleet mode); see fallback.Shared. Nil means this Executor
 	// decides alone.
 	Shared fallback.Shared
 }
 
 // Call is one chat-completion call. Zero override fields inherit the
-// Executor's Options. A Call is a value; Do neither keeps nor modifies it, so
+// Executor's fallback.Options. A Call is a value; Do neither keeps nor modifies it, so
 // one Call may be passed to concurrent Do calls.
 type Call struct {
 	// Body is the caller's JSON chat-completion request (logical model). It
@@ -267,14 +268,14 @@ type Call struct {
 	// chat.completion JSON that the stream's chunks add up to
 	// (tps.Accumulator), built from each chunk as the tap scans it, instead
 	// of the buffered stream: the call holds the answer and none of the
-	// stream, Limits.Answer bounds both the stream read and the answer, and
+	// stream, fallback.Limits.Answer bounds both the stream read and the answer, and
 	// Result.ContentLength is the answer's length. A string of the answer
 	// that holds the deployment's credential reads "REDACTED", as in a
 	// stream. Ignored when Stream is true.
 	Assemble bool
 	// Plain, for a non-streaming call, sends every attempt as a plain
 	// upstream call ("stream": false), as to a deployment that declares
-	// Capabilities.NoStream: the call then costs what a plain client's
+	// route.Capabilities.NoStream: the call then costs what a plain client's
 	// does, and is timed as total latency only (docs/CONFIG.md, "Plain
 	// upstream calls"). Ignored when Stream is true.
 	Plain bool
@@ -287,16 +288,18 @@ type Call struct {
 	// Assemble and a mid-stream continuation are for chat streams only: with
 	// another protocol Assemble is ignored (Result.Body is the buffered
 	// stream) and a failure after the commit point ends the stream with an
-	// ErrMidStream error whose Continuation is ContinuationUnsupported.
+	// fallback.ErrMidStream error whose Continuation is
+	// fallback.ContinuationUnsupported.
 	// Every attempt of a tps.ProtocolEmbeddings call is a plain call (its
 	// answer never streams), framed for the tap as one event
 	// (tps.AppendEvent); its Sample is not Unstreamed: its TTFT is the
 	// answer's latency, which routing compares.
 	Protocol tps.Protocol
-	// Deadlines override Options.Deadlines for this call, field by field:
+	// Deadlines override fallback.Options.Deadlines for this call, field by field:
 	// a zero field inherits, a negative one turns that deadline off.
 	Deadlines fallback.Deadlines
-	// MidStream overrides Options.MidStream; MidStreamDefault inherits.
+	// MidStream overrides fallback.Options.MidStream;
+	// fallback.MidStreamDefault inherits.
 	MidStream fallback.MidStreamPolicy
 	// NoHedge disables hedging for this call.
 	NoHedge bool
@@ -304,7 +307,7 @@ type Call struct {
 	NoFallback bool
 	// MinTPS is the SLO's least generation rate for this call, in tokens/s
 	// (route.SLO.MinTPS); zero means none. A slow stream is rescued only
-	// below it as well (RescueOptions).
+	// below it as well (fallback.RescueOptions).
 	MinTPS float64
 	// EstimatedInputTokens is charged to the deployment's TPM limiter at the
 	// start and corrected with the reported usage at the end. Zero charges
