@@ -83,7 +83,7 @@ func chatURL(d route.Deployment) (string, error) {
 // the body's messages: the shape DeepSeek and Mistral accept for assistant
 // prefill, and a final assistant message that vLLM, SGLang and Anthropic-style
 // servers continue. A deployment that needs another shape (for example vLLM's
-// "continue_final_message") gets it from Options.Prefill.
+// "continue_final_message") gets it from fallback.Options.Prefill.
 func DefaultPrefill(body []byte, text string) ([]byte, error) {
 	msg := map[string]any{"role": "assistant", "content": text, "prefix": true}
 	return sjson.SetBytes(body, "messages.-1", msg)
