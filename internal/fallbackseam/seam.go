@@ -1,6 +1,5 @@
 package fallbackseam
 
-
 var (
 	// SetCause is a func(e *fallback.Error, cause error): it sets why
 	// nothing in the call's plan could be tried (route.ErrNoDeployment, or
