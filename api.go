@@ -18,7 +18,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
-	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/executor"
 	"github.com/tpsroute/tpsroute/internal/telemetry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
@@ -30,7 +30,7 @@ import (
 // body is read for what routing needs (readAPIRequest), the API's own Picker
 // plans the call over the deployments that serve it, the Executor walks the
 // plan with the tap timing each attempt by the API's events
-// (fallback.Call.Protocol), and build makes each attempt's request for the
+// (executor.Call.Protocol), and build makes each attempt's request for the
 // API. Nothing is translated between APIs.
 
 // anthropicVersion is the anthropic-version header a Messages call carries
@@ -355,7 +355,7 @@ func apiDeployments(ds []route.Deployment) []route.Deployment {
 // call, answer in the API's shape: the stream the executor buffered (the
 // call streams underneath, and fails over invisibly to its end) becomes the
 // response object or the message.
-func apiAnswer(r *Response, res *fallback.Result, api route.API) error {
+func apiAnswer(r *Response, res *executor.Result, api route.API) error {
 	raw, err := io.ReadAll(res.Body)
 	_ = res.Body.Close()
 	if err != nil {

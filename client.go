@@ -18,7 +18,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/executor"
 	"github.com/tpsroute/tpsroute/internal/telemetry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
@@ -42,7 +42,7 @@ type Client struct {
 
 	reg    *measure.Registry
 	tel    *telemetry.Telemetry
-	exec   *fallback.Executor
+	exec   *executor.Executor
 	picker *route.Picker // the chat Picker; nil when no deployment serves chat
 	// pickers holds one Picker per API some deployment serves (api.go).
 	pickers map[route.API]*route.Picker
@@ -55,7 +55,7 @@ type Client struct {
 	hedgeDefault bool // Config.Fallback.Hedge was configured: every call may hedge
 	maxEvent     int  // Config.Fallback.Limits.Event: a Stream reads events as large as the executor releases
 
-	minTPS float64 // Config.Route.SLO.MinTPS: a stream is rescued for slowness only below it (fallback.Call.MinTPS)
+	minTPS float64 // Config.Route.SLO.MinTPS: a stream is rescued for slowness only below it (executor.Call.MinTPS)
 
 	deps   []route.Deployment // as configured, for ModelIDs and Deployments
 	wild   *wildcards         // wildcard deployments' admitted models; nil without one
@@ -114,7 +114,7 @@ func New(cfg Config) (*Client, error) {
 		base = cfg.HTTPClient.Transport
 	}
 	fo := cfg.Fallback
-	hooks := fallback.Hooks{
+	hooks := executor.Hooks{
 		Transport:     base,
 		Tokenizer:     cfg.Tokenizer,
 		Logger:        cfg.Logger,
@@ -144,7 +144,7 @@ func New(cfg Config) (*Client, error) {
 		}
 		hooks.Shared = sh
 	}
-	c.exec = fallback.New(fo, hooks)
+	c.exec = executor.New(fo, hooks)
 	tel, err := telemetry.New(telemetry.Options{
 		MeterProvider: cfg.MeterProvider, TracerProvider: cfg.TracerProvider,
 		Deployments: apiDeployments(cfg.Deployments), Health: c.exec,
@@ -277,7 +277,7 @@ func (c *Client) measuredTTFT(d route.Deployment) (time.Duration, bool) {
 }
 
 // call is one routed call: what the caller asked and what routing made of it.
-// It is the call's fallback.Feedback (feedback.go).
+// It is the call's executor.Feedback (feedback.go).
 type call struct {
 	c        *Client
 	cfg      callConfig
@@ -298,7 +298,7 @@ type call struct {
 // do routes one serialised chat-completion body, already read into info by
 // readRequest, and runs it through the executor. The returned Result's Body
 // must be closed.
-func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http.Header, cc *callConfig, stream bool) (*fallback.Result, error) {
+func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http.Header, cc *callConfig, stream bool) (*executor.Result, error) {
 	ctx, cc.tel = c.tel.StartOperation(ctx, operation(info.api()), info.RawModel, stream)
 	if len(cc.hdr) > 0 { // WithHeader's, beside a Transport caller's own
 		h := hdr.Clone()
@@ -361,7 +361,7 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 	if c.logger.Enabled(ctx, slog.LevelDebug) {
 		c.logger.DebugContext(ctx, "tpsroute: plan", "model", info.RawModel, "plan", plan.Explain())
 	}
-	res, err := c.exec.Do(ctx, plan, fallback.Call{
+	res, err := c.exec.Do(ctx, plan, executor.Call{
 		Body:                 body,
 		Stream:               stream,
 		Assemble:             !stream, // the answer, built as the tap scans each chunk
@@ -404,7 +404,7 @@ func (c *Client) routeError(err error) error {
 
 // build makes one attempt's request from deployment d only: its URL, key,
 // headers and model id. The caller's headers are forwarded without
-// credentials. It is the call's fallback.BuildFunc. A body it cannot edit
+// credentials. It is the call's executor.BuildFunc. A body it cannot edit
 // (readRequest lets through only what it can) is the caller's error, a
 // *RequestError answered with 400: New validated every deployment's URL, so
 // the body is all that can fail here, and the Executor's ClassInvalid charges
@@ -425,10 +425,10 @@ func (cl *call) build(ctx context.Context, d route.Deployment, body []byte) (*ht
 			return nil, unbuildable(err)
 		}
 	}
-	// fallback.DefaultBuild sets the wire model (the requested one for a
+	// executor.DefaultBuild sets the wire model (the requested one for a
 	// wildcard), include_usage, the key and the deployment's headers; the
 	// executor already made the body a stream.
-	req, err := fallback.DefaultBuild(ctx, d.ForModel(cl.info.Model), b)
+	req, err := executor.DefaultBuild(ctx, d.ForModel(cl.info.Model), b)
 	if err != nil {
 		return nil, unbuildable(err)
 	}

@@ -43,8 +43,8 @@ type Config struct {
 	// measure's documented defaults.
 	Measure measure.Options
 	// Fallback tunes failover: deadlines, attempts, backoff, breakers,
-	// hedging, mid-stream policy. The executor's hooks (fallback.Hooks) are
-	// the Client's: HTTPClient, Tokenizer, Logger, OnAttempt and
+	// hedging, mid-stream policy. What the executor is connected to is the
+	// Client's: HTTPClient, Tokenizer, Logger, OnAttempt and
 	// OnBreakerChange below, the statistics for the measured TTFT and every
 	// sample, and Fleet. A zero Fallback is fallback's documented defaults.
 	Fallback fallback.Options

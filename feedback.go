@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/executor"
 	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
 )
@@ -17,8 +18,8 @@ import (
 // sample to measure, with the error class the Executor gave the attempt
 // (fallback.Attempt.ErrorClass), the end of the in-flight count, the
 // attempt's telemetry, and, for a success, cache affinity in the Picker and
-// the fleet. It implements fallback.Feedback.
-func (cl *call) Begin(i int, d *route.Deployment) fallback.Done {
+// the fleet. It implements executor.Feedback.
+func (cl *call) Begin(i int, d *route.Deployment) executor.Done {
 	c, k := cl.c, d.Key()
 	f := c.reg.BeginFlightAt(time.Now(), k, cl.out)
 	if i >= 0 && i < liveAttempts {
@@ -46,7 +47,7 @@ func (cl *call) Begin(i int, d *route.Deployment) fallback.Done {
 }
 
 // Skip records an attempt that never started in the call's telemetry. It
-// implements fallback.Feedback.
+// implements executor.Feedback.
 func (cl *call) Skip(i int, a fallback.Attempt) { cl.cfg.tel.AttemptEnd(i, a, nil) }
 
 // liveAttempts is how many of a call's attempts report their output gaps
@@ -54,7 +55,7 @@ func (cl *call) Skip(i int, a fallback.Attempt) { cl.cfg.tel.AttemptEnd(i, a, ni
 const liveAttempts = 4
 
 // OutputGap records the gap before one output chunk of attempt i, in
-// telemetry and in measure's live speed. It implements fallback.Feedback.
+// telemetry and in measure's live speed. It implements executor.Feedback.
 func (cl *call) OutputGap(i int, gap time.Duration) {
 	cl.cfg.tel.OutputGap(i, gap)
 	if i >= 0 && i < liveAttempts {
@@ -62,4 +63,4 @@ func (cl *call) OutputGap(i int, gap time.Duration) {
 	}
 }
 
-var _ fallback.Feedback = (*call)(nil)
+var _ executor.Feedback = (*call)(nil)

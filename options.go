@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/executor"
 	"github.com/tpsroute/tpsroute/internal/telemetry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
@@ -243,7 +244,7 @@ func WithOutcome(o *Outcome) CallOption {
 
 // endCall ends a call with the outcome res or err: its telemetry, then the
 // caller's Outcome. Every path that ends a call goes through it once.
-func endCall(cc *callConfig, res *fallback.Result, err error) {
+func endCall(cc *callConfig, res *executor.Result, err error) {
 	cc.tel.End(err)
 	if cc.outcome != nil {
 		*cc.outcome = outcomeOf(res, err)
@@ -252,7 +253,7 @@ func endCall(cc *callConfig, res *fallback.Result, err error) {
 
 // outcomeOf is the outcome of a call that committed res (nil if none did)
 // and has so far failed with err.
-func outcomeOf(res *fallback.Result, err error) Outcome {
+func outcomeOf(res *executor.Result, err error) Outcome {
 	o := Outcome{Err: err}
 	if res != nil {
 		o.Deployment = route.Redact(res.Deployment())

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/executor"
 	"github.com/tpsroute/tpsroute/route"
 )
 
@@ -53,7 +53,7 @@ type Response struct {
 	// StatusCode is the committed attempt's HTTP status: 200.
 	StatusCode int
 	// Header is the committed attempt's response header as
-	// fallback.Result.Header allows it through (the provider's request id
+	// executor.Result.Header allows it through (the provider's request id
 	// and rate-limit headers; nothing else, and no credential), with
 	// Content-Type "text/event-stream" for a stream and "application/json"
 	// otherwise.
@@ -65,7 +65,7 @@ type Response struct {
 	// whether Body is SSE.
 	Stream bool
 
-	res *fallback.Result
+	res *executor.Result
 	mu  sync.Mutex
 	err error // the error that ended Body, if one did
 }
@@ -95,7 +95,7 @@ func (c *Client) send(ctx context.Context, body []byte, hdr http.Header, cc *cal
 // respond runs one call whose request was read as info. A streaming call's
 // Body is the committed stream; a non-streaming call's is the answer that
 // the executor assembled from the stream's chunks as the tap scanned them
-// (fallback.Call.Assemble), read from the executor's buffer without a copy:
+// (executor.Call.Assemble), read from the executor's buffer without a copy:
 // the call has ended when respond returns.
 func (c *Client) respond(ctx context.Context, body []byte, info requestInfo, hdr http.Header, cc *callConfig) (*Response, error) {
 	// The call's own context lets an early Close end the upstream request.

@@ -16,6 +16,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/executor"
 	"github.com/tpsroute/tpsroute/tps"
 )
 
@@ -112,7 +113,7 @@ type Stream struct {
 type callState struct {
 	cfg    callConfig
 	stream bool
-	res    *fallback.Result
+	res    *executor.Result
 	err    error // a routing or pre-commit failure
 }
 

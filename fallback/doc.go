@@ -1,16 +1,25 @@
-// Package fallback walks a route.Plan: it sends one chat-completion call to
-// the deployments of the plan in order, under per-deployment circuit
-// breakers, rate limiters, Retry-After cooldowns, jittered backoff and
-// deadlines, and commits to the first stream that produces output.
+// Package fallback is the vocabulary of failover: what a program writes to
+// tune it (Options, the tpsroute.Config.Fallback field: Deadlines, Limits,
+// BreakerSettings, HedgeOptions, RescueOptions, MidStreamPolicy,
+// MalformedPolicy) and what it reads back about a call (Attempt, with its
+// Class, through Config.OnAttempt and a Response's attempts; the *Error of
+// a failed call, its ContinuationReason, and the sentinel errors it matches
+// with errors.Is). Shared is the interface a fleet implements to share
+// breakers and limits across processes.
 //
-// It works at the HTTP level (a request body in, an SSE body out) so that the
-// root's openai-go-shaped Client, its http.RoundTripper mode and a gateway
-// share one Executor. It imports route for the plan, tps to time and parse
-// streams, and measure only for measure.Key.
+// This documentation states the rules a call follows. The root Client
+// applies them through its executor, which walks a route.Plan: it sends one
+// call to the deployments of the plan in order, under per-deployment circuit
+// breakers, rate limiters, Retry-After cooldowns, jittered backoff and
+// deadlines, and commits to the first stream that produces output. The
+// executor is internal to the module (internal/executor), so that the public
+// API stays this vocabulary; its package documentation describes the
+// mechanics. fallback imports route and tps for their vocabulary, and
+// measure only for measure.Key.
 //
 // # The commit point
 //
-// A streaming call (Call.Stream) commits at the first chunk that carries
+// A streaming call commits at the first chunk that carries
 // output (content, reasoning, refusal or a tool-call fragment); role-only
 // chunks and SSE comments do not count. Before the commit point every failure
 // is invisible to the caller and moves on as the table below says. After it:
@@ -18,7 +27,7 @@
 //   - MidStreamSameModel (the default): continue, as below, but only on a
 //     deployment of the same logical model and revision that declares
 //     assistant prefill; with none, end with the mid-stream error.
-//   - MidStreamError: Result.Body's Read returns a *Error whose deciding
+//   - MidStreamError: the stream's read returns a *Error whose deciding
 //     attempt has phase tps.PhaseMidStream, the tokens received and the
 //     deployment; errors.Is(err, ErrMidStream) is true. A cut stream is never
 //     a clean io.EOF: a stream ends cleanly only after a finish_reason for
@@ -36,7 +45,7 @@
 // choice cannot be continued and get the mid-stream error, as do plans
 // without a deployment left that may continue. A deployment that rejects a
 // prefill (a 400 or 422 naming the assistant message or the prefill) is
-// remembered by the Executor and never offered a continuation again, and a
+// remembered by the Client and never offered a continuation again, and a
 // wildcard deployment declares prefill per model with
 // route.Deployment.ModelCapabilities. If the continuation fails, the caller
 // gets the original mid-stream error, never the continuation's.
@@ -52,7 +61,7 @@
 //
 // A committed stream that keeps flowing but slows down is rescued
 // (Options.Rescue, RescueOptions): under a quarter of its deployment's
-// expected TPS (Plan's Candidate.Expected), and under Call.MinTPS when set,
+// expected TPS (Plan's Candidate.Expected), and under the SLO's MinTPS when set,
 // for 3 s, it is continued from exactly the delivered text on a deployment
 // of the same model that declares assistant prefill and is expected to be
 // twice as fast. The slow stream is held while the target opens and goes on
@@ -64,7 +73,7 @@
 // A data event that is not one valid JSON object is, by default
 // (MalformedSkip), dropped from the bytes the caller reads, counted in
 // tps.Sample.Malformed, and skipped, before and after the first output chunk
-// alike. The MaxMalformed-th (3rd) in one stream fails the stream with
+// alike. The third in one stream fails the stream with
 // ErrMalformed: before the commit point it fails over invisibly, after it
 // the mid-stream policy applies. MalformedFail fails at the first one.
 //
@@ -79,11 +88,12 @@
 // (failover) or a mid-stream error.
 //
 // A non-streaming call commits at the end of the stream: the whole stream is
-// buffered, so a failure at any point restarts on the next deployment. With
-// Call.Assemble it holds the answer instead of the stream: each chunk is
-// folded into a tps.Accumulator as the tap scans it, and Result.Body is the
-// chat.completion JSON, scrubbed of the deployment's credentials;
-// Limits.Answer then bounds both the stream read and the answer.
+// buffered, so a failure at any point restarts on the next deployment. A
+// non-streaming chat call through the Client holds the answer instead of the
+// stream: each chunk is folded into a tps.Accumulator as the tap scans it,
+// and the answer is the chat.completion JSON, scrubbed of the deployment's
+// credentials; Limits.Answer then bounds both the stream read and the
+// answer.
 //
 // # Faults and what happens
 //
@@ -119,7 +129,7 @@
 //	401, 403, a 4xx saying the key is bad    ClassAuth           breaker trips, PenaltyCooldown (5 min), next   trips
 //	other 4xx (405, 415, 421, ...)           ClassNext           next                                           failure
 //	400, 422, 431 invalid request, or a      ClassInvalid        stop: every deployment would reject it         excluded
-//	body Call.Build cannot build
+//	body no attempt can be built from
 //	content-policy rejection, as a status    ClassPolicy         stop, provider's reason in the error; after    excluded
 //	or in-stream, before or after output                         output the stream ends with ErrMidStream
 //	context_length_exceeded, 413             ClassContextLength  next only to a larger ContextWindow, or with   excluded
@@ -163,8 +173,8 @@
 //
 // A failure after output gives the same classification whichever door the
 // call used: ClassMidStream and ErrMidStream for a buffered call's last
-// attempt as for a stream read through Result.Body. Result.AttemptCount and
-// the *Error's message count attempts alike, the committed one included.
+// attempt as for a stream. A committed call's attempt count and the
+// *Error's message count attempts alike, the committed one included.
 // Every mid-stream error says why no continuation was made:
 // Error.Continuation returns a ContinuationReason (continuation off, no
 // prefill-capable target, the target rejected the prefill, the budget spent,
@@ -178,11 +188,9 @@
 //   - Headers 15 s: a silent provider cannot hold a call for minutes.
 //   - TTFT 15 s from the start of the attempt to the first output
 //     chunk. It fails over only when another deployment is left, so the last
-//     deployment's slow answer still arrives. With Hooks.MeasuredTTFT set
-//     (the root Client sets it from measure), a deployment whose TTFT was
-//     measured gets DefaultTTFTMultiple (3) times its p95, at least
-//     DefaultTTFTFloor (3 s), plus 0.5 ms per Call.EstimatedInputTokens,
-//     with TTFT as the cap: a deployment that answers in 300 ms but
+//     deployment's slow answer still arrives. A deployment whose TTFT the
+//     Client has measured (measure) gets 3 times its p95, at least 3 s,
+//     plus 0.5 ms per estimated prompt token, with TTFT as the cap: a deployment that answers in 300 ms but
 //     hangs is left after 3 s, one whose normal TTFT is 8 s is never cut
 //     before the cap. An attempt that may fail over also leaves the next
 //     deployment room for its expected TTFT and answer (its plan figures,
@@ -234,14 +242,14 @@
 // or more. So, once its outage is long, its probes take about 2% of its
 // calls, and a dead deployment under heavy traffic gets one probe per
 // Timeout. One down for long and called rarely costs one probe a minute.
-// Status reports the breaker open for the whole interval and half-open once
-// a probe may go, which is when route puts it first for that probe. The
-// outcome of a committed stream is reported when the stream ends. Only the
-// provider's faults count, see the
-// table. Executor.Status implements route.Health.
+// The executor's health (route.Health, which route reads) reports the
+// breaker open for the whole interval and half-open once a probe may go,
+// which is when route puts it first for that probe. The outcome of a
+// committed stream is reported when the stream ends. Only the provider's
+// faults count, see the table.
 //
 // Deployments with Limits get an x/time/rate limiter for RPM and one for TPM.
-// TPM is charged Call.EstimatedInputTokens at the start and the rest of the
+// TPM is charged the call's estimated prompt tokens at the start and the rest of the
 // reported usage (input plus output tokens) at the end; over-estimates are
 // not refunded. A deployment without budget, or at its MaxInFlight cap, is
 // skipped for now and reported as NoHeadroom; the call comes back to it only
@@ -266,7 +274,7 @@
 //
 // # Credential isolation
 //
-// Each attempt is built by Call.Build (DefaultBuild) from its own deployment
+// Each attempt is built from its own deployment
 // only: URL, API key, headers and model id. Nothing of one deployment reaches
 // another. Errors carry requests (also as the Response's Request) with
 // credential headers, URL user info and credential query parameters
@@ -275,10 +283,10 @@
 //
 // # Concurrency
 //
-// An Executor is safe for concurrent use and holds no goroutine between
-// calls. Timers are stopped when an attempt ends; a hedged call's goroutines
-// have ended when Do returns; Result.Body.Close cancels the upstream request
-// at once, and the attempt ends as ClassCanceled with ErrClosed, which
-// matches context.Canceled: an early Close is the caller's cancellation,
-// never a provider failure.
+// Every type of this package is a value or a constant, safe for concurrent
+// use once made (Shared's implementations state their own contract).
+// Closing a stream early cancels the upstream request at once, and the
+// attempt ends as ClassCanceled with ErrClosed, which matches
+// context.Canceled: an early Close is the caller's cancellation, never a
+// provider failure.
 package fallback

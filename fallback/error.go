@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/tpsroute/tpsroute/internal/fallbackseam"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/tps"
 )
@@ -71,17 +71,13 @@ var (
 	// reason. It is found with errors.Is on that *Error; a call with
 	// MidStreamError never carries it (its reason is ContinuationOff).
 	ErrContinuation = errors.New("fallback: continuation not possible")
-	// ErrClosed means the caller closed Result.Body before the stream ended.
+	// ErrClosed means the caller closed the stream (the body of the committed attempt) before the stream ended.
 	// The attempt's class is ClassCanceled and, because it wraps
 	// context.Canceled, errors.Is(err, context.Canceled) holds: code that
 	// tells the caller's cancellations from provider failures (statistics,
 	// error rates) counts an early Close as the caller's. It is not a breaker
 	// failure.
 	ErrClosed = fmt.Errorf("fallback: body closed by caller: %w", context.Canceled)
-
-	// errFinished is the cause that ends a finished stream after
-	// FinishGrace; it never reaches a caller.
-	errFinished = errors.New("fallback: finished stream went silent")
 )
 
 // Attempt is the record of one try on one deployment, or of a deployment that
@@ -132,7 +128,7 @@ type Error struct {
 	// Continuations lists the continuation attempts that were sent after the
 	// deciding attempt failed mid-stream and that failed in turn (for
 	// example a rejected prefill). They count in the message's attempt
-	// total, as in Result.AttemptCount, but they did not decide the outcome:
+	// total, as in the count of a committed call's attempts, but they did not decide the outcome:
 	// Last, Phase, errors.Is and errors.As look at Attempts only.
 	Continuations []Attempt
 
@@ -215,110 +211,18 @@ func (e *Error) Phase() tps.Phase {
 	return a.Phase
 }
 
-// attemptError wraps a classified cause with a sentinel so that errors.Is finds
-// both, and keeps the message short.
-type attemptError struct {
-	sentinel error
-	cause    error
-}
-
-func (e *attemptError) Error() string {
-	if e.cause == nil || e.cause == e.sentinel {
-		return e.sentinel.Error()
-	}
-	return e.sentinel.Error() + ": " + safeMessage(e.cause)
-}
-
-func (e *attemptError) Unwrap() []error {
-	if e.cause == nil || e.cause == e.sentinel {
-		return []error{e.sentinel}
-	}
-	return []error{e.sentinel, e.cause}
-}
-
-func wrap(sentinel, cause error) error { return &attemptError{sentinel: sentinel, cause: cause} }
-
 // safeMessage renders an error without repeating a "fallback: " prefix.
 func safeMessage(err error) string {
 	return strings.TrimPrefix(err.Error(), "fallback: ")
 }
 
-// noContinuation adds to orig, the call's error at the mid-stream failure of
-// prev (class), why no continuation was made (why, from the continuation
-// walk, when the failure itself did not decide it), and returns it. orig
-// keeps its attempts: the caller gets the original mid-stream error, never
-// a failed continuation's; the reason names the continuation that failed.
-func (cl *call) noContinuation(orig *Error, prev *run, class Class, why ContinuationReason) *Error {
-	cl.mu.Lock()
-	orig.Continuations = append(orig.Continuations, cl.attempts[len(orig.Attempts):]...)
-	cl.mu.Unlock()
-	if class == ClassPolicy || class == ClassContextLength {
-		why = ContinuationPointless
-	}
-	if r := cl.unsupported(prev); r == ContinuationOff {
-		why = r
-	}
-	orig.why = why
-	var detail string
-	switch why {
-	case ContinuationOff:
-		orig.cont = errContinuationOff
-		return orig
-	case ContinuationPointless:
-		detail = "a content-policy stop would only repeat"
-		if class == ClassContextLength {
-			detail = "the context is too long for a continuation"
-		}
-	case ContinuationUnsupported:
-		switch {
-		case cl.protocol != tps.ProtocolChat:
-			detail = "a " + cl.protocol.String() + " stream is not continued (a continuation is a chat prefill)"
-		case prev.toolCalls:
-			detail = "the stream carried tool calls"
-		case prev.multi || cl.choices > 1:
-			detail = "the stream carried more than one choice"
-		case prev.reasoning:
-			detail = "the stream carried reasoning text"
-		default:
-			detail = "no text was delivered to continue from"
-		}
-	case ContinuationNoTarget:
-		detail = "no deployment left that declares assistant prefill"
-	case ContinuationBudget:
-		detail = "the attempt budget is spent"
-	case ContinuationUnavailable:
-		detail = "no target's breaker, cooldown or limiters let a continuation through"
-	case ContinuationRejected:
-		detail = "the target rejected the prefill"
-	default: // ContinuationFailed
-		detail = "the continuation failed"
-	}
-	if why == ContinuationRejected || why == ContinuationFailed {
-		for _, a := range orig.Continuations {
-			if a.Class != ClassSkipped { // the last continuation tried
-				detail = "the continuation on " + a.Key.String() + " failed: " + a.Class.String()
-				if a.Status != 0 {
-					detail += " " + strconv.Itoa(a.Status)
-				}
-			}
-		}
-	}
-	orig.cont = wrap(ErrContinuation, errors.New(detail))
-	return orig
+// init gives internal/executor, which builds every *Error, the setters of
+// its unexported fields (internal/fallbackseam).
+func init() {
+	fallbackseam.SetCause = func(e *Error, cause error) { e.cause = cause }
+	fallbackseam.SetContinuation = func(e *Error, why ContinuationReason, note error) { e.why, e.cont = why, note }
+	fallbackseam.CountAttempts = countAttempts
 }
-
-// errContinuationOff is the note a mid-stream error carries when the policy
-// made no continuation; it is not ErrContinuation, which says one was asked
-// for.
-var errContinuationOff = errors.New("fallback: continuation off")
-
-// errUncommitted and errPointless are the notes of a call that failed
-// after output that never reached the caller (ContinuationUncommitted,
-// ContinuationPointless): nothing was to be continued.
-var (
-	errUncommitted = errors.New("fallback: not continued: nothing had reached the caller")
-	errPointless   = errors.New("fallback: not continued: the failure would only repeat")
-)
 
 // Continuation returns why the mid-stream failure that decided e was not
 // continued, or NoReason when e is not a mid-stream failure.

@@ -7,11 +7,11 @@ import (
 	"github.com/tpsroute/tpsroute/route"
 )
 
-// Shared is breaker and rate-limit state an Executor shares with the
+// Shared is breaker and rate-limit state the Client's executor shares with the
 // executors of other processes (fleet mode, see the fleet package): a breaker
 // opened by one replica keeps the others off the deployment, one replica at a
 // time probes a half-open deployment, and RPM/TPM limits hold across the
-// fleet. The Executor keeps its own breakers and limiters as they are and
+// fleet. The executor keeps its own breakers and limiters as they are and
 // consults Shared in addition: Shared can only hold attempts back, never
 // admit what the local breaker or limiter refuses.
 //
@@ -32,11 +32,11 @@ type Shared interface {
 	// nothing of the deployment's health (the caller's fault, a
 	// cancellation).
 	Done(k measure.Key, now time.Time, o Outcome)
-	// Opened reports that k's breaker opened in this Executor at now and
+	// Opened reports that k's breaker opened in this executor at now and
 	// goes half-open at until.
 	Opened(k measure.Key, now, until time.Time)
 	// Breaker returns the fleet's view of k's breaker at now (closed when
-	// the fleet knows nothing), which Status reports when it is worse than
+	// the fleet knows nothing), which the executor's health reports when it is worse than
 	// the local breaker.
 	Breaker(k measure.Key, now time.Time) route.BreakerState
 }
@@ -57,40 +57,3 @@ const (
 	// learned nothing, and the next attempt probes again.
 	OutcomeExcluded
 )
-
-// admitShared asks o.Shared, if set, to admit an attempt on k, and wraps the
-// breaker's done so that the outcome reaches Shared too.
-func (e *Executor) admitShared(k measure.Key, tokens int64, done func(error)) (func(error), error) {
-	sh := e.hooks.Shared
-	if sh == nil {
-		return done, nil
-	}
-	if err := sh.Admit(k, time.Now(), tokens); err != nil {
-		return done, err
-	}
-	return func(err error) {
-		done(err)
-		ce, ok := err.(*classified)
-		// An admitted attempt the local limiter then refused (ClassSkipped)
-		// was never sent: it reports a failure, so that a half-open probe
-		// that could not go out reopens the breaker rather than closing it.
-		o := OutcomeSuccess
-		switch {
-		case err == nil:
-		case !ok || ce.class.breakerFailure() || ce.class == ClassSkipped:
-			o = OutcomeFailure
-		default:
-			o = OutcomeExcluded
-		}
-		sh.Done(k, time.Now(), o)
-	}, nil
-}
-
-// sharedBreaker raises s.Breaker to the fleet's view of k's breaker.
-func (e *Executor) sharedBreaker(k measure.Key, now time.Time, s *route.Status) {
-	if sh := e.hooks.Shared; sh != nil {
-		if b := sh.Breaker(k, now); b > s.Breaker {
-			s.Breaker = b
-		}
-	}
-}

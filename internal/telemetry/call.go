@@ -18,7 +18,7 @@ import (
 
 // Call is the telemetry of one routed call: the operation span and the
 // operation metrics, fed by the fallback executor through the root's
-// fallback.Feedback, which calls OutputGap and AttemptEnd. Start it with Telemetry.Start, give it the plan
+// executor.Feedback, which calls OutputGap and AttemptEnd. Start it with Telemetry.Start, give it the plan
 // with Plan before the executor runs, and End it exactly once. A nil *Call
 // does nothing. Its methods are safe for concurrent use.
 type Call struct {
@@ -96,7 +96,7 @@ func (c *Call) Plan(plan route.Plan) {
 
 // OutputGap records the gap before one output chunk of the attempt on plan
 // entry i: one histogram record, no allocation. It is called for every
-// fallback.Feedback.OutputGap.
+// executor.Feedback.OutputGap.
 func (c *Call) OutputGap(i int, gap time.Duration) {
 	if !c.gaps || i >= len(c.deps) || c.deps[i] == nil {
 		return
@@ -108,8 +108,8 @@ func (c *Call) OutputGap(i int, gap time.Duration) {
 // among them, by its reason), its TTFT, TPS and cost, its span under the
 // call's (with a first-output-chunk event), and a failover or continuation
 // event on the call's span when it followed a failed attempt. It is called
-// from each attempt's fallback.Done handle, and with a nil s from
-// fallback.Feedback.Skip.
+// from each attempt's executor.Done handle, and with a nil s from
+// executor.Feedback.Skip.
 func (c *Call) AttemptEnd(i int, a fallback.Attempt, s *tps.Sample) {
 	// AttemptEnd is long (about 100 lines, complexity about 31) because it
 	// writes one attempt's every metric and span attribute at the one point

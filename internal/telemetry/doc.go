@@ -6,7 +6,7 @@
 //
 // The root package creates one Telemetry per Client (Config.MeterProvider,
 // Config.TracerProvider) and one Call per routed call, which the fallback
-// executor feeds through the root's fallback.Feedback where each attempt
+// executor feeds through the root's executor.Feedback where each attempt
 // ends. Users
 // do not need this package unless they read its names and bucket boundaries.
 //

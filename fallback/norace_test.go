@@ -1,6 +1,0 @@
-//go:build !race
-
-package fallback_test
-
-// raceEnabled reports whether the race detector is on; see race_test.go.
-const raceEnabled = false

@@ -1,0 +1,98 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/tpsroute/tpsroute/route"
+)
+
+// DefaultBuild builds a POST to d.BaseURL with "chat/completions" joined to
+// its path (net/url's JoinPath; a query such as Azure's "?api-version=..."
+// is kept), with body's "model" set to d.WireModel(), and, when the body
+// streams, "stream_options.include_usage" set unless d declares
+// Capabilities.NoStreamOptions; "Accept: text/event-stream" for a stream,
+// "application/json" for a plain call; "Authorization: Bearer d.APIKey" (when not
+// empty) and d.Headers. It reads nothing but d, so no credential or routing
+// header of one deployment can reach another. A BaseURL with user info is an
+// error, never sent without it.
+func DefaultBuild(ctx context.Context, d route.Deployment, body []byte) (*http.Request, error) {
+	u, err := chatURL(d)
+	if err != nil {
+		return nil, err
+	}
+	b, err := sjson.SetBytes(body, "model", d.WireModel())
+	if err != nil {
+		return nil, err
+	}
+	// Read in place: GetBytes would copy the value's text, an allocation
+	// on every attempt; b is not modified while the result is read.
+	stream := gjson.Get(unsafe.String(unsafe.SliceData(b), len(b)), "stream").Type == gjson.True
+	if stream && !d.Capabilities.NoStreamOptions && !gjson.GetBytes(b, "stream_options.include_usage").Bool() {
+		if b, err = sjson.SetBytes(b, "stream_options.include_usage", true); err != nil {
+			return nil, err
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if stream {
+		req.Header.Set("Accept", "text/event-stream")
+	} else {
+		req.Header.Set("Accept", "application/json")
+	}
+	if d.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+d.APIKey)
+	}
+	for k, v := range d.Headers {
+		req.Header.Set(k, v)
+	}
+	return req, nil
+}
+
+// chatURL returns d's chat-completions URL. route.Deployment.Validate is the
+// home of the BaseURL rule (NewPicker applies it); user info, which the
+// transport would drop without a word, is refused here too for a Deployment
+// that bypassed it.
+func chatURL(d route.Deployment) (string, error) {
+	u, err := url.Parse(d.BaseURL)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // ue would quote the URL, password and all
+		}
+		return "", fmt.Errorf("fallback: BaseURL: %w", err)
+	}
+	if u.User != nil {
+		return "", errors.New("fallback: BaseURL has user info, which route.Deployment.Validate refuses")
+	}
+	return u.JoinPath("chat/completions").String(), nil
+}
+
+// DefaultPrefill appends {"role":"assistant","content":text,"prefix":true} to
+// the body's messages: the shape DeepSeek and Mistral accept for assistant
+// prefill, and a final assistant message that vLLM, SGLang and Anthropic-style
+// servers continue. A deployment that needs another shape (for example vLLM's
+// "continue_final_message") gets it from fallback.Options.Prefill.
+func DefaultPrefill(body []byte, text string) ([]byte, error) {
+	msg := map[string]any{"role": "assistant", "content": text, "prefix": true}
+	return sjson.SetBytes(body, "messages.-1", msg)
+}
+
+// streamBody returns body with "stream": true, copying only when needed.
+func streamBody(body []byte) ([]byte, error) {
+	if gjson.GetBytes(body, "stream").Type == gjson.True {
+		return body, nil
+	}
+	return sjson.SetBytes(body, "stream", true)
+}
