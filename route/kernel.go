@@ -69,12 +69,14 @@ func (kernel) Matches(p Pin, d *Deployment) bool { return p.matches(d) }
 // OverCap reports whether price is above cap (see Request.PriceCap).
 func (kernel) OverCap(price, cap *measure.Price) bool { return overCap(price, cap) }
 
-// CapWindowTTFT lowers the TTFT x's SLO check reads (the window's
-// percentile, see sloTTFT) to b when it is higher.
-func (kernel) CapWindowTTFT(x *Expected, b float64) {
+// CapWindowTTFT returns x with the TTFT its SLO check reads (the window's
+// percentile, see sloTTFT) lowered to b when it is higher. It takes and
+// returns a value so that the caller's Expected can stay on its stack.
+func (kernel) CapWindowTTFT(x Expected, b float64) Expected {
 	if x.ttftQ > b {
 		x.ttftQ = b
 	}
+	return x
 }
 
 // SetKey makes c.Key() return *k without computing it; k must stay valid

@@ -172,7 +172,7 @@ func (m *memo) peak(e *route.Expected, now int64) (route.Expected, bool) {
 	}
 	if b := math.Float64frombits(m.bestTTFT.Load()); e.TTFTOK && b > 0 && b < e.TTFT && now-m.ttftAt.Load() <= peakMemory {
 		x.TTFT, better = b, true
-		rk.CapWindowTTFT(&x, b)
+		x = rk.CapWindowTTFT(x, b)
 	}
 	return x, better
 }
@@ -264,7 +264,11 @@ func (p *Picker) chance(s *scratch, lead, it *item, lv float64, now int64) float
 	if p.meta[it.idx].wild {
 		return c
 	}
-	opt, better := p.memo[it.idx].peak(&it.exp, now)
+	// s.opt, not a local: a pointer to it goes through route's kernel, an
+	// interface, which would move a local to the heap on every call.
+	opt := &s.opt
+	var better bool
+	*opt, better = p.memo[it.idx].peak(&it.exp, now)
 	if !better {
 		return c
 	}
@@ -277,7 +281,7 @@ func (p *Picker) chance(s *scratch, lead, it *item, lv float64, now int64) float
 		return c
 	}
 	sd := math.Sqrt(lv + variance(it, &it.exp, now))
-	return w*tail(p.gap(s, lead, it, &opt, p.scoreOf(s, it, &opt)), sd) + (1-w)*c
+	return w*tail(p.gap(s, lead, it, opt, p.scoreOf(s, it, opt)), sd) + (1-w)*c
 }
 
 // gap is how much it, with figures e and score sc, must improve, in log

@@ -8,7 +8,10 @@ import (
 
 // kernel is what the Picker needs of route's vocabulary that route does not
 // export: route implements it (route/kernel.go, whose comments say what
-// each method does) and hands it over through routekit.Kernel.
+// each method does) and hands it over through routekit.Kernel. A pointer
+// passed to one of its methods escapes (the call is through an interface),
+// so the Picker passes only pointers into its heap (p.ds, the pooled
+// scratch), never to a local.
 type kernel interface {
 	Blend(x *route.Expected, e *measure.Estimate, ok bool, ttftAt, tpsAt route.Percentile)
 	Shape(x *route.Expected, e *measure.Estimate, inFlight, in int64)
@@ -24,7 +27,7 @@ type kernel interface {
 	CapabilitiesFor(d *route.Deployment, model string) route.Capabilities
 	Matches(p route.Pin, d *route.Deployment) bool
 	OverCap(price, cap *measure.Price) bool
-	CapWindowTTFT(x *route.Expected, b float64)
+	CapWindowTTFT(x route.Expected, b float64) route.Expected
 	SetKey(c *route.Candidate, k *measure.Key)
 }
 

@@ -75,3 +75,33 @@ func TestWildcardPlanCapabilities(t *testing.T) {
 		equal(t, plan.Deployments[0].Deployment.Capabilities.AssistantPrefill, prefill, model+": AssistantPrefill in the plan")
 	}
 }
+
+// TestPickAllocatesOnce: a pick allocates the Plan and nothing else, with
+// exploration, an SLO, health and a cache key, through a Source with
+// handles or without. route's kernel is an interface (kernel.go), so a
+// pointer to a local passed to it would move the local to the heap on
+// every pick; this holds the engine to its budget (docs/PERFORMANCE.md).
+func TestPickAllocatesOnce(t *testing.T) {
+	ds, src := spread(16)
+	_, reg := spreadRegistry(16, false)
+	for _, tc := range []struct {
+		name string
+		src  Source
+		req  route.Request
+	}{
+		{"registry", reg, route.Request{Model: "m"}},
+		{"estimate only", estimateOnly{src}, route.Request{Model: "m"}},
+		{"slo and cache key", src, route.Request{Model: "m", CacheKey: "session-1", SLO: route.SLO{MinTPS: 100, MaxTTFT: time.Second}}},
+		{"latency", src, route.Request{Model: "m", Policy: route.Latency}},
+		{"cost", src, route.Request{Model: "m", Policy: route.Cost}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPicker(t, ds, tc.src, route.Options{Seed: 1}, fakeHealth{})
+			mustPick(t, p, tc.req, t0)
+			allocs := testing.AllocsPerRun(200, func() { mustPick(t, p, tc.req, t0) })
+			if allocs > 1 {
+				t.Errorf("Pick allocates %.1f times, want 1 (the Plan)", allocs)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 )
 
@@ -129,6 +130,13 @@ type scratch struct {
 	slo      route.SLO
 	checkSLO bool
 	scorer   route.Scorer
+
+	// Buffers whose addresses go through route's kernel (kernel.go), which
+	// would move locals to the heap: a wildcard's concrete deployment and
+	// an estimate being read (scoreItems), and a remembered best (chance).
+	wd  route.Deployment
+	est measure.Estimate
+	opt route.Expected
 }
 
 // presort sorts s.ranks (see sortRanks), n being the number of

@@ -4,7 +4,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 )
 
@@ -27,18 +26,17 @@ func (p *Picker) scoreItems(s *scratch, sc *scoring, in int64, now time.Time) (o
 	health, t := p.health, now.UnixNano()
 	policy, scorer, checkSLO, strict := req.Policy, sc.scorer, sc.checkSLO, sc.slo.Strict
 	items, ranks := s.items, slices.Grow(s.ranks, len(s.items))
-	var wd route.Deployment
-	var est measure.Estimate // each read overwrites it whole
+	wd, est := &s.wd, &s.est // in the scratch: through route's kernel a local would escape
 	for i := range items {
 		it := &items[i]
 		if p.src != nil {
-			p.readEstimate(s, it, &est, in, t)
+			p.readEstimate(s, it, est, in, t)
 		}
 		m, d := &p.meta[it.idx], &p.ds[it.idx]
 		if m.wild {
-			wd = *d
+			*wd = *d
 			wd.Model = s.models[it.model].name
-			d = &wd
+			d = wd
 			s.nWild++
 		}
 		p.warmUp(it, m, d, t)
@@ -49,9 +47,9 @@ func (p *Picker) scoreItems(s *scratch, sc *scoring, in int64, now time.Time) (o
 			}
 		}
 		if checkSLO {
-			it.viol = rk.Check(&sc.slo, m.priceOut, &it.exp)
+			it.viol = rk.Check(&s.slo, m.priceOut, &it.exp) // s.slo is sc.slo: &sc.slo would move sc to the heap (kernel.go)
 			if it.viol != 0 {
-				it.dist = rk.Distance(&sc.slo, m.priceOut, &it.exp, it.viol)
+				it.dist = rk.Distance(&s.slo, m.priceOut, &it.exp, it.viol)
 				if strict {
 					it.excl = exclStrict
 				}
