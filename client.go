@@ -246,10 +246,10 @@ func (c *Client) RefusedModels() uint64 {
 	return c.wild.refused.Load()
 }
 
-// RouteStats returns the Picker's counters: picks, affinity hits and misses,
-// cold probes, explorations.
+// RouteStats returns the picker's counters (route.Stats): picks, affinity
+// hits and misses, cold probes, explorations.
 // With deployments of several APIs (route.Deployment.APIs) it sums the
-// counters of each API's Picker.
+// counters of each API's picker.
 func (c *Client) RouteStats() route.Stats {
 	var s route.Stats
 	for _, p := range c.pickers {
