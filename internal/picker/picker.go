@@ -130,8 +130,9 @@ type meta struct {
 // New returns a Picker over ds, reading statistics from src (nil means
 // none: every deployment stays cold) and breaker and limiter state from
 // health (nil means every deployment is healthy). ds is copied. It returns a
-// *DeploymentError (matching ErrInvalidDeployment) naming the first invalid
-// field, or a duplicate Key, and an error for out-of-range Options.
+// *route.DeploymentError (matching route.ErrInvalidDeployment) naming the
+// first invalid field, or a duplicate Key, and an error for out-of-range
+// route.Options (zero fields take the defaults above).
 func New(ds []route.Deployment, src Source, health route.Health, opts route.Options) (*Picker, error) {
 	if len(ds) == 0 {
 		return nil, fmt.Errorf("%w: no deployments", route.ErrInvalidDeployment)
