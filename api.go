@@ -19,6 +19,7 @@ import (
 	"github.com/tidwall/sjson"
 
 	"github.com/tpsroute/tpsroute/internal/executor"
+	"github.com/tpsroute/tpsroute/internal/picker"
 	"github.com/tpsroute/tpsroute/internal/telemetry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
@@ -201,7 +202,7 @@ func (c *Client) newPickers(ds []route.Deployment, opts route.Options) error {
 			return err
 		}
 	}
-	c.pickers = make(map[route.API]*route.Picker)
+	c.pickers = make(map[route.API]*picker.Picker)
 	for _, a := range []route.API{route.APIChat, route.APIResponses, route.APIMessages, route.APIEmbeddings} {
 		var serving []route.Deployment
 		for _, d := range ds {
@@ -215,7 +216,7 @@ func (c *Client) newPickers(ds []route.Deployment, opts route.Options) error {
 		if len(serving) == len(ds) && a == route.APIChat && !slices.ContainsFunc(ds, func(d route.Deployment) bool { return len(d.APIs) > 0 }) {
 			serving = ds // every deployment serves only chat, as configured: keep the Picker's indexes
 		}
-		p, err := route.NewPicker(serving, c.reg, c.exec, opts)
+		p, err := picker.New(serving, c.reg, c.exec, opts)
 		if err != nil {
 			return err
 		}
@@ -230,7 +231,7 @@ func (c *Client) newPickers(ds []route.Deployment, opts route.Options) error {
 
 // pickerFor returns the Picker of info's API, or a *route.APIError when no
 // deployment serves it.
-func (c *Client) pickerFor(info *requestInfo) (*route.Picker, error) {
+func (c *Client) pickerFor(info *requestInfo) (*picker.Picker, error) {
 	if p := c.pickers[info.api()]; p != nil {
 		return p, nil
 	}
@@ -253,7 +254,7 @@ func (c *Client) apiError(err error, info *requestInfo) error {
 
 // pickerOf returns the Picker whose deployments are kept under keys of api
 // (measure.Key.API), or nil.
-func (c *Client) pickerOf(api string) *route.Picker {
+func (c *Client) pickerOf(api string) *picker.Picker {
 	if api == "" {
 		return c.picker
 	}

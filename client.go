@@ -19,6 +19,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/tpsroute/tpsroute/internal/executor"
+	"github.com/tpsroute/tpsroute/internal/picker"
 	"github.com/tpsroute/tpsroute/internal/telemetry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
@@ -43,9 +44,9 @@ type Client struct {
 	reg    *measure.Registry
 	tel    *telemetry.Telemetry
 	exec   *executor.Executor
-	picker *route.Picker // the chat Picker; nil when no deployment serves chat
+	picker *picker.Picker // the chat Picker; nil when no deployment serves chat
 	// pickers holds one Picker per API some deployment serves (api.go).
-	pickers map[route.API]*route.Picker
+	pickers map[route.API]*picker.Picker
 	owners  *owners // which deployment holds each Responses id's state
 	logger  *slog.Logger
 	fleet   Fleet       // nil unless Config.Fleet
@@ -131,7 +132,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Fleet != nil {
 		c.fleet = cfg.Fleet
 		// The Picker is built below; affinity learned before then is dropped.
-		var picker atomic.Pointer[route.Picker]
+		var picker atomic.Pointer[picker.Picker]
 		learn := func(cacheKey string, k measure.Key, at time.Time) {
 			if p := picker.Load(); p != nil {
 				p.Served(cacheKey, k, at)
@@ -245,10 +246,10 @@ func (c *Client) RefusedModels() uint64 {
 	return c.wild.refused.Load()
 }
 
-// RouteStats returns the Picker's counters: picks, affinity hits and misses,
-// cold probes, explorations.
+// RouteStats returns the picker's counters (route.Stats): picks, affinity
+// hits and misses, cold probes, explorations.
 // With deployments of several APIs (route.Deployment.APIs) it sums the
-// counters of each API's Picker.
+// counters of each API's picker.
 func (c *Client) RouteStats() route.Stats {
 	var s route.Stats
 	for _, p := range c.pickers {

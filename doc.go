@@ -10,7 +10,7 @@
 //
 // # Data flow
 //
-//	caller -> route.Picker.Pick -> fallback walks the Plan -> provider
+//	caller -> the picker orders a route.Plan -> fallback walks the Plan -> provider
 //	       <- tps times the stream <- measure.Registry.Record(key, sample)
 //
 // # Quick start

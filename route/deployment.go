@@ -20,7 +20,7 @@ import (
 const Wildcard = "*"
 
 // Deployment is one provider, region and model, with everything needed to call it.
-// A Deployment is a value; once handed to NewPicker it must not be modified,
+// A Deployment is a value; once handed to the Client (Config.Deployments) it must not be modified,
 // and it is then safe for concurrent reads.
 type Deployment struct {
 	Provider      string            // e.g. "openai", "groq", "vllm-eu"; required
@@ -110,7 +110,7 @@ var ErrInvalidDeployment = errors.New("route: invalid deployment")
 // It matches ErrInvalidDeployment with errors.Is. It is an immutable value and
 // safe for concurrent use.
 type DeploymentError struct {
-	Index  int    // position in the slice given to NewPicker; -1 from Deployment.Validate
+	Index  int    // position in the slice configured (Config.Deployments); -1 from Deployment.Validate
 	Key    string // the deployment's key as "provider/region/model", for the message
 	Field  string // e.g. "BaseURL", "Price.Output", "Key"
 	Reason string // e.g. "empty", "negative", "duplicate of deployment 2"

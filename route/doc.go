@@ -1,7 +1,13 @@
-// Package route orders the deployments that can serve a call: by measured
-// throughput, latency or cost, under the caller's pins and SLO, with cache
-// affinity, cold-start probing, priors, and exploration where it can change
-// the decision.
+// Package route is the vocabulary of routing: the deployments a call can go
+// to (Deployment), what a caller asks of one call (Request, Pin, SLO), how
+// deployments are ordered (Options, Policy, a custom Scorer) and the answer
+// (Plan, Candidate, the Reason values), with the errors a pick returns. The
+// engine that orders deployments by measured throughput, latency or cost,
+// under the caller's pins and SLO, with cache affinity, cold-start probing,
+// priors, and exploration where it can change the decision, is internal to
+// the module (internal/picker): the tpsroute Client runs it, configured by
+// Config.Route (an Options), and hands each Plan to Config.OnDecision. This
+// documentation states the rules it follows, which the Options tune.
 //
 // # Deployments and keys
 //
@@ -10,19 +16,19 @@
 // part of the key, so two revisions are measured apart. A deployment whose
 // Model is "*" (Wildcard) serves any model; per request it becomes a concrete
 // deployment (Deployment.ForModel) whose key carries the requested model.
-// NewPicker validates every deployment and rejects duplicate keys, naming the
-// field at fault in a *DeploymentError.
+// Deployment.Validate checks one deployment; the Client (tpsroute.New)
+// validates every deployment and rejects duplicate keys, naming the field at
+// fault in a *DeploymentError.
 //
 // # Picking
 //
-// Picker.Pick returns a Plan: the deployments to try, in order, each with the
+// A pick returns a Plan: the deployments to try, in order, each with the
 // reason for its place and the values that decided it, and the deployments
-// left out. Plan.Explain renders it on one line for logs. Pick never blocks: it
-// reads each candidate's statistics from a Source (*measure.Registry) and its
-// state from a Health (the fallback package's executor), and allocates once
-// (twice when a wildcard deployment serves the call): each Candidate points to
-// the Picker's read-only copy of its Deployment instead of copying it.
-// PickAt is the same at a given time.
+// left out. Plan.Explain renders it on one line for logs. A pick never blocks:
+// it reads each candidate's statistics from measure and its state from a
+// Health (the fallback package's executor), and allocates once (twice when a
+// wildcard deployment serves the call): each Candidate points to the
+// picker's read-only copy of its Deployment instead of copying it.
 //
 // The order is decided in this sequence:
 //
@@ -48,8 +54,8 @@
 //  6. Score: the Policy (Throughput, Latency, Cost) or a custom Scorer.
 //
 // The first place may then be changed, in this priority: cache affinity
-// (Request.CacheKey served recently by a healthy, compliant deployment, see
-// Picker.Served), a half-open probe (a half-open deployment of the leading
+// (Request.CacheKey served recently, within Options.AffinityTTL, by a
+// healthy, compliant deployment whose call succeeded), a half-open probe (a half-open deployment of the leading
 // model, put first at most once per Options.HalfOpenProbeInterval, default
 // 1 s, so that its breaker gets the call it needs to close again and a
 // recovered provider wins its traffic back), a cold probe (see below),
@@ -105,7 +111,8 @@
 // (default 10 s) in two ways:
 //
 //   - per deployment, by Options.ColdProbes (default 10);
-//   - per Picker, by Options.ColdShare (default 25%) of the interval's picks,
+//   - per picker (the Client has one per API it serves), by
+//     Options.ColdShare (default 25%) of the interval's picks,
 //     so that probing follows the traffic rather than a fixed rate: at 1
 //     pick/s ten probes per 10 s would take nearly every call from the
 //     measured deployments.
@@ -115,7 +122,7 @@
 // probes beyond it go on while the interval's probes, other than its first,
 // are fewer than ColdShare times its picks. Over K picks with D cold
 // deployments that is at most ceil(ColdShare*K)+D probes. The share
-// counts with atomics and a compare-and-swap, so Pick still takes no lock.
+// counts with atomics and a compare-and-swap, so a pick still takes no lock.
 // It applies only while a warm deployment leads: when every leading
 // candidate is cold, a probe takes no call from a measured deployment, and
 // only ColdProbes limits it.
@@ -138,7 +145,7 @@
 // exploration (above). TTFT is read at p95 and TPS at p50 unless Options
 // say otherwise.
 //
-// With measure's Registry as the Source, the Expected statistics are then
+// With measure's statistics (the Client's), the Expected statistics are then
 // fitted to the call: a request's ExpectedInputTokens selects its prompt-size
 // class, whose own TPS and TTFT ratio are used once the class is warm (10
 // samples; the aggregate before), and where measure has fitted a load model
@@ -160,29 +167,17 @@
 // of them (in the simulator's noisy scenario its slow calls take five
 // times as long); when they end, their samples decide. The cap bounds the
 // answer from above, so a call that is merely long never reads as stalled.
-// Only a HandleSource (the Registry) gives it; TTFT and the SLO check are
-// not affected.
-//
-// # Sources and handles
-//
-// A Source gives a deployment's measure.Estimate by key; *measure.Registry
-// is one. A Source that is also a HandleSource (the Registry is) hands out a
-// measure.EstimateHandle per key: the Picker keeps one per configured
-// deployment, resolved the first time it is needed and again when it stops
-// being Live (the key was pruned), so a pick reads each estimate through an
-// atomic pointer instead of hashing its key. NewPicker decides once which
-// kind of Source it has, and a plain Source is read through Estimate with no
-// handle bookkeeping. Wildcard deployments, whose key depends on the
-// request, are always read through Estimate.
+// TTFT and the SLO check are not affected.
 //
 // # Custom scorers
 //
-// A Scorer replaces the built-in policies. Package routetest checks one
-// against the contract the Picker relies on.
+// A Scorer replaces the built-in policies (Options.Scorer, Request.Scorer).
+// Package routetest checks one against the contract the picker relies on.
 //
 // # Concurrency
 //
-// A Picker is safe for concurrent use. Its random draws come from a PCG
+// Every type of the package is a value or immutable once built and safe for
+// concurrent reads; each says so. The picker's random draws come from a PCG
 // generator seeded per pick from Options.Seed and an atomic counter, so a
 // sequence of picks is reproducible and no lock is taken.
 package route

@@ -9,109 +9,69 @@ import (
 	"github.com/tpsroute/tpsroute/route"
 )
 
-// stats is a fixed Source; in a program it is a *measure.Registry.
-type stats map[measure.Key]measure.Estimate
+// cheapFast is a custom Scorer: tokens per second per dollar of output. It
+// scores a deployment without TPS (a cold one) as the worst, never as fast.
+type cheapFast struct{}
 
-func (s stats) Estimate(k measure.Key) (measure.Estimate, bool) {
-	e, ok := s[k]
-	return e, ok
+func (cheapFast) Score(d route.Deployment, e route.Expected, _ *route.Request) float64 {
+	if !e.TPSOK {
+		return 0
+	}
+	return e.CallTPS() / max(d.Price.Output, 0.01)
 }
 
-func estimate(ttft, tps float64) measure.Estimate {
-	return measure.Estimate{TTFTP50: ttft, TTFTP95: ttft, TTFTEWMA: ttft, TPSP50: tps, TPSP95: tps, TPSEWMA: tps, Samples: 40, OK: true}
-}
+// A Scorer sees a deployment and its Expected statistics, which Blend makes
+// from a measure.Estimate as the picker does.
+func ExampleScorer() {
+	groq := route.Deployment{Provider: "groq", Region: "us", Model: "llama-70b", Price: measure.Price{Output: 0.79}}
+	vllm := route.Deployment{Provider: "vllm", Region: "eu", Model: "llama-70b", Price: measure.Price{Output: 0.2}}
+	fast := route.Blend(measure.Estimate{TPSP50: 280, TPSEWMA: 300, Samples: 40, OK: true}, true, 0, 0)
+	slow := route.Blend(measure.Estimate{TPSP50: 40, TPSEWMA: 38, Samples: 40, OK: true}, true, 0, 0)
 
-func example() ([]route.Deployment, stats) {
-	ds := []route.Deployment{
-		{Provider: "groq", Region: "us", Model: "llama-70b", BaseURL: "https://api.groq.com/openai/v1", Price: measure.Price{Input: 0.59, Output: 0.79}},
-		{Provider: "together", Region: "us", Model: "llama-70b", BaseURL: "https://api.together.xyz/v1", Price: measure.Price{Input: 0.88, Output: 0.88}},
-		{Provider: "vllm", Region: "eu", Model: "llama-70b", BaseURL: "http://10.0.0.7:8000/v1", Price: measure.Price{Input: 0.2, Output: 0.2}},
-	}
-	s := stats{
-		ds[0].Key(): estimate(0.35, 280),
-		ds[1].Key(): estimate(0.25, 95),
-		ds[2].Key(): estimate(0.90, 40),
-	}
-	return ds, s
-}
-
-func ExamplePicker_Pick() {
-	ds, s := example()
-	p, err := route.NewPicker(ds, s, nil, route.Options{Seed: 1, Exploration: -1})
-	if err != nil {
-		panic(err)
-	}
-	for _, policy := range []route.Policy{route.Throughput, route.Latency, route.Cost} {
-		plan, err := p.Pick(route.Request{Model: "llama-70b", Policy: policy})
-		if err != nil {
-			panic(err)
-		}
-		fmt.Print(policy, ":")
-		for _, c := range plan.Deployments {
-			fmt.Print(" ", c.Deployment.Provider)
-		}
-		fmt.Println()
-	}
+	var s route.Scorer = cheapFast{}
+	fmt.Printf("groq %.0f, vllm %.0f, cold %.0f\n", s.Score(groq, fast, nil), s.Score(vllm, slow, nil), s.Score(vllm, route.Expected{}, nil))
 	// Output:
-	// throughput: groq together vllm
-	// latency: together groq vllm
-	// cost: vllm groq together
+	// groq 354, vllm 190, cold 0
 }
 
-func ExamplePicker_Pick_slo() {
-	ds, s := example()
-	p, _ := route.NewPicker(ds, s, nil, route.Options{Seed: 1, Exploration: -1})
-	// Cheapest among deployments generating at least 60 tokens/s.
-	plan, _ := p.Pick(route.Request{Model: "llama-70b", Policy: route.Cost, SLO: route.SLO{MinTPS: 60}})
-	for _, c := range plan.Deployments {
-		fmt.Printf("%s %s (%s)\n", c.Deployment.Provider, c.Reason, c.Violations)
+func ExampleParsePolicy() {
+	for _, name := range []string{"Latency", "fastest"} {
+		p, ok := route.ParsePolicy(name)
+		fmt.Println(name, "->", p, ok)
 	}
+	fmt.Println(route.Policies())
 	// Output:
-	// groq best score ()
-	// together ranked ()
-	// vllm demoted: violates slo (tps)
+	// Latency -> latency true
+	// fastest -> default false
+	// [throughput latency cost]
 }
 
-func ExamplePicker_Pick_pins() {
-	ds, s := example()
-	p, _ := route.NewPicker(ds, s, nil, route.Options{Seed: 1})
-	plan, _ := p.Pick(route.Request{Model: "llama-70b", Regions: []string{"eu"}})
-	fmt.Println(plan.Deployments[0].Key())
-
-	_, err := p.Pick(route.Request{Model: "llama-70b", Regions: []string{"ap-south"}})
-	fmt.Println(errors.Is(err, route.ErrNoDeployment))
+func ExampleSLO_Validate() {
+	slo := route.SLO{MaxTTFT: 800 * time.Millisecond, MaxErrorRate: 1.5}
+	err := slo.Validate()
+	var se *route.SLOError
+	fmt.Println(errors.As(err, &se), se.Field)
 	fmt.Println(err)
 	// Output:
-	// vllm/eu/llama-70b
-	// true
-	// route: no deployment: unknown region "ap-south"; regions: "eu", "us"
+	// true MaxErrorRate
+	// route: invalid SLO: MaxErrorRate: must be in [0, 1]
 }
 
-func ExamplePicker_Served() {
-	ds, s := example()
-	p, _ := route.NewPicker(ds, s, nil, route.Options{Seed: 1, Exploration: -1})
-	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-
-	// The session's last call was served by together: its prompt cache is warm there.
-	p.Served("session-42", ds[1].Key(), now)
-	plan, _ := p.PickAt(route.Request{Model: "llama-70b", CacheKey: "session-42"}, now.Add(time.Minute))
-	fmt.Println(plan.Deployments[0].Deployment.Provider, "-", plan.Deployments[0].Reason)
-
-	// After the TTL (5 minutes by default) the fastest wins again.
-	plan, _ = p.PickAt(route.Request{Model: "llama-70b", CacheKey: "session-42"}, now.Add(time.Hour))
-	fmt.Println(plan.Deployments[0].Deployment.Provider, "-", plan.Deployments[0].Reason)
-	fmt.Printf("%+v\n", p.Stats())
-	// Output:
-	// together - cache affinity
-	// groq - best score
-	// {Picks:2 NoDeployment:0 AffinityHits:1 AffinityMisses:0 AffinityBroken:1 ColdProbes:0 Explorations:0 BandPicks:0 HalfOpenProbes:0}
-}
-
+// A Plan is what Config.OnDecision receives: Explain renders it for logs,
+// and each Candidate's Reason is one of the Reason constants.
 func ExamplePlan_Explain() {
-	ds, s := example()
-	p, _ := route.NewPicker(ds, s, nil, route.Options{Seed: 1, Exploration: -1})
-	plan, _ := p.Pick(route.Request{Model: "llama-70b", ExpectedOutputTokens: 500})
+	groq := route.Deployment{Provider: "groq", Region: "us", Model: "llama-70b"}
+	vllm := route.Deployment{Provider: "vllm", Region: "eu", Model: "llama-70b"}
+	plan := route.Plan{
+		Policy: "throughput",
+		Deployments: []route.Candidate{
+			{Deployment: &groq, Score: 280, Reason: route.ReasonBest, Expected: route.Expected{TPS: 280, TPSOK: true, Samples: 40, OK: true}},
+			{Deployment: &vllm, Score: 40, Reason: route.ReasonRanked, Expected: route.Expected{TPS: 40, TPSOK: true, Samples: 40, OK: true}},
+		},
+	}
 	fmt.Println(plan.Explain())
+	fmt.Println(plan.Deployments[0].Reason == route.ReasonBest, plan.Deployments[1].Key())
 	// Output:
-	// throughput: groq/us/llama-70b [best score score=280 tps=280 ttft=0.35s n=40 cost=$0.000985] > together/us/llama-70b [ranked score=95 tps=95 ttft=0.25s n=40 cost=$0.00132] > vllm/eu/llama-70b [ranked score=40 tps=40 ttft=0.9s n=40 cost=$0.0003]
+	// throughput: groq/us/llama-70b [best score score=280 tps=280 n=40] > vllm/eu/llama-70b [ranked score=40 tps=40 n=40]
+	// true vllm/eu/llama-70b
 }

@@ -40,7 +40,7 @@ type Status struct {
 }
 
 // Health reports the state of deployments. The fallback package's breaker set
-// implements it; the root wires it into the Picker.
+// implements it; the root wires it into the picker (internal/picker).
 // Implementations must be safe for concurrent use and must not block.
 type Health interface {
 	Status(k measure.Key, now time.Time) Status

@@ -11,7 +11,7 @@ import (
 // and those left out with the reason. A Plan is immutable once returned and
 // safe to share.
 type Plan struct {
-	Deployments []Candidate // the order to try; never empty when Pick returns a nil error
+	Deployments []Candidate // the order to try; never empty when a pick returns a nil error
 	Excluded    []Candidate // serving the model but left out: breaker open, or violating a strict SLO
 	Policy      string      // what ordered it: "throughput", "latency", "latency(completion)", "cost" or "custom"
 }
@@ -40,10 +40,10 @@ const (
 // Candidate is one entry of a Plan with the reason for its place and the
 // values that decided it. It is a value, safe for concurrent reads.
 //
-// Deployment points into the Picker's immutable copy of the configured
+// Deployment points into the picker's immutable copy of the configured
 // deployments (for a wildcard deployment, into a concrete copy made for this
 // Plan), so a Plan costs one small allocation however large the deployments
-// are. It is never nil in a Plan returned by Pick, and it must not be
+// are. It is never nil in a Plan from a pick, and it must not be
 // modified; copy the value (*c.Deployment) to change it.
 type Candidate struct {
 	Deployment *Deployment // concrete: a wildcard deployment has Model set to the requested model; read-only
@@ -54,11 +54,11 @@ type Candidate struct {
 	Expected   Expected    // the blended statistics used
 	Cost       float64     // expected cost of this request in USD
 
-	key *measure.Key // precomputed by the Picker; nil in a Candidate built by hand
+	key *measure.Key // precomputed by the picker (routekit's SetKey); nil in a Candidate built by hand
 }
 
 // Key returns Deployment.Key(), the measure.Key the candidate's statistics,
-// breaker and affinity are kept under. For a Candidate from Pick it is
+// breaker and affinity are kept under. For a Candidate from a pick it is
 // precomputed and does not allocate; for one built by hand it is computed
 // from Deployment, and a Candidate with a nil Deployment gives the zero Key.
 func (c Candidate) Key() measure.Key {

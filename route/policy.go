@@ -4,11 +4,12 @@ import (
 	"math"
 	"strings"
 
+	"github.com/tpsroute/tpsroute/internal/routekit"
 	"github.com/tpsroute/tpsroute/measure"
 )
 
 // Policy is a built-in way to order deployments. The zero Policy means "the
-// default": in a Request, the Picker's Options.Policy; in Options, Throughput.
+// default": in a Request, Options.Policy; in Options, Throughput.
 // Policy implements Scorer. A Policy is a constant and safe for concurrent use.
 type Policy uint8
 
@@ -69,7 +70,7 @@ func Policies() []Policy {
 }
 
 // LatencyMetric says what the Latency policy minimises. The zero value means
-// the default: in a Request, the Picker's Options.LatencyMetric; in Options,
+// the default: in a Request, Options.LatencyMetric; in Options,
 // LatencyTTFT. It is a constant and safe for concurrent use.
 type LatencyMetric uint8
 
@@ -100,7 +101,7 @@ const DefaultExpectedInputTokens = 1000
 // LatencyCompletion when a Request leaves ExpectedOutputTokens at zero.
 const DefaultExpectedOutputTokens = 250
 
-// Scorer orders deployments: the Picker places higher scores first within a
+// Scorer orders deployments: the picker places higher scores first within a
 // tier (health, SLO, model and provider order come before the score).
 //
 // Score receives the deployment (already concrete for wildcard deployments),
@@ -116,13 +117,13 @@ type Scorer interface {
 	Score(d Deployment, e Expected, r *Request) float64
 }
 
-// Expected is the Picker's view of one deployment's statistics: the windowed
+// Expected is the picker's view of one deployment's statistics: the windowed
 // percentile and the EWMA blended by taking the more pessimistic of the two
 // (the higher TTFT, the lower TPS), shrunk toward the deployment's prior
 // (Deployment.Expected) when it has one; after a change of level that measure
 // detected, both are the new level, so a TPS falling 3× or more shows within
 // two samples (see the package documentation, Estimates). TTFT and TPS are
-// the deployment's figures; the Picker also fits them to the call, a warm
+// the deployment's figures; the picker also fits them to the call, a warm
 // prompt-size class's figures and the deployment's current load
 // (measure.Estimate.Input, LoadFactor), which CallTPS, CallTTFT and
 // MarginalTPS return and the built-in policies rank by (Blend alone does
@@ -134,7 +135,7 @@ type Expected struct {
 	Samples   int64   // successful samples in the window
 	TTFTOK    bool    // a finite positive TTFT was available
 	TPSOK     bool    // a finite positive TPS was available
-	OK        bool    // warm: TTFTOK or TPSOK, and the source had enough samples, or the Picker compared the deployment before (its window has emptied since: the figures are its last level), or a prior (Deployment.Expected) gives them
+	OK        bool    // warm: TTFTOK or TPSOK, and the source had enough samples, or the picker compared the deployment before (its window has emptied since: the figures are its last level), or a prior (Deployment.Expected) gives them
 
 	// The call's figures over the deployment's (estimates.go's shape): TPS
 	// for the prompt's size class at the current load, TTFT for the class,
@@ -148,7 +149,7 @@ type Expected struct {
 }
 
 // Blend returns the Expected view of e, reading TTFT at ttftAt and TPS at
-// tpsAt (zero Percentiles mean P95 and P50). ok is the Source's found flag.
+// tpsAt (zero Percentiles mean P95 and P50). ok is the source's found flag (measure had statistics for the key).
 // NaN, infinite, zero and negative inputs are treated as missing.
 func Blend(e measure.Estimate, ok bool, ttftAt, tpsAt Percentile) Expected {
 	var x Expected
@@ -157,7 +158,7 @@ func Blend(e measure.Estimate, ok bool, ttftAt, tpsAt Percentile) Expected {
 }
 
 // blend sets *x to the Expected view of e; see Blend. It writes in place
-// because Pick calls it once per candidate.
+// because a pick calls it once per candidate.
 func blend(x *Expected, e *measure.Estimate, ok bool, ttftAt, tpsAt Percentile) {
 	*x = Expected{Samples: max(e.Samples, 0)}
 	if r := e.ErrorRate; r > 0 && r <= 1 {
@@ -173,7 +174,7 @@ func blend(x *Expected, e *measure.Estimate, ok bool, ttftAt, tpsAt Percentile) 
 	if tpsAt == P95 {
 		tpsP = e.TPSP95
 	}
-	// Straight-line on purpose: Pick blends once per candidate.
+	// Straight-line on purpose: a pick blends once per candidate.
 	x.TTFT, x.TTFTOK = pessimistic(ttftP, e.TTFTEWMA, true)
 	x.TPS, x.TPSOK = pessimistic(tpsP, e.TPSEWMA, false)
 	x.OK = ok && e.OK && (x.TTFTOK || x.TPSOK)
@@ -200,8 +201,8 @@ func pessimistic(a, b float64, higher bool) (float64, bool) {
 	return 0, false
 }
 
-// valid reports whether v is finite and positive (NaN compares false).
-func valid(v float64) bool { return v > 0 && v <= math.MaxFloat64 }
+// valid is routekit.Valid: finite and positive.
+func valid(v float64) bool { return routekit.Valid(v) }
 
 // Score implements Scorer for the built-in policies:
 //   - Throughput: Expected.MarginalTPS, or 0 when unknown;
@@ -282,15 +283,5 @@ func (d Deployment) ExpectedCost(in, out int64) float64 {
 	return (float64(max(in, 0))*d.Price.Input + float64(max(out, 0))*d.Price.Output) / 1e6
 }
 
-// clamp maps NaN to -MaxFloat64 and ±Inf to ±MaxFloat64.
-func clamp(v float64) float64 {
-	switch {
-	case math.IsNaN(v):
-		return -math.MaxFloat64
-	case v > math.MaxFloat64:
-		return math.MaxFloat64
-	case v < -math.MaxFloat64:
-		return -math.MaxFloat64
-	}
-	return v
-}
+// clamp is routekit.Clamp: NaN is the worst score, ±Inf is clamped.
+func clamp(v float64) float64 { return routekit.Clamp(v) }

@@ -4,8 +4,8 @@ import "github.com/tpsroute/tpsroute/measure"
 
 // Request is what the caller asks of one call. The zero Request is invalid
 // (it names no model); every other zero field means "no preference" or the
-// Picker's default. A Request is a value; Pick does not retain or modify it,
-// so one Request may be passed to concurrent Picks.
+// default in Options. A Request is a value; a pick does not retain or modify
+// it, so one Request may be passed to concurrent picks.
 type Request struct {
 	// Model is the logical model, optionally "model@revision".
 	Model string
@@ -41,7 +41,7 @@ type Request struct {
 	// or Price.Input without one) above PriceCap.CachedInput. A zero field
 	// caps nothing, and a deployment without a configured price is kept. It
 	// is the hard price control; SLO.MaxPrice is the soft one, which demotes
-	// (drops only under a Strict SLO). When the cap leaves nothing, Pick
+	// (drops only under a Strict SLO). When the cap leaves nothing, the pick
 	// returns an error wrapping ErrNoDeployment.
 	PriceCap measure.Price
 
@@ -63,7 +63,7 @@ type Request struct {
 
 	// CacheKey, when not empty, asks for the deployment that served this key
 	// recently (a prompt_cache_key, a session id or a hash of the prompt prefix);
-	// see Picker.Served.
+	// the Client records it when a call succeeds.
 	CacheKey string
 }
 
@@ -104,13 +104,4 @@ func overCap(price, cap *measure.Price) bool {
 	return (cap.Input > 0 && price.Input > cap.Input) ||
 		(cap.Output > 0 && price.Output > cap.Output) ||
 		(cap.CachedInput > 0 && cached > cap.CachedInput)
-}
-
-func indexOf(list []string, s string) int {
-	for i, v := range list {
-		if v == s {
-			return i
-		}
-	}
-	return len(list)
 }

@@ -61,7 +61,7 @@ func DefaultBuild(ctx context.Context, d route.Deployment, body []byte) (*http.R
 }
 
 // chatURL returns d's chat-completions URL. route.Deployment.Validate is the
-// home of the BaseURL rule (NewPicker applies it); user info, which the
+// home of the BaseURL rule (tpsroute.New applies it); user info, which the
 // transport would drop without a word, is refused here too for a Deployment
 // that bypassed it.
 func chatURL(d route.Deployment) (string, error) {

@@ -1,5 +1,5 @@
 // Package routetest checks implementations of route.Scorer against the
-// contract the Picker relies on, as testing/slogtest does for slog handlers.
+// contract the picker (the tpsroute Client's) relies on, as testing/slogtest does for slog handlers.
 //
 // # Usage
 //
@@ -10,7 +10,7 @@
 // # What is checked
 //
 // Every scorer must: never panic; never return NaN, for any statistics the
-// Picker can pass (cold, one sample, tiny, huge) and any deployment (free,
+// picker can pass (cold, one sample, tiny, huge) and any deployment (free,
 // expensive, wildcard); return the same score for the same inputs, whatever
 // was scored before; be safe for concurrent use; and leave the Request
 // unmodified. A scorer may also declare properties (PrefersTPS,

@@ -1,8 +1,11 @@
-package route
+package picker
 
 import (
 	"math"
 	"slices"
+
+	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/route"
 )
 
 // item is the per-candidate working state of one pick. It holds no
@@ -18,13 +21,13 @@ type item struct {
 	spread float64    // p95/p50 of TPS, else of TTFT: the per-sample spread; 0 unknown
 	pend   [2]float32 // levels of TPS's and TTFT's changes measure has begun to see (measure.Estimate.TPSPending); 0 none
 	flight int64      // calls in flight to it, read at this pick
-	exp    Expected
+	exp    route.Expected
 	idx    int32 // into p.ds
 	model  int32 // into scratch.models
 	health uint8
 	busy   uint8 // why healthBusy: busyCooling, busyHeadroom or busyLimited
 	excl   uint8 // exclNone, exclStrict or exclOpen
-	viol   Violation
+	viol   route.Violation
 	cold   bool
 }
 
@@ -100,7 +103,7 @@ type rank struct {
 }
 
 type scratch struct {
-	req    Request
+	req    route.Request
 	items  []item
 	ranks  []rank
 	order  []int32
@@ -124,9 +127,16 @@ type scratch struct {
 	nExcl  int  // candidates excluded (item.excl)
 	costly bool // the built-in Cost policy orders: a cold score is known
 	// For exploration: the merged SLO and the custom Scorer, if any.
-	slo      SLO
+	slo      route.SLO
 	checkSLO bool
-	scorer   Scorer
+	scorer   route.Scorer
+
+	// Buffers whose addresses go through route's kernel (kernel.go), which
+	// would move locals to the heap: a wildcard's concrete deployment and
+	// an estimate being read (scoreItems), and a remembered best (chance).
+	wd  route.Deployment
+	est measure.Estimate
+	opt route.Expected
 }
 
 // presort sorts s.ranks (see sortRanks), n being the number of

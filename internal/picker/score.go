@@ -1,18 +1,17 @@
-package route
+package picker
 
 import (
-	"math"
 	"slices"
 	"time"
 
-	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/route"
 )
 
 // scoring is what scoreItems needs of a request, resolved once per pick.
 type scoring struct {
-	scorer   Scorer // nil: the request's Policy
-	slo      SLO    // merged with Options.SLO
-	checkSLO bool   // slo has a limit
+	scorer   route.Scorer // nil: the request's Policy
+	slo      route.SLO    // merged with Options.SLO
+	checkSLO bool         // slo has a limit
 	in, out  float64
 }
 
@@ -27,18 +26,17 @@ func (p *Picker) scoreItems(s *scratch, sc *scoring, in int64, now time.Time) (o
 	health, t := p.health, now.UnixNano()
 	policy, scorer, checkSLO, strict := req.Policy, sc.scorer, sc.checkSLO, sc.slo.Strict
 	items, ranks := s.items, slices.Grow(s.ranks, len(s.items))
-	var wd Deployment
-	var est measure.Estimate // each read overwrites it whole
+	wd, est := &s.wd, &s.est // in the scratch: through route's kernel a local would escape
 	for i := range items {
 		it := &items[i]
 		if p.src != nil {
-			p.readEstimate(s, it, &est, in, t)
+			p.readEstimate(s, it, est, in, t)
 		}
 		m, d := &p.meta[it.idx], &p.ds[it.idx]
 		if m.wild {
-			wd = *d
+			*wd = *d
 			wd.Model = s.models[it.model].name
-			d = &wd
+			d = wd
 			s.nWild++
 		}
 		p.warmUp(it, m, d, t)
@@ -49,9 +47,9 @@ func (p *Picker) scoreItems(s *scratch, sc *scoring, in int64, now time.Time) (o
 			}
 		}
 		if checkSLO {
-			it.viol = sc.slo.check(m.priceOut, &it.exp)
+			it.viol = rk.Check(&s.slo, m.priceOut, &it.exp) // s.slo is sc.slo: &sc.slo would move sc to the heap (kernel.go)
 			if it.viol != 0 {
-				it.dist = sc.slo.distance(m.priceOut, &it.exp, it.viol)
+				it.dist = rk.Distance(&s.slo, m.priceOut, &it.exp, it.viol)
 				if strict {
 					it.excl = exclStrict
 				}
@@ -65,15 +63,20 @@ func (p *Picker) scoreItems(s *scratch, sc *scoring, in int64, now time.Time) (o
 		switch {
 		case scorer != nil:
 			it.score = clamp(scorer.Score(*d, it.exp, req))
-		case policy == Cost:
+		case policy == route.Cost:
 			it.score = clamp(-it.cost)
 			if it.exp.TPSOK {
 				it.tie = clamp(it.exp.CallTPS())
 			}
-		case policy == Throughput:
-			it.score = throughputScore(&it.exp) // Policy.score's, inlined
+		case policy == route.Throughput:
+			// route.Throughput's score (Policy.Score), inlined: the hot path.
+			if it.exp.TPSOK {
+				it.score = clamp(it.exp.MarginalTPS())
+			} else {
+				it.score = 0
+			}
 		default:
-			it.score = policy.score(d, &it.exp, req)
+			it.score = rk.Score(policy, d, &it.exp, req)
 		}
 		if it.cold {
 			s.nCold++
@@ -112,9 +115,9 @@ func (p *Picker) excludeOpen(s *scratch) {
 }
 
 // healthOf classifies a deployment's Status at now.
-func healthOf(st Status, now time.Time) (health, busy uint8) {
+func healthOf(st route.Status, now time.Time) (health, busy uint8) {
 	switch {
-	case st.Breaker == BreakerOpen:
+	case st.Breaker == route.BreakerOpen:
 		return healthOpen, 0
 	case st.CoolingUntil.After(now):
 		return healthBusy, busyCooling
@@ -122,7 +125,7 @@ func healthOf(st Status, now time.Time) (health, busy uint8) {
 		return healthBusy, busyHeadroom
 	case st.RateLimited:
 		return healthBusy, busyLimited
-	case st.Breaker == BreakerHalfOpen:
+	case st.Breaker == route.BreakerHalfOpen:
 		return healthHalfOpen, 0
 	}
 	return healthOK, 0
@@ -134,7 +137,7 @@ func healthOf(st Status, now time.Time) (health, busy uint8) {
 // level it last showed, Expected.OK) when its window empties after that:
 // being measured before, it is not new, and exploration re-measures it.
 // A prior makes it compared from the start.
-func (p *Picker) warmUp(it *item, mt *meta, d *Deployment, now int64) {
+func (p *Picker) warmUp(it *item, mt *meta, d *route.Deployment, now int64) {
 	it.prior = 0
 	e := &it.exp
 	has := e.TTFTOK || e.TPSOK
@@ -151,43 +154,18 @@ func (p *Picker) warmUp(it *item, mt *meta, d *Deployment, now int64) {
 	}
 	if mt.prior {
 		it.prior = priorSamples
-		applyPrior(e, d.Expected, warmed)
+		rk.ApplyPrior(e, d.Expected, warmed, priorSamples)
 		has = true
 	}
 	it.cold = !has || !(e.OK || e.Samples >= minCompare)
 }
 
-// applyPrior shrinks e toward the prior pr, in log terms, with the prior
-// worth priorSamples samples against e's (at least measure's default
-// MinSamples once the deployment has been compared: its window may have
-// emptied since), and makes e OK.
-func applyPrior(e *Expected, pr Prior, warmed bool) {
-	n := float64(e.Samples)
-	if warmed {
-		n = max(n, measure.DefaultMinSamples)
-	}
-	w := priorSamples / (priorSamples + n)
-	if pr.TPS > 0 {
-		e.TPS, e.TPSOK = shrink(e.TPS, e.TPSOK, pr.TPS, w), true
-	}
-	if pr.TTFT > 0 {
-		v := pr.TTFT.Seconds()
-		if e.ttftQ > 0 {
-			e.ttftQ = shrink(e.ttftQ, true, v, w)
+// indexOf returns the index of s in list, or len(list).
+func indexOf(list []string, s string) int {
+	for i, v := range list {
+		if v == s {
+			return i
 		}
-		e.TTFT, e.TTFTOK = shrink(e.TTFT, e.TTFTOK, v, w), true
 	}
-	e.OK = true
-}
-
-// shrink returns the geometric mix of x (when ok) and the prior v, v
-// weighted w.
-func shrink(x float64, ok bool, v, w float64) float64 {
-	if !ok {
-		return v
-	}
-	if w < 0.01 {
-		return x
-	}
-	return math.Exp(w*math.Log(v) + (1-w)*math.Log(x))
+	return len(list)
 }

@@ -1,16 +1,18 @@
-package route
+package picker
 
 import (
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/tpsroute/tpsroute/route"
 )
 
 // chooseFirst moves one candidate to the front by cache affinity, half-open
 // probe, cold probe, exploration or a weighted draw within the band, and
 // returns the reason for the first place. All but the half-open probe and
 // exploration choose within the leading tier (the head).
-func (p *Picker) chooseFirst(s *scratch, req *Request, now time.Time) string {
+func (p *Picker) chooseFirst(s *scratch, req *route.Request, now time.Time) string {
 	items, order := s.items, s.order
 	// The head: the leading run of candidates in the same model, health,
 	// SLO and provider-order tier as the first, warm or cold.
@@ -23,7 +25,7 @@ func (p *Picker) chooseFirst(s *scratch, req *Request, now time.Time) string {
 	rng.Seed(p.seed, splitmix(p.counter.Add(1)))
 
 	if req.CacheKey != "" && p.aff != nil && p.affinityFirst(s, req, head, now) {
-		return ReasonAffinity
+		return route.ReasonAffinity
 	}
 	if items[order[0]].health != healthOK {
 		return "" // keep the demotion reason
@@ -38,12 +40,12 @@ func (p *Picker) chooseFirst(s *scratch, req *Request, now time.Time) string {
 		// without samples, so they go on to the cheapest (exploration and the
 		// band still apply), not to a blind draw.
 		p.draw(s, head, unit(&rng), drawFilter{all: true})
-		return ReasonColdProbe
+		return route.ReasonColdProbe
 	}
 	if i := p.explore(s, unit(&rng), now); i > 0 {
 		moveFront(order, i)
 		p.counters[cExplorations].Add(1)
-		return ReasonExplore
+		return route.ReasonExplore
 	}
 	if items[order[0]].viol != 0 {
 		return "" // keep the demotion reason
@@ -51,13 +53,13 @@ func (p *Picker) chooseFirst(s *scratch, req *Request, now time.Time) string {
 	if head > 1 && p.opts.Band > 0 {
 		return p.band(s, head, unit(&rng))
 	}
-	return ReasonBest
+	return route.ReasonBest
 }
 
 // affinityFirst moves the request's cache-key deployment to the front when
 // it is in the head and the leader is healthy and compliant, counting the
 // hit, miss or break, and reports whether it did.
-func (p *Picker) affinityFirst(s *scratch, req *Request, head int, now time.Time) bool {
+func (p *Picker) affinityFirst(s *scratch, req *route.Request, head int, now time.Time) bool {
 	items, order := s.items, s.order
 	k, live, found := p.aff.get(req.CacheKey, now)
 	switch {
@@ -83,13 +85,13 @@ func (p *Picker) affinityFirst(s *scratch, req *Request, head int, now time.Time
 
 // probe puts a half-open deployment (its breaker's probe) or a cold one (a
 // cold probe) first, and returns the reason, or "" when none is due.
-func (p *Picker) probe(s *scratch, req *Request, head int, now time.Time) string {
+func (p *Picker) probe(s *scratch, req *route.Request, head int, now time.Time) string {
 	items, order := s.items, s.order
 	if p.halfWin > 0 && !req.NoFallbacks && items[order[0]].viol == 0 {
 		if i := p.halfOpenProbe(s, head, now); i >= 0 {
 			moveFront(order, i)
 			p.counters[cHalfOpenProbes].Add(1)
-			return ReasonHalfOpenProbe
+			return route.ReasonHalfOpenProbe
 		}
 	}
 	if p.coldMax == 0 || (head == 1 && !items[order[0]].cold) {
@@ -100,7 +102,7 @@ func (p *Picker) probe(s *scratch, req *Request, head int, now time.Time) string
 	if i := p.coldProbe(s, head, now, p.share > 0 && !items[order[0]].cold); i >= 0 {
 		moveFront(order, i)
 		p.counters[cColdProbes].Add(1)
-		return ReasonColdProbe
+		return route.ReasonColdProbe
 	}
 	return ""
 }
@@ -142,12 +144,12 @@ func (p *Picker) band(s *scratch, head int, v float64) string {
 	tlo := best.tie - p.opts.Band*math.Abs(best.tie)
 	i := p.draw(s, head, v, drawFilter{lo: lo, tlo: tlo, cold: s.costly})
 	if i < 0 {
-		return ReasonBest
+		return route.ReasonBest
 	}
 	if i > 0 {
 		p.counters[cBandPicks].Add(1)
 	}
-	return ReasonBand
+	return route.ReasonBand
 }
 
 // unit returns a uniform draw in [0,1) from rng.

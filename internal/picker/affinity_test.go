@@ -1,4 +1,4 @@
-package route
+package picker
 
 import (
 	"runtime"
@@ -6,13 +6,15 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/tpsroute/tpsroute/route"
 )
 
 // TestAffinityReleasedAtTTL: entries go at their TTL, not only when the
 // table is full.
 func TestAffinityReleasedAtTTL(t *testing.T) {
 	ds, _ := fleet()
-	a := newAffinity(5*time.Minute, DefaultAffinityEntries)
+	a := newAffinity(5*time.Minute, defaultAffinityEntries)
 	for i := range 1000 {
 		a.put("old-"+strconv.Itoa(i), ds[0].Key(), t0)
 	}
@@ -45,8 +47,8 @@ func TestAffinityKeepsNoKey(t *testing.T) {
 		runtime.GC()
 		select {
 		case <-released:
-			plan := mustPick(t, p, Request{Model: "llama", CacheKey: "session-1"}, t0.Add(time.Minute))
-			equal(t, plan.Deployments[0].Reason, ReasonAffinity, "the key still hits")
+			plan := mustPick(t, p, route.Request{Model: "llama", CacheKey: "session-1"}, t0.Add(time.Minute))
+			equal(t, plan.Deployments[0].Reason, route.ReasonAffinity, "the key still hits")
 			return
 		default:
 			runtime.Gosched()

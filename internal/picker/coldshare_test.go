@@ -1,4 +1,4 @@
-package route
+package picker
 
 import (
 	"fmt"
@@ -12,12 +12,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/route"
 )
 
 // coldSetup returns one warm deployment "w" and n cold ones "c0".."c<n-1>"
 // of model "m", with a source that knows only the warm one.
-func coldSetup(n int) ([]Deployment, *fakeSource) {
-	ds := []Deployment{dep("w", "us", "m")}
+func coldSetup(n int) ([]route.Deployment, *fakeSource) {
+	ds := []route.Deployment{dep("w", "us", "m")}
 	for i := range n {
 		ds = append(ds, dep(fmt.Sprintf("c%d", i), "us", "m"))
 	}
@@ -36,8 +37,8 @@ func TestColdShareLowTraffic(t *testing.T) {
 		share float64 // Options.ColdShare
 		want  float64 // the share in effect
 	}{
-		{"one cold, default share", 1, 0, DefaultColdShare},
-		{"three cold, default share", 3, 0, DefaultColdShare},
+		{"one cold, default share", 1, 0, defaultColdShare},
+		{"three cold, default share", 3, 0, defaultColdShare},
 		{"one cold, 10%", 1, 0.1, 0.1},
 		{"two cold, 50%", 2, 0.5, 0.5},
 	}
@@ -45,15 +46,15 @@ func TestColdShareLowTraffic(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ds, src := coldSetup(tt.cold)
-			p := newPicker(t, ds, src, Options{ColdShare: tt.share, Exploration: -1, Band: -1, Seed: 1})
+			p := newPicker(t, ds, src, route.Options{ColdShare: tt.share, Exploration: -1, Band: -1, Seed: 1})
 			total := 0
 			for w := range intervals {
 				probes := map[string]int{}
 				n := 0
 				for i := range perInterval {
 					now := t0.Add(time.Duration(w)*interval + time.Duration(i)*time.Second)
-					first := mustPick(t, p, Request{Model: "m"}, now).Deployments[0]
-					if first.Reason == ReasonColdProbe {
+					first := mustPick(t, p, route.Request{Model: "m"}, now).Deployments[0]
+					if first.Reason == route.ReasonColdProbe {
 						probes[first.Key().Provider]++
 						n++
 					} else {
@@ -77,29 +78,29 @@ func TestColdShareLowTraffic(t *testing.T) {
 // interval, and no more.
 func TestColdShareModerateTraffic(t *testing.T) {
 	ds, src := coldSetup(1)
-	p := newPicker(t, ds, src, Options{Seed: 1})
+	p := newPicker(t, ds, src, route.Options{Seed: 1})
 	const step = 50 * time.Millisecond // 20 picks/s
 	probes, tenth := 0, time.Duration(-1)
 	for i := range 200 { // one 10 s interval
 		at := time.Duration(i) * step
-		first := mustPick(t, p, Request{Model: "m"}, t0.Add(at)).Deployments[0]
+		first := mustPick(t, p, route.Request{Model: "m"}, t0.Add(at)).Deployments[0]
 		if i == 0 {
-			assert.Equal(t, ReasonColdProbe, first.Reason, "first pick")
+			assert.Equal(t, route.ReasonColdProbe, first.Reason, "first pick")
 		}
-		if first.Reason == ReasonColdProbe {
+		if first.Reason == route.ReasonColdProbe {
 			require.Equal(t, "c0", first.Key().Provider)
 			probes++
-			if probes == DefaultColdProbes {
+			if probes == defaultColdProbes {
 				tenth = at
 			}
 		}
 	}
-	assert.Equal(t, DefaultColdProbes, probes, "probes in one interval")
-	assert.Equal(t, measure.DefaultMinSamples, DefaultColdProbes, "ColdProbes default covers MinSamples")
+	assert.Equal(t, defaultColdProbes, probes, "probes in one interval")
+	assert.Equal(t, measure.DefaultMinSamples, defaultColdProbes, "ColdProbes default covers MinSamples")
 	require.GreaterOrEqual(t, tenth, time.Duration(0))
 	assert.LessOrEqual(t, tenth, 3*time.Second, "the 10th probe comes within ceil(9/share) picks")
 	// The next interval gives the next probes.
-	assert.Equal(t, ReasonColdProbe, mustPick(t, p, Request{Model: "m"}, t0.Add(10*time.Second)).Deployments[0].Reason)
+	assert.Equal(t, route.ReasonColdProbe, mustPick(t, p, route.Request{Model: "m"}, t0.Add(10*time.Second)).Deployments[0].Reason)
 }
 
 // TestColdShareConcurrent checks the share cap under concurrent picks in one
@@ -108,7 +109,7 @@ func TestColdShareModerateTraffic(t *testing.T) {
 func TestColdShareConcurrent(t *testing.T) {
 	const goroutines, each, cold = 8, 250, 3
 	ds, src := coldSetup(cold)
-	p := newPicker(t, ds, src, Options{ColdProbes: 1000, Exploration: -1, Band: -1, Seed: 7})
+	p := newPicker(t, ds, src, route.Options{ColdProbes: 1000, Exploration: -1, Band: -1, Seed: 7})
 	var probes atomic.Int64
 	var wg sync.WaitGroup
 	for g := range goroutines {
@@ -117,11 +118,11 @@ func TestColdShareConcurrent(t *testing.T) {
 				// Clock reads slightly out of order across goroutines, all
 				// within one interval.
 				now := t0.Add(time.Duration(i*goroutines+(goroutines-g)) * time.Millisecond)
-				plan, err := p.PickAt(Request{Model: "m"}, now)
+				plan, err := p.PickAt(route.Request{Model: "m"}, now)
 				if !assert.NoError(t, err) {
 					return
 				}
-				if plan.Deployments[0].Reason == ReasonColdProbe {
+				if plan.Deployments[0].Reason == route.ReasonColdProbe {
 					probes.Add(1)
 				}
 			}
@@ -131,42 +132,42 @@ func TestColdShareConcurrent(t *testing.T) {
 	const picks = goroutines * each
 	n := probes.Load()
 	assert.Equal(t, uint64(n), p.Stats().ColdProbes, "Stats().ColdProbes")
-	assert.LessOrEqual(t, n, int64(math.Ceil(DefaultColdShare*picks))+cold, "probes over %d concurrent picks", picks)
-	assert.GreaterOrEqual(t, n, int64(DefaultColdShare*picks)-10, "the share cap, not something else, bounds the probes")
+	assert.LessOrEqual(t, n, int64(math.Ceil(defaultColdShare*picks))+cold, "probes over %d concurrent picks", picks)
+	assert.GreaterOrEqual(t, n, int64(defaultColdShare*picks)-10, "the share cap, not something else, bounds the probes")
 }
 
 // TestColdShareDisabled checks that a negative ColdShare leaves ColdProbes
 // as the only limit.
 func TestColdShareDisabled(t *testing.T) {
 	ds, src := coldSetup(2)
-	p := newPicker(t, ds, src, Options{ColdShare: -1, Exploration: -1, Band: -1, Seed: 1})
+	p := newPicker(t, ds, src, route.Options{ColdShare: -1, Exploration: -1, Band: -1, Seed: 1})
 	n := 0
 	for i := range 40 {
-		if mustPick(t, p, Request{Model: "m"}, t0.Add(time.Duration(i)*time.Millisecond)).Deployments[0].Reason == ReasonColdProbe {
+		if mustPick(t, p, route.Request{Model: "m"}, t0.Add(time.Duration(i)*time.Millisecond)).Deployments[0].Reason == route.ReasonColdProbe {
 			n++
 		}
 	}
-	assert.Equal(t, 2*DefaultColdProbes, n, "probes of two cold deployments, no share cap")
+	assert.Equal(t, 2*defaultColdProbes, n, "probes of two cold deployments, no share cap")
 }
 
 // TestColdFirstPickIsProbe checks that a cold deployment's first pick of an
 // interval is a probe, even when the share is spent.
 func TestColdFirstPickIsProbe(t *testing.T) {
 	ds, src := coldSetup(2)
-	p := newPicker(t, ds, src, Options{ColdShare: 0.01, Exploration: -1, Band: -1, Seed: 1})
+	p := newPicker(t, ds, src, route.Options{ColdShare: 0.01, Exploration: -1, Band: -1, Seed: 1})
 	var firsts, why []string
 	for i := range 4 {
-		plan := mustPick(t, p, Request{Model: "m"}, t0.Add(time.Duration(i)*time.Second))
+		plan := mustPick(t, p, route.Request{Model: "m"}, t0.Add(time.Duration(i)*time.Second))
 		firsts = append(firsts, plan.Deployments[0].Key().Provider)
 		why = append(why, plan.Deployments[0].Reason)
 	}
 	// c0 twice (its first probe, then the one probe the share allows beyond
 	// it), then c1's first probe although the 1% share is spent, then w.
 	assert.Equal(t, []string{"c0", "c0", "c1", "w"}, firsts)
-	assert.Equal(t, []string{ReasonColdProbe, ReasonColdProbe, ReasonColdProbe, ReasonBest}, why)
+	assert.Equal(t, []string{route.ReasonColdProbe, route.ReasonColdProbe, route.ReasonColdProbe, route.ReasonBest}, why)
 	// A new interval: first picks are probes again.
-	plan := mustPick(t, p, Request{Model: "m"}, t0.Add(10*time.Second))
-	assert.Equal(t, ReasonColdProbe, plan.Deployments[0].Reason, "first pick of the next interval")
+	plan := mustPick(t, p, route.Request{Model: "m"}, t0.Add(10*time.Second))
+	assert.Equal(t, route.ReasonColdProbe, plan.Deployments[0].Reason, "first pick of the next interval")
 }
 
 // TestColdCatchesUpWithRegistry runs a real measure.Registry at its default
@@ -183,14 +184,14 @@ func TestColdCatchesUpWithRegistry(t *testing.T) {
 	}
 	est, ok := reg.Estimate(slow.Key())
 	require.True(t, ok && est.OK, "slow is warm at the start")
-	p := newPicker(t, []Deployment{slow, fast}, reg, Options{Seed: 1})
+	p := newPicker(t, []route.Deployment{slow, fast}, reg, route.Options{Seed: 1})
 
 	const step = 200 * time.Millisecond // 5 picks/s
 	led := time.Duration(-1)
 	for i := range 150 { // 30 s
 		at := time.Duration(i) * step
-		plan := mustPick(t, p, Request{Model: "m"}, t0.Add(at))
-		var fs, ss *Candidate
+		plan := mustPick(t, p, route.Request{Model: "m"}, t0.Add(at))
+		var fs, ss *route.Candidate
 		for j := range plan.Deployments {
 			switch c := &plan.Deployments[j]; c.Key().Provider {
 			case "fast":

@@ -1,4 +1,4 @@
-package route
+package picker
 
 import (
 	"fmt"
@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
 )
 
-func benchPick(b *testing.B, n int, req Request, health Health) {
+func benchPick(b *testing.B, n int, req route.Request, health route.Health) {
 	ds, src := spread(n)
-	p := newPicker(b, ds, src, Options{Seed: 1}, health)
+	p := newPicker(b, ds, src, route.Options{Seed: 1}, health)
 	if _, err := p.PickAt(req, t0); err != nil {
 		b.Fatal(err)
 	}
@@ -27,7 +28,7 @@ func benchPick(b *testing.B, n int, req Request, health Health) {
 	}
 }
 
-func benchPicker(b *testing.B, p *Picker, req Request) {
+func benchPicker(b *testing.B, p *Picker, req route.Request) {
 	if _, err := p.PickAt(req, t0); err != nil {
 		b.Fatal(err)
 	}
@@ -45,19 +46,19 @@ func benchPicker(b *testing.B, p *Picker, req Request) {
 func benchRegistry(n int, unordered bool) func(*testing.B) {
 	return func(b *testing.B) {
 		ds, reg := spreadRegistry(n, unordered)
-		benchPicker(b, newPicker(b, ds, reg, Options{Seed: 1}), Request{Model: "m"})
+		benchPicker(b, newPicker(b, ds, reg, route.Options{Seed: 1}), route.Request{Model: "m"})
 	}
 }
 
 func BenchmarkPick(b *testing.B) {
-	b.Run("deployments=16", func(b *testing.B) { benchPick(b, 16, Request{Model: "m"}, nil) })
+	b.Run("deployments=16", func(b *testing.B) { benchPick(b, 16, route.Request{Model: "m"}, nil) })
 	b.Run("deployments=16/health+slo+cachekey", func(b *testing.B) {
 		h := fakeHealth{}
-		benchPick(b, 16, Request{Model: "m", CacheKey: "session-1", SLO: SLO{MinTPS: 100}, Regions: []string{"us"}}, h)
+		benchPick(b, 16, route.Request{Model: "m", CacheKey: "session-1", SLO: route.SLO{MinTPS: 100}, Regions: []string{"us"}}, h)
 	})
 	b.Run("deployments=16/estimate-only", func(b *testing.B) {
 		ds, src := spread(16)
-		benchPicker(b, newPicker(b, ds, estimateOnly{src}, Options{Seed: 1}), Request{Model: "m"})
+		benchPicker(b, newPicker(b, ds, estimateOnly{src}, route.Options{Seed: 1}), route.Request{Model: "m"})
 	})
 	b.Run("deployments=16/registry", benchRegistry(16, false))
 	b.Run("deployments=16/registry/unordered", benchRegistry(16, true))
@@ -81,7 +82,7 @@ func BenchmarkPick(b *testing.B) {
 				b.Fatalf("no load model: %+v", est)
 			}
 		}
-		benchPicker(b, newPicker(b, ds, reg, Options{Seed: 1}), Request{Model: "m", ExpectedInputTokens: 300})
+		benchPicker(b, newPicker(b, ds, reg, route.Options{Seed: 1}), route.Request{Model: "m", ExpectedInputTokens: 300})
 	})
 	// The same with live speed: samples with chunk gaps and four calls in
 	// flight per deployment that have shown their gaps (measure.LiveTPS),
@@ -106,14 +107,14 @@ func BenchmarkPick(b *testing.B) {
 				b.Fatal("no live speed")
 			}
 		}
-		benchPicker(b, newPicker(b, ds, reg, Options{Seed: 1}), Request{Model: "m", ExpectedInputTokens: 300})
+		benchPicker(b, newPicker(b, ds, reg, route.Options{Seed: 1}), route.Request{Model: "m", ExpectedInputTokens: 300})
 	})
-	b.Run("deployments=256", func(b *testing.B) { benchPick(b, 256, Request{Model: "m"}, nil) })
+	b.Run("deployments=256", func(b *testing.B) { benchPick(b, 256, route.Request{Model: "m"}, nil) })
 	b.Run("deployments=256/registry", benchRegistry(256, false))
 	b.Run("deployments=256/registry/unordered", benchRegistry(256, true))
 	b.Run("deployments=256/estimate-only", func(b *testing.B) {
 		ds, src := spread(256)
-		benchPicker(b, newPicker(b, ds, estimateOnly{src}, Options{Seed: 1}), Request{Model: "m"})
+		benchPicker(b, newPicker(b, ds, estimateOnly{src}, route.Options{Seed: 1}), route.Request{Model: "m"})
 	})
 	b.Run("deployments=256/models=16", func(b *testing.B) {
 		ds, src := spread(256)
@@ -121,10 +122,10 @@ func BenchmarkPick(b *testing.B) {
 			ds[i].Model = fmt.Sprintf("m%d", i%16)
 			src.set(ds[i].Key(), warm(0.1+float64(i)*0.01, 1000/float64(i+1)))
 		}
-		p := newPicker(b, ds, src, Options{Seed: 1})
+		p := newPicker(b, ds, src, route.Options{Seed: 1})
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := p.PickAt(Request{Model: "m3"}, t0); err != nil {
+			if _, err := p.PickAt(route.Request{Model: "m3"}, t0); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -135,7 +136,7 @@ func BenchmarkPick(b *testing.B) {
 // with five samples: the slower the later in the configuration, or, when
 // unordered, in a seeded random order (as a real fleet's speeds are, which
 // the sort then has to put in order).
-func spreadRegistry(n int, unordered bool) ([]Deployment, *measure.Registry) {
+func spreadRegistry(n int, unordered bool) ([]route.Deployment, *measure.Registry) {
 	ds, _ := spread(n)
 	speed := make([]int, n)
 	for i := range speed {
@@ -157,11 +158,11 @@ func spreadRegistry(n int, unordered bool) ([]Deployment, *measure.Registry) {
 
 func BenchmarkPickParallel(b *testing.B) {
 	ds, src := spread(16)
-	p := newPicker(b, ds, src, Options{Seed: 1})
+	p := newPicker(b, ds, src, route.Options{Seed: 1})
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := p.PickAt(Request{Model: "m"}, t0); err != nil {
+			if _, err := p.PickAt(route.Request{Model: "m"}, t0); err != nil {
 				b.Error(err)
 				return
 			}

@@ -1,4 +1,4 @@
-package route
+package picker
 
 import (
 	"fmt"
@@ -7,58 +7,12 @@ import (
 	"strings"
 
 	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/route"
 )
-
-// NameError means a Request names a model, provider or region that no
-// deployment has: a typo, which would otherwise look like an outage. The
-// tpsroute Client answers an unknown model with 404 and an unknown provider
-// or region with 400. It matches ErrNoDeployment with errors.Is. It is a
-// value and safe to share.
-type NameError struct {
-	// Field is the Request field that names it: "Model", "Models",
-	// "Providers", "Only" or "Regions".
-	Field string
-	// Name is the unknown name as requested ("model" or "model@revision" for
-	// a model, with Request.Revision applied).
-	Name string
-	// Known lists what exists, sorted, for the message: the models served
-	// (wildcard deployments add "*"), or the providers or regions.
-	Known []string
-}
-
-// Error returns `route: no deployment: unknown KIND "NAME"; KINDs: KNOWN`.
-func (e *NameError) Error() string {
-	kind := "model"
-	switch e.Field {
-	case "Providers", "Only":
-		kind = "provider"
-	case "Regions":
-		kind = "region"
-	}
-	return fmt.Sprintf("%v: unknown %s %q; %ss: %s", ErrNoDeployment, kind, e.Name, kind, strings.Join(e.Known, ", "))
-}
-
-// Is reports whether target is ErrNoDeployment.
-func (e *NameError) Is(target error) bool { return target == ErrNoDeployment }
-
-// PinError means Request.Pin matches none of the deployments left for the
-// call (after the model, the other pins and the price cap). It matches
-// ErrNoDeployment with errors.Is. It is a value and safe to share.
-type PinError struct {
-	Provider, Region string
-}
-
-// Error returns "route: pinned deployment PROVIDER/REGION serves none of the requested models: route: no deployment".
-func (e *PinError) Error() string {
-	return "route: pinned deployment " + e.Provider + "/" + e.Region + " serves none of the requested models: " + ErrNoDeployment.Error()
-}
-
-// Is reports whether target is ErrNoDeployment.
-func (e *PinError) Is(target error) bool { return target == ErrNoDeployment }
 
 // checkPins returns a *NameError for a provider or region named by the
 // request that no deployment has. Ignore may name anything.
-func (p *Picker) checkPins(r *Request) error {
+func (p *Picker) checkPins(r *route.Request) error {
 	for _, f := range [...]struct {
 		field string
 		list  []string
@@ -66,7 +20,7 @@ func (p *Picker) checkPins(r *Request) error {
 	}{{"Only", r.Only, p.provs}, {"Providers", r.Providers, p.provs}, {"Regions", r.Regions, p.regions}} {
 		for _, name := range f.list {
 			if _, ok := f.known[name]; !ok {
-				return &NameError{Field: f.field, Name: name, Known: setList(f.known)}
+				return &route.NameError{Field: f.field, Name: name, Known: setList(f.known)}
 			}
 		}
 	}
@@ -77,11 +31,11 @@ func (p *Picker) checkPins(r *Request) error {
 // only the first of them with only set. When none is included it takes the
 // excluded ones (an open breaker, a strict SLO): the pin is the caller's
 // explicit choice.
-func applyPin(plan Plan, pin Pin, only bool) (Plan, error) {
-	out := make([]Candidate, 0, len(plan.Deployments))
-	for _, cs := range [...][]Candidate{plan.Deployments, plan.Excluded} {
+func applyPin(plan route.Plan, pin route.Pin, only bool) (route.Plan, error) {
+	out := make([]route.Candidate, 0, len(plan.Deployments))
+	for _, cs := range [...][]route.Candidate{plan.Deployments, plan.Excluded} {
 		for i := range cs {
-			if pin.matches(cs[i].Deployment) {
+			if rk.Matches(pin, cs[i].Deployment) {
 				out = append(out, cs[i])
 			}
 		}
@@ -90,13 +44,13 @@ func applyPin(plan Plan, pin Pin, only bool) (Plan, error) {
 		}
 	}
 	if len(out) == 0 {
-		return Plan{Policy: plan.Policy, Excluded: plan.Excluded}, &PinError{Provider: pin.Provider, Region: pin.Region}
+		return route.Plan{Policy: plan.Policy, Excluded: plan.Excluded}, &route.PinError{Provider: pin.Provider, Region: pin.Region}
 	}
 	if only {
 		out = out[:1]
 	} else {
 		for i := range plan.Deployments {
-			if !pin.matches(plan.Deployments[i].Deployment) {
+			if !rk.Matches(pin, plan.Deployments[i].Deployment) {
 				out = append(out, plan.Deployments[i])
 			}
 		}
@@ -111,7 +65,7 @@ func applyPin(plan Plan, pin Pin, only bool) (Plan, error) {
 func (p *Picker) resolveModels(s *scratch) error {
 	r := &s.req
 	addOne := func(spec string) error {
-		name, rev := ParseModel(spec)
+		name, rev := route.ParseModel(spec)
 		keyModel := spec
 		if rev == "" && r.Revision != "" {
 			rev = r.Revision
@@ -120,7 +74,7 @@ func (p *Picker) resolveModels(s *scratch) error {
 			keyModel = name
 		}
 		if name == "" {
-			return fmt.Errorf("%w: empty model name in %q", ErrNoDeployment, spec)
+			return fmt.Errorf("%w: empty model name in %q", route.ErrNoDeployment, spec)
 		}
 		idxs := p.byModel[name]
 		if !p.serves(idxs, name, rev) {
@@ -128,7 +82,7 @@ func (p *Picker) resolveModels(s *scratch) error {
 			if r.Model != "" && len(s.models) == 0 {
 				field = "Model"
 			}
-			return &NameError{Field: field, Name: keyModel, Known: p.modelNames()}
+			return &route.NameError{Field: field, Name: keyModel, Known: p.modelNames()}
 		}
 		for _, m := range s.models {
 			if m.name == name && m.rev == rev {
@@ -149,13 +103,13 @@ func (p *Picker) resolveModels(s *scratch) error {
 		}
 	}
 	if len(s.models) == 0 {
-		return fmt.Errorf("%w: the request names no model; models: %s", ErrNoDeployment, strings.Join(p.modelNames(), ", "))
+		return fmt.Errorf("%w: the request names no model; models: %s", route.ErrNoDeployment, strings.Join(p.modelNames(), ", "))
 	}
 	return nil
 }
 
 // noDeployment explains why the pins left no candidate.
-func (p *Picker) noDeployment(r *Request, models []model) error {
+func (p *Picker) noDeployment(r *route.Request, models []model) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "no deployment of %s", modelList(models))
 	if len(r.Only) > 0 {
@@ -184,7 +138,7 @@ func (p *Picker) noDeployment(r *Request, models []model) error {
 		b.WriteString(" " + p.keys[i].String())
 		n++
 	}
-	return fmt.Errorf("%w: %s", ErrNoDeployment, b.String())
+	return fmt.Errorf("%w: %s", route.ErrNoDeployment, b.String())
 }
 
 // serves reports whether a deployment serves model name at revision rev
@@ -198,7 +152,7 @@ func (p *Picker) serves(idxs []int32, name, rev string) bool {
 		}
 	}
 	for _, i := range p.wild {
-		if d := &p.ds[i]; d.Revision == rev && d.admits(name) {
+		if d := &p.ds[i]; d.Revision == rev && rk.Admits(d, name) {
 			return true
 		}
 	}
@@ -222,7 +176,7 @@ func (p *Picker) modelNames() []string {
 	slices.Sort(names)
 	names = slices.Compact(names)
 	if len(p.wild) > 0 {
-		names = append(names, Wildcard)
+		names = append(names, route.Wildcard)
 	}
 	return names
 }

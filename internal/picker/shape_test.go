@@ -1,4 +1,4 @@
-package route
+package picker
 
 import (
 	"testing"
@@ -9,24 +9,25 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
 )
 
 // shapePickers returns two deployments on a real Registry and a Picker
 // without exploration or band, so that the first deployment is who leads.
-func shapePickers(t *testing.T) (*measure.Registry, []Deployment, *Picker) {
+func shapePickers(t *testing.T) (*measure.Registry, []route.Deployment, *Picker) {
 	t.Helper()
 	reg := measure.NewRegistry(measure.Options{})
-	ds := []Deployment{
+	ds := []route.Deployment{
 		{Provider: "a", Region: "us", Model: "m", BaseURL: "http://a"},
 		{Provider: "b", Region: "us", Model: "m", BaseURL: "http://b"},
 	}
-	p, err := NewPicker(ds, reg, nil, Options{Exploration: Off, Band: Off})
+	p, err := New(ds, reg, nil, route.Options{Exploration: route.Off, Band: route.Off})
 	require.NoError(t, err)
 	return reg, ds, p
 }
 
-func leader(t *testing.T, p *Picker, req Request, now time.Time) string {
+func leader(t *testing.T, p *Picker, req route.Request, now time.Time) string {
 	t.Helper()
 	plan, err := p.PickAt(req, now)
 	require.NoError(t, err)
@@ -71,7 +72,7 @@ func TestLoadAwareLead(t *testing.T) {
 			if n >= 1 {
 				want = "b"
 			}
-			plan, err := p.PickAt(Request{Model: "m"}, now)
+			plan, err := p.PickAt(route.Request{Model: "m"}, now)
 			require.NoError(t, err)
 			assert.Equal(t, want, plan.Deployments[0].Deployment.Provider, "%d calls in flight on a", n)
 			for _, pd := range plan.Deployments {
@@ -88,7 +89,7 @@ func TestLoadAwareLead(t *testing.T) {
 		for _, end := range ends {
 			end()
 		}
-		assert.Equal(t, "a", leader(t, p, Request{Model: "m"}, now), "idle again")
+		assert.Equal(t, "a", leader(t, p, route.Request{Model: "m"}, now), "idle again")
 	})
 }
 
@@ -115,11 +116,11 @@ func TestPromptSizeAwareLead(t *testing.T) {
 				TPS: r, TPSOK: true, OutputTokens: 200, InputTokens: in})
 		}
 	}
-	assert.Equal(t, "a", leader(t, p, Request{Model: "m", ExpectedInputTokens: 150}, now))
-	assert.Equal(t, "b", leader(t, p, Request{Model: "m", ExpectedInputTokens: 6000}, now))
+	assert.Equal(t, "a", leader(t, p, route.Request{Model: "m", ExpectedInputTokens: 150}, now))
+	assert.Equal(t, "b", leader(t, p, route.Request{Model: "m", ExpectedInputTokens: 6000}, now))
 	// The aggregates: a's mean 550 (p50 between 200 and 900), b's 550 too;
 	// b is less spread, so its p50 decides: whoever the aggregate prefers,
 	// the unknown and the unseen size get the same.
-	agg := leader(t, p, Request{Model: "m"}, now)
-	assert.Equal(t, agg, leader(t, p, Request{Model: "m", ExpectedInputTokens: 1 << 17}, now))
+	agg := leader(t, p, route.Request{Model: "m"}, now)
+	assert.Equal(t, agg, leader(t, p, route.Request{Model: "m", ExpectedInputTokens: 1 << 17}, now))
 }

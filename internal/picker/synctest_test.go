@@ -1,9 +1,11 @@
-package route
+package picker
 
 import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/tpsroute/tpsroute/route"
 )
 
 // TestPickUsesTheClock checks that Pick (not PickAt) reads the current time
@@ -18,7 +20,7 @@ func TestPickUsesTheClock(t *testing.T) {
 		h := fakeHealth{ds[0].Key(): {CoolingUntil: time.Now().Add(30 * time.Second)}}
 		p := newPicker(t, ds, src, o, h)
 
-		first := func(r Request) Candidate {
+		first := func(r route.Request) route.Candidate {
 			t.Helper()
 			plan, err := p.Pick(r)
 			if err != nil {
@@ -26,17 +28,17 @@ func TestPickUsesTheClock(t *testing.T) {
 			}
 			return plan.Deployments[0]
 		}
-		equal(t, first(Request{Model: "llama"}).Reason, ReasonColdProbe, "probe")
-		equal(t, first(Request{Model: "llama"}).Key(), ds[2].Key(), "fast is cooling; cheap is next")
+		equal(t, first(route.Request{Model: "llama"}).Reason, route.ReasonColdProbe, "probe")
+		equal(t, first(route.Request{Model: "llama"}).Key(), ds[2].Key(), "fast is cooling; cheap is next")
 
 		p.Served("s", ds[1].Key(), time.Now())
 		time.Sleep(time.Minute)
-		equal(t, first(Request{Model: "llama", CacheKey: "s"}).Reason, ReasonAffinity, "affinity within TTL")
-		equal(t, first(Request{Model: "llama"}).Reason, ReasonColdProbe, "a new probe window")
-		equal(t, first(Request{Model: "llama"}).Key(), ds[0].Key(), "cooldown over")
+		equal(t, first(route.Request{Model: "llama", CacheKey: "s"}).Reason, route.ReasonAffinity, "affinity within TTL")
+		equal(t, first(route.Request{Model: "llama"}).Reason, route.ReasonColdProbe, "a new probe window")
+		equal(t, first(route.Request{Model: "llama"}).Key(), ds[0].Key(), "cooldown over")
 
 		time.Sleep(5 * time.Minute)
-		if c := first(Request{Model: "llama", CacheKey: "s"}); c.Reason == ReasonAffinity {
+		if c := first(route.Request{Model: "llama", CacheKey: "s"}); c.Reason == route.ReasonAffinity {
 			t.Errorf("affinity after its TTL: %s", c.Key())
 		}
 		equal(t, p.Stats().AffinityBroken, uint64(1), "expired affinity counted as broken")

@@ -1,4 +1,4 @@
-package route
+package picker
 
 import (
 	"testing"
@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/route"
 )
 
 // TestOverdueRanksStalledLower checks that a deployment whose call in
@@ -16,7 +17,7 @@ import (
 // figures again once it has ended; and that the plan shows the call TPS so
 // lowered while the deployment's TPS stays its measured one.
 func TestOverdueRanksStalledLower(t *testing.T) {
-	ds := []Deployment{dep("a", "us", "m"), dep("b", "us", "m")}
+	ds := []route.Deployment{dep("a", "us", "m"), dep("b", "us", "m")}
 	reg := measure.NewRegistry(measure.Options{MinSamples: 1})
 	for i := range 20 {
 		at := t0.Add(time.Duration(i-20) * time.Second)
@@ -24,16 +25,16 @@ func TestOverdueRanksStalledLower(t *testing.T) {
 		reg.RecordAt(at, ds[1].Key(), sample(200*time.Millisecond, 900))
 	}
 	p := newPicker(t, ds, reg, strictOrder())
-	first := func(now time.Time) Candidate {
+	first := func(now time.Time) route.Candidate {
 		t.Helper()
-		return mustPick(t, p, Request{Model: "m"}, now).Deployments[0]
+		return mustPick(t, p, route.Request{Model: "m"}, now).Deployments[0]
 	}
 	require.Equal(t, "a", first(t0).Deployment.Provider)
 
 	// At 0.2 s to the first token and 1000 tok/s, 200 tokens take 0.4 s.
 	end := reg.BeginCallAt(t0, ds[0].Key(), 200)
 	assert.Equal(t, "a", first(t0.Add(700*time.Millisecond)).Deployment.Provider, "under twice its time: noise")
-	plan := mustPick(t, p, Request{Model: "m"}, t0.Add(time.Second))
+	plan := mustPick(t, p, route.Request{Model: "m"}, t0.Add(time.Second))
 	assert.Equal(t, []string{"b", "a"}, []string{plan.Deployments[0].Deployment.Provider, plan.Deployments[1].Deployment.Provider},
 		"at 2.5 times its time the stalled call's deployment ranks below")
 	a := plan.Deployments[1].Expected
@@ -50,5 +51,5 @@ func TestOverdueRanksStalledLower(t *testing.T) {
 	end = reg.BeginCallAt(t0, ds[0].Key(), 200)
 	defer end()
 	q := newPicker(t, ds, estimateOnly{reg}, strictOrder())
-	assert.Equal(t, "a", mustPick(t, q, Request{Model: "m"}, t0.Add(time.Minute)).Deployments[0].Deployment.Provider)
+	assert.Equal(t, "a", mustPick(t, q, route.Request{Model: "m"}, t0.Add(time.Minute)).Deployments[0].Deployment.Provider)
 }

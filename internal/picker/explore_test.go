@@ -1,4 +1,4 @@
-package route
+package picker
 
 import (
 	"errors"
@@ -11,10 +11,11 @@ import (
 	"time"
 
 	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/route"
 )
 
-func spread(n int) ([]Deployment, *fakeSource) {
-	ds := make([]Deployment, n)
+func spread(n int) ([]route.Deployment, *fakeSource) {
+	ds := make([]route.Deployment, n)
 	src := newSource()
 	for i := range ds {
 		ds[i] = dep(fmt.Sprintf("p%03d", i), "us", "m")
@@ -37,12 +38,12 @@ func at(e measure.Estimate, t time.Time) measure.Estimate {
 // goes unseen.
 func TestExplorationFollowsChance(t *testing.T) {
 	const picks = 5000
-	ds := []Deployment{dep("a", "us", "m"), dep("b", "us", "m"), dep("c", "us", "m")}
+	ds := []route.Deployment{dep("a", "us", "m"), dep("b", "us", "m"), dep("c", "us", "m")}
 	explored := func(p *Picker, now time.Time) map[string]float64 {
 		n := map[string]float64{}
 		for range picks {
-			plan := mustPick(t, p, Request{Model: "m"}, now)
-			if plan.Deployments[0].Reason == ReasonExplore {
+			plan := mustPick(t, p, route.Request{Model: "m"}, now)
+			if plan.Deployments[0].Reason == route.ReasonExplore {
 				n[plan.Deployments[0].Key().Provider] += 1.0 / picks
 			}
 		}
@@ -53,7 +54,7 @@ func TestExplorationFollowsChance(t *testing.T) {
 		src.set(ds[0].Key(), at(warm(0.2, 1000), t0))
 		src.set(ds[1].Key(), at(warm(0.2, 900), t0))
 		src.set(ds[2].Key(), at(warm(0.2, 250), t0))
-		got := explored(newPicker(t, ds, src, Options{Band: -1, Seed: 42}), t0)
+		got := explored(newPicker(t, ds, src, route.Options{Band: -1, Seed: 42}), t0)
 		if got["b"] > 0.01 || got["c"] > 0 {
 			t.Errorf("explored %v, want b ≤ 1%% and c never", got)
 		}
@@ -63,20 +64,20 @@ func TestExplorationFollowsChance(t *testing.T) {
 		src.set(ds[0].Key(), at(warm(0.2, 1000), t0))
 		src.set(ds[1].Key(), at(warm(0.2, 900), t0.Add(-5*time.Minute)))
 		src.set(ds[2].Key(), at(warm(0.2, 250), t0.Add(-5*time.Minute)))
-		p := newPicker(t, ds, src, Options{Band: -1, Seed: 42})
+		p := newPicker(t, ds, src, route.Options{Band: -1, Seed: 42})
 		got := explored(p, t0)
 		if got["b"] < 0.1 || got["c"] > 0.005 {
 			t.Errorf("explored %v, want b ≥ 10%% and c ≤ 0.5%%", got)
 		}
-		if b := got["b"]; b > DefaultExploration+0.02 {
-			t.Errorf("explored b %.3f, above the %.2f cap", b, DefaultExploration)
+		if b := got["b"]; b > defaultExploration+0.02 {
+			t.Errorf("explored b %.3f, above the %.2f cap", b, defaultExploration)
 		}
 		equal(t, p.Stats().Explorations > 0, true, "Stats().Explorations counted")
-		capped := explored(newPicker(t, ds, src, Options{Exploration: 0.05, Band: -1, Seed: 42}), t0)
+		capped := explored(newPicker(t, ds, src, route.Options{Exploration: 0.05, Band: -1, Seed: 42}), t0)
 		if capped["b"] > 0.06 {
 			t.Errorf("Exploration 0.05: explored %v", capped)
 		}
-		if off := explored(newPicker(t, ds, src, Options{Exploration: Off, Band: -1, Seed: 42}), t0); len(off) != 0 {
+		if off := explored(newPicker(t, ds, src, route.Options{Exploration: route.Off, Band: -1, Seed: 42}), t0); len(off) != 0 {
 			t.Errorf("Exploration Off: explored %v", off)
 		}
 	})
@@ -85,8 +86,8 @@ func TestExplorationFollowsChance(t *testing.T) {
 		src.set(ds[0].Key(), at(warm(0.2, 1000), t0))
 		src.set(ds[1].Key(), at(warm(0.2, 900), t0))
 		src.set(ds[2].Key(), at(warm(0.2, 2000), t0))
-		p := newPicker(t, ds, src, Options{Band: -1, Seed: 42})
-		equal(t, mustPick(t, p, Request{Model: "m"}, t0).Deployments[0].Key().Provider, "c", "leader")
+		p := newPicker(t, ds, src, route.Options{Band: -1, Seed: 42})
+		equal(t, mustPick(t, p, route.Request{Model: "m"}, t0).Deployments[0].Key().Provider, "c", "leader")
 		fell := t0.Add(time.Second)
 		src.set(ds[2].Key(), at(warm(0.2, 250), fell)) // a tenth of the leader's speed now
 		if got := explored(p, fell)["c"]; got > 0.001 {
@@ -110,10 +111,10 @@ func TestExplorationSeedIsDeterministic(t *testing.T) {
 			e, _ := src.Estimate(d.Key())
 			src.set(d.Key(), at(e, t0.Add(-30*time.Minute)))
 		}
-		p := newPicker(t, ds, src, Options{Exploration: 0.3, Seed: seed})
+		p := newPicker(t, ds, src, route.Options{Exploration: 0.3, Seed: seed})
 		var firsts []string
 		for range 200 {
-			firsts = append(firsts, mustPick(t, p, Request{Model: "m"}, t0).Deployments[0].Key().Provider)
+			firsts = append(firsts, mustPick(t, p, route.Request{Model: "m"}, t0).Deployments[0].Key().Provider)
 		}
 		return firsts
 	}
@@ -131,13 +132,13 @@ func TestBandWeightedDraw(t *testing.T) {
 	src.set(a.Key(), warm(0.2, 100))
 	src.set(b.Key(), warm(0.2, 98)) // within the default 5% band
 	src.set(c.Key(), warm(0.2, 90)) // outside it
-	p := newPicker(t, []Deployment{a, b, c}, src, Options{Exploration: -1, Seed: 3})
+	p := newPicker(t, []route.Deployment{a, b, c}, src, route.Options{Exploration: -1, Seed: 3})
 	counts := map[string]int{}
 	const picks = 10000
 	for range picks {
-		plan := mustPick(t, p, Request{Model: "m"}, t0)
+		plan := mustPick(t, p, route.Request{Model: "m"}, t0)
 		counts[plan.Deployments[0].Key().Provider]++
-		equal(t, plan.Deployments[0].Reason, ReasonBand, "reason")
+		equal(t, plan.Deployments[0].Reason, route.ReasonBand, "reason")
 	}
 	if got := float64(counts["b"]) / picks; math.Abs(got-0.75) > 0.02 {
 		t.Errorf("share of b (weight 3) = %.3f, want 0.75 ± 0.02", got)
@@ -153,15 +154,15 @@ func TestColdStart(t *testing.T) {
 
 	t.Run("probed first and warms quickly", func(t *testing.T) {
 		src := src
-		p := newPicker(t, ds, src, Options{Exploration: -1, Seed: 1})
+		p := newPicker(t, ds, src, route.Options{Exploration: -1, Seed: 1})
 		samples := 0
 		now := t0
 		var warmedAt int
 		for i := range 1000 {
-			plan := mustPick(t, p, Request{Model: "m"}, now)
+			plan := mustPick(t, p, route.Request{Model: "m"}, now)
 			for _, c := range plan.Deployments {
-				if c.Key() == cold.Key() && c.Reason != ReasonColdProbe && samples < 3 {
-					equal(t, c.Reason, ReasonCold, "cold reason behind warm ones")
+				if c.Key() == cold.Key() && c.Reason != route.ReasonColdProbe && samples < 3 {
+					equal(t, c.Reason, route.ReasonCold, "cold reason behind warm ones")
 				}
 				if math.IsNaN(c.Score) {
 					t.Fatal("NaN score")
@@ -169,7 +170,7 @@ func TestColdStart(t *testing.T) {
 			}
 			if plan.Deployments[0].Key() == cold.Key() && samples < 3 {
 				if i == 0 {
-					equal(t, plan.Deployments[0].Reason, ReasonColdProbe, "first pick reason")
+					equal(t, plan.Deployments[0].Reason, route.ReasonColdProbe, "first pick reason")
 				}
 				samples++ // the call ran; measure records it
 				if samples == 3 {
@@ -197,15 +198,15 @@ func TestColdStart(t *testing.T) {
 		for _, d := range ds[:3] {
 			src.set(d.Key(), warm(0.2, 100))
 		}
-		p := newPicker(t, ds, src, Options{Exploration: -1, ColdProbes: 3, Seed: 1})
+		p := newPicker(t, ds, src, route.Options{Exploration: -1, ColdProbes: 3, Seed: 1})
 		n := 0
 		for range 100 {
-			if mustPick(t, p, Request{Model: "m"}, t0).Deployments[0].Reason == ReasonColdProbe {
+			if mustPick(t, p, route.Request{Model: "m"}, t0).Deployments[0].Reason == route.ReasonColdProbe {
 				n++
 			}
 		}
 		equal(t, n, 3, "probes in one instant")
-		if mustPick(t, p, Request{Model: "m"}, t0.Add(10*time.Second)).Deployments[0].Reason != ReasonColdProbe {
+		if mustPick(t, p, route.Request{Model: "m"}, t0.Add(10*time.Second)).Deployments[0].Reason != route.ReasonColdProbe {
 			t.Error("no probe in the next window")
 		}
 	})
@@ -216,26 +217,26 @@ func TestColdStart(t *testing.T) {
 		for _, d := range ds[:3] {
 			src.set(d.Key(), warm(0.2, 100))
 		}
-		p := newPicker(t, ds, src, Options{Exploration: -1, ColdProbes: 2, Seed: 1})
+		p := newPicker(t, ds, src, route.Options{Exploration: -1, ColdProbes: 2, Seed: 1})
 		probes := 0
 		for _, at := range []time.Duration{time.Millisecond, 2 * time.Millisecond, 0, time.Millisecond, 0} {
-			if mustPick(t, p, Request{Model: "m"}, t0.Add(at)).Deployments[0].Reason == ReasonColdProbe {
+			if mustPick(t, p, route.Request{Model: "m"}, t0.Add(at)).Deployments[0].Reason == route.ReasonColdProbe {
 				probes++
 			}
 		}
 		equal(t, probes, 2, "probes within one window, clock read out of order")
 		// A clock stepped back by more than the interval starts afresh.
-		equal(t, mustPick(t, p, Request{Model: "m"}, t0.Add(-11*time.Second)).Deployments[0].Reason, ReasonColdProbe, "after a big step back")
+		equal(t, mustPick(t, p, route.Request{Model: "m"}, t0.Add(-11*time.Second)).Deployments[0].Reason, route.ReasonColdProbe, "after a big step back")
 	})
 	t.Run("all cold are spread, not herded", func(t *testing.T) {
-		cold := []Deployment{dep("a", "", "m"), dep("b", "", "m"), dep("c", "", "m")}
+		cold := []route.Deployment{dep("a", "", "m"), dep("b", "", "m"), dep("c", "", "m")}
 		cold[2].Weight = 2
-		p := newPicker(t, cold, nil, Options{ColdProbes: -1, Seed: 4})
+		p := newPicker(t, cold, nil, route.Options{ColdProbes: -1, Seed: 4})
 		counts := map[string]int{}
 		for range 4000 {
-			plan := mustPick(t, p, Request{Model: "m"}, t0)
+			plan := mustPick(t, p, route.Request{Model: "m"}, t0)
 			counts[plan.Deployments[0].Key().Provider]++
-			equal(t, plan.Deployments[0].Reason, ReasonColdProbe, "reason")
+			equal(t, plan.Deployments[0].Reason, route.ReasonColdProbe, "reason")
 		}
 		for prov, want := range map[string]float64{"a": 0.25, "b": 0.25, "c": 0.5} {
 			if got := float64(counts[prov]) / 4000; math.Abs(got-want) > 0.03 {
@@ -251,10 +252,10 @@ func TestColdStart(t *testing.T) {
 			src.set(d.Key(), warm(0.2, 100))
 		}
 		src.set(cold.Key(), measure.Estimate{TTFTP95: 0.2, TTFTP50: 0.2, TPSP50: 900, TTFTEWMA: 0.2, TPSEWMA: 900, Samples: 1, TPSSamples: 1})
-		p := newPicker(t, ds, src, Options{ColdProbes: -1, Exploration: -1, Seed: 1})
-		plan := mustPick(t, p, Request{Model: "m"}, t0)
+		p := newPicker(t, ds, src, route.Options{ColdProbes: -1, Exploration: -1, Seed: 1})
+		plan := mustPick(t, p, route.Request{Model: "m"}, t0)
 		equal(t, plan.Deployments[0].Key(), cold.Key(), "the fast one leads after one sample")
-		equal(t, plan.Deployments[0].Reason, ReasonBest, "reason")
+		equal(t, plan.Deployments[0].Reason, route.ReasonBest, "reason")
 	})
 	t.Run("never scored as fast", func(t *testing.T) {
 		src := newSource()
@@ -264,11 +265,11 @@ func TestColdStart(t *testing.T) {
 		// A not-OK estimate with tiny numbers and no sample must not win
 		// Latency (one sample is compared: minCompare).
 		src.set(cold.Key(), measure.Estimate{TTFTP95: 0.001, TPSP50: 1e6, Samples: 0})
-		p := newPicker(t, ds, src, Options{Policy: Latency, ColdProbes: -1, Exploration: -1, Seed: 1})
-		plan := mustPick(t, p, Request{Model: "m"}, t0)
+		p := newPicker(t, ds, src, route.Options{Policy: route.Latency, ColdProbes: -1, Exploration: -1, Seed: 1})
+		plan := mustPick(t, p, route.Request{Model: "m"}, t0)
 		last := plan.Deployments[len(plan.Deployments)-1]
 		equal(t, last.Key(), cold.Key(), "cold deployment last")
-		equal(t, last.Reason, ReasonCold, "reason")
+		equal(t, last.Reason, route.ReasonCold, "reason")
 	})
 }
 
@@ -278,7 +279,7 @@ func TestPickNeverNaN(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	pickVal := func() float64 { return vals[rng.IntN(len(vals))] }
 	ds, _ := spread(8)
-	ds[7] = dep("wild", "us", Wildcard)
+	ds[7] = dep("wild", "us", route.Wildcard)
 	for i := range 3000 {
 		src := newSource()
 		health := fakeHealth{}
@@ -289,19 +290,19 @@ func TestPickNeverNaN(t *testing.T) {
 				TTFTEWMA: pickVal(), TPSEWMA: pickVal(), ErrorRate: pickVal(),
 				Samples: int64(rng.IntN(3)) - 1, OK: rng.IntN(3) > 0, InFlight: int64(rng.IntN(3)) - 1,
 			})
-			health[k] = Status{Breaker: BreakerState(rng.IntN(3)), NoHeadroom: rng.IntN(5) == 0}
+			health[k] = route.Status{Breaker: route.BreakerState(rng.IntN(3)), NoHeadroom: rng.IntN(5) == 0}
 		}
-		p := newPicker(t, ds, src, Options{Seed: uint64(i) + 1, Policy: Policy(rng.IntN(4))}, health)
-		req := Request{
-			Model: "m", Policy: Policy(rng.IntN(5)), LatencyMetric: LatencyMetric(rng.IntN(3)),
+		p := newPicker(t, ds, src, route.Options{Seed: uint64(i) + 1, Policy: route.Policy(rng.IntN(4))}, health)
+		req := route.Request{
+			Model: "m", Policy: route.Policy(rng.IntN(5)), LatencyMetric: route.LatencyMetric(rng.IntN(3)),
 			ExpectedOutputTokens: int64(rng.IntN(3)) * 1e9, CacheKey: "k",
-			SLO: SLO{MaxTTFT: time.Duration(rng.IntN(2)) * time.Second, MinTPS: float64(rng.IntN(2)) * 100,
+			SLO: route.SLO{MaxTTFT: time.Duration(rng.IntN(2)) * time.Second, MinTPS: float64(rng.IntN(2)) * 100,
 				MaxErrorRate: float64(rng.IntN(2)) / 2, Strict: rng.IntN(4) == 0},
 		}
 		p.Served("k", ds[rng.IntN(len(ds))].ForModel("m").Key(), t0)
 		plan, err := p.PickAt(req, t0)
-		if req.Policy > Cost {
-			if err == nil || errors.Is(err, ErrNoDeployment) {
+		if req.Policy > route.Cost {
+			if err == nil || errors.Is(err, route.ErrNoDeployment) {
 				t.Fatalf("iteration %d: unknown policy gave %v", i, err)
 			}
 			continue
@@ -333,9 +334,9 @@ func FuzzPick(f *testing.F) {
 		ds, src := spread(3)
 		src.set(ds[0].Key(), measure.Estimate{TTFTP95: ttft, TTFTP50: ttft, TPSP50: tps, TPSP95: tps,
 			TTFTEWMA: ewma, TPSEWMA: ewma, ErrorRate: errRate, Samples: samples, OK: ok})
-		p := newPicker(t, ds, src, Options{Seed: 9})
-		plan, err := p.PickAt(Request{Model: "m", Policy: Policy(policy % 4), LatencyMetric: LatencyCompletion,
-			SLO: SLO{MaxErrorRate: 0.5, MinTPS: 1}}, t0)
+		p := newPicker(t, ds, src, route.Options{Seed: 9})
+		plan, err := p.PickAt(route.Request{Model: "m", Policy: route.Policy(policy % 4), LatencyMetric: route.LatencyCompletion,
+			SLO: route.SLO{MaxErrorRate: 0.5, MinTPS: 1}}, t0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -349,7 +350,7 @@ func FuzzPick(f *testing.F) {
 
 func TestConcurrentPick(t *testing.T) {
 	ds, src := spread(16)
-	p := newPicker(t, ds, src, Options{Seed: 5, ColdProbes: 1})
+	p := newPicker(t, ds, src, route.Options{Seed: 5, ColdProbes: 1})
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Add(1)
@@ -357,7 +358,7 @@ func TestConcurrentPick(t *testing.T) {
 			defer wg.Done()
 			for i := range 500 {
 				ck := fmt.Sprintf("s%d", i%17)
-				plan, err := p.PickAt(Request{Model: "m", CacheKey: ck}, t0.Add(time.Duration(i)*time.Millisecond))
+				plan, err := p.PickAt(route.Request{Model: "m", CacheKey: ck}, t0.Add(time.Duration(i)*time.Millisecond))
 				if err != nil {
 					t.Error(err)
 					return
@@ -383,20 +384,20 @@ func TestConcurrentPick(t *testing.T) {
 // a blind weighted draw; probes, exploration and the band still apply, and
 // the other policies still spread over cold deployments.
 func TestCostCold(t *testing.T) {
-	priced := func(provider string, in, out, w float64) Deployment {
+	priced := func(provider string, in, out, w float64) route.Deployment {
 		d := dep(provider, "us", "m")
 		d.Price, d.Weight = measure.Price{Input: in, Output: out}, w
 		return d
 	}
 	// Cheapest first: c ($0.35), a ($1.25), b ($2.50) per 1000 in + 250 out
 	// tokens; b carries a heavy weight that a blind draw would follow.
-	cold := []Deployment{priced("a", 1, 1, 1), priced("b", 2, 2, 50), priced("c", 0.1, 1, 1)}
-	near := []Deployment{priced("a", 1, 1, 1), priced("b", 1.01, 1, 3), priced("c", 5, 5, 1)}
+	cold := []route.Deployment{priced("a", 1, 1, 1), priced("b", 2, 2, 50), priced("c", 0.1, 1, 1)}
+	near := []route.Deployment{priced("a", 1, 1, 1), priced("b", 1.01, 1, 3), priced("c", 5, 5, 1)}
 	tests := []struct {
 		name      string
-		ds        []Deployment
-		opts      Options
-		req       Request
+		ds        []route.Deployment
+		opts      route.Options
+		req       route.Request
 		picks     int
 		wantOrder []string           // order of the last pick
 		wantFirst map[string]float64 // share of first places over picks, ± 0.03
@@ -404,43 +405,43 @@ func TestCostCold(t *testing.T) {
 	}{
 		{
 			name: "probes off: cheapest first, by cost", ds: cold,
-			opts: Options{Policy: Cost, ColdProbes: -1, Exploration: -1, Band: -1, Seed: 1},
-			req:  Request{Model: "m"}, picks: 200,
+			opts: route.Options{Policy: route.Cost, ColdProbes: -1, Exploration: -1, Band: -1, Seed: 1},
+			req:  route.Request{Model: "m"}, picks: 200,
 			wantOrder: []string{"c/us/m", "a/us/m", "b/us/m"},
-			wantFirst: map[string]float64{"c": 1}, wantWhy: ReasonBest,
+			wantFirst: map[string]float64{"c": 1}, wantWhy: route.ReasonBest,
 		},
 		{
 			name: "default exploration spends nothing on dearer deployments: their cost is known", ds: cold,
-			opts: Options{Policy: Cost, ColdProbes: -1, Seed: 2},
-			req:  Request{Model: "m"}, picks: 4000,
+			opts: route.Options{Policy: route.Cost, ColdProbes: -1, Seed: 2},
+			req:  route.Request{Model: "m"}, picks: 4000,
 			wantFirst: map[string]float64{"c": 1},
 		},
 		{
 			name: "band draws by weight among near-equal costs", ds: near,
-			opts: Options{Policy: Cost, ColdProbes: -1, Exploration: -1, Seed: 3},
-			req:  Request{Model: "m"}, picks: 4000,
+			opts: route.Options{Policy: route.Cost, ColdProbes: -1, Exploration: -1, Seed: 3},
+			req:  route.Request{Model: "m"}, picks: 4000,
 			wantFirst: map[string]float64{"a": 0.25, "b": 0.75, "c": 0},
 		},
 		{
 			name: "request policy override", ds: cold,
-			opts: Options{ColdProbes: -1, Exploration: -1, Band: -1, Seed: 1},
-			req:  Request{Model: "m", Policy: Cost}, picks: 50,
+			opts: route.Options{ColdProbes: -1, Exploration: -1, Band: -1, Seed: 1},
+			req:  route.Request{Model: "m", Policy: route.Cost}, picks: 50,
 			wantOrder: []string{"c/us/m", "a/us/m", "b/us/m"},
-			wantFirst: map[string]float64{"c": 1}, wantWhy: ReasonBest,
+			wantFirst: map[string]float64{"c": 1}, wantWhy: route.ReasonBest,
 		},
 		{
 			name: "throughput still spreads by weight", ds: cold,
-			opts: Options{ColdProbes: -1, Exploration: -1, Band: -1, Seed: 4},
-			req:  Request{Model: "m"}, picks: 4000,
+			opts: route.Options{ColdProbes: -1, Exploration: -1, Band: -1, Seed: 4},
+			req:  route.Request{Model: "m"}, picks: 4000,
 			wantFirst: map[string]float64{"a": 1.0 / 52, "b": 50.0 / 52, "c": 1.0 / 52},
-			wantWhy:   ReasonColdProbe,
+			wantWhy:   route.ReasonColdProbe,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := newPicker(t, tt.ds, nil, tt.opts)
 			counts := map[string]int{}
-			var plan Plan
+			var plan route.Plan
 			for range tt.picks {
 				plan = mustPick(t, p, tt.req, t0)
 				counts[plan.Deployments[0].Key().Provider]++
@@ -465,38 +466,38 @@ func TestCostCold(t *testing.T) {
 	}
 
 	t.Run("probes spend their budget cheapest first, then the cheapest leads", func(t *testing.T) {
-		p := newPicker(t, cold, nil, Options{Policy: Cost, ColdProbes: 2, Exploration: -1, Band: -1, Seed: 1})
+		p := newPicker(t, cold, nil, route.Options{Policy: route.Cost, ColdProbes: 2, Exploration: -1, Band: -1, Seed: 1})
 		var firsts, why []string
 		for range 8 {
-			plan := mustPick(t, p, Request{Model: "m"}, t0)
+			plan := mustPick(t, p, route.Request{Model: "m"}, t0)
 			firsts = append(firsts, plan.Deployments[0].Key().Provider)
 			why = append(why, plan.Deployments[0].Reason)
 		}
 		equal(t, firsts, []string{"c", "c", "a", "a", "b", "b", "c", "c"}, "first places")
-		equal(t, why[5:], []string{ReasonColdProbe, ReasonBest, ReasonBest}, "reasons once budgets are spent")
+		equal(t, why[5:], []string{route.ReasonColdProbe, route.ReasonBest, route.ReasonBest}, "reasons once budgets are spent")
 		equal(t, p.Stats().ColdProbes, uint64(6), "ColdProbes")
 	})
 
 	t.Run("warm before cold; cold ones by cost behind them", func(t *testing.T) {
-		ds := append([]Deployment{priced("w", 9, 9, 1)}, cold...)
+		ds := append([]route.Deployment{priced("w", 9, 9, 1)}, cold...)
 		src := newSource()
 		src.set(ds[0].Key(), warm(5, 1)) // slow and dear, but measured
-		p := newPicker(t, ds, src, Options{Policy: Cost, ColdProbes: -1, Exploration: -1, Band: -1, Seed: 1})
-		plan := mustPick(t, p, Request{Model: "m"}, t0)
+		p := newPicker(t, ds, src, route.Options{Policy: route.Cost, ColdProbes: -1, Exploration: -1, Band: -1, Seed: 1})
+		plan := mustPick(t, p, route.Request{Model: "m"}, t0)
 		equal(t, order(plan), []string{"w/us/m", "c/us/m", "a/us/m", "b/us/m"}, "order")
-		equal(t, reasons(plan), []string{ReasonBest, ReasonCold, ReasonCold, ReasonCold}, "reasons")
+		equal(t, reasons(plan), []string{route.ReasonBest, route.ReasonCold, route.ReasonCold, route.ReasonCold}, "reasons")
 	})
 
 	t.Run("cold is never 0 ms under a latency SLO", func(t *testing.T) {
-		ds := append([]Deployment{priced("w", 9, 9, 1)}, cold...)
+		ds := append([]route.Deployment{priced("w", 9, 9, 1)}, cold...)
 		src := newSource()
 		src.set(ds[0].Key(), warm(0.2, 100))
-		p := newPicker(t, ds, src, Options{Policy: Latency, ColdProbes: -1, Exploration: -1, Band: -1, Seed: 1,
-			SLO: SLO{MaxTTFT: time.Second}})
-		plan := mustPick(t, p, Request{Model: "m"}, t0)
+		p := newPicker(t, ds, src, route.Options{Policy: route.Latency, ColdProbes: -1, Exploration: -1, Band: -1, Seed: 1,
+			SLO: route.SLO{MaxTTFT: time.Second}})
+		plan := mustPick(t, p, route.Request{Model: "m"}, t0)
 		equal(t, plan.Deployments[0].Key().Provider, "w", "measured deployment first")
 		for _, c := range plan.Deployments[1:] {
-			equal(t, c.Reason, ReasonCold, c.Key().String()+" reason")
+			equal(t, c.Reason, route.ReasonCold, c.Key().String()+" reason")
 		}
 	})
 }

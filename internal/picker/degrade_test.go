@@ -1,4 +1,4 @@
-package route
+package picker
 
 import (
 	"math"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
 )
 
@@ -21,26 +22,26 @@ func TestDegradedLeaderLosesShare(t *testing.T) {
 		name    string
 		history int
 		every   time.Duration
-		policy  Policy
+		policy  route.Policy
 		ttft    bool
 	}{
-		{"tps/100 calls", 100, time.Second, Throughput, false},
-		{"tps/30 minutes", 180, 10 * time.Second, Throughput, false},
-		{"ttft/100 calls", 100, time.Second, Latency, true},
-		{"ttft/30 minutes", 180, 10 * time.Second, Latency, true},
+		{"tps/100 calls", 100, time.Second, route.Throughput, false},
+		{"tps/30 minutes", 180, 10 * time.Second, route.Throughput, false},
+		{"ttft/100 calls", 100, time.Second, route.Latency, true},
+		{"ttft/30 minutes", 180, 10 * time.Second, route.Latency, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := measure.NewRegistry(measure.Options{})
-			ds := []Deployment{
+			ds := []route.Deployment{
 				{Provider: "lead", Region: "us", Model: "m", BaseURL: "http://lead"},
 				{Provider: "next", Region: "us", Model: "m", BaseURL: "http://next"},
 			}
-			p, err := NewPicker(ds, reg, nil, Options{Policy: tc.policy, Seed: 7})
+			p, err := New(ds, reg, nil, route.Options{Policy: tc.policy, Seed: 7})
 			if err != nil {
 				t.Fatal(err)
 			}
 			// ranked is p without exploration and band: who leads.
-			ranked, err := NewPicker(ds, reg, nil, Options{Policy: tc.policy, Exploration: Off, Band: Off})
+			ranked, err := New(ds, reg, nil, route.Options{Policy: tc.policy, Exploration: route.Off, Band: route.Off})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -68,7 +69,7 @@ func TestDegradedLeaderLosesShare(t *testing.T) {
 				}
 			}
 			pick := func(p *Picker) int {
-				plan, err := p.PickAt(Request{Model: "m"}, now)
+				plan, err := p.PickAt(route.Request{Model: "m"}, now)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -1,4 +1,4 @@
-package route
+package picker
 
 import (
 	"sync/atomic"

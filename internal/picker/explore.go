@@ -1,4 +1,4 @@
-package route
+package picker
 
 import (
 	"math"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/route"
 )
 
 // Exploration re-measures deployments other than the leader with the
@@ -133,7 +134,7 @@ func (m *memo) note(it *item, now int64, rising *atomic.Int64) {
 // recovering reports whether measure has begun to see a change of it's
 // level (item.pend) that points back toward its best figures opt, at least
 // halfway in log units (noise points a little way; a recovery all the way).
-func (it *item) recovering(opt *Expected) bool {
+func (it *item) recovering(opt *route.Expected) bool {
 	e := &it.exp
 	tps, ttft := float64(it.pend[0]), float64(it.pend[1])
 	return (tps > 0 && e.TPSOK && opt.TPS > e.TPS && tps*tps >= e.TPS*opt.TPS) ||
@@ -164,16 +165,14 @@ func keepBest(best *atomic.Uint64, at *atomic.Int64, v float64, now int64, bette
 
 // peak returns e at the best levels m remembers at now, and whether it is
 // better than e in either.
-func (m *memo) peak(e *Expected, now int64) (Expected, bool) {
+func (m *memo) peak(e *route.Expected, now int64) (route.Expected, bool) {
 	x, better := *e, false
 	if b := math.Float64frombits(m.bestTPS.Load()); e.TPSOK && b > e.TPS && now-m.tpsAt.Load() <= peakMemory {
 		x.TPS, better = b, true
 	}
 	if b := math.Float64frombits(m.bestTTFT.Load()); e.TTFTOK && b > 0 && b < e.TTFT && now-m.ttftAt.Load() <= peakMemory {
 		x.TTFT, better = b, true
-		if x.ttftQ > b {
-			x.ttftQ = b
-		}
+		x = rk.CapWindowTTFT(x, b)
 	}
 	return x, better
 }
@@ -265,7 +264,11 @@ func (p *Picker) chance(s *scratch, lead, it *item, lv float64, now int64) float
 	if p.meta[it.idx].wild {
 		return c
 	}
-	opt, better := p.memo[it.idx].peak(&it.exp, now)
+	// s.opt, not a local: a pointer to it goes through route's kernel, an
+	// interface, which would move a local to the heap on every call.
+	opt := &s.opt
+	var better bool
+	*opt, better = p.memo[it.idx].peak(&it.exp, now)
 	if !better {
 		return c
 	}
@@ -278,7 +281,7 @@ func (p *Picker) chance(s *scratch, lead, it *item, lv float64, now int64) float
 		return c
 	}
 	sd := math.Sqrt(lv + variance(it, &it.exp, now))
-	return w*tail(p.gap(s, lead, it, &opt, p.scoreOf(s, it, &opt)), sd) + (1-w)*c
+	return w*tail(p.gap(s, lead, it, opt, p.scoreOf(s, it, opt)), sd) + (1-w)*c
 }
 
 // gap is how much it, with figures e and score sc, must improve, in log
@@ -288,10 +291,10 @@ func (p *Picker) chance(s *scratch, lead, it *item, lv float64, now int64) float
 // a cheaper deployment that complies does under Cost, by its SLO margin.
 // +Inf means it cannot lead whatever its figures (a dearer deployment
 // under Cost).
-func (p *Picker) gap(s *scratch, lead, it *item, e *Expected, sc float64) float64 {
+func (p *Picker) gap(s *scratch, lead, it *item, e *route.Expected, sc float64) float64 {
 	if lead.viol != 0 { // violators rank by distance alone
-		viol := s.slo.check(p.meta[it.idx].priceOut, e)
-		return s.slo.distance(p.meta[it.idx].priceOut, e, viol) - lead.dist
+		viol := rk.Check(&s.slo, p.meta[it.idx].priceOut, e)
+		return rk.Distance(&s.slo, p.meta[it.idx].priceOut, e, viol) - lead.dist
 	}
 	var gs float64
 	if s.costly {
@@ -307,24 +310,24 @@ func (p *Picker) gap(s *scratch, lead, it *item, e *Expected, sc float64) float6
 	if !s.checkSLO {
 		return gs
 	}
-	viol := s.slo.check(p.meta[it.idx].priceOut, e)
+	viol := rk.Check(&s.slo, p.meta[it.idx].priceOut, e)
 	if viol != 0 {
-		return max(gs, s.slo.distance(p.meta[it.idx].priceOut, e, viol))
+		return max(gs, rk.Distance(&s.slo, p.meta[it.idx].priceOut, e, viol))
 	}
 	if s.costly && it.cost < lead.cost {
 		// Cheaper and compliant, it leads by its margin inside the SLO.
-		return min(gs, -s.slo.margin(e))
+		return min(gs, -rk.Margin(&s.slo, e))
 	}
 	return gs
 }
 
 // scoreOf is it's score with figures e.
-func (p *Picker) scoreOf(s *scratch, it *item, e *Expected) float64 {
+func (p *Picker) scoreOf(s *scratch, it *item, e *route.Expected) float64 {
 	d := &p.ds[it.idx]
 	if s.scorer != nil {
 		return clamp(s.scorer.Score(*d, *e, &s.req))
 	}
-	return s.req.Policy.score(d, e, &s.req)
+	return rk.Score(s.req.Policy, d, e, &s.req)
 }
 
 // scoreGap is the log distance of score x below the leader's score l: the
@@ -345,7 +348,7 @@ func scoreGap(l, x float64) float64 {
 // variance is the uncertainty of it's level with figures e, in squared log
 // units: sigma² over the samples (a prior counts as priorSamples), plus
 // sigma² per driftTime since the newest sample.
-func variance(it *item, e *Expected, now int64) float64 {
+func variance(it *item, e *route.Expected, now int64) float64 {
 	sigma := defaultSigma
 	if e.Samples >= 10 && it.spread > 1 {
 		sigma = min(max(math.Log(it.spread)/1.645, 0.05), 1)
@@ -360,7 +363,7 @@ func variance(it *item, e *Expected, now int64) float64 {
 
 // variance1 is variance at sigma 1, the most variance allows: a bound
 // that needs no logarithm.
-func variance1(it *item, e *Expected, now int64) float64 {
+func variance1(it *item, e *route.Expected, now int64) float64 {
 	v := 1 / max(float64(e.Samples)+it.prior, 1)
 	if it.newest > 0 && now > it.newest {
 		v += float64(now-it.newest) / driftTime

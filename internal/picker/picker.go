@@ -1,10 +1,9 @@
-package route
+package picker
 
 import (
 	"cmp"
 	crand "crypto/rand"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/route"
 )
 
 // Source gives the current statistics of a deployment. *measure.Registry
@@ -38,159 +38,45 @@ type HandleSource interface {
 	Handle(k measure.Key) measure.EstimateHandle
 }
 
-// ErrNoDeployment means no configured deployment can serve the request: the
-// model, a pinned provider, region or revision is unknown, the pins leave
-// nothing, or a strict SLO drops everything. The error Pick returns wraps it
-// with a message that lists what exists; test with errors.Is. It is the
-// library's one "no deployment" sentinel: a *fallback.Error matches it too
-// when the plan was empty or no deployment in it could be tried (all open,
-// cooling down, without budget, or too small a context).
-var ErrNoDeployment = errors.New("route: no deployment")
-
-// Off turns off the Options share or count it is assigned to (Exploration,
-// Band, ColdProbes, ColdShare), whose zero value means the default: any
-// negative value does, and Off names it. A config file spells it "off".
-const Off = -1
-
-// Defaults for the zero fields of Options.
+// Defaults for the zero fields of route.Options; the fields' comments
+// and docs/CONFIG.md state the same values.
 const (
-	// DefaultExploration caps the share of picks that explore: 20%. Far
+	// defaultExploration caps the share of picks that explore: 20%. Far
 	// fewer do in a steady fleet (a pick explores a deployment with the
-	// chance that it would now lead, see Options.Exploration); the cap binds
+	// chance that it would now lead, see route.Options.Exploration); the cap binds
 	// at low traffic, when a demoted leader is re-measured every 10 to 20 s.
-	DefaultExploration = 0.2
-	// DefaultBand is the relative score distance of near-equal candidates: 5%.
-	DefaultBand = 0.05
-	// DefaultColdProbes is the number of cold probes per deployment per
+	defaultExploration = 0.2
+	// defaultBand is the relative score distance of near-equal candidates: 5%.
+	defaultBand = 0.05
+	// defaultColdProbes is the number of cold probes per deployment per
 	// ColdProbeInterval: measure.DefaultMinSamples, so that a cold deployment
 	// can collect the samples that make its Estimate OK (and it comparable
 	// with warm ones) within one interval, when traffic allows: at the
 	// default ColdShare that takes 33 picks per interval (3.3/s) for one cold
 	// deployment.
-	DefaultColdProbes = measure.DefaultMinSamples
-	// DefaultColdShare is the share of a ColdProbeInterval's picks that may
+	defaultColdProbes = measure.DefaultMinSamples
+	// defaultColdShare is the share of a ColdProbeInterval's picks that may
 	// be cold probes beyond each deployment's first: 25%. Higher lets a cold
 	// deployment catch up sooner at low traffic but sends more calls to
 	// unmeasured deployments; at 25% the warm ones keep about three calls in
 	// four once every cold deployment had its first probe of the interval.
-	DefaultColdShare = 0.25
-	// DefaultColdProbeInterval is the window cold probes are counted over.
-	DefaultColdProbeInterval = 10 * time.Second
-	// DefaultHalfOpenProbeInterval is the least time between two picks that
+	defaultColdShare = 0.25
+	// defaultColdProbeInterval is the window cold probes are counted over.
+	defaultColdProbeInterval = 10 * time.Second
+	// defaultHalfOpenProbeInterval is the least time between two picks that
 	// put the same half-open deployment first: 1 s.
-	DefaultHalfOpenProbeInterval = time.Second
-	// DefaultAffinityTTL is how long a cache key stays with its deployment:
+	defaultHalfOpenProbeInterval = time.Second
+	// defaultAffinityTTL is how long a cache key stays with its deployment:
 	// about as long as providers keep a prompt prefix cached.
-	DefaultAffinityTTL = 5 * time.Minute
-	// DefaultAffinityEntries is the number of cache keys remembered.
-	DefaultAffinityEntries = 10000
+	defaultAffinityTTL = 5 * time.Minute
+	// defaultAffinityEntries is the number of cache keys remembered.
+	defaultAffinityEntries = 10000
 )
-
-// Options configures a Picker. A zero Options consists entirely of default
-// values: every deployment healthy, Throughput, LatencyTTFT, TTFT read at
-// P95 and TPS at P50, no SLO, exploration capped at 20% of picks, a 5% band, up to 10 cold
-// probes per deployment per 10 s within a 25% share of the picks (but at
-// least one per deployment), a half-open probe per deployment at most every 1 s,
-// and a 5-minute cache affinity over at most 10,000 keys.
-type Options struct {
-	// Policy is the default ordering; zero means Throughput.
-	Policy Policy
-	// LatencyMetric is what Latency minimises by default; zero means LatencyTTFT.
-	LatencyMetric LatencyMetric
-	// Scorer, when not nil, replaces Policy as the default ordering.
-	Scorer Scorer
-	// TTFTPercentile is the TTFT percentile blended with the EWMA; zero means P95.
-	TTFTPercentile Percentile
-	// TPSPercentile is the TPS percentile blended with the EWMA; zero means P50.
-	TPSPercentile Percentile
-	// SLO applies to every request; a Request's SLO fields override it.
-	SLO SLO
-	// Exploration caps, in [0,1], the share of picks that explore: put first
-	// a healthy deployment of the leading model other than the best, warm
-	// (cold ones have cold probes), compliant with the SLO or not, to
-	// re-measure it. A pick explores each such deployment with the chance
-	// that it would now lead, Thompson-style: its gap to the leader (score,
-	// or distance from the SLO) against their uncertainty, which grows with
-	// the time since its newest sample; a deployment that led within the
-	// last 10 minutes is also judged, more likely the longer it goes
-	// unseen, at its best remembered level (the package documentation,
-	// Exploration, has the rule). Zero means DefaultExploration (20%); Off
-	// (any negative value) disables exploration.
-	Exploration float64
-	// Band is the relative score distance, in [0,1], within which candidates
-	// count as near-equal; the first place is then drawn among them, weighted by
-	// Deployment.Weight, so callers do not herd onto one deployment.
-	// Zero means DefaultBand (5%); Off (any negative value) always takes the
-	// best.
-	Band float64
-	// ColdProbes is at most how many picks per ColdProbeInterval put one cold
-	// deployment (one whose Estimate is not OK) first, per configured
-	// deployment, within ColdShare. Zero means DefaultColdProbes (10, the
-	// samples measure needs by default); Off (any negative value) disables
-	// cold probes (cold deployments then only go behind warm ones).
-	ColdProbes int
-	// ColdProbeInterval is the window ColdProbes and ColdShare count over;
-	// zero means DefaultColdProbeInterval (10 s).
-	ColdProbeInterval time.Duration
-	// ColdShare caps, in [0,1], the share of the picks in a ColdProbeInterval
-	// (all picks of the Picker, whatever the model) that are cold probes, so
-	// that probing follows the traffic: a deployment's first probe of an
-	// interval is always given, so a cold deployment gets its first sample
-	// quickly at any traffic, and counts; a further probe is given only while
-	// the interval's probes other than its first are fewer than ColdShare
-	// times its picks, this one included. Over an interval of K picks with D
-	// cold deployments there are thus at most ceil(ColdShare*K)+D probes.
-	// The cap protects measured traffic, so it applies to picks that a warm
-	// deployment leads: when every leading candidate is cold, a probe takes
-	// no call from a measured one, and only ColdProbes limits it (it is not
-	// counted in the share).
-	// Zero means DefaultColdShare (25%); Off (any negative value) removes the
-	// share cap (ColdProbes alone limits probes).
-	ColdShare float64
-	// HalfOpenProbeInterval is the least time between two picks that put the
-	// same half-open deployment (Status.Breaker == BreakerHalfOpen) first, as
-	// a probe: a half-open breaker lets a probe through and closes again only
-	// when it succeeds, yet ranks behind every closed deployment, so without
-	// probes it would never get the call it needs. A deployment is probed
-	// whatever its score (the breaker decides), but only when a healthy,
-	// compliant deployment of the same model leads, it complies with the SLO
-	// itself, the request has no cache-affinity hit and allows fallbacks
-	// (a probe that fails, or that the breaker turns away because another
-	// probe is in flight, fails over to the next deployment). Zero means
-	// DefaultHalfOpenProbeInterval (1 s); a negative value disables these
-	// probes (half-open deployments then only go behind closed ones).
-	HalfOpenProbeInterval time.Duration
-	// AffinityTTL is how long a cache key stays with the deployment that served
-	// it; zero means DefaultAffinityTTL, a negative value disables affinity.
-	AffinityTTL time.Duration
-	// AffinityEntries caps the cache keys remembered; the least recently
-	// served go first, and every entry is released at its TTL. An entry
-	// holds a 64-bit hash of its key, never the key (about 100 bytes each,
-	// whatever the key's length). Zero means DefaultAffinityEntries.
-	AffinityEntries int
-	// Seed seeds the picks' random draws, so tests are deterministic; zero
-	// means a random seed.
-	Seed uint64
-}
-
-// Stats counts what a Picker did since it was made. It is a snapshot value,
-// safe for concurrent reads. It marshals to JSON with snake_case names.
-type Stats struct {
-	Picks          uint64 `json:"picks"`            // Pick calls that returned a Plan
-	NoDeployment   uint64 `json:"no_deployment"`    // Pick calls that returned ErrNoDeployment
-	AffinityHits   uint64 `json:"affinity_hits"`    // picks that put the cache key's deployment first
-	AffinityMisses uint64 `json:"affinity_misses"`  // picks with a CacheKey and no live entry
-	AffinityBroken uint64 `json:"affinity_broken"`  // picks whose cache key's deployment was unhealthy, off-SLO, expired or not eligible
-	ColdProbes     uint64 `json:"cold_probes"`      // picks that put a cold deployment first
-	Explorations   uint64 `json:"explorations"`     // picks that put a deployment first to re-measure it (Options.Exploration)
-	BandPicks      uint64 `json:"band_picks"`       // picks whose first place was drawn among near-equal candidates and was not the top score
-	HalfOpenProbes uint64 `json:"half_open_probes"` // picks that put a half-open deployment first (Options.HalfOpenProbeInterval)
-}
 
 // Picker orders deployments for each call. It is safe for concurrent use;
 // Pick never blocks and reads the Source and Health once per candidate.
 type Picker struct {
-	ds       []Deployment
+	ds       []route.Deployment
 	keys     []measure.Key // precomputed; a wildcard's Model is "*"
 	meta     []meta        // precomputed per deployment, parallel to ds
 	byModel  map[string][]int32
@@ -198,10 +84,10 @@ type Picker struct {
 	provs    map[string]struct{}
 	regions  map[string]struct{}
 	src      Source
-	health   Health                 // nil: every deployment healthy
+	health   route.Health           // nil: every deployment healthy
 	hsrc     HandleSource           // src, when it hands out handles
 	handles  []atomic.Pointer[hbox] // per deployment: its resolved handle; nil none yet
-	opts     Options
+	opts     route.Options
 	seed     uint64
 	coldMax  int64
 	coldWin  int64
@@ -241,19 +127,20 @@ type meta struct {
 	revised  bool    // Deployment.Revision is set
 }
 
-// NewPicker returns a Picker over ds, reading statistics from src (nil means
+// New returns a Picker over ds, reading statistics from src (nil means
 // none: every deployment stays cold) and breaker and limiter state from
 // health (nil means every deployment is healthy). ds is copied. It returns a
-// *DeploymentError (matching ErrInvalidDeployment) naming the first invalid
-// field, or a duplicate Key, and an error for out-of-range Options.
-func NewPicker(ds []Deployment, src Source, health Health, opts Options) (*Picker, error) {
+// *route.DeploymentError (matching route.ErrInvalidDeployment) naming the
+// first invalid field, or a duplicate Key, and an error for out-of-range
+// route.Options (zero fields take the defaults above).
+func New(ds []route.Deployment, src Source, health route.Health, opts route.Options) (*Picker, error) {
 	if len(ds) == 0 {
-		return nil, fmt.Errorf("%w: no deployments", ErrInvalidDeployment)
+		return nil, fmt.Errorf("%w: no deployments", route.ErrInvalidDeployment)
 	}
 	if len(ds) > math.MaxInt32 {
-		return nil, fmt.Errorf("%w: too many deployments", ErrInvalidDeployment)
+		return nil, fmt.Errorf("%w: too many deployments", route.ErrInvalidDeployment)
 	}
-	if err := opts.resolve(); err != nil {
+	if err := resolve(&opts); err != nil {
 		return nil, err
 	}
 	p := &Picker{
@@ -288,18 +175,18 @@ func NewPicker(ds []Deployment, src Source, health Health, opts Options) (*Picke
 	for i := range p.ds {
 		d := &p.ds[i]
 		if err := d.Validate(); err != nil {
-			de := err.(*DeploymentError)
+			de := err.(*route.DeploymentError)
 			de.Index = i
 			return nil, de
 		}
 		k := d.Key()
 		if j, dup := seen[k]; dup {
-			return nil, &DeploymentError{Index: i, Key: k.String(), Field: "Key",
+			return nil, &route.DeploymentError{Index: i, Key: k.String(), Field: "Key",
 				Reason: fmt.Sprintf("duplicate of deployment %d (same Provider, Region, Model and Revision)", j)}
 		}
 		seen[k] = i
 		if d.IsWildcard() {
-			k.Model = Wildcard // replaced by the requested model per pick
+			k.Model = route.Wildcard // replaced by the requested model per pick
 			p.wild = append(p.wild, int32(i))
 		} else {
 			p.byModel[d.Model] = append(p.byModel[d.Model], int32(i))
@@ -317,51 +204,51 @@ func NewPicker(ds []Deployment, src Source, health Health, opts Options) (*Picke
 	return p, nil
 }
 
-func (o *Options) resolve() error {
+func resolve(o *route.Options) error {
 	var err error
-	if o.Policy > Cost {
+	if o.Policy > route.Cost {
 		return fmt.Errorf("route: Options.Policy: unknown policy %d", o.Policy)
 	}
-	o.Policy = cmp.Or(o.Policy, Throughput)
-	o.LatencyMetric = cmp.Or(o.LatencyMetric, LatencyTTFT)
-	o.TTFTPercentile = cmp.Or(o.TTFTPercentile, P95)
-	o.TPSPercentile = cmp.Or(o.TPSPercentile, P50)
-	if o.Exploration, err = share("Exploration", o.Exploration, DefaultExploration); err != nil {
+	o.Policy = cmp.Or(o.Policy, route.Throughput)
+	o.LatencyMetric = cmp.Or(o.LatencyMetric, route.LatencyTTFT)
+	o.TTFTPercentile = cmp.Or(o.TTFTPercentile, route.P95)
+	o.TPSPercentile = cmp.Or(o.TPSPercentile, route.P50)
+	if o.Exploration, err = share("Exploration", o.Exploration, defaultExploration); err != nil {
 		return err
 	}
-	if o.Band, err = share("Band", o.Band, DefaultBand); err != nil {
+	if o.Band, err = share("Band", o.Band, defaultBand); err != nil {
 		return err
 	}
 	if o.ColdProbes == 0 {
-		o.ColdProbes = DefaultColdProbes
+		o.ColdProbes = defaultColdProbes
 	} else if o.ColdProbes < 0 {
 		o.ColdProbes = 0
 	}
-	if o.ColdShare, err = share("ColdShare", o.ColdShare, DefaultColdShare); err != nil {
+	if o.ColdShare, err = share("ColdShare", o.ColdShare, defaultColdShare); err != nil {
 		return err
 	}
 	if o.ColdProbeInterval <= 0 {
-		o.ColdProbeInterval = DefaultColdProbeInterval
+		o.ColdProbeInterval = defaultColdProbeInterval
 	}
 	if o.HalfOpenProbeInterval == 0 {
-		o.HalfOpenProbeInterval = DefaultHalfOpenProbeInterval
+		o.HalfOpenProbeInterval = defaultHalfOpenProbeInterval
 	} else if o.HalfOpenProbeInterval < 0 {
 		o.HalfOpenProbeInterval = 0
 	}
-	o.AffinityTTL = cmp.Or(o.AffinityTTL, DefaultAffinityTTL)
+	o.AffinityTTL = cmp.Or(o.AffinityTTL, defaultAffinityTTL)
 	if o.AffinityEntries <= 0 {
-		o.AffinityEntries = DefaultAffinityEntries
+		o.AffinityEntries = defaultAffinityEntries
 	}
 	return nil
 }
 
 // Deployments returns a copy of the configured deployments, in the order given.
-func (p *Picker) Deployments() []Deployment { return slices.Clone(p.ds) }
+func (p *Picker) Deployments() []route.Deployment { return slices.Clone(p.ds) }
 
 // Stats returns the Picker's counters.
-func (p *Picker) Stats() Stats {
+func (p *Picker) Stats() route.Stats {
 	c := &p.counters
-	return Stats{
+	return route.Stats{
 		Picks: c[cPicks].Load(), NoDeployment: c[cNoDeployment].Load(),
 		AffinityHits: c[cAffinityHits].Load(), AffinityMisses: c[cAffinityMisses].Load(),
 		AffinityBroken: c[cAffinityBroken].Load(), ColdProbes: c[cColdProbes].Load(),
@@ -384,7 +271,7 @@ func (p *Picker) Served(cacheKey string, k measure.Key, now time.Time) {
 }
 
 // Pick is PickAt(r, time.Now()).
-func (p *Picker) Pick(r Request) (Plan, error) { return p.PickAt(r, time.Now()) }
+func (p *Picker) Pick(r route.Request) (route.Plan, error) { return p.PickAt(r, time.Now()) }
 
 // PickAt orders the deployments that can serve r as seen at now. It reads
 // each candidate's statistics and health once and never blocks. It returns an
@@ -393,16 +280,16 @@ func (p *Picker) Pick(r Request) (Plan, error) { return p.PickAt(r, time.Now()) 
 // r.Pin matches no candidate, else an error saying what the pins, the price
 // cap or the SLO left out; the Plan then still lists in Excluded what a
 // strict SLO or open breakers left out.
-func (p *Picker) PickAt(r Request, now time.Time) (Plan, error) {
+func (p *Picker) PickAt(r route.Request, now time.Time) (route.Plan, error) {
 	s := p.scratch.Get().(*scratch)
 	defer p.scratch.Put(s)
 	pin, only := r.Pin, r.NoFallbacks
-	if pin != (Pin{}) {
+	if pin != (route.Pin{}) {
 		r.NoFallbacks = false // the pin decides the first; applyPin trims
 	}
 	plan, err := p.pick(s, &r, now)
-	s.req, s.scorer = Request{}, nil // drop references to the caller's slices and Scorer
-	if pin != (Pin{}) && (err == nil || len(plan.Excluded) > 0) {
+	s.req, s.scorer = route.Request{}, nil // drop references to the caller's slices and Scorer
+	if pin != (route.Pin{}) && (err == nil || len(plan.Excluded) > 0) {
 		// A pinned deployment left out (open breaker, strict SLO) is still
 		// the caller's explicit choice: applyPin honours it.
 		plan, err = applyPin(plan, pin, only)
@@ -415,7 +302,7 @@ func (p *Picker) PickAt(r Request, now time.Time) (Plan, error) {
 	return plan, nil
 }
 
-func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
+func (p *Picker) pick(s *scratch, r *route.Request, now time.Time) (route.Plan, error) {
 	s.req = *r
 	req := &s.req
 	s.items, s.ranks, s.order, s.models = s.items[:0], s.ranks[:0], s.order[:0], s.models[:0]
@@ -423,22 +310,22 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 	if p.hsrc != nil && len(s.derived) != len(p.ds) {
 		s.derived = make([]derived, len(p.ds))
 	}
-	if req.Policy > Cost || req.LatencyMetric > LatencyCompletion {
-		return Plan{}, fmt.Errorf("route: Request: unknown Policy %d or LatencyMetric %d", req.Policy, req.LatencyMetric)
+	if req.Policy > route.Cost || req.LatencyMetric > route.LatencyCompletion {
+		return route.Plan{}, fmt.Errorf("route: Request: unknown Policy %d or LatencyMetric %d", req.Policy, req.LatencyMetric)
 	}
 	scorer, policyName := p.defaults(req, r.Policy == 0)
-	slo := req.SLO.merge(p.opts.SLO)
+	slo := rk.Merge(req.SLO, p.opts.SLO)
 	// Cost needs no samples: prices are known up front, so cold deployments
 	// are ordered by expected cost too (see chooseFirst).
-	s.costly = scorer == nil && req.Policy == Cost
+	s.costly = scorer == nil && req.Policy == route.Cost
 	checkSLO := slo.MaxTTFT > 0 || slo.MinTPS > 0 || slo.MaxPrice > 0 || slo.MaxErrorRate > 0
 	in, out := float64(req.ExpectedInputTokens), float64(req.ExpectedOutputTokens)
 
 	if err := p.checkPins(req); err != nil {
-		return Plan{Policy: policyName}, err
+		return route.Plan{Policy: policyName}, err
 	}
 	if err := p.resolveModels(s); err != nil {
-		return Plan{Policy: policyName}, err
+		return route.Plan{Policy: policyName}, err
 	}
 
 	// Candidates, in model order.
@@ -447,7 +334,7 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 		p.collect(s, req, p.wild, mi)
 	}
 	if len(s.items) == 0 {
-		return Plan{Policy: policyName}, p.noDeployment(req, s.models)
+		return route.Plan{Policy: policyName}, p.noDeployment(req, s.models)
 	}
 
 	// Statistics, then score, classify and rank.
@@ -461,7 +348,7 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 	if len(s.ranks) == 0 {
 		plan := p.materialize(s, policyName)
 		return plan, fmt.Errorf("%w: all %d deployments of %s are excluded (%s)",
-			ErrNoDeployment, len(s.items), modelList(s.models), plan.Excluded[0].Reason)
+			route.ErrNoDeployment, len(s.items), modelList(s.models), plan.Excluded[0].Reason)
 	}
 	// Scores and ties are never NaN (clamped), so plain comparisons order
 	// them totally.
@@ -486,7 +373,7 @@ func (p *Picker) pick(s *scratch, r *Request, now time.Time) (Plan, error) {
 // orders it (nil: the built-in Policy; the Options' Scorer only when the
 // request named no Policy, as noPolicy says) and the policy's name for the
 // Plan.
-func (p *Picker) defaults(req *Request, noPolicy bool) (Scorer, string) {
+func (p *Picker) defaults(req *route.Request, noPolicy bool) (route.Scorer, string) {
 	if req.Policy == 0 {
 		req.Policy = p.opts.Policy
 	}
@@ -494,10 +381,10 @@ func (p *Picker) defaults(req *Request, noPolicy bool) (Scorer, string) {
 		req.LatencyMetric = p.opts.LatencyMetric
 	}
 	if req.ExpectedInputTokens <= 0 {
-		req.ExpectedInputTokens = DefaultExpectedInputTokens
+		req.ExpectedInputTokens = route.DefaultExpectedInputTokens
 	}
 	if req.ExpectedOutputTokens <= 0 {
-		req.ExpectedOutputTokens = DefaultExpectedOutputTokens
+		req.ExpectedOutputTokens = route.DefaultExpectedOutputTokens
 	}
 	scorer := req.Scorer
 	if scorer == nil && noPolicy {
@@ -506,7 +393,7 @@ func (p *Picker) defaults(req *Request, noPolicy bool) (Scorer, string) {
 	switch {
 	case scorer != nil:
 		return scorer, "custom"
-	case req.Policy == Latency && req.LatencyMetric == LatencyCompletion:
+	case req.Policy == route.Latency && req.LatencyMetric == route.LatencyCompletion:
 		return nil, "latency(completion)"
 	}
 	return nil, req.Policy.String()
@@ -515,7 +402,7 @@ func (p *Picker) defaults(req *Request, noPolicy bool) (Scorer, string) {
 // collect appends the deployments idxs of model s.models[mi] that the
 // request's revision, Only, Ignore and Regions pins and PriceCap keep (and,
 // for wildcard deployments, whose Models list admits the model).
-func (p *Picker) collect(s *scratch, req *Request, idxs []int32, mi int) {
+func (p *Picker) collect(s *scratch, req *route.Request, idxs []int32, mi int) {
 	rev := s.models[mi].rev
 	capped := req.PriceCap != (measure.Price{})
 	wild := len(idxs) > 0 && p.meta[idxs[0]].wild // idxs is p.wild
@@ -538,8 +425,8 @@ func (p *Picker) collect(s *scratch, req *Request, idxs []int32, mi int) {
 		if d.Revision != rev ||
 			(len(req.Only) > 0 && !slices.Contains(req.Only, d.Provider)) || slices.Contains(req.Ignore, d.Provider) ||
 			(len(req.Regions) > 0 && !slices.Contains(req.Regions, d.Region)) ||
-			(capped && overCap(&d.Price, &req.PriceCap)) ||
-			(wild && !d.admits(s.models[mi].name)) {
+			(capped && rk.OverCap(&d.Price, &req.PriceCap)) ||
+			(wild && !rk.Admits(d, s.models[mi].name)) {
 			continue
 		}
 		s.items = append(s.items, item{idx: idx, model: int32(mi)})

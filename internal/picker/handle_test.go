@@ -1,4 +1,4 @@
-package route
+package picker
 
 import (
 	"sync"
@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
 )
 
@@ -21,7 +22,7 @@ func sample(ttft time.Duration, tpsv float64) tps.Sample {
 // across a prune that kills the handles and a key recorded again afterwards.
 func TestRegistryHandles(t *testing.T) {
 	var _ HandleSource = (*measure.Registry)(nil)
-	ds := []Deployment{dep("a", "us", "m"), dep("b", "us", "m"), dep("w", "us", Wildcard)}
+	ds := []route.Deployment{dep("a", "us", "m"), dep("b", "us", "m"), dep("w", "us", route.Wildcard)}
 	reg := measure.NewRegistry(measure.Options{MinSamples: 1, TTL: time.Minute})
 	o := strictOrder()
 	o.ColdProbes = -1 // cold deployments only go behind warm ones
@@ -29,8 +30,8 @@ func TestRegistryHandles(t *testing.T) {
 	viaEstimate := newPicker(t, ds, estimateOnly{reg}, o)
 	check := func(t *testing.T, now time.Time, first string) {
 		t.Helper()
-		h := mustPick(t, viaHandles, Request{Model: "m"}, now)
-		e := mustPick(t, viaEstimate, Request{Model: "m"}, now)
+		h := mustPick(t, viaHandles, route.Request{Model: "m"}, now)
+		e := mustPick(t, viaEstimate, route.Request{Model: "m"}, now)
 		assert.Equal(t, e.Explain(), h.Explain(), "handles and Estimate agree")
 		if first != "" { // all cold: a weighted draw, equal for equal seeds
 			assert.Equal(t, first, h.Deployments[0].Key().String(), "first")
@@ -69,9 +70,9 @@ func TestRegistryHandles(t *testing.T) {
 // TestRegistryHandlesRace picks while another goroutine records and prunes,
 // for the race detector.
 func TestRegistryHandlesRace(t *testing.T) {
-	ds := []Deployment{dep("a", "us", "m"), dep("b", "us", "m")}
+	ds := []route.Deployment{dep("a", "us", "m"), dep("b", "us", "m")}
 	reg := measure.NewRegistry(measure.Options{MinSamples: 1, TTL: time.Minute})
-	p := newPicker(t, ds, reg, Options{Seed: 1})
+	p := newPicker(t, ds, reg, route.Options{Seed: 1})
 	var wg sync.WaitGroup
 	wg.Add(3)
 	go func() {
@@ -89,7 +90,7 @@ func TestRegistryHandlesRace(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for i := range 3000 {
-			plan, err := p.PickAt(Request{Model: "m"}, t0.Add(time.Duration(i)*time.Second))
+			plan, err := p.PickAt(route.Request{Model: "m"}, t0.Add(time.Duration(i)*time.Second))
 			if err != nil || len(plan.Deployments) != 2 {
 				t.Errorf("pick %d: %v, %d deployments", i, err, len(plan.Deployments))
 				return

@@ -1,4 +1,4 @@
-package route
+package picker
 
 import (
 	"cmp"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/route"
 )
 
 // fleet: three warm deployments of "llama" with distinct profiles.
@@ -18,7 +19,7 @@ import (
 //	fast:  ttft 0.80s, tps 300, $0.90/M out  -> best throughput, worst TTFT
 //	snappy: ttft 0.10s, tps 50,  $0.60/M out -> best TTFT, slow generation
 //	cheap: ttft 0.40s, tps 120, $0.20/M out  -> cheapest
-func fleet() ([]Deployment, *fakeSource) {
+func fleet() ([]route.Deployment, *fakeSource) {
 	fast, snappy, cheap := dep("fast", "us", "llama"), dep("snappy", "us", "llama"), dep("cheap", "eu", "llama")
 	fast.Price = measure.Price{Input: 0.5, Output: 0.9}
 	snappy.Price = measure.Price{Input: 0.5, Output: 0.6}
@@ -27,33 +28,33 @@ func fleet() ([]Deployment, *fakeSource) {
 	src.set(fast.Key(), warm(0.8, 300))
 	src.set(snappy.Key(), warm(0.1, 50))
 	src.set(cheap.Key(), warm(0.4, 120))
-	return []Deployment{fast, snappy, cheap}, src
+	return []route.Deployment{fast, snappy, cheap}, src
 }
 
 func TestPolicyOrder(t *testing.T) {
 	tests := []struct {
 		name string
-		opts Options
-		req  Request
+		opts route.Options
+		req  route.Request
 		want []string
 	}{
-		{"throughput default", Options{}, Request{Model: "llama"},
+		{"throughput default", route.Options{}, route.Request{Model: "llama"},
 			[]string{"fast/us/llama", "cheap/eu/llama", "snappy/us/llama"}},
-		{"latency ttft", Options{Policy: Latency}, Request{Model: "llama"},
+		{"latency ttft", route.Options{Policy: route.Latency}, route.Request{Model: "llama"},
 			[]string{"snappy/us/llama", "cheap/eu/llama", "fast/us/llama"}},
 		// completion with 1000 tokens: fast 0.8+3.33=4.1s, cheap 0.4+8.3=8.7s, snappy 0.1+20=20.1s
-		{"latency completion", Options{Policy: Latency, LatencyMetric: LatencyCompletion}, Request{Model: "llama", ExpectedOutputTokens: 1000},
+		{"latency completion", route.Options{Policy: route.Latency, LatencyMetric: route.LatencyCompletion}, route.Request{Model: "llama", ExpectedOutputTokens: 1000},
 			[]string{"fast/us/llama", "cheap/eu/llama", "snappy/us/llama"}},
-		{"latency completion per request", Options{Policy: Latency}, Request{Model: "llama", LatencyMetric: LatencyCompletion, ExpectedOutputTokens: 1000},
+		{"latency completion per request", route.Options{Policy: route.Latency}, route.Request{Model: "llama", LatencyMetric: route.LatencyCompletion, ExpectedOutputTokens: 1000},
 			[]string{"fast/us/llama", "cheap/eu/llama", "snappy/us/llama"}},
 		// completion with 1 token: TTFT dominates
-		{"latency completion short", Options{Policy: Latency, LatencyMetric: LatencyCompletion}, Request{Model: "llama", ExpectedOutputTokens: 1},
+		{"latency completion short", route.Options{Policy: route.Latency, LatencyMetric: route.LatencyCompletion}, route.Request{Model: "llama", ExpectedOutputTokens: 1},
 			[]string{"snappy/us/llama", "cheap/eu/llama", "fast/us/llama"}},
-		{"cost", Options{Policy: Cost}, Request{Model: "llama"},
+		{"cost", route.Options{Policy: route.Cost}, route.Request{Model: "llama"},
 			[]string{"cheap/eu/llama", "snappy/us/llama", "fast/us/llama"}},
-		{"request overrides policy", Options{Policy: Cost}, Request{Model: "llama", Policy: Latency},
+		{"request overrides policy", route.Options{Policy: route.Cost}, route.Request{Model: "llama", Policy: route.Latency},
 			[]string{"snappy/us/llama", "cheap/eu/llama", "fast/us/llama"}},
-		{"cost among slo-compliant", Options{Policy: Cost}, Request{Model: "llama", SLO: SLO{MinTPS: 200}},
+		{"cost among slo-compliant", route.Options{Policy: route.Cost}, route.Request{Model: "llama", SLO: route.SLO{MinTPS: 200}},
 			[]string{"fast/us/llama", "cheap/eu/llama", "snappy/us/llama"}},
 	}
 	for _, tt := range tests {
@@ -64,9 +65,9 @@ func TestPolicyOrder(t *testing.T) {
 			p := newPicker(t, ds, src, o)
 			plan := mustPick(t, p, tt.req, t0)
 			equal(t, order(plan), tt.want, "order")
-			equal(t, plan.Deployments[0].Reason, ReasonBest, "first reason")
+			equal(t, plan.Deployments[0].Reason, route.ReasonBest, "first reason")
 			for _, c := range plan.Deployments[1:] {
-				if c.Reason != ReasonRanked && c.Reason != ReasonSLO {
+				if c.Reason != route.ReasonRanked && c.Reason != route.ReasonSLO {
 					t.Errorf("%s reason = %q", c.Key(), c.Reason)
 				}
 			}
@@ -76,7 +77,7 @@ func TestPolicyOrder(t *testing.T) {
 
 func TestCostTiesGoToThroughput(t *testing.T) {
 	a, b, c := dep("a", "", "m"), dep("b", "", "m"), dep("c", "", "m")
-	for _, d := range []*Deployment{&a, &b, &c} {
+	for _, d := range []*route.Deployment{&a, &b, &c} {
 		d.Price = measure.Price{Input: 1, Output: 2}
 	}
 	c.Price.Output = 3
@@ -85,17 +86,17 @@ func TestCostTiesGoToThroughput(t *testing.T) {
 	src.set(b.Key(), warm(0.2, 160))
 	src.set(c.Key(), warm(0.2, 900))
 	o := strictOrder()
-	o.Policy = Cost
-	p := newPicker(t, []Deployment{a, b, c}, src, o)
-	plan := mustPick(t, p, Request{Model: "m"}, t0)
+	o.Policy = route.Cost
+	p := newPicker(t, []route.Deployment{a, b, c}, src, o)
+	plan := mustPick(t, p, route.Request{Model: "m"}, t0)
 	equal(t, order(plan), []string{"b//m", "a//m", "c//m"}, "order")
 	equal(t, plan.Deployments[0].Cost, (1000*1.0+250*2.0)/1e6, "expected cost")
 
 	// With the default band, equal costs with different TPS still go to throughput.
 	o.Band = 0
-	p = newPicker(t, []Deployment{a, b, c}, src, o)
+	p = newPicker(t, []route.Deployment{a, b, c}, src, o)
 	for range 50 {
-		equal(t, mustPick(t, p, Request{Model: "m"}, t0).Deployments[0].Key().Provider, "b", "first")
+		equal(t, mustPick(t, p, route.Request{Model: "m"}, t0).Deployments[0].Key().Provider, "b", "first")
 	}
 }
 
@@ -104,8 +105,8 @@ func TestBlendIsPessimistic(t *testing.T) {
 		name       string
 		e          measure.Estimate
 		ok         bool
-		ttftAt     Percentile
-		tpsAt      Percentile
+		ttftAt     route.Percentile
+		tpsAt      route.Percentile
 		ttft, tps  float64
 		warm, tOK  bool
 		tpsOK      bool
@@ -114,8 +115,8 @@ func TestBlendIsPessimistic(t *testing.T) {
 	}{
 		{"ewma shows degradation", measure.Estimate{TTFTP95: 0.5, TTFTEWMA: 2, TPSP50: 100, TPSEWMA: 20, Samples: 9, OK: true}, true, 0, 0, 2, 20, true, true, true, 0, 9},
 		{"percentile more pessimistic", measure.Estimate{TTFTP95: 3, TTFTEWMA: 1, TPSP50: 10, TPSEWMA: 50, OK: true}, true, 0, 0, 3, 10, true, true, true, 0, 0},
-		{"p50 ttft", measure.Estimate{TTFTP50: 0.3, TTFTP95: 3, TTFTEWMA: 0.2, TPSP50: 10, OK: true}, true, P50, 0, 0.3, 10, true, true, true, 0, 0},
-		{"p95 tps", measure.Estimate{TTFTP95: 1, TPSP50: 10, TPSP95: 30, OK: true}, true, 0, P95, 1, 30, true, true, true, 0, 0},
+		{"p50 ttft", measure.Estimate{TTFTP50: 0.3, TTFTP95: 3, TTFTEWMA: 0.2, TPSP50: 10, OK: true}, true, route.P50, 0, 0.3, 10, true, true, true, 0, 0},
+		{"p95 tps", measure.Estimate{TTFTP95: 1, TPSP50: 10, TPSP95: 30, OK: true}, true, 0, route.P95, 1, 30, true, true, true, 0, 0},
 		{"not ok", measure.Estimate{TTFTP95: 1, TPSP50: 10}, true, 0, 0, 1, 10, false, true, true, 0, 0},
 		{"not found", measure.Estimate{}, false, 0, 0, 0, 0, false, false, false, 0, 0},
 		{"NaN and Inf ignored", measure.Estimate{TTFTP95: nan(), TTFTEWMA: inf(), TPSP50: -1, TPSEWMA: nan(), ErrorRate: nan(), OK: true}, true, 0, 0, 0, 0, false, false, false, 0, 0},
@@ -123,7 +124,7 @@ func TestBlendIsPessimistic(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			x := Blend(tt.e, tt.ok, tt.ttftAt, tt.tpsAt)
+			x := route.Blend(tt.e, tt.ok, tt.ttftAt, tt.tpsAt)
 			equal(t, x.TTFT, tt.ttft, "TTFT")
 			equal(t, x.TPS, tt.tps, "TPS")
 			equal(t, x.OK, tt.warm, "OK")
@@ -138,31 +139,31 @@ func TestBlendIsPessimistic(t *testing.T) {
 func TestSLO(t *testing.T) {
 	tests := []struct {
 		name     string
-		opts     SLO
-		req      SLO
+		opts     route.SLO
+		req      route.SLO
 		want     []string
 		excluded []string
-		viol     map[string]Violation
+		viol     map[string]route.Violation
 		err      bool
 	}{
-		{"ttft demotes the fastest", SLO{}, SLO{MaxTTFT: 500 * time.Millisecond},
+		{"ttft demotes the fastest", route.SLO{}, route.SLO{MaxTTFT: 500 * time.Millisecond},
 			[]string{"cheap/eu/llama", "snappy/us/llama", "fast/us/llama"}, nil,
-			map[string]Violation{"fast/us/llama": ViolatesTTFT}, false},
-		{"min tps", SLO{}, SLO{MinTPS: 100},
+			map[string]route.Violation{"fast/us/llama": route.ViolatesTTFT}, false},
+		{"min tps", route.SLO{}, route.SLO{MinTPS: 100},
 			[]string{"fast/us/llama", "cheap/eu/llama", "snappy/us/llama"}, nil,
-			map[string]Violation{"snappy/us/llama": ViolatesTPS}, false},
-		{"max price from options", SLO{MaxPrice: 0.7}, SLO{},
+			map[string]route.Violation{"snappy/us/llama": route.ViolatesTPS}, false},
+		{"max price from options", route.SLO{MaxPrice: 0.7}, route.SLO{},
 			[]string{"cheap/eu/llama", "snappy/us/llama", "fast/us/llama"}, nil,
-			map[string]Violation{"fast/us/llama": ViolatesPrice}, false},
-		{"request field overrides options", SLO{MaxPrice: 0.1}, SLO{MaxPrice: 0.7},
+			map[string]route.Violation{"fast/us/llama": route.ViolatesPrice}, false},
+		{"request field overrides options", route.SLO{MaxPrice: 0.1}, route.SLO{MaxPrice: 0.7},
 			[]string{"cheap/eu/llama", "snappy/us/llama", "fast/us/llama"}, nil,
-			map[string]Violation{"fast/us/llama": ViolatesPrice}, false},
-		{"strict drops", SLO{}, SLO{MaxTTFT: 500 * time.Millisecond, MinTPS: 100, Strict: true},
+			map[string]route.Violation{"fast/us/llama": route.ViolatesPrice}, false},
+		{"strict drops", route.SLO{}, route.SLO{MaxTTFT: 500 * time.Millisecond, MinTPS: 100, Strict: true},
 			[]string{"cheap/eu/llama"}, []string{"fast/us/llama", "snappy/us/llama"},
-			map[string]Violation{"fast/us/llama": ViolatesTTFT, "snappy/us/llama": ViolatesTPS}, false},
-		{"strict from options", SLO{Strict: true}, SLO{MinTPS: 100},
+			map[string]route.Violation{"fast/us/llama": route.ViolatesTTFT, "snappy/us/llama": route.ViolatesTPS}, false},
+		{"strict from options", route.SLO{Strict: true}, route.SLO{MinTPS: 100},
 			[]string{"fast/us/llama", "cheap/eu/llama"}, []string{"snappy/us/llama"}, nil, false},
-		{"strict drops everything", SLO{}, SLO{MinTPS: 1000, Strict: true},
+		{"strict drops everything", route.SLO{}, route.SLO{MinTPS: 1000, Strict: true},
 			nil, []string{"fast/us/llama", "snappy/us/llama", "cheap/eu/llama"}, nil, true},
 	}
 	for _, tt := range tests {
@@ -171,12 +172,12 @@ func TestSLO(t *testing.T) {
 			o := strictOrder()
 			o.SLO = tt.opts
 			p := newPicker(t, ds, src, o)
-			plan, err := p.PickAt(Request{Model: "llama", SLO: tt.req}, t0)
+			plan, err := p.PickAt(route.Request{Model: "llama", SLO: tt.req}, t0)
 			if tt.err {
-				if !errors.Is(err, ErrNoDeployment) {
+				if !errors.Is(err, route.ErrNoDeployment) {
 					t.Fatalf("err = %v, want ErrNoDeployment", err)
 				}
-				containsAll(t, err.Error(), "excluded", ReasonStrictSLO)
+				containsAll(t, err.Error(), "excluded", route.ReasonStrictSLO)
 			} else if err != nil {
 				t.Fatal(err)
 			}
@@ -186,14 +187,14 @@ func TestSLO(t *testing.T) {
 			var ex []string
 			for _, c := range plan.Excluded {
 				ex = append(ex, c.Key().String())
-				equal(t, c.Reason, ReasonStrictSLO, "excluded reason")
+				equal(t, c.Reason, route.ReasonStrictSLO, "excluded reason")
 			}
 			equal(t, ex, tt.excluded, "excluded")
 			for _, c := range append(plan.Deployments, plan.Excluded...) {
 				if v, ok := tt.viol[c.Key().String()]; ok {
 					equal(t, c.Violations, v, c.Key().String()+" violations")
-					if c.Reason != ReasonStrictSLO {
-						equal(t, c.Reason, ReasonSLO, "reason")
+					if c.Reason != route.ReasonStrictSLO {
+						equal(t, c.Reason, route.ReasonSLO, "reason")
 					}
 					equal(t, c.Demoted, true, "Demoted")
 				}
@@ -208,14 +209,14 @@ func TestSLOErrorRate(t *testing.T) {
 	e.ErrorRate = 0.3
 	src.set(ds[0].Key(), e)
 	p := newPicker(t, ds, src, strictOrder())
-	plan := mustPick(t, p, Request{Model: "llama", SLO: SLO{MaxErrorRate: 0.1}}, t0)
+	plan := mustPick(t, p, route.Request{Model: "llama", SLO: route.SLO{MaxErrorRate: 0.1}}, t0)
 	equal(t, order(plan), []string{"cheap/eu/llama", "snappy/us/llama", "fast/us/llama"}, "order")
-	equal(t, plan.Deployments[2].Violations, ViolatesErrorRate, "violations")
+	equal(t, plan.Deployments[2].Violations, route.ViolatesErrorRate, "violations")
 	equal(t, plan.Deployments[2].Violations.String(), "error-rate", "violation string")
 }
 
-func pinFleet() ([]Deployment, *fakeSource) {
-	ds := []Deployment{
+func pinFleet() ([]route.Deployment, *fakeSource) {
+	ds := []route.Deployment{
 		dep("openai", "us", "gpt"),
 		dep("azure", "eu", "gpt"),
 		dep("azure", "us", "gpt"),
@@ -236,28 +237,28 @@ func pinFleet() ([]Deployment, *fakeSource) {
 func TestPins(t *testing.T) {
 	tests := []struct {
 		name string
-		req  Request
+		req  route.Request
 		want []string
 		err  []string // substrings; non-nil means ErrNoDeployment
 	}{
-		{"all unversioned gpt", Request{Model: "gpt"}, []string{"openai/us/gpt", "azure/eu/gpt", "azure/us/gpt"}, nil},
-		{"only", Request{Model: "gpt", Only: []string{"azure"}}, []string{"azure/eu/gpt", "azure/us/gpt"}, nil},
-		{"ignore", Request{Model: "gpt", Ignore: []string{"openai", "nobody"}}, []string{"azure/eu/gpt", "azure/us/gpt"}, nil},
-		{"region set", Request{Model: "gpt", Regions: []string{"eu"}}, []string{"azure/eu/gpt"}, nil},
-		{"region set of two", Request{Model: "gpt", Regions: []string{"eu", "us"}}, []string{"openai/us/gpt", "azure/eu/gpt", "azure/us/gpt"}, nil},
-		{"provider order", Request{Model: "gpt", Providers: []string{"azure"}}, []string{"azure/eu/gpt", "azure/us/gpt", "openai/us/gpt"}, nil},
-		{"provider order two", Request{Model: "llama", Providers: []string{"together", "groq"}}, []string{"together/us/llama", "groq/us/llama"}, nil},
-		{"revision in model", Request{Model: "gpt@2024"}, []string{"openai/us/gpt@2024"}, nil},
-		{"revision field", Request{Model: "gpt", Revision: "2024"}, []string{"openai/us/gpt@2024"}, nil},
-		{"no fallbacks", Request{Model: "gpt", NoFallbacks: true}, []string{"openai/us/gpt"}, nil},
-		{"unknown model", Request{Model: "claude"}, nil, []string{`unknown model "claude"`, "gpt, gpt@2024, llama"}},
-		{"no model", Request{}, nil, []string{"names no model", "gpt, gpt@2024, llama"}},
-		{"unknown provider", Request{Model: "gpt", Only: []string{"anthropic"}}, nil, []string{`unknown provider "anthropic"`, `"azure", "groq", "openai", "together"`}},
-		{"unknown provider in order", Request{Model: "gpt", Providers: []string{"x"}}, nil, []string{`unknown provider "x"`}},
-		{"unknown region", Request{Model: "gpt", Regions: []string{"ap"}}, nil, []string{`unknown region "ap"`, `"eu", "us"`}},
-		{"unknown revision", Request{Model: "gpt@1999"}, nil, []string{`unknown model "gpt@1999"`, "gpt@2024"}},
-		{"pins leave nothing", Request{Model: "llama", Only: []string{"azure"}}, nil, []string{`no deployment of "llama" only [azure]`, "groq/us/llama"}},
-		{"region leaves nothing", Request{Model: "llama", Regions: []string{"eu"}}, nil, []string{"in regions [eu]", "together/us/llama"}},
+		{"all unversioned gpt", route.Request{Model: "gpt"}, []string{"openai/us/gpt", "azure/eu/gpt", "azure/us/gpt"}, nil},
+		{"only", route.Request{Model: "gpt", Only: []string{"azure"}}, []string{"azure/eu/gpt", "azure/us/gpt"}, nil},
+		{"ignore", route.Request{Model: "gpt", Ignore: []string{"openai", "nobody"}}, []string{"azure/eu/gpt", "azure/us/gpt"}, nil},
+		{"region set", route.Request{Model: "gpt", Regions: []string{"eu"}}, []string{"azure/eu/gpt"}, nil},
+		{"region set of two", route.Request{Model: "gpt", Regions: []string{"eu", "us"}}, []string{"openai/us/gpt", "azure/eu/gpt", "azure/us/gpt"}, nil},
+		{"provider order", route.Request{Model: "gpt", Providers: []string{"azure"}}, []string{"azure/eu/gpt", "azure/us/gpt", "openai/us/gpt"}, nil},
+		{"provider order two", route.Request{Model: "llama", Providers: []string{"together", "groq"}}, []string{"together/us/llama", "groq/us/llama"}, nil},
+		{"revision in model", route.Request{Model: "gpt@2024"}, []string{"openai/us/gpt@2024"}, nil},
+		{"revision field", route.Request{Model: "gpt", Revision: "2024"}, []string{"openai/us/gpt@2024"}, nil},
+		{"no fallbacks", route.Request{Model: "gpt", NoFallbacks: true}, []string{"openai/us/gpt"}, nil},
+		{"unknown model", route.Request{Model: "claude"}, nil, []string{`unknown model "claude"`, "gpt, gpt@2024, llama"}},
+		{"no model", route.Request{}, nil, []string{"names no model", "gpt, gpt@2024, llama"}},
+		{"unknown provider", route.Request{Model: "gpt", Only: []string{"anthropic"}}, nil, []string{`unknown provider "anthropic"`, `"azure", "groq", "openai", "together"`}},
+		{"unknown provider in order", route.Request{Model: "gpt", Providers: []string{"x"}}, nil, []string{`unknown provider "x"`}},
+		{"unknown region", route.Request{Model: "gpt", Regions: []string{"ap"}}, nil, []string{`unknown region "ap"`, `"eu", "us"`}},
+		{"unknown revision", route.Request{Model: "gpt@1999"}, nil, []string{`unknown model "gpt@1999"`, "gpt@2024"}},
+		{"pins leave nothing", route.Request{Model: "llama", Only: []string{"azure"}}, nil, []string{`no deployment of "llama" only [azure]`, "groq/us/llama"}},
+		{"region leaves nothing", route.Request{Model: "llama", Regions: []string{"eu"}}, nil, []string{"in regions [eu]", "together/us/llama"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -265,7 +266,7 @@ func TestPins(t *testing.T) {
 			p := newPicker(t, ds, src, strictOrder())
 			plan, err := p.PickAt(tt.req, t0)
 			if tt.err != nil {
-				if !errors.Is(err, ErrNoDeployment) {
+				if !errors.Is(err, route.ErrNoDeployment) {
 					t.Fatalf("err = %v, want ErrNoDeployment", err)
 				}
 				containsAll(t, err.Error(), append([]string{"route: no deployment"}, tt.err...)...)
@@ -282,7 +283,7 @@ func TestPins(t *testing.T) {
 
 func TestModelFallbacks(t *testing.T) {
 	ds, src := pinFleet()
-	wild := dep("router", "us", Wildcard)
+	wild := dep("router", "us", route.Wildcard)
 	wild.Price.Output = 5
 	ds = append(ds, wild)
 	src.set(key("router", "us", "llama"), warm(0.1, 50))
@@ -291,21 +292,21 @@ func TestModelFallbacks(t *testing.T) {
 
 	tests := []struct {
 		name string
-		req  Request
+		req  route.Request
 		want []string
 	}{
-		{"models in order", Request{Models: []string{"llama", "gpt"}},
+		{"models in order", route.Request{Models: []string{"llama", "gpt"}},
 			[]string{"groq/us/llama", "together/us/llama", "router/us/llama", "router/us/gpt", "openai/us/gpt", "azure/eu/gpt", "azure/us/gpt"}},
-		{"model then models, duplicates dropped", Request{Model: "gpt@2024", Models: []string{"llama", "gpt@2024"}, Only: []string{"openai", "groq"}},
+		{"model then models, duplicates dropped", route.Request{Model: "gpt@2024", Models: []string{"llama", "gpt@2024"}, Only: []string{"openai", "groq"}},
 			[]string{"openai/us/gpt@2024", "groq/us/llama"}},
-		{"wildcard serves unknown model", Request{Model: "mistral"}, []string{"router/us/mistral"}},
-		{"wildcard with revision", Request{Model: "mistral@7"}, nil},
+		{"wildcard serves unknown model", route.Request{Model: "mistral"}, []string{"router/us/mistral"}},
+		{"wildcard with revision", route.Request{Model: "mistral@7"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			plan, err := p.PickAt(tt.req, t0)
 			if tt.want == nil {
-				if !errors.Is(err, ErrNoDeployment) {
+				if !errors.Is(err, route.ErrNoDeployment) {
 					t.Fatalf("err = %v, want ErrNoDeployment", err)
 				}
 				return
@@ -316,12 +317,12 @@ func TestModelFallbacks(t *testing.T) {
 			equal(t, order(plan), tt.want, "order")
 		})
 	}
-	plan := mustPick(t, p, Request{Model: "mistral"}, t0)
+	plan := mustPick(t, p, route.Request{Model: "mistral"}, t0)
 	c := plan.Deployments[0]
 	equal(t, c.Deployment.Model, "mistral", "concrete Model")
 	equal(t, c.Deployment.WireModel(), "mistral", "WireModel")
 	equal(t, c.Deployment.Key(), c.Key(), "Key matches Deployment.Key()")
-	equal(t, c.Reason, ReasonColdProbe, "reason for the only, cold candidate")
+	equal(t, c.Reason, route.ReasonColdProbe, "reason for the only, cold candidate")
 }
 
 func TestAffinity(t *testing.T) {
@@ -331,8 +332,8 @@ func TestAffinity(t *testing.T) {
 		name     string
 		served   bool
 		at       time.Duration // pick time after Served
-		health   Status
-		slo      SLO
+		health   route.Status
+		slo      route.SLO
 		first    string
 		reason   string
 		hits     uint64
@@ -340,14 +341,14 @@ func TestAffinity(t *testing.T) {
 		broken   uint64
 		cacheKey string
 	}{
-		{"hit", true, time.Minute, Status{}, SLO{}, "snappy/us/llama", ReasonAffinity, 1, 0, 0, "session-1"},
-		{"miss", false, time.Minute, Status{}, SLO{}, "fast/us/llama", ReasonBest, 0, 1, 0, "session-1"},
-		{"no cache key", true, time.Minute, Status{}, SLO{}, "fast/us/llama", ReasonBest, 0, 0, 0, ""},
-		{"expired", true, 6 * time.Minute, Status{}, SLO{}, "fast/us/llama", ReasonBest, 0, 0, 1, "session-1"},
-		{"half-open breaks it", true, time.Minute, Status{Breaker: BreakerHalfOpen}, SLO{}, "fast/us/llama", ReasonBest, 0, 0, 1, "session-1"},
-		{"open breaks it", true, time.Minute, Status{Breaker: BreakerOpen}, SLO{}, "fast/us/llama", ReasonBest, 0, 0, 1, "session-1"},
-		{"cooling breaks it", true, time.Minute, Status{CoolingUntil: t0.Add(time.Hour)}, SLO{}, "fast/us/llama", ReasonBest, 0, 0, 1, "session-1"},
-		{"slo breaks it", true, time.Minute, Status{}, SLO{MinTPS: 100}, "fast/us/llama", ReasonBest, 0, 0, 1, "session-1"},
+		{"hit", true, time.Minute, route.Status{}, route.SLO{}, "snappy/us/llama", route.ReasonAffinity, 1, 0, 0, "session-1"},
+		{"miss", false, time.Minute, route.Status{}, route.SLO{}, "fast/us/llama", route.ReasonBest, 0, 1, 0, "session-1"},
+		{"no cache key", true, time.Minute, route.Status{}, route.SLO{}, "fast/us/llama", route.ReasonBest, 0, 0, 0, ""},
+		{"expired", true, 6 * time.Minute, route.Status{}, route.SLO{}, "fast/us/llama", route.ReasonBest, 0, 0, 1, "session-1"},
+		{"half-open breaks it", true, time.Minute, route.Status{Breaker: route.BreakerHalfOpen}, route.SLO{}, "fast/us/llama", route.ReasonBest, 0, 0, 1, "session-1"},
+		{"open breaks it", true, time.Minute, route.Status{Breaker: route.BreakerOpen}, route.SLO{}, "fast/us/llama", route.ReasonBest, 0, 0, 1, "session-1"},
+		{"cooling breaks it", true, time.Minute, route.Status{CoolingUntil: t0.Add(time.Hour)}, route.SLO{}, "fast/us/llama", route.ReasonBest, 0, 0, 1, "session-1"},
+		{"slo breaks it", true, time.Minute, route.Status{}, route.SLO{MinTPS: 100}, "fast/us/llama", route.ReasonBest, 0, 0, 1, "session-1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -356,7 +357,7 @@ func TestAffinity(t *testing.T) {
 			if tt.served {
 				p.Served("session-1", slow, t0)
 			}
-			plan := mustPick(t, p, Request{Model: "llama", CacheKey: tt.cacheKey, SLO: tt.slo}, t0.Add(tt.at))
+			plan := mustPick(t, p, route.Request{Model: "llama", CacheKey: tt.cacheKey, SLO: tt.slo}, t0.Add(tt.at))
 			equal(t, plan.Deployments[0].Key().String(), tt.first, "first")
 			equal(t, plan.Deployments[0].Reason, tt.reason, "reason")
 			st := p.Stats()
@@ -371,7 +372,7 @@ func TestAffinityDisabledAndBounded(t *testing.T) {
 	o.AffinityTTL = -1
 	p := newPicker(t, ds, src, o)
 	p.Served("k", ds[1].Key(), t0)
-	equal(t, mustPick(t, p, Request{Model: "llama", CacheKey: "k"}, t0).Deployments[0].Reason, ReasonBest, "disabled affinity")
+	equal(t, mustPick(t, p, route.Request{Model: "llama", CacheKey: "k"}, t0).Deployments[0].Reason, route.ReasonBest, "disabled affinity")
 
 	o = strictOrder()
 	o.AffinityEntries = 64
@@ -384,10 +385,10 @@ func TestAffinityDisabledAndBounded(t *testing.T) {
 	}
 	// The newest key is kept and still hits.
 	p.Served("newest", ds[1].Key(), t0)
-	equal(t, mustPick(t, p, Request{Model: "llama", CacheKey: "newest"}, t0).Deployments[0].Reason, ReasonAffinity, "newest key")
+	equal(t, mustPick(t, p, route.Request{Model: "llama", CacheKey: "newest"}, t0).Deployments[0].Reason, route.ReasonAffinity, "newest key")
 	// Re-serving refreshes the TTL.
 	p.Served("newest", ds[2].Key(), t0.Add(4*time.Minute))
-	equal(t, mustPick(t, p, Request{Model: "llama", CacheKey: "newest"}, t0.Add(8*time.Minute)).Deployments[0].Key(), ds[2].Key(), "refreshed key")
+	equal(t, mustPick(t, p, route.Request{Model: "llama", CacheKey: "newest"}, t0.Add(8*time.Minute)).Deployments[0].Key(), ds[2].Key(), "refreshed key")
 }
 
 func TestHealth(t *testing.T) {
@@ -400,34 +401,34 @@ func TestHealth(t *testing.T) {
 		reasons  []string
 		excluded []string
 	}{
-		{"open excluded", fakeHealth{fast: {Breaker: BreakerOpen}},
-			[]string{"cheap/eu/llama", "snappy/us/llama"}, []string{ReasonBest, ReasonRanked}, []string{"fast/us/llama"}},
-		{"half-open behind closed", fakeHealth{fast: {Breaker: BreakerHalfOpen}},
-			[]string{"cheap/eu/llama", "snappy/us/llama", "fast/us/llama"}, []string{ReasonBest, ReasonRanked, ReasonHalfOpen}, nil},
-		{"busy behind half-open", fakeHealth{fast: {NoHeadroom: true}, cheap: {Breaker: BreakerHalfOpen}},
-			[]string{"snappy/us/llama", "cheap/eu/llama", "fast/us/llama"}, []string{ReasonBest, ReasonHalfOpen, ReasonNoHeadroom}, nil},
+		{"open excluded", fakeHealth{fast: {Breaker: route.BreakerOpen}},
+			[]string{"cheap/eu/llama", "snappy/us/llama"}, []string{route.ReasonBest, route.ReasonRanked}, []string{"fast/us/llama"}},
+		{"half-open behind closed", fakeHealth{fast: {Breaker: route.BreakerHalfOpen}},
+			[]string{"cheap/eu/llama", "snappy/us/llama", "fast/us/llama"}, []string{route.ReasonBest, route.ReasonRanked, route.ReasonHalfOpen}, nil},
+		{"busy behind half-open", fakeHealth{fast: {NoHeadroom: true}, cheap: {Breaker: route.BreakerHalfOpen}},
+			[]string{"snappy/us/llama", "cheap/eu/llama", "fast/us/llama"}, []string{route.ReasonBest, route.ReasonHalfOpen, route.ReasonNoHeadroom}, nil},
 		{"rate limited", fakeHealth{fast: {RateLimited: true}},
-			[]string{"cheap/eu/llama", "snappy/us/llama", "fast/us/llama"}, []string{ReasonBest, ReasonRanked, ReasonLimited}, nil},
+			[]string{"cheap/eu/llama", "snappy/us/llama", "fast/us/llama"}, []string{route.ReasonBest, route.ReasonRanked, route.ReasonLimited}, nil},
 		{"cooling", fakeHealth{fast: {CoolingUntil: t0.Add(time.Second)}},
-			[]string{"cheap/eu/llama", "snappy/us/llama", "fast/us/llama"}, []string{ReasonBest, ReasonRanked, ReasonCooling}, nil},
+			[]string{"cheap/eu/llama", "snappy/us/llama", "fast/us/llama"}, []string{route.ReasonBest, route.ReasonRanked, route.ReasonCooling}, nil},
 		{"cooldown over", fakeHealth{fast: {CoolingUntil: t0}},
-			[]string{"fast/us/llama", "cheap/eu/llama", "snappy/us/llama"}, []string{ReasonBest, ReasonRanked, ReasonRanked}, nil},
-		{"all open fail open by score", fakeHealth{fast: {Breaker: BreakerOpen}, snappy: {Breaker: BreakerOpen}, cheap: {Breaker: BreakerOpen}},
-			[]string{"fast/us/llama", "cheap/eu/llama", "snappy/us/llama"}, []string{ReasonFailOpen, ReasonFailOpen, ReasonFailOpen}, nil},
-		{"open behind busy never", fakeHealth{fast: {Breaker: BreakerOpen}, snappy: {NoHeadroom: true}, cheap: {CoolingUntil: t0.Add(time.Minute)}},
-			[]string{"cheap/eu/llama", "snappy/us/llama"}, []string{ReasonCooling, ReasonNoHeadroom}, []string{"fast/us/llama"}},
+			[]string{"fast/us/llama", "cheap/eu/llama", "snappy/us/llama"}, []string{route.ReasonBest, route.ReasonRanked, route.ReasonRanked}, nil},
+		{"all open fail open by score", fakeHealth{fast: {Breaker: route.BreakerOpen}, snappy: {Breaker: route.BreakerOpen}, cheap: {Breaker: route.BreakerOpen}},
+			[]string{"fast/us/llama", "cheap/eu/llama", "snappy/us/llama"}, []string{route.ReasonFailOpen, route.ReasonFailOpen, route.ReasonFailOpen}, nil},
+		{"open behind busy never", fakeHealth{fast: {Breaker: route.BreakerOpen}, snappy: {NoHeadroom: true}, cheap: {CoolingUntil: t0.Add(time.Minute)}},
+			[]string{"cheap/eu/llama", "snappy/us/llama"}, []string{route.ReasonCooling, route.ReasonNoHeadroom}, []string{"fast/us/llama"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := strictOrder()
 			p := newPicker(t, ds, src, o, tt.health)
-			plan := mustPick(t, p, Request{Model: "llama"}, t0)
+			plan := mustPick(t, p, route.Request{Model: "llama"}, t0)
 			equal(t, order(plan), tt.want, "order")
 			equal(t, reasons(plan), tt.reasons, "reasons")
 			var ex []string
 			for _, c := range plan.Excluded {
 				ex = append(ex, c.Key().String())
-				equal(t, c.Reason, ReasonOpen, "excluded reason")
+				equal(t, c.Reason, route.ReasonOpen, "excluded reason")
 			}
 			equal(t, ex, tt.excluded, "excluded")
 		})

@@ -1,4 +1,4 @@
-package route
+package picker
 
 import (
 	"container/heap"

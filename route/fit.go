@@ -1,56 +1,16 @@
 package route
 
 import (
+	"math"
 	"time"
 
 	"github.com/tpsroute/tpsroute/measure"
 )
 
-// hbox holds a resolved measure.EstimateHandle behind an atomic pointer.
-type hbox struct{ h measure.EstimateHandle }
-
-// readEstimate sets it's Expected from the Source: through the deployment's
-// handle when the Source hands them out (decided once, in NewPicker), else
-// through Source.Estimate. est is the caller's buffer, overwritten whole. in
-// is the request's estimated prompt tokens, 0 when unknown (see shape).
-// Through a handle it also reads how overdue the deployment's calls in
-// flight are at now, in Unix nanoseconds (see overdue).
-func (p *Picker) readEstimate(s *scratch, it *item, est *measure.Estimate, in, now int64) {
-	var ok bool
-	var h measure.EstimateHandle
-	switch {
-	case p.hsrc == nil && p.meta[it.idx].wild:
-		*est, ok = p.src.Estimate(p.keyOf(s, it))
-	case p.hsrc == nil:
-		*est, ok = p.src.Estimate(p.keys[it.idx])
-	default:
-		b := p.handles[it.idx].Load()
-		if b != nil {
-			if pe, n := measure.PublishedEstimate(b.h); pe != nil {
-				p.derive(s, it, pe)
-				it.flight = n
-				shape(&it.exp, pe, n, in)
-				if n > 0 {
-					live(&it.exp, b.h)
-					overdue(&it.exp, b.h, now)
-				}
-				return
-			}
-		}
-		if b == nil || !b.h.Live() {
-			ok = p.resolveEstimate(s, it, est)
-			break
-		}
-		ok, h = measure.ReadEstimate(b.h, est), b.h
-	}
-	p.blend(it, est, ok)
-	it.flight = est.InFlight
-	shape(&it.exp, est, est.InFlight, in)
-	if h != nil && it.flight > 0 {
-		live(&it.exp, h)
-		overdue(&it.exp, h, now)
-	}
-}
+// This file fits an Expected to the call being picked: the factors behind
+// CallTPS, CallTTFT and MarginalTPS, and a deployment's prior. They set
+// Expected's unexported fields, so they live with Expected; internal/picker
+// calls them through internal/routekit (kernel.go).
 
 // overdueAfter is how many times the time its deployment's figures give it
 // a call in flight must have run before overdue counts it: the figures are
@@ -110,38 +70,6 @@ func live(x *Expected, h measure.EstimateHandle) {
 	}
 }
 
-// blend sets it's Expected from e (Blend at the Picker's percentiles) and
-// what exploration notes of e.
-func (p *Picker) blend(it *item, e *measure.Estimate, ok bool) {
-	blend(&it.exp, e, ok, p.opts.TTFTPercentile, p.opts.TPSPercentile)
-	it.note(e)
-}
-
-// derived is what a pick derives from a deployment's published Estimate
-// alone (its blend and what exploration notes), kept per scratch until
-// measure publishes a new one.
-type derived struct {
-	est    *measure.Estimate // the published Estimate it was derived from; nil none
-	exp    Expected
-	newest int64
-	spread float64
-	pend   [2]float32
-}
-
-// derive sets it's Expected, newest, spread and pend from the published
-// Estimate e, through s's cache: a Registry republishes a key's Estimate
-// only when its figures change, so most picks find every deployment's
-// derivation done. s.derived has a slot per deployment (pick makes it).
-func (p *Picker) derive(s *scratch, it *item, e *measure.Estimate) {
-	d := &s.derived[it.idx]
-	if d.est != e {
-		p.blend(it, e, e.OK)
-		*d = derived{est: e, exp: it.exp, newest: it.newest, spread: it.spread, pend: it.pend}
-		return
-	}
-	it.exp, it.newest, it.spread, it.pend = d.exp, d.newest, d.spread, d.pend
-}
-
 // shape fits a blended Expected to the call about to be made, leaving its
 // TPS and TTFT (the deployment's figures, which exploration remembers and
 // the SLO check reads) and setting the factors behind CallTPS, CallTTFT and
@@ -153,7 +81,7 @@ func (p *Picker) derive(s *scratch, it *item, e *measure.Estimate) {
 // slowdown the call causes those calls. A warm prompt-size class of in
 // tokens gives the call its class's TPS, scaled the same way, and scales
 // its TTFT by the class's ratio (measure.Estimate.Input). An Estimate
-// without classes or load model (any Source other than measure's Registry,
+// without classes or load model (a source other than measure's Registry,
 // or too few samples) sets no factor.
 func shape(x *Expected, e *measure.Estimate, inFlight, in int64) {
 	if !x.TPSOK && !x.TTFTOK {
@@ -188,34 +116,37 @@ func shape(x *Expected, e *measure.Estimate, inFlight, in int64) {
 	}
 }
 
-// resolveEstimate reads it's statistics into *est when its deployment has
-// no live handle, and returns their ok: a wildcard deployment (whose key
-// depends on the request) always reads Source.Estimate; any other asks the
-// HandleSource for a handle and keeps it for the next picks.
-func (p *Picker) resolveEstimate(s *scratch, it *item, est *measure.Estimate) bool {
-	var ok bool
-	if p.meta[it.idx].wild {
-		*est, ok = p.src.Estimate(p.keyOf(s, it))
-		return ok
+// applyPrior shrinks e toward the prior pr, in log terms, with the prior
+// worth priorSamples samples against e's (at least measure's default
+// MinSamples once the deployment has been compared: its window may have
+// emptied since), and makes e OK.
+func applyPrior(e *Expected, pr Prior, warmed bool, priorSamples float64) {
+	n := float64(e.Samples)
+	if warmed {
+		n = max(n, measure.DefaultMinSamples)
 	}
-	// Concurrent picks may resolve at once and store in any order; a stale
-	// handle stored last is not Live and is resolved again next time.
-	h := p.hsrc.Handle(p.keys[it.idx])
-	if h == nil {
-		*est = measure.Estimate{}
-		return false
+	w := priorSamples / (priorSamples + n)
+	if pr.TPS > 0 {
+		e.TPS, e.TPSOK = shrink(e.TPS, e.TPSOK, pr.TPS, w), true
 	}
-	p.handles[it.idx].Store(&hbox{h: h})
-	return measure.ReadEstimate(h, est)
+	if pr.TTFT > 0 {
+		v := pr.TTFT.Seconds()
+		if e.ttftQ > 0 {
+			e.ttftQ = shrink(e.ttftQ, true, v, w)
+		}
+		e.TTFT, e.TTFTOK = shrink(e.TTFT, e.TTFTOK, v, w), true
+	}
+	e.OK = true
 }
 
-// keyOf returns the measure.Key of it: the precomputed key, or for a wildcard
-// deployment the key for the requested model.
-func (p *Picker) keyOf(s *scratch, it *item) measure.Key {
-	if p.meta[it.idx].wild {
-		k := p.keys[it.idx]
-		k.Model = s.models[it.model].keyModel
-		return k
+// shrink returns the geometric mix of x (when ok) and the prior v, v
+// weighted w.
+func shrink(x float64, ok bool, v, w float64) float64 {
+	if !ok {
+		return v
 	}
-	return p.keys[it.idx]
+	if w < 0.01 {
+		return x
+	}
+	return math.Exp(w*math.Log(v) + (1-w)*math.Log(x))
 }

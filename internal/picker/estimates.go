@@ -1,0 +1,116 @@
+package picker
+
+import (
+	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/route"
+)
+
+// hbox holds a resolved measure.EstimateHandle behind an atomic pointer.
+type hbox struct{ h measure.EstimateHandle }
+
+// readEstimate sets it's Expected from the Source: through the deployment's
+// handle when the Source hands them out (decided once, in New), else
+// through Source.Estimate. est is the caller's buffer, overwritten whole. in
+// is the request's estimated prompt tokens, 0 when unknown (see shape).
+// Through a handle it also reads how overdue the deployment's calls in
+// flight are at now, in Unix nanoseconds (see overdue).
+func (p *Picker) readEstimate(s *scratch, it *item, est *measure.Estimate, in, now int64) {
+	var ok bool
+	var h measure.EstimateHandle
+	switch {
+	case p.hsrc == nil && p.meta[it.idx].wild:
+		*est, ok = p.src.Estimate(p.keyOf(s, it))
+	case p.hsrc == nil:
+		*est, ok = p.src.Estimate(p.keys[it.idx])
+	default:
+		b := p.handles[it.idx].Load()
+		if b != nil {
+			if pe, n := measure.PublishedEstimate(b.h); pe != nil {
+				p.derive(s, it, pe)
+				it.flight = n
+				rk.Shape(&it.exp, pe, n, in)
+				if n > 0 {
+					rk.Live(&it.exp, b.h)
+					rk.Overdue(&it.exp, b.h, now)
+				}
+				return
+			}
+		}
+		if b == nil || !b.h.Live() {
+			ok = p.resolveEstimate(s, it, est)
+			break
+		}
+		ok, h = measure.ReadEstimate(b.h, est), b.h
+	}
+	p.blend(it, est, ok)
+	it.flight = est.InFlight
+	rk.Shape(&it.exp, est, est.InFlight, in)
+	if h != nil && it.flight > 0 {
+		rk.Live(&it.exp, h)
+		rk.Overdue(&it.exp, h, now)
+	}
+}
+
+// blend sets it's Expected from e (Blend at the Picker's percentiles) and
+// what exploration notes of e.
+func (p *Picker) blend(it *item, e *measure.Estimate, ok bool) {
+	rk.Blend(&it.exp, e, ok, p.opts.TTFTPercentile, p.opts.TPSPercentile)
+	it.note(e)
+}
+
+// derived is what a pick derives from a deployment's published Estimate
+// alone (its blend and what exploration notes), kept per scratch until
+// measure publishes a new one.
+type derived struct {
+	est    *measure.Estimate // the published Estimate it was derived from; nil none
+	exp    route.Expected
+	newest int64
+	spread float64
+	pend   [2]float32
+}
+
+// derive sets it's Expected, newest, spread and pend from the published
+// Estimate e, through s's cache: a Registry republishes a key's Estimate
+// only when its figures change, so most picks find every deployment's
+// derivation done. s.derived has a slot per deployment (pick makes it).
+func (p *Picker) derive(s *scratch, it *item, e *measure.Estimate) {
+	d := &s.derived[it.idx]
+	if d.est != e {
+		p.blend(it, e, e.OK)
+		*d = derived{est: e, exp: it.exp, newest: it.newest, spread: it.spread, pend: it.pend}
+		return
+	}
+	it.exp, it.newest, it.spread, it.pend = d.exp, d.newest, d.spread, d.pend
+}
+
+// resolveEstimate reads it's statistics into *est when its deployment has
+// no live handle, and returns their ok: a wildcard deployment (whose key
+// depends on the request) always reads Source.Estimate; any other asks the
+// HandleSource for a handle and keeps it for the next picks.
+func (p *Picker) resolveEstimate(s *scratch, it *item, est *measure.Estimate) bool {
+	var ok bool
+	if p.meta[it.idx].wild {
+		*est, ok = p.src.Estimate(p.keyOf(s, it))
+		return ok
+	}
+	// Concurrent picks may resolve at once and store in any order; a stale
+	// handle stored last is not Live and is resolved again next time.
+	h := p.hsrc.Handle(p.keys[it.idx])
+	if h == nil {
+		*est = measure.Estimate{}
+		return false
+	}
+	p.handles[it.idx].Store(&hbox{h: h})
+	return measure.ReadEstimate(h, est)
+}
+
+// keyOf returns the measure.Key of it: the precomputed key, or for a wildcard
+// deployment the key for the requested model.
+func (p *Picker) keyOf(s *scratch, it *item) measure.Key {
+	if p.meta[it.idx].wild {
+		k := p.keys[it.idx]
+		k.Model = s.models[it.model].keyModel
+		return k
+	}
+	return p.keys[it.idx]
+}

@@ -1,0 +1,27 @@
+package routekit
+
+import "math"
+
+// Kernel is route's implementation of the engine's needs: the only value
+// ever stored is route's, set by route's init before any package that
+// imports route is initialised, and never changed after. Its dynamic type
+// is unexported; internal/picker asserts it to its own interface. It is
+// safe for concurrent use.
+var Kernel any
+
+// Clamp maps NaN to -math.MaxFloat64 and ±Inf to ±math.MaxFloat64: a score
+// is never NaN, and NaN is the worst (route.Scorer's contract).
+func Clamp(v float64) float64 {
+	switch {
+	case math.IsNaN(v):
+		return -math.MaxFloat64
+	case v > math.MaxFloat64:
+		return math.MaxFloat64
+	case v < -math.MaxFloat64:
+		return -math.MaxFloat64
+	}
+	return v
+}
+
+// Valid reports whether v is finite and positive (NaN compares false).
+func Valid(v float64) bool { return v > 0 && v <= math.MaxFloat64 }
