@@ -11,7 +11,7 @@
 // # Data flow
 //
 //	caller -> route.Picker.Pick -> fallback walks the Plan -> provider
-//	       <- tps times the stream <- measure.Registry.Record(key, sample)
+//	       <- tps times the stream <- registry.Registry.Record(key, sample)
 //
 // # Quick start
 //

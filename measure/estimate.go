@@ -1,6 +1,10 @@
 package measure
 
-import "time"
+import (
+	"time"
+
+	"github.com/tpsroute/tpsroute/internal/measurekit"
+)
 
 // Estimate is the cheap per-key summary that route reads on every pick,
 // aggregated over cache states. Times are in seconds, rates in tokens per
@@ -46,11 +50,22 @@ type Estimate struct {
 	// once.
 	TPSPending, TTFTPending float64
 
-	inputs *inputTable // warm prompt-size classes (input.go); nil: none
+	inputs *measurekit.Inputs // warm prompt-size classes (input.go); nil: none
 }
 
-func (e *Estimate) sanitize() {
-	for _, p := range []*float64{&e.TTFTP50, &e.TTFTP95, &e.TPSP50, &e.TPSP95, &e.TTFTEWMA, &e.TPSEWMA, &e.ErrorRate, &e.LoadK, &e.LoadRef, &e.TPSPending, &e.TTFTPending} {
-		*p = finite(*p)
-	}
+// EstimateHandle reads one key's published Estimate without looking the key
+// up, for callers that read the same keys on every request (route's Picker).
+// internal/registry's Registry.Handle returns one (route.HandleSource). Implementations are safe for concurrent use
+// and never block.
+type EstimateHandle interface {
+	// Estimate returns the key's latest published Estimate, with InFlight
+	// read live, and whether it is OK: what the Registry's Estimate returns for
+	// the key while Live is true. It takes no lock and allocates nothing.
+	Estimate() (Estimate, bool)
+	// Live reports whether the key is still kept. Once the key is pruned it
+	// returns false for good: the handle then keeps returning the last
+	// Estimate published before the prune, and the holder should ask
+	// for a new handle (a key recorded again after a prune starts afresh
+	// under a new handle).
+	Live() bool
 }

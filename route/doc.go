@@ -18,7 +18,7 @@
 // Picker.Pick returns a Plan: the deployments to try, in order, each with the
 // reason for its place and the values that decided it, and the deployments
 // left out. Plan.Explain renders it on one line for logs. Pick never blocks: it
-// reads each candidate's statistics from a Source (*measure.Registry) and its
+// reads each candidate's statistics from a Source (*registry.Registry) and its
 // state from a Health (the fallback package's executor), and allocates once
 // (twice when a wildcard deployment serves the call): each Candidate points to
 // the Picker's read-only copy of its Deployment instead of copying it.
@@ -153,7 +153,7 @@
 // Request.ExpectedOutputTokens, an expected size that an answer may exceed),
 // measure times each call in flight (Registry.BeginCallAt),
 // and a pick reads how far past its time, at the deployment's call TTFT and
-// TPS now, the most overdue of them is (measure.Overdue): from twice that
+// TPS now, the most overdue of them is (registry.Overdue): from twice that
 // time on, the call TPS is divided by the ratio, the most the stalled call
 // can be getting. A deployment whose calls have stalled thus ranks below
 // the others before the first of them ends and before measure has seen two
@@ -165,7 +165,7 @@
 //
 // # Sources and handles
 //
-// A Source gives a deployment's measure.Estimate by key; *measure.Registry
+// A Source gives a deployment's measure.Estimate by key; *registry.Registry
 // is one. A Source that is also a HandleSource (the Registry is) hands out a
 // measure.EstimateHandle per key: the Picker keeps one per configured
 // deployment, resolved the first time it is needed and again when it stops

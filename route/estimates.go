@@ -3,6 +3,7 @@ package route
 import (
 	"time"
 
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 )
 
@@ -26,7 +27,7 @@ func (p *Picker) readEstimate(s *scratch, it *item, est *measure.Estimate, in, n
 	default:
 		b := p.handles[it.idx].Load()
 		if b != nil {
-			if pe, n := measure.PublishedEstimate(b.h); pe != nil {
+			if pe, n := registry.PublishedEstimate(b.h); pe != nil {
 				p.derive(s, it, pe)
 				it.flight = n
 				shape(&it.exp, pe, n, in)
@@ -41,7 +42,7 @@ func (p *Picker) readEstimate(s *scratch, it *item, est *measure.Estimate, in, n
 			ok = p.resolveEstimate(s, it, est)
 			break
 		}
-		ok, h = measure.ReadEstimate(b.h, est), b.h
+		ok, h = registry.ReadEstimate(b.h, est), b.h
 	}
 	p.blend(it, est, ok)
 	it.flight = est.InFlight
@@ -60,7 +61,7 @@ func (p *Picker) readEstimate(s *scratch, it *item, est *measure.Estimate, in, n
 const overdueAfter = 2
 
 // overdue lowers the call TPS of x when the most overdue of the calls in
-// flight on h's key (measure.Overdue, at x's CallTTFT and CallTPS: the
+// flight on h's key (registry.Overdue, at x's CallTTFT and CallTPS: the
 // deployment's figures now, at its current load, so that calls slowed by a
 // load the load model expects are not overdue) has run at least
 // overdueAfter times its time, by that ratio: the most the speed it is
@@ -77,7 +78,7 @@ func overdue(x *Expected, h measure.EstimateHandle, now int64) {
 	if !x.TPSOK || !x.TTFTOK {
 		return
 	}
-	if r := measure.Overdue(h, time.Unix(0, now), x.CallTTFT(), x.CallTPS()); r >= overdueAfter {
+	if r := registry.Overdue(h, time.Unix(0, now), x.CallTTFT(), x.CallTPS()); r >= overdueAfter {
 		x.tpsF = float32(one(x.tpsF) / r)
 	}
 }
@@ -89,7 +90,7 @@ func overdue(x *Expected, h measure.EstimateHandle, now int64) {
 const liveMinStreams = 2
 
 // live lowers the call TPS of x to the speed the fastest of the calls in
-// flight on h's key is getting now (measure.LiveTPS), when at least
+// flight on h's key is getting now (registry.LiveTPS), when at least
 // liveMinStreams show one and it is lower: a deployment that
 // slows while streams run (a batching provider taking more streams, a drift,
 // a slow period) ranks by what its running streams show before they end,
@@ -101,7 +102,7 @@ func live(x *Expected, h measure.EstimateHandle) {
 	if !x.TPSOK {
 		return
 	}
-	v, n := measure.LiveTPS(h)
+	v, n := registry.LiveTPS(h)
 	if n < liveMinStreams {
 		return
 	}
@@ -206,7 +207,7 @@ func (p *Picker) resolveEstimate(s *scratch, it *item, est *measure.Estimate) bo
 		return false
 	}
 	p.handles[it.idx].Store(&hbox{h: h})
-	return measure.ReadEstimate(h, est)
+	return registry.ReadEstimate(h, est)
 }
 
 // keyOf returns the measure.Key of it: the precomputed key, or for a wildcard

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 )
 
@@ -164,7 +165,7 @@ func (p *Picker) warmUp(it *item, mt *meta, d *Deployment, now int64) {
 func applyPrior(e *Expected, pr Prior, warmed bool) {
 	n := float64(e.Samples)
 	if warmed {
-		n = max(n, measure.DefaultMinSamples)
+		n = max(n, registry.DefaultMinSamples)
 	}
 	w := priorSamples / (priorSamples + n)
 	if pr.TPS > 0 {

@@ -8,15 +8,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/tps"
 )
 
 // shapePickers returns two deployments on a real Registry and a Picker
 // without exploration or band, so that the first deployment is who leads.
-func shapePickers(t *testing.T) (*measure.Registry, []Deployment, *Picker) {
+func shapePickers(t *testing.T) (*registry.Registry, []Deployment, *Picker) {
 	t.Helper()
-	reg := measure.NewRegistry(measure.Options{})
+	reg := registry.New(measure.Options{})
 	ds := []Deployment{
 		{Provider: "a", Region: "us", Model: "m", BaseURL: "http://a"},
 		{Provider: "b", Region: "us", Model: "m", BaseURL: "http://b"},

@@ -1,4 +1,4 @@
-package measure
+package registry
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/tpsroute/tpsroute/measure"
 
 	enc "github.com/DataDog/sketches-go/ddsketch/encoding"
 )
@@ -32,24 +34,9 @@ const (
 	DefaultMaxBins = 2048
 )
 
-// WindowOptions configures a Window. A zero WindowOptions consists entirely
-// of default values; zero or negative fields mean their default. It is a
-// plain value, safe for concurrent reads.
-type WindowOptions struct {
-	// Length is the window length; values older than Length (at sub-window
-	// granularity) no longer count. Default DefaultWindow.
-	Length time.Duration
-	// Buckets is the number of sub-windows the window is split into and
-	// rotates by. Default DefaultBuckets.
-	Buckets int
-	// RelativeAccuracy is the DDSketch relative accuracy, in (0, 1).
-	// Default DefaultRelativeAccuracy.
-	RelativeAccuracy float64
-	// MaxBins bounds the bins of each sub-window sketch. Default DefaultMaxBins.
-	MaxBins int
-}
-
-func (o WindowOptions) normalized() WindowOptions {
+// normalizeWindow returns o with its zero or negative fields set to their
+// defaults.
+func normalizeWindow(o measure.WindowOptions) measure.WindowOptions {
 	if o.Length <= 0 {
 		o.Length = DefaultWindow
 	}
@@ -92,7 +79,7 @@ var ErrEncoding = errors.New("measure: malformed window encoding")
 // with a per-key mutex.
 type Window struct {
 	ready bool // opts, width and m are set
-	opts  WindowOptions
+	opts  measure.WindowOptions
 	width int64 // sub-window width in ns
 	m     logMapping
 	subs  []subWindow
@@ -110,14 +97,14 @@ type subWindow struct {
 }
 
 // NewWindow returns a Window with the given options.
-func NewWindow(o WindowOptions) *Window {
+func NewWindow(o measure.WindowOptions) *Window {
 	w := &Window{}
 	w.init(o)
 	return w
 }
 
-func (w *Window) init(o WindowOptions) {
-	w.opts = o.normalized()
+func (w *Window) init(o measure.WindowOptions) {
+	w.opts = normalizeWindow(o)
 	w.width = int64(w.opts.Length) / int64(w.opts.Buckets)
 	w.m = newLogMapping(w.opts.RelativeAccuracy)
 	w.subs = nil // allocated by the first slot call
@@ -127,12 +114,12 @@ func (w *Window) init(o WindowOptions) {
 
 func (w *Window) lazyInit() {
 	if !w.ready {
-		w.init(WindowOptions{})
+		w.init(measure.WindowOptions{})
 	}
 }
 
 // Options returns the window's options with defaults filled in.
-func (w *Window) Options() WindowOptions {
+func (w *Window) Options() measure.WindowOptions {
 	w.lazyInit()
 	return w.opts
 }
@@ -355,7 +342,7 @@ func (w *Window) UnmarshalBinary(data []byte) error {
 		return fmt.Errorf("%w: options out of range", ErrEncoding)
 	}
 	var nw Window
-	nw.init(WindowOptions{Length: time.Duration(length), Buckets: int(buckets), RelativeAccuracy: acc, MaxBins: int(maxBins)})
+	nw.init(measure.WindowOptions{Length: time.Duration(length), Buckets: int(buckets), RelativeAccuracy: acc, MaxBins: int(maxBins)})
 	n := d.count("sub-windows", buckets)
 	for range n {
 		e := d.varint("sub-window epoch")
@@ -485,7 +472,7 @@ func (m logMapping) encode(b *[]byte) {
 // (sameGamma of their accuracies). Otherwise the error wraps
 // ErrIncompatible and names both. It is the one rule of Window.Merge,
 // Registry.MergeAt and RestoreState.
-func compatible(a, b WindowOptions) error {
+func compatible(a, b measure.WindowOptions) error {
 	if a.Length != b.Length || a.Buckets != b.Buckets || !sameGamma(gammaOf(a.RelativeAccuracy), gammaOf(b.RelativeAccuracy)) {
 		return fmt.Errorf("%w: %v/%d/%g and %v/%d/%g", ErrIncompatible,
 			a.Length, a.Buckets, a.RelativeAccuracy, b.Length, b.Buckets, b.RelativeAccuracy)

@@ -1,4 +1,4 @@
-package measure
+package registry
 
 import (
 	"bytes"
@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tpsroute/tpsroute/measure"
+
 	enc "github.com/DataDog/sketches-go/ddsketch/encoding"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -27,14 +29,14 @@ import (
 // minutes in (so its change detector has fired and rebases its Estimate).
 func busyRegistry(t testing.TB, seed uint64) (*Registry, time.Time) {
 	t.Helper()
-	r := NewRegistry(Options{Prices: map[Key]Price{kA: {Input: 0.5, CachedInput: 0.25, Output: 1.5}}})
-	kC := Key{Provider: "local", Region: "", Model: "m@rev"}
+	r := New(measure.Options{Prices: map[measure.Key]measure.Price{kA: {Input: 0.5, CachedInput: 0.25, Output: 1.5}}})
+	kC := measure.Key{Provider: "local", Region: "", Model: "m@rev"}
 	ss := samples(2000, seed)
 	rng := rand.New(rand.NewPCG(seed, 99))
 	now := t0
 	for i, s := range ss {
 		now = now.Add(180 * time.Millisecond)
-		k := []Key{kA, kB, kC}[i%3]
+		k := []measure.Key{kA, kB, kC}[i%3]
 		switch rng.IntN(40) {
 		case 0:
 			s.Err, s.ErrPhase = context.DeadlineExceeded, tps.PhaseFirstToken
@@ -61,7 +63,7 @@ func save(t testing.TB, r *Registry, now time.Time) []byte {
 
 func restore(t testing.TB, data []byte, now time.Time) (*Registry, RestoreInfo) {
 	t.Helper()
-	r := NewRegistry(Options{Prices: map[Key]Price{kA: {Input: 0.5, CachedInput: 0.25, Output: 1.5}}})
+	r := New(measure.Options{Prices: map[measure.Key]measure.Price{kA: {Input: 0.5, CachedInput: 0.25, Output: 1.5}}})
 	info, err := r.RestoreState(bytes.NewReader(data), now, nil)
 	require.NoError(t, err)
 	return r, info
@@ -91,7 +93,7 @@ func TestStateRoundTrip(t *testing.T) {
 	more := samples(500, 2)
 	for i, s := range more {
 		now = now.Add(300 * time.Millisecond)
-		k := []Key{kA, kB}[i%2]
+		k := []measure.Key{kA, kB}[i%2]
 		if i > 100 && k == kA {
 			s.TPS *= 5 // a change both detectors must see alike
 		}
@@ -128,7 +130,7 @@ func TestStateAges(t *testing.T) {
 				assert.Less(t, st.TTFT.Count, full.TTFT.Count, "older sub-windows left the window")
 			}
 			s := okSample(time.Second, 10, tps.CacheCold)
-			o2 := NewRegistry(Options{Prices: map[Key]Price{kA: {Input: 0.5, CachedInput: 0.25, Output: 1.5}}})
+			o2 := New(measure.Options{Prices: map[measure.Key]measure.Price{kA: {Input: 0.5, CachedInput: 0.25, Output: 1.5}}})
 			_, err := o2.RestoreState(bytes.NewReader(data), saved, nil)
 			require.NoError(t, err)
 			o2.RecordAt(at, kA, s)
@@ -171,7 +173,7 @@ func TestStateFromTheFuture(t *testing.T) {
 			assert.Greater(t, info.Shift, -back-width)
 			assert.Zero(t, info.Shift%width)
 			assert.Equal(t, 3, info.Keys)
-			for _, k := range []Key{kA, kB} {
+			for _, k := range []measure.Key{kA, kB} {
 				w, okW := orig.Estimate(k)
 				// orig read at saved - Shift... read it at the same age.
 				w2 := orig.SnapshotAt(at.Add(-info.Shift))
@@ -193,8 +195,8 @@ func TestStateFromTheFuture(t *testing.T) {
 // TestStateKeep: keep decides which keys come back.
 func TestStateKeep(t *testing.T) {
 	orig, now := busyRegistry(t, 6)
-	r := NewRegistry(Options{})
-	info, err := r.RestoreState(bytes.NewReader(save(t, orig, now)), now, func(k Key) bool { return k != kB })
+	r := New(measure.Options{})
+	info, err := r.RestoreState(bytes.NewReader(save(t, orig, now)), now, func(k measure.Key) bool { return k != kB })
 	require.NoError(t, err)
 	assert.Equal(t, 2, info.Keys)
 	assert.Equal(t, 1, info.Skipped)
@@ -221,8 +223,8 @@ func TestStateRejects(t *testing.T) {
 		data []byte
 		want error
 	}{
-		{"empty", nil, ErrStateFormat},
-		{"garbage", []byte("{\"not\": \"a state file\"}"), ErrStateFormat},
+		{"empty", nil, measure.ErrStateFormat},
+		{"garbage", []byte("{\"not\": \"a state file\"}"), measure.ErrStateFormat},
 		{"magic only", []byte("TPSS"), ErrStateCorrupt},
 		{"other version", version, ErrStateVersion},
 		{"flipped byte", flipped, ErrStateCorrupt},
@@ -231,7 +233,7 @@ func TestStateRejects(t *testing.T) {
 		{"bad body, good checksum", badBody, ErrStateCorrupt},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := NewRegistry(Options{})
+			r := New(measure.Options{})
 			_, err := r.RestoreState(bytes.NewReader(tc.data), now, nil)
 			require.ErrorIs(t, err, tc.want)
 			assert.True(t, strings.HasPrefix(err.Error(), "measure: "), err.Error())
@@ -240,21 +242,21 @@ func TestStateRejects(t *testing.T) {
 	}
 	t.Run("every truncation", func(t *testing.T) {
 		for n := range len(good) {
-			r := NewRegistry(Options{})
+			r := New(measure.Options{})
 			_, err := r.RestoreState(bytes.NewReader(good[:n]), now, nil)
 			require.Error(t, err, "%d bytes", n)
-			require.True(t, errors.Is(err, ErrStateCorrupt) || errors.Is(err, ErrStateFormat), "%d bytes: %v", n, err)
+			require.True(t, errors.Is(err, ErrStateCorrupt) || errors.Is(err, measure.ErrStateFormat), "%d bytes: %v", n, err)
 			require.Equal(t, 0, r.Len())
 		}
 	})
 	t.Run("other window options", func(t *testing.T) {
-		r := NewRegistry(Options{Window: WindowOptions{Length: time.Minute}})
+		r := New(measure.Options{Window: measure.WindowOptions{Length: time.Minute}})
 		_, err := r.RestoreState(bytes.NewReader(good), now, nil)
 		require.ErrorIs(t, err, ErrIncompatible)
 		assert.Equal(t, 0, r.Len())
 	})
 	t.Run("not empty", func(t *testing.T) {
-		r := NewRegistry(Options{})
+		r := New(measure.Options{})
 		r.RecordAt(now, kA, okSample(time.Second, 50, tps.CacheCold))
 		before := r.SnapshotAt(now)
 		_, err := r.RestoreState(bytes.NewReader(good), now, nil)
@@ -263,7 +265,7 @@ func TestStateRejects(t *testing.T) {
 	})
 	t.Run("reader error", func(t *testing.T) {
 		boom := errors.New("disk on fire")
-		_, err := NewRegistry(Options{}).RestoreState(errReader{boom}, now, nil)
+		_, err := New(measure.Options{}).RestoreState(errReader{boom}, now, nil)
 		assert.ErrorIs(t, err, boom)
 	})
 }
@@ -275,7 +277,7 @@ func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 // TestStateSkipsUnknownSections: a section of a tag this version does not
 // know (a later writer's) is skipped, not an error.
 func TestStateSkipsUnknownSections(t *testing.T) {
-	r := NewRegistry(Options{})
+	r := New(measure.Options{})
 	now := t0
 	for i := range 30 {
 		now = now.Add(time.Second)
@@ -298,8 +300,8 @@ func TestStateFleetData(t *testing.T) {
 	r, now := busyRegistry(t, 8)
 	end := r.BeginAt(now, kA)
 	defer end()
-	other := NewRegistry(Options{})
-	kD := Key{Provider: "remote", Model: "only"}
+	other := New(measure.Options{})
+	kD := measure.Key{Provider: "remote", Model: "only"}
 	for i := range 20 {
 		at := now.Add(time.Duration(i-20) * time.Second)
 		other.RecordAt(at, kD, okSample(time.Second, 50, tps.CacheCold))
@@ -309,7 +311,7 @@ func TestStateFleetData(t *testing.T) {
 	for _, d := range other.NewExporter().Export() {
 		require.NoError(t, r.MergeAt(now, &d))
 	}
-	r.BeginAt(now, Key{Provider: "begun", Model: "only"})() // begun, never recorded
+	r.BeginAt(now, measure.Key{Provider: "begun", Model: "only"})() // begun, never recorded
 	_, ok := r.Restored()
 	assert.False(t, ok)
 
@@ -328,7 +330,7 @@ func TestStateFleetData(t *testing.T) {
 	ws, _ := want.Lookup(kA)
 	ws.InFlight = 0
 	assert.Equal(t, ws, st)
-	for _, k := range []Key{kB, kD} {
+	for _, k := range []measure.Key{kB, kD} {
 		a, _ := want.Lookup(k)
 		b, _ := have.Lookup(k)
 		assert.Equal(t, a, b, "%v", k)
@@ -336,7 +338,7 @@ func TestStateFleetData(t *testing.T) {
 		eb, _ := got.Estimate(k)
 		assert.Equal(t, ea, eb, "%v", k)
 	}
-	_, ok = have.Lookup(Key{Provider: "begun", Model: "only"})
+	_, ok = have.Lookup(measure.Key{Provider: "begun", Model: "only"})
 	assert.False(t, ok, "a key only begun is not saved")
 }
 
@@ -367,12 +369,12 @@ func FuzzRestoreState(f *testing.F) {
 	r, now := busyRegistry(f, 11)
 	f.Add(save(f, r, now), int64(0), false)
 	f.Add(save(f, r, now), int64(-90*time.Second), true)
-	f.Add(save(f, NewRegistry(Options{}), now), int64(time.Minute), false)
-	small := NewRegistry(Options{})
+	f.Add(save(f, New(measure.Options{}), now), int64(time.Minute), false)
+	small := New(measure.Options{})
 	small.RecordAt(now, kA, okSample(time.Second, 50, tps.CacheWarm))
 	small.RecordAt(now, kB, tps.Sample{TTFT: time.Second, Err: errors.New("x"), ErrPhase: tps.PhaseMidStream})
 	f.Add(save(f, small, now), int64(0), true)
-	merged := NewRegistry(Options{})
+	merged := New(measure.Options{})
 	for _, d := range small.NewExporter().Export() {
 		require.NoError(f, merged.MergeAt(now, &d))
 	}
@@ -381,8 +383,8 @@ func FuzzRestoreState(f *testing.F) {
 	f.Add([]byte("TPSS\x02 a later version"), int64(0), false)
 	// Records damaged inside a whole file (TestStateSkipsBadKeys): a
 	// counter out of range, a key string too long, a section twice.
-	implausible := NewRegistry(Options{})
-	for _, k := range []Key{kA, kB} {
+	implausible := New(measure.Options{})
+	for _, k := range []measure.Key{kA, kB} {
 		s := okSample(time.Second, 50, tps.CacheCold)
 		s.Implausible = tps.ImplausibleOverStreamed
 		implausible.RecordAt(now, k, s)
@@ -393,7 +395,7 @@ func FuzzRestoreState(f *testing.F) {
 	f.Add(joinState(head, bad), int64(0), true)
 	bad = slices.Clone(recs)
 	bad[1].keyB = nil
-	appendKey(&bad[1].keyB, Key{Provider: "p", Model: strings.Repeat("m", maxKeyString+1)})
+	appendKey(&bad[1].keyB, measure.Key{Provider: "p", Model: strings.Repeat("m", maxKeyString+1)})
 	f.Add(joinState(head, bad), int64(0), true)
 	bad = slices.Clone(recs)
 	bad[0].rest = withSection(bad[0].rest, false, tagKey)
@@ -407,10 +409,10 @@ func FuzzRestoreState(f *testing.F) {
 			data = binary.LittleEndian.AppendUint32(bytes.Clone(body), crc32.Checksum(body, castagnoli))
 		}
 		at := now.Add(time.Duration(offset % int64(24*time.Hour)))
-		a := NewRegistry(Options{})
+		a := New(measure.Options{})
 		info, err := a.RestoreState(bytes.NewReader(data), at, nil)
 		if err != nil {
-			if !errors.Is(err, ErrStateFormat) && !errors.Is(err, ErrStateVersion) &&
+			if !errors.Is(err, measure.ErrStateFormat) && !errors.Is(err, ErrStateVersion) &&
 				!errors.Is(err, ErrStateCorrupt) && !errors.Is(err, ErrIncompatible) {
 				t.Fatalf("untyped error: %v", err)
 			}
@@ -425,7 +427,7 @@ func FuzzRestoreState(f *testing.F) {
 			require.False(t, restored, "a bad key is not restored: %v", ke)
 		}
 		once := save(t, a, at)
-		b := NewRegistry(Options{})
+		b := New(measure.Options{})
 		_, err = b.RestoreState(bytes.NewReader(once), at, nil)
 		require.NoError(t, err)
 		require.Equal(t, a.SnapshotAt(at), b.SnapshotAt(at))
@@ -452,7 +454,7 @@ func TestRestoreRejectsIndexesNoValueReaches(t *testing.T) {
 			i := slices.IndexFunc(e.states[:], func(s *stateStats) bool { return s != nil })
 			w := &e.states[i].tps
 			if where == "fleet" {
-				src := NewRegistry(Options{})
+				src := New(measure.Options{})
 				src.RecordAt(now, kA, okSample(time.Second, 50, 0))
 				for _, d := range src.NewExporter().Export() {
 					require.NoError(t, r.MergeAt(now, &d))
@@ -461,7 +463,7 @@ func TestRestoreRejectsIndexesNoValueReaches(t *testing.T) {
 			}
 			plantBins(w, now, -hostileSpan, hostileSpan)
 			data := save(t, r, now)
-			a := NewRegistry(Options{})
+			a := New(measure.Options{})
 			var err error
 			var info RestoreInfo
 			n := allocated(func() { info, err = a.RestoreState(bytes.NewReader(data), now, nil) })
@@ -484,21 +486,21 @@ func TestRestoreRejectsIndexesNoValueReaches(t *testing.T) {
 // rejected it), which the check against the restored keys alone let through.
 func TestStateRejectsDuplicateKey(t *testing.T) {
 	now := t0.Add(time.Hour)
-	one := NewRegistry(Options{})
+	one := New(measure.Options{})
 	one.RecordAt(now, kA, okSample(time.Second, 50, tps.CacheCold))
-	f1, f0 := save(t, one, now), save(t, NewRegistry(Options{}), now)
+	f1, f0 := save(t, one, now), save(t, New(measure.Options{}), now)
 	head := f0[:len(f0)-5] // the header; then the key count (one byte) and the checksum
 	require.Equal(t, head, f1[:len(head)])
 	rec := f1[len(head)+1 : len(f1)-4]
 	dup := append(append(append(bytes.Clone(head), 2), rec...), rec...)
 	dup = binary.LittleEndian.AppendUint32(dup, crc32.Checksum(dup, castagnoli))
 	calls := 0
-	for name, keep := range map[string]func(Key) bool{
+	for name, keep := range map[string]func(measure.Key) bool{
 		"both kept":          nil,
-		"the first not kept": func(Key) bool { calls++; return calls > 1 },
+		"the first not kept": func(measure.Key) bool { calls++; return calls > 1 },
 	} {
 		t.Run(name, func(t *testing.T) {
-			r := NewRegistry(Options{})
+			r := New(measure.Options{})
 			info, err := r.RestoreState(bytes.NewReader(dup), now, keep)
 			require.NoError(t, err)
 			require.Equal(t, 1, info.Bad)
@@ -513,7 +515,7 @@ func TestStateRejectsDuplicateKey(t *testing.T) {
 // stateRecord is one key record of a state file, split at the end of its
 // key strings.
 type stateRecord struct {
-	key        Key
+	key        measure.Key
 	keyB, rest []byte // rest: the sections and the terminating 0
 }
 
@@ -590,14 +592,14 @@ func TestStateSkipsBadKeys(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		damage func(r stateRecord) stateRecord
-		key    Key    // the key the error names
-		msg    string // in the error
+		key    measure.Key // the key the error names
+		msg    string      // in the error
 	}{
 		{"a key string too long", func(r stateRecord) stateRecord {
 			r.keyB = nil
-			appendKey(&r.keyB, Key{Provider: r.key.Provider, Region: r.key.Region, Model: longModel})
+			appendKey(&r.keyB, measure.Key{Provider: r.key.Provider, Region: r.key.Region, Model: longModel})
 			return r
-		}, Key{Provider: victim.key.Provider, Region: victim.key.Region, Model: longModel[:keyNameBytes] + "…"}, "longer than 4096"},
+		}, measure.Key{Provider: victim.key.Provider, Region: victim.key.Region, Model: longModel[:keyNameBytes] + "…"}, "longer than 4096"},
 		{"a counter out of range", func(r stateRecord) stateRecord {
 			r.rest = withSection(r.rest, false, tagUsage, huge...)
 			return r
@@ -618,7 +620,7 @@ func TestStateSkipsBadKeys(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			bad := slices.Clone(recs)
 			bad[1] = tc.damage(victim)
-			got := NewRegistry(Options{Prices: map[Key]Price{kA: {Input: 0.5, CachedInput: 0.25, Output: 1.5}}})
+			got := New(measure.Options{Prices: map[measure.Key]measure.Price{kA: {Input: 0.5, CachedInput: 0.25, Output: 1.5}}})
 			info, err := got.RestoreState(bytes.NewReader(joinState(head, bad)), now, nil)
 			require.NoError(t, err)
 			assert.Equal(t, 2, info.Keys)
@@ -646,10 +648,10 @@ func TestStateSkipsBadKeys(t *testing.T) {
 		for i := range 20 {
 			r := victim
 			r.keyB = nil
-			appendKey(&r.keyB, Key{Provider: "p", Model: strings.Repeat("m", maxKeyString+1+i)})
+			appendKey(&r.keyB, measure.Key{Provider: "p", Model: strings.Repeat("m", maxKeyString+1+i)})
 			many = append(many, r)
 		}
-		got := NewRegistry(Options{})
+		got := New(measure.Options{})
 		info, err := got.RestoreState(bytes.NewReader(joinState(head, append(many, recs[0]))), now, nil)
 		require.NoError(t, err)
 		assert.Equal(t, 20, info.Bad)
@@ -659,7 +661,7 @@ func TestStateSkipsBadKeys(t *testing.T) {
 	t.Run("a damaged file is still refused whole", func(t *testing.T) {
 		body := joinState(head, recs)
 		body[len(body)/2] ^= 0x40 // the checksum no longer matches
-		_, err := NewRegistry(Options{}).RestoreState(bytes.NewReader(body), now, nil)
+		_, err := New(measure.Options{}).RestoreState(bytes.NewReader(body), now, nil)
 		require.ErrorIs(t, err, ErrStateCorrupt)
 	})
 }
@@ -701,26 +703,26 @@ func TestRestoreReadsHeaderFirst(t *testing.T) {
 		head string
 		want error
 	}{
-		{"not a state file", `{"deployments": [`, ErrStateFormat},
-		{"empty", "", ErrStateFormat},
+		{"not a state file", `{"deployments": [`, measure.ErrStateFormat},
+		{"empty", "", measure.ErrStateFormat},
 		{"another version", "TPSS\x07", ErrStateVersion},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rd := &countingReader{head: []byte(tc.head), limit: 1 << 20}
 			if tc.head == "" {
-				_, err := NewRegistry(Options{}).RestoreState(bytes.NewReader(nil), t0, nil)
+				_, err := New(measure.Options{}).RestoreState(bytes.NewReader(nil), t0, nil)
 				require.ErrorIs(t, err, tc.want)
-				require.ErrorIs(t, CheckStateFile(bytes.NewReader(nil)), ErrStateFormat)
+				require.ErrorIs(t, CheckStateFile(bytes.NewReader(nil)), measure.ErrStateFormat)
 				return
 			}
-			_, err := NewRegistry(Options{}).RestoreState(rd, t0, nil)
+			_, err := New(measure.Options{}).RestoreState(rd, t0, nil)
 			require.ErrorIs(t, err, tc.want)
 			assert.LessOrEqual(t, rd.read, int64(len(stateMagic)+1), "bytes read")
 
 			rd = &countingReader{head: []byte(tc.head), limit: 1 << 20}
 			err = CheckStateFile(rd)
-			if tc.want == ErrStateFormat {
-				require.ErrorIs(t, err, ErrStateFormat)
+			if tc.want == measure.ErrStateFormat {
+				require.ErrorIs(t, err, measure.ErrStateFormat)
 			} else {
 				require.NoError(t, err, "a state file of another version is a state file")
 			}

@@ -1,4 +1,4 @@
-package measure
+package registry
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/tpsroute/tpsroute/measure"
 
 	enc "github.com/DataDog/sketches-go/ddsketch/encoding"
 )
@@ -21,7 +23,7 @@ import (
 //
 // A Delta is a value; it is not safe for concurrent modification.
 type Delta struct {
-	Key Key
+	Key measure.Key
 	// TTFT and TPS hold the values added since the previous export, in the
 	// sub-windows they were added to.
 	TTFT, TPS Window
@@ -34,7 +36,7 @@ type Delta struct {
 	Requests, Errors                        int64
 	InputTokens, CachedTokens, OutputTokens int64
 	// Cost is the cost increment.
-	Cost Money
+	Cost measure.Money
 	// Newest is the time of the newest sample included.
 	Newest time.Time
 }
@@ -113,11 +115,11 @@ type folded struct {
 	ring                                    outcomeRing
 	ttftE, tpsE                             EWMAState
 	requests, errors, input, cached, output int64
-	cost                                    Money
+	cost                                    measure.Money
 	newest                                  int64
 }
 
-func newFolded(w WindowOptions) *folded {
+func newFolded(w measure.WindowOptions) *folded {
 	f := &folded{}
 	f.ttft.init(w)
 	f.tps.init(w)
@@ -148,14 +150,14 @@ func (r *Registry) aggregateLocked(e *entry) *folded {
 		addCount(&a.input, st.input)
 		addCount(&a.cached, st.cached)
 		addCount(&a.output, st.output)
-		a.cost.addMoney(st.cost)
+		addMoney(&a.cost, st.cost)
 	}
 	return a
 }
 
 // delta returns what cur gained over prev (nil prev: everything), and false
 // when it gained nothing.
-func (r *Registry) delta(k Key, cur, prev *folded) (Delta, bool) {
+func (r *Registry) delta(k measure.Key, cur, prev *folded) (Delta, bool) {
 	d := Delta{Key: k, Newest: time.Unix(0, cur.newest)}
 	hl := float64(r.opts.HalfLife)
 	d.TTFT.init(r.opts.Window)
@@ -191,14 +193,14 @@ func (r *Registry) delta(k Key, cur, prev *folded) (Delta, bool) {
 	return d, changed
 }
 
-func subMoney(a, b Money) Money {
-	m := Money{Dollars: a.Dollars - b.Dollars, Picodollars: a.Picodollars - b.Picodollars}
+func subMoney(a, b measure.Money) measure.Money {
+	m := measure.Money{Dollars: a.Dollars - b.Dollars, Picodollars: a.Picodollars - b.Picodollars}
 	if m.Picodollars < 0 {
 		m.Dollars--
 		m.Picodollars += picoPerDollar
 	}
 	if m.Dollars < 0 {
-		return Money{}
+		return measure.Money{}
 	}
 	return m
 }
@@ -259,14 +261,14 @@ func (s *compactStore) countAt(index int) uint64 {
 type Exporter struct {
 	r       *Registry
 	mu      sync.Mutex
-	last    map[Key]*folded // committed: what the fleet has
-	pending map[Key]*folded // exported, not yet committed
+	last    map[measure.Key]*folded // committed: what the fleet has
+	pending map[measure.Key]*folded // exported, not yet committed
 }
 
 // NewExporter returns an Exporter whose first Export returns everything the
 // Registry holds.
 func (r *Registry) NewExporter() *Exporter {
-	return &Exporter{r: r, last: map[Key]*folded{}}
+	return &Exporter{r: r, last: map[measure.Key]*folded{}}
 }
 
 // Export returns a Delta for every key that changed since the last Commit
@@ -276,7 +278,7 @@ func (r *Registry) NewExporter() *Exporter {
 func (x *Exporter) Export() []Delta {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.pending = map[Key]*folded{}
+	x.pending = map[measure.Key]*folded{}
 	var out []Delta
 	for k, e := range *x.r.keys.Load() {
 		prev := x.last[k]
@@ -311,7 +313,7 @@ func (x *Exporter) Commit() {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	keys := *x.r.keys.Load()
-	maps.DeleteFunc(x.last, func(k Key, _ *folded) bool { return keys[k] == nil })
+	maps.DeleteFunc(x.last, func(k measure.Key, _ *folded) bool { return keys[k] == nil })
 	maps.Copy(x.last, x.pending)
 	x.pending = nil
 }
@@ -353,7 +355,7 @@ func (r *Registry) MergeAt(now time.Time, d *Delta) error {
 	addCount(&rs.input, d.InputTokens)
 	addCount(&rs.cached, d.CachedTokens)
 	addCount(&rs.output, d.OutputTokens)
-	rs.cost.addMoney(Money{Dollars: min(max(d.Cost.Dollars, 0), maxCount), Picodollars: min(max(d.Cost.Picodollars, 0), picoPerDollar-1)})
+	addMoney(&rs.cost, measure.Money{Dollars: min(max(d.Cost.Dollars, 0), maxCount), Picodollars: min(max(d.Cost.Picodollars, 0), picoPerDollar-1)})
 	if !d.Newest.IsZero() {
 		rs.newest = max(rs.newest, min(d.Newest.UnixNano(), now.UnixNano()))
 	}
@@ -449,7 +451,7 @@ func (d *Delta) UnmarshalBinary(data []byte) error {
 
 // Options returns the Registry's options with defaults filled in (Prices
 // included).
-func (r *Registry) Options() Options {
+func (r *Registry) Options() measure.Options {
 	o := r.opts
 	o.Prices = maps.Clone(o.Prices)
 	return o

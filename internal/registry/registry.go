@@ -1,4 +1,4 @@
-package measure
+package registry
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tpsroute/tpsroute/internal/measurekit"
+	"github.com/tpsroute/tpsroute/measure"
 
 	"github.com/tpsroute/tpsroute/tps"
 )
@@ -32,46 +35,10 @@ const (
 	maxClasses = 32
 )
 
-// Error classes of a failed sample, the keys of Stats.ErrorsByClass. The
-// class travels with the sample: the Client records each attempt with the
-// class the fallback Executor gave it (fallback.Attempt.ErrorClass, through
-// RecordClass). A sample recorded without one (Record, RecordAt) is
-// classified from its Err: ClassCanceled when it matches context.Canceled,
-// ClassTimeout for context.DeadlineExceeded or a net.Error timeout,
-// ClassOther otherwise.
-const (
-	ClassTimeout  = "timeout"  // a deadline ended the call: the caller's, the transport's or the Executor's
-	ClassCanceled = "canceled" // the caller gave up: not the provider's failure
-	ClassCaller   = "caller"   // the caller's input was refused (invalid, too long, against a content policy): not the provider's failure
-	ClassOther    = "other"    // anything else
-)
-
-// Options configures a Registry. A zero Options consists entirely of default
-// values; zero or negative fields mean their default. NewRegistry copies it;
-// it is a plain value, safe for concurrent reads.
-type Options struct {
-	// Window configures every window (TTFT, TPS, TPOT, E2E, chunk gaps) and
-	// the windowed error rate. Zero means DefaultWindow in DefaultBuckets
-	// sub-windows at DefaultRelativeAccuracy.
-	Window WindowOptions
-	// HalfLife is the half-life of every EWMA. Default DefaultHalfLife.
-	HalfLife time.Duration
-	// MinSamples is the number of successful samples inside the window for an
-	// Estimate to be OK. Default DefaultMinSamples.
-	MinSamples int
-	// TTL drops keys idle (no Record, no Begin, nothing in flight) for longer.
-	// Default DefaultTTL.
-	TTL time.Duration
-	// Refresh bounds how stale a published Estimate is while samples arrive.
-	// Default DefaultRefresh.
-	Refresh time.Duration
-	// Prices gives each key's price; a key not in the map costs nothing.
-	// The map is copied by NewRegistry. Nil means no costs.
-	Prices map[Key]Price
-}
-
-func (o Options) normalized() Options {
-	o.Window = o.Window.normalized()
+// normalize returns o with its zero or negative fields set to their
+// defaults, and its Prices copied.
+func normalize(o measure.Options) measure.Options {
+	o.Window = normalizeWindow(o.Window)
 	if o.HalfLife <= 0 {
 		o.HalfLife = DefaultHalfLife
 	}
@@ -91,16 +58,16 @@ func (o Options) normalized() Options {
 // classOf is the class of a failed sample recorded without one.
 func classOf(err error) string {
 	if errors.Is(err, context.Canceled) {
-		return ClassCanceled
+		return measure.ClassCanceled
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return ClassTimeout
+		return measure.ClassTimeout
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		return ClassTimeout
+		return measure.ClassTimeout
 	}
-	return ClassOther
+	return measure.ClassOther
 }
 
 // Registry keeps statistics per Key and per tps.CacheState: windows and
@@ -115,28 +82,28 @@ func classOf(err error) string {
 //
 // A Registry is safe for concurrent use.
 type Registry struct {
-	opts      Options
+	opts      measure.Options
 	mu        sync.Mutex // serialises changes to keys
-	keys      atomic.Pointer[map[Key]*entry]
+	keys      atomic.Pointer[map[measure.Key]*entry]
 	nextPrune atomic.Int64 // UnixNano; 0 means at the first Record
 	nextSweep atomic.Int64 // UnixNano; 0 means at the first SweepAt
 	restored  atomic.Int64 // UnixNano of the restored state's save, rebased; 0 none (state.go)
 }
 
-// NewRegistry returns an empty Registry configured by o.
-func NewRegistry(o Options) *Registry {
-	r := &Registry{opts: o.normalized()}
-	m := map[Key]*entry{}
+// New returns an empty Registry configured by o.
+func New(o measure.Options) *Registry {
+	r := &Registry{opts: normalize(o)}
+	m := map[measure.Key]*entry{}
 	r.keys.Store(&m)
 	return r
 }
 
 // entry holds one key's statistics.
 type entry struct {
-	key      Key
-	price    tokenPrice
+	key      measure.Key
+	price    measurekit.TokenPrice
 	inflight atomic.Int64
-	est      atomic.Pointer[Estimate]
+	est      atomic.Pointer[measure.Estimate]
 	pruned   atomic.Bool // set with dead; read by handles without the lock
 
 	mu          sync.Mutex
@@ -153,12 +120,12 @@ type entry struct {
 	tpsSince    int64    // UnixNano of the latest TPS change; 0 none
 	ttftSince   int64    // UnixNano of the latest TTFT change; 0 none
 	classes     map[string]int64
-	implausible int64                    // samples whose usage tps found implausible (Stats.ImplausibleUsage)
-	remote      *folded                  // merged from other Registries (MergeAt); nil until then
-	load        loadTrack                // in flight over time (load.go)
-	fit         loadFit                  // TPS against load (load.go)
-	inputs      [InputClasses]inputClass // by prompt size (input.go)
-	inU         EWMA                     // unloaded TPS over every class
+	implausible int64                            // samples whose usage tps found implausible (Stats.ImplausibleUsage)
+	remote      *folded                          // merged from other Registries (MergeAt); nil until then
+	load        loadTrack                        // in flight over time (load.go)
+	fit         loadFit                          // TPS against load (load.go)
+	inputs      [measure.InputClasses]inputClass // by prompt size (input.go)
+	inU         EWMA                             // unloaded TPS over every class
 	// flights are the calls in flight with an output cap (overdue.go),
 	// last: between inflight and est they put the two that Estimate and
 	// every pick read on different cache lines (docs/PERFORMANCE.md, "After
@@ -178,7 +145,7 @@ type stateStats struct {
 	byPhase               [5]int64 // by tps.Phase
 	input, cached, output int64
 	reasoning             int64
-	cost                  Money
+	cost                  measure.Money
 	ring                  outcomeRing
 }
 
@@ -244,8 +211,8 @@ func mod(a, b int64) int64 {
 	return m
 }
 
-func (r *Registry) newEntry(k Key) *entry {
-	e := &entry{key: k, price: r.opts.Prices[k].perToken(), lastRefresh: math.MinInt64 / 2}
+func (r *Registry) newEntry(k measure.Key) *entry {
+	e := &entry{key: k, price: perToken(r.opts.Prices[k]), lastRefresh: math.MinInt64 / 2}
 	e.gaps.init(r.opts.Window)
 	hl := r.opts.HalfLife
 	e.gapE.HalfLife, e.ttftE.HalfLife, e.inU.HalfLife = hl, hl, hl
@@ -264,19 +231,19 @@ func (r *Registry) newState() *stateStats {
 }
 
 // lookup returns k's entry, or nil.
-func (r *Registry) lookup(k Key) *entry {
+func (r *Registry) lookup(k measure.Key) *entry {
 	return (*r.keys.Load())[k]
 }
 
 // locked returns k's live entry, created if needed, with its mutex held.
-func (r *Registry) locked(k Key) *entry {
+func (r *Registry) locked(k measure.Key) *entry {
 	for {
 		e := r.lookup(k)
 		if e == nil {
 			r.mu.Lock()
 			old := *r.keys.Load()
 			if e = old[k]; e == nil {
-				m := make(map[Key]*entry, len(old)+1)
+				m := make(map[measure.Key]*entry, len(old)+1)
 				maps.Copy(m, old)
 				e = r.newEntry(k)
 				m[k] = e
@@ -299,7 +266,7 @@ func (r *Registry) locked(k Key) *entry {
 // Record adds one finished call of key k. The sample's time is
 // s.Start + s.Total (the end of the stream), or time.Now() when s.Start is
 // zero. See RecordAt.
-func (r *Registry) Record(k Key, s tps.Sample) { r.RecordClass(k, s, "") }
+func (r *Registry) Record(k measure.Key, s tps.Sample) { r.RecordClass(k, s, "") }
 
 // RecordClass is Record for a sample whose error class its caller has
 // already determined: class names it in Stats.ErrorsByClass (ClassTimeout,
@@ -307,7 +274,7 @@ func (r *Registry) Record(k Key, s tps.Sample) { r.RecordClass(k, s, "") }
 // names per key of at most 256 bytes each, the rest count as ClassOther)
 // instead of one read from s.Err. It is ignored for a successful sample; ""
 // means classify s.Err as Record does.
-func (r *Registry) RecordClass(k Key, s tps.Sample, class string) {
+func (r *Registry) RecordClass(k measure.Key, s tps.Sample, class string) {
 	now := time.Now()
 	if !s.Start.IsZero() {
 		now = s.Start.Add(max(s.Total, s.E2E, s.TTFT, 0))
@@ -342,11 +309,13 @@ func (r *Registry) RecordClass(k Key, s tps.Sample, class string) {
 //     (s.Gaps.Sum / s.Gaps.Count), one value per stream.
 //   - Durations enter in seconds; negative, NaN or infinite values are
 //     dropped. The sample's cache state selects the per-state statistics.
-func (r *Registry) RecordAt(now time.Time, k Key, s tps.Sample) { r.RecordClassAt(now, k, s, "") }
+func (r *Registry) RecordAt(now time.Time, k measure.Key, s tps.Sample) {
+	r.RecordClassAt(now, k, s, "")
+}
 
 // RecordClassAt is RecordAt with the sample's error class given, as in
 // RecordClass.
-func (r *Registry) RecordClassAt(now time.Time, k Key, s tps.Sample, class string) {
+func (r *Registry) RecordClassAt(now time.Time, k measure.Key, s tps.Sample, class string) {
 	// RecordClassAt is long (about 130 lines, complexity about 43) because
 	// it files every part of a sample under one hold of the key's lock, in
 	// the order the parts depend on: a change the TTFT or TPS detector sees
@@ -360,7 +329,7 @@ func (r *Registry) RecordClassAt(now time.Time, k Key, s tps.Sample, class strin
 		class = classOf(s.Err) // outside the key's lock
 	}
 	if len(class) > maxClassString {
-		class = ClassOther // a state file holds no longer name
+		class = measure.ClassOther // a state file holds no longer name
 	}
 	e := r.locked(k)
 	defer e.mu.Unlock()
@@ -380,15 +349,15 @@ func (r *Registry) RecordClassAt(now time.Time, k Key, s tps.Sample, class strin
 	addCount(&st.requests, 1)
 	if failed {
 		switch class {
-		case ClassCanceled:
+		case measure.ClassCanceled:
 			addCount(&st.canceled, 1)
-		case ClassCaller: // in ErrorsByClass only
+		case measure.ClassCaller: // in ErrorsByClass only
 		default:
 			addCount(&st.errors, 1)
 			if p := s.ErrPhase; p > tps.PhaseNone && int(p) < len(st.byPhase) {
 				addCount(&st.byPhase[p], 1)
 			}
-			if class == ClassTimeout {
+			if class == measure.ClassTimeout {
 				addCount(&st.timeouts, 1)
 			}
 			st.ring.add(t, false)
@@ -397,7 +366,7 @@ func (r *Registry) RecordClassAt(now time.Time, k Key, s tps.Sample, class strin
 			e.classes = make(map[string]int64)
 		}
 		if _, ok := e.classes[class]; !ok && len(e.classes) >= maxClasses {
-			class = ClassOther
+			class = measure.ClassOther
 		}
 		e.classes[class] = addCapped(e.classes[class], 1, maxCount)
 	} else {
@@ -412,10 +381,10 @@ func (r *Registry) RecordClassAt(now time.Time, k Key, s tps.Sample, class strin
 	addCount(&st.cached, s.CachedTokens)
 	addCount(&st.output, s.OutputTokens)
 	addCount(&st.reasoning, s.ReasoningTokens)
-	st.cost.add(e.price.cost(s.InputTokens, s.CachedTokens, s.OutputTokens))
+	addPico(&st.cost, e.price.Cost(s.InputTokens, s.CachedTokens, s.OutputTokens))
 
 	shifted := false
-	ic := InputClass(s.InputTokens)
+	ic := measure.InputClass(s.InputTokens)
 	var classTTFT float64
 	if s.TTFT > 0 && !s.Unstreamed {
 		v := s.TTFT.Seconds()
@@ -505,7 +474,7 @@ func (e *entry) combined(f func(*stateStats) *EWMA) (float64, bool) {
 // Begin marks one call to k as in flight until end is called; end is
 // idempotent and safe to call from any goroutine. Begin uses time.Now() for
 // the key's idle time; see BeginAt.
-func (r *Registry) Begin(k Key) (end func()) { return r.BeginAt(time.Now(), k) }
+func (r *Registry) Begin(k measure.Key) (end func()) { return r.BeginAt(time.Now(), k) }
 
 // BeginAt is Begin at time now. A key with calls in flight is never pruned.
 //
@@ -513,17 +482,17 @@ func (r *Registry) Begin(k Key) (end func()) { return r.BeginAt(time.Now(), k) }
 // in-flight count over time to measure the load each stream started at
 // (Estimate.LoadK). The end's time is now plus the monotonic time elapsed
 // since BeginAt was called.
-func (r *Registry) BeginAt(now time.Time, k Key) (end func()) { return r.begin(now, k, 0) }
+func (r *Registry) BeginAt(now time.Time, k measure.Key) (end func()) { return r.begin(now, k, 0) }
 
 // begin is BeginAt, tracking the call with its output cap out when
 // positive (BeginCallAt).
-func (r *Registry) begin(now time.Time, k Key, out int64) (end func()) {
+func (r *Registry) begin(now time.Time, k measure.Key, out int64) (end func()) {
 	return r.beginTracked(now, k, out, nil, nil)
 }
 
 // beginTracked is begin that also tells a Flight its entry and slot (when
 // ep and slotp are not nil).
-func (r *Registry) beginTracked(now time.Time, k Key, out int64, ep **entry, slotp *int) (end func()) {
+func (r *Registry) beginTracked(now time.Time, k measure.Key, out int64, ep **entry, slotp *int) (end func()) {
 	wall := time.Now()
 	t0 := now.UnixNano()
 	e := r.locked(k)
@@ -578,8 +547,8 @@ func (r *Registry) sampleLoad(e *entry, s *tps.Sample) (float64, bool) {
 // samples by at most Options.Refresh of sample time while samples arrive;
 // when they stop, it is refreshed by the next Record, SweepAt, Snapshot or
 // Prune, so check Estimate.Newest for the age of the data.
-func (r *Registry) Estimate(k Key) (Estimate, bool) {
-	var est Estimate
+func (r *Registry) Estimate(k measure.Key) (measure.Estimate, bool) {
+	var est measure.Estimate
 	e := (*r.keys.Load())[k]
 	if e == nil {
 		return est, false
@@ -588,29 +557,12 @@ func (r *Registry) Estimate(k Key) (Estimate, bool) {
 	return est, ok
 }
 
-// EstimateHandle reads one key's published Estimate without looking the key
-// up, for callers that read the same keys on every request (route's Picker).
-// Registry.Handle returns one. Implementations are safe for concurrent use
-// and never block.
-type EstimateHandle interface {
-	// Estimate returns the key's latest published Estimate, with InFlight
-	// read live, and whether it is OK: what Registry.Estimate returns for
-	// the key while Live is true. It takes no lock and allocates nothing.
-	Estimate() (Estimate, bool)
-	// Live reports whether the key is still kept. Once the key is pruned it
-	// returns false for good: the handle then keeps returning the last
-	// Estimate published before the prune, and the holder should call
-	// Registry.Handle again (a key recorded again after a prune starts afresh
-	// under a new handle).
-	Live() bool
-}
-
 // ReadEstimate sets *est to the Estimate h.Estimate returns and returns its
 // ok. For a handle from Registry.Handle it copies the published Estimate
 // once, straight into *est, rather than through a return value; est can
 // stay on the caller's stack. route's Picker reads one per candidate on
 // every pick.
-func ReadEstimate(h EstimateHandle, est *Estimate) bool {
+func ReadEstimate(h measure.EstimateHandle, est *measure.Estimate) bool {
 	if rh, ok := h.(*handle); ok {
 		return rh.read(est)
 	}
@@ -628,7 +580,7 @@ func ReadEstimate(h EstimateHandle, est *Estimate) bool {
 // change of the key's figures publishes a new Estimate, so a caller that
 // reads the same keys on every request can keep what it derives from one,
 // keyed by the pointer, until the pointer changes: route's Picker does.
-func PublishedEstimate(h EstimateHandle) (e *Estimate, inFlight int64) {
+func PublishedEstimate(h measure.EstimateHandle) (e *measure.Estimate, inFlight int64) {
 	rh, ok := h.(*handle)
 	if !ok || rh.pruned.Load() {
 		return nil, 0
@@ -642,7 +594,7 @@ func PublishedEstimate(h EstimateHandle) (e *Estimate, inFlight int64) {
 // Handle returns a handle on k's Estimate, or nil when k is not kept (never
 // recorded or begun, or pruned since). The handle stays valid until k is
 // pruned; see EstimateHandle.Live. It takes no lock and allocates nothing.
-func (r *Registry) Handle(k Key) EstimateHandle {
+func (r *Registry) Handle(k measure.Key) measure.EstimateHandle {
 	e := (*r.keys.Load())[k]
 	if e == nil {
 		return nil
@@ -653,17 +605,17 @@ func (r *Registry) Handle(k Key) EstimateHandle {
 // handle is an entry seen through EstimateHandle.
 type handle entry
 
-func (h *handle) Estimate() (Estimate, bool) {
-	var est Estimate
+func (h *handle) Estimate() (measure.Estimate, bool) {
+	var est measure.Estimate
 	ok := h.read(&est)
 	return est, ok
 }
 
-func (h *handle) read(est *Estimate) bool {
+func (h *handle) read(est *measure.Estimate) bool {
 	if p := h.est.Load(); p != nil {
 		*est = *p
 	} else {
-		*est = Estimate{}
+		*est = measure.Estimate{}
 	}
 	est.InFlight = h.inflight.Load()
 	return est.OK
@@ -676,7 +628,7 @@ var estimateQs = []float64{0.5, 0.95}
 // refresh publishes e's Estimate at now. e.mu must be held.
 func (r *Registry) refresh(e *entry, now time.Time) {
 	t := now.UnixNano()
-	var est Estimate
+	var est measure.Estimate
 	var tq, pq query
 	var ok, fail int64
 	for _, st := range e.states {
@@ -742,7 +694,7 @@ func (r *Registry) refresh(e *entry, now time.Time) {
 	est.TPSPending, est.TTFTPending = e.tpsShift.pending(), e.ttftShift.pending()
 	pub := &published{}
 	if e.fillInputs(&pub.tab, t, r.opts.MinSamples, int64(r.opts.Window.Length), est.LoadK, est.LoadRef) {
-		est.inputs = &pub.tab
+		setInputs(&est, &pub.tab)
 	}
 	est.Samples = ok
 	est.TPSSamples = int64(pq.n)
@@ -750,7 +702,7 @@ func (r *Registry) refresh(e *entry, now time.Time) {
 		est.Newest = time.Unix(0, newest)
 	}
 	est.OK = ok >= int64(r.opts.MinSamples) && tq.n > 0
-	est.sanitize()
+	sanitize(&est)
 	e.lastRefresh = t
 	pub.est = est
 	e.est.Store(&pub.est)
@@ -809,7 +761,7 @@ func (r *Registry) prune(now time.Time, refresh bool) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	old := *r.keys.Load()
-	var drop []Key
+	var drop []measure.Key
 	for k, e := range old {
 		e.mu.Lock()
 		if e.inflight.Load() == 0 && t-e.lastSeen > int64(r.opts.TTL) {

@@ -1,9 +1,11 @@
-package measure
+package registry
 
 import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/tpsroute/tpsroute/measure"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -14,8 +16,8 @@ import (
 // at most overdueSlots of them.
 func TestOverdue(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
-	k := Key{Provider: "a", Model: "m"}
-	r := NewRegistry(Options{})
+	k := measure.Key{Provider: "a", Model: "m"}
+	r := New(measure.Options{})
 	endA := r.BeginCallAt(t0, k, 200)
 	h := r.Handle(k)
 	require.NotNil(t, h)
@@ -54,8 +56,8 @@ func TestOverdue(t *testing.T) {
 // tracked and a later one takes a slot only once one is free.
 func TestOverdueSlots(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
-	k := Key{Provider: "a", Model: "m"}
-	r := NewRegistry(Options{})
+	k := measure.Key{Provider: "a", Model: "m"}
+	r := New(measure.Options{})
 	var ends []func()
 	for i := range overdueSlots {
 		ends = append(ends, r.BeginCallAt(t0.Add(time.Duration(i)*time.Second), k, 100))
@@ -77,13 +79,13 @@ func TestOverdueSlots(t *testing.T) {
 // fixedHandle is an EstimateHandle that is not a Registry's.
 type fixedHandle struct{}
 
-func (fixedHandle) Estimate() (Estimate, bool) { return Estimate{}, false }
-func (fixedHandle) Live() bool                 { return true }
+func (fixedHandle) Estimate() (measure.Estimate, bool) { return measure.Estimate{}, false }
+func (fixedHandle) Live() bool                         { return true }
 
 func BenchmarkOverdue(b *testing.B) {
 	t0 := time.Unix(1_700_000_000, 0)
-	k := Key{Provider: "a", Model: "m"}
-	r := NewRegistry(Options{})
+	k := measure.Key{Provider: "a", Model: "m"}
+	r := New(measure.Options{})
 	for i := range 3 {
 		defer r.BeginCallAt(t0.Add(time.Duration(i)*time.Second), k, 200)()
 	}

@@ -1,4 +1,4 @@
-package measure
+package registry
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/tpsroute/tpsroute/measure"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -40,7 +42,7 @@ func TestWindowAccuracy(t *testing.T) {
 	for _, g := range gens {
 		t.Run(g.name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(1, 2))
-			w := NewWindow(WindowOptions{})
+			w := NewWindow(measure.WindowOptions{})
 			xs := make([]float64, n)
 			for i := range xs {
 				xs[i] = g.gen(r)
@@ -69,7 +71,7 @@ func TestWindowAccuracy(t *testing.T) {
 }
 
 func TestWindowExpiry(t *testing.T) {
-	w := NewWindow(WindowOptions{Length: time.Minute, Buckets: 6})
+	w := NewWindow(measure.WindowOptions{Length: time.Minute, Buckets: 6})
 	for i := range 60 {
 		require.True(t, w.Add(t0.Add(time.Duration(i)*time.Second), 1))
 	}
@@ -208,9 +210,9 @@ func TestWindowMergeEqualsUnion(t *testing.T) {
 		})
 	}
 	t.Run("incompatible", func(t *testing.T) {
-		a := NewWindow(WindowOptions{Length: time.Minute})
-		b := NewWindow(WindowOptions{})
-		c := NewWindow(WindowOptions{Length: time.Minute, RelativeAccuracy: 0.02})
+		a := NewWindow(measure.WindowOptions{Length: time.Minute})
+		b := NewWindow(measure.WindowOptions{})
+		c := NewWindow(measure.WindowOptions{Length: time.Minute, RelativeAccuracy: 0.02})
 		assert.ErrorIs(t, a.Merge(b), ErrIncompatible)
 		assert.ErrorIs(t, a.Merge(c), ErrIncompatible)
 	})
@@ -253,7 +255,7 @@ func TestWindowEncoding(t *testing.T) {
 		}
 		for name, data := range cases {
 			t.Run(name, func(t *testing.T) {
-				got := NewWindow(WindowOptions{})
+				got := NewWindow(measure.WindowOptions{})
 				assert.ErrorIs(t, got.UnmarshalBinary(data), ErrEncoding)
 			})
 		}
@@ -378,22 +380,24 @@ func TestWindowRejectsIndexesNoValueReaches(t *testing.T) {
 // RestoreState the relative accuracy, so the "gamma-equal" row merged in
 // one and was ErrIncompatible in the others.
 func TestCompatible(t *testing.T) {
-	def := WindowOptions{}.normalized()
-	with := func(f func(*WindowOptions)) WindowOptions {
+	def := normalizeWindow(measure.WindowOptions{})
+	with := func(f func(*measure.WindowOptions)) measure.WindowOptions {
 		o := def
 		f(&o)
 		return o
 	}
-	acc := func(a float64) WindowOptions { return with(func(o *WindowOptions) { o.RelativeAccuracy = a }) }
+	acc := func(a float64) measure.WindowOptions {
+		return with(func(o *measure.WindowOptions) { o.RelativeAccuracy = a })
+	}
 	tests := []struct {
 		name string
-		a    WindowOptions
+		a    measure.WindowOptions
 		ok   bool
 	}{
 		{"same", def, true},
-		{"length", with(func(o *WindowOptions) { o.Length = time.Minute }), false},
-		{"buckets", with(func(o *WindowOptions) { o.Buckets = 5 }), false},
-		{"max_bins", with(func(o *WindowOptions) { o.MaxBins = 512 }), true},
+		{"length", with(func(o *measure.WindowOptions) { o.Length = time.Minute }), false},
+		{"buckets", with(func(o *measure.WindowOptions) { o.Buckets = 5 }), false},
+		{"max_bins", with(func(o *measure.WindowOptions) { o.MaxBins = 512 }), true},
 		{"accuracy_by_arithmetic", acc(1 - 0.99), true}, // 0.010000000000000009
 		{"gamma_equal", acc(0.01 * (1 + 1e-11)), true},  // gammas 2e-13 apart
 		{"gamma_apart", acc(0.01 * (1 + 1e-9)), false},  // gammas 2e-11 apart
@@ -413,12 +417,12 @@ func TestCompatible(t *testing.T) {
 			src := NewWindow(tt.a)
 			require.True(t, src.Add(t0, 1))
 			check("Window.Merge", NewWindow(def).Merge(src))
-			r := NewRegistry(Options{Window: tt.a})
+			r := New(measure.Options{Window: tt.a})
 			r.RecordAt(t0, kA, okSample(time.Second, 50, 0))
 			ds := r.NewExporter().Export()
 			require.Len(t, ds, 1)
-			check("MergeAt", NewRegistry(Options{}).MergeAt(t0, &ds[0]))
-			_, err := NewRegistry(Options{}).RestoreState(bytes.NewReader(save(t, r, t0)), t0, nil)
+			check("MergeAt", New(measure.Options{}).MergeAt(t0, &ds[0]))
+			_, err := New(measure.Options{}).RestoreState(bytes.NewReader(save(t, r, t0)), t0, nil)
 			check("RestoreState", err)
 		})
 	}

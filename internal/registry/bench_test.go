@@ -1,4 +1,4 @@
-package measure
+package registry
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tpsroute/tpsroute/measure"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -64,10 +66,10 @@ func reportCPU(b *testing.B, since time.Duration) {
 	b.ReportMetric(float64(cpuTime()-since)/float64(b.N), "cpu-ns/op")
 }
 
-var benchPrices = map[Key]Price{kA: {Input: 0.59, CachedInput: 0.3, Output: 0.79}}
+var benchPrices = map[measure.Key]measure.Price{kA: {Input: 0.59, CachedInput: 0.3, Output: 0.79}}
 
 func BenchmarkRecord(b *testing.B) {
-	r := NewRegistry(Options{Prices: benchPrices})
+	r := New(measure.Options{Prices: benchPrices})
 	ss := samples(4096, 1)
 	now := t0
 	// Steady state: every sub-window and cache state already seen.
@@ -86,11 +88,11 @@ func BenchmarkRecord(b *testing.B) {
 }
 
 func BenchmarkRecordParallel(b *testing.B) {
-	r := NewRegistry(Options{Prices: benchPrices})
+	r := New(measure.Options{Prices: benchPrices})
 	ss := samples(4096, 2)
-	keys := make([]Key, 16)
+	keys := make([]measure.Key, 16)
 	for i := range keys {
-		keys[i] = Key{Provider: "p", Region: "r", Model: string(rune('a' + i))}
+		keys[i] = measure.Key{Provider: "p", Region: "r", Model: string(rune('a' + i))}
 		for j := range 2000 {
 			r.RecordAt(t0.Add(time.Duration(j)*150*time.Millisecond), keys[i], ss[j%len(ss)])
 		}
@@ -110,11 +112,11 @@ func BenchmarkRecordParallel(b *testing.B) {
 }
 
 func BenchmarkEstimate(b *testing.B) {
-	r := NewRegistry(Options{})
+	r := New(measure.Options{})
 	ss := samples(1024, 3)
-	keys := make([]Key, 16)
+	keys := make([]measure.Key, 16)
 	for i := range keys {
-		keys[i] = Key{Provider: "provider", Region: "us-east-1", Model: "llama-3.3-70b-" + string(rune('a'+i))}
+		keys[i] = measure.Key{Provider: "provider", Region: "us-east-1", Model: "llama-3.3-70b-" + string(rune('a'+i))}
 		for j, s := range ss {
 			r.RecordAt(t0.Add(time.Duration(j)*100*time.Millisecond), keys[i], s)
 		}
@@ -138,7 +140,7 @@ func BenchmarkEstimate(b *testing.B) {
 // fillKeys records n samples into each of k keys, round robin, spread over
 // two window lengths so that every sub-window of every window is full,
 // across all three cache states.
-func fillKeys(r *Registry, keys []Key, n int) {
+func fillKeys(r *Registry, keys []measure.Key, n int) {
 	ss := samples(8192, 4)
 	span := 2 * DefaultWindow
 	total := n * len(keys)
@@ -151,8 +153,8 @@ func TestMemoryPerKey(t *testing.T) {
 	if testing.Short() {
 		t.Skip("records a million samples")
 	}
-	r := NewRegistry(Options{Prices: benchPrices})
-	fillKeys(r, []Key{kA}, 1_000_000)
+	r := New(measure.Options{Prices: benchPrices})
+	fillKeys(r, []measure.Key{kA}, 1_000_000)
 	st, _ := r.SnapshotAt(t0.Add(2 * DefaultWindow)).Lookup(kA)
 	require.Equal(t, int64(1_000_000), st.Requests)
 	require.Positive(t, st.Unknown.TTFT.Count)
@@ -167,16 +169,16 @@ func TestMemoryPerKey(t *testing.T) {
 // after 1e6 samples each, over 8 keys to average out heap noise.
 func BenchmarkMemoryPerKey(b *testing.B) {
 	const nkeys = 8
-	keys := make([]Key, nkeys)
+	keys := make([]measure.Key, nkeys)
 	for i := range keys {
-		keys[i] = Key{Provider: "p", Model: string(rune('a' + i))}
+		keys[i] = measure.Key{Provider: "p", Model: string(rune('a' + i))}
 	}
 	var heap, accounted float64
 	for b.Loop() {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		r := NewRegistry(Options{Prices: benchPrices})
+		r := New(measure.Options{Prices: benchPrices})
 		fillKeys(r, keys, 1_000_000)
 		runtime.GC()
 		runtime.ReadMemStats(&after)
@@ -192,8 +194,8 @@ func BenchmarkMemoryPerKey(b *testing.B) {
 // registry's merged data (fleet mode): the refresh folds the remote windows
 // in, Record itself does nothing more.
 func BenchmarkRecordFleet(b *testing.B) {
-	r := NewRegistry(Options{Prices: benchPrices})
-	other := NewRegistry(Options{Prices: benchPrices})
+	r := New(measure.Options{Prices: benchPrices})
+	other := New(measure.Options{Prices: benchPrices})
 	x := other.NewExporter()
 	ss := samples(4096, 1)
 	now := t0
@@ -222,7 +224,7 @@ func BenchmarkRecordFleet(b *testing.B) {
 
 // BenchmarkEstimateFleet is BenchmarkEstimate with merged fleet data.
 func BenchmarkEstimateFleet(b *testing.B) {
-	r, other := NewRegistry(Options{}), NewRegistry(Options{})
+	r, other := New(measure.Options{}), New(measure.Options{})
 	ss := samples(1024, 3)
 	for j, s := range ss {
 		r.RecordAt(t0.Add(time.Duration(j)*100*time.Millisecond), kA, s)
@@ -247,10 +249,10 @@ func BenchmarkEstimateFleet(b *testing.B) {
 // over the last five minutes (a full default window, every cache state),
 // and the time of the last sample.
 func busyKeys(n int) (*Registry, time.Time) {
-	r := NewRegistry(Options{Prices: benchPrices})
-	keys := make([]Key, n)
+	r := New(measure.Options{Prices: benchPrices})
+	keys := make([]measure.Key, n)
 	for i := range keys {
-		keys[i] = Key{Provider: "provider", Region: "region", Model: "model-" + string(rune('A'+i/26)) + string(rune('a'+i%26))}
+		keys[i] = measure.Key{Provider: "provider", Region: "region", Model: "model-" + string(rune('A'+i/26)) + string(rune('a'+i%26))}
 	}
 	ss := samples(8192, 12)
 	const perKey = 3000
@@ -294,7 +296,7 @@ func BenchmarkRestoreState(b *testing.B) {
 	b.ResetTimer()
 	cpu := cpuTime()
 	for b.Loop() {
-		nr := NewRegistry(Options{Prices: benchPrices})
+		nr := New(measure.Options{Prices: benchPrices})
 		if _, err := nr.RestoreState(bytes.NewReader(data), now, nil); err != nil {
 			b.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package measure
+package registry
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tpsroute/tpsroute/measure"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -24,14 +26,14 @@ import (
 // range").
 func TestCountersSaturate(t *testing.T) {
 	now := t0.Add(time.Hour)
-	r := NewRegistry(Options{Prices: map[Key]Price{kA: {Input: 1e9, CachedInput: 1e9, Output: 1e9}}})
+	r := New(measure.Options{Prices: map[measure.Key]measure.Price{kA: {Input: 1e9, CachedInput: 1e9, Output: 1e9}}})
 	huge := okSample(time.Second, 50, tps.CacheCold)
 	huge.InputTokens, huge.CachedTokens, huge.OutputTokens, huge.ReasoningTokens = math.MaxInt64, math.MaxInt64, math.MaxInt64, math.MaxInt64
 	for i, cs := range []tps.CacheState{tps.CacheUnknown, tps.CacheCold, tps.CacheWarm, tps.CacheCold, tps.CacheWarm} {
 		huge.Cache = cs
 		r.RecordAt(now.Add(time.Duration(i)*time.Second), kA, huge)
 	}
-	src := NewRegistry(Options{})
+	src := New(measure.Options{})
 	src.RecordAt(now, kA, huge)
 	for range 3 {
 		for _, d := range src.NewExporter().Export() {
@@ -56,7 +58,7 @@ func TestCountersSaturate(t *testing.T) {
 
 	var b bytes.Buffer
 	require.NoError(t, r.SaveState(&b, now))
-	got := NewRegistry(Options{Prices: map[Key]Price{kA: {Input: 1e9}}})
+	got := New(measure.Options{Prices: map[measure.Key]measure.Price{kA: {Input: 1e9}}})
 	info, err := got.RestoreState(bytes.NewReader(b.Bytes()), now, nil)
 	require.NoError(t, err, "the Registry never saves a state it refuses")
 	assert.Equal(t, 1, info.Keys)
@@ -69,15 +71,15 @@ func TestCountersSaturate(t *testing.T) {
 // (1e9 dollars per million tokens) and 2^32 tokens overflowed int64
 // picodollars and came out negative.
 func TestCostSaturates(t *testing.T) {
-	p := Price{Input: 1e9, Output: 1e9}.perToken()
-	assert.Equal(t, int64(maxCount), p.cost(maxTokensPerSample, 0, maxTokensPerSample))
-	assert.Equal(t, int64(1e15), p.cost(1, 0, 0))
-	var m Money
+	p := perToken(measure.Price{Input: 1e9, Output: 1e9})
+	assert.Equal(t, int64(maxCount), p.Cost(1<<32, 0, 1<<32))
+	assert.Equal(t, int64(1e15), p.Cost(1, 0, 0))
+	var m measure.Money
 	for range 3 {
-		m.add(maxCount)
+		addPico(&m, maxCount)
 	}
 	assert.True(t, m.Dollars > 0 && m.Dollars <= maxCount, "%d", m.Dollars)
-	m.addMoney(Money{Dollars: maxCount})
+	addMoney(&m, measure.Money{Dollars: maxCount})
 	assert.Equal(t, int64(maxCount), m.Dollars)
 }
 
@@ -89,17 +91,17 @@ func TestCostSaturates(t *testing.T) {
 // bytes").
 func TestStateNeverWritesWhatItRefuses(t *testing.T) {
 	now := t0.Add(time.Hour)
-	r := NewRegistry(Options{})
-	long := Key{Provider: "wild", Model: strings.Repeat("m", 5000)}
+	r := New(measure.Options{})
+	long := measure.Key{Provider: "wild", Model: strings.Repeat("m", 5000)}
 	r.RecordAt(now, long, okSample(time.Second, 50, tps.CacheCold))
 	r.RecordAt(now, kA, okSample(time.Second, 50, tps.CacheCold))
 	r.RecordClassAt(now, kB, tps.Sample{Err: errors.New("x"), ErrPhase: tps.PhaseConnect}, strings.Repeat("c", maxClassString+1))
 	st, _ := r.SnapshotAt(now).Lookup(kB)
-	assert.Equal(t, map[string]int64{ClassOther: 1}, st.ErrorsByClass)
+	assert.Equal(t, map[string]int64{measure.ClassOther: 1}, st.ErrorsByClass)
 
 	var b bytes.Buffer
 	require.NoError(t, r.SaveState(&b, now))
-	got := NewRegistry(Options{})
+	got := New(measure.Options{})
 	info, err := got.RestoreState(bytes.NewReader(b.Bytes()), now, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 2, info.Keys)
@@ -115,7 +117,7 @@ func TestStateNeverWritesWhatItRefuses(t *testing.T) {
 // a state file keeps (section 6).
 func TestRecordCountsImplausibleUsage(t *testing.T) {
 	now := t0.Add(time.Hour)
-	r := NewRegistry(Options{})
+	r := New(measure.Options{})
 	for i, why := range []tps.Implausible{tps.ImplausibleNone, tps.ImplausibleOverStreamed, tps.ImplausibleNone,
 		tps.ImplausibleNegative, tps.ImplausibleNoVisible} {
 		s := okSample(time.Second, 50, tps.CacheCold)
@@ -135,7 +137,7 @@ func TestRecordCountsImplausibleUsage(t *testing.T) {
 
 	var buf bytes.Buffer
 	require.NoError(t, r.SaveState(&buf, now))
-	got := NewRegistry(Options{})
+	got := New(measure.Options{})
 	_, err = got.RestoreState(bytes.NewReader(buf.Bytes()), now, nil)
 	require.NoError(t, err)
 	back, _ := got.SnapshotAt(now).Lookup(kA)

@@ -1,8 +1,10 @@
-package measure
+package registry
 
 import (
 	"testing"
 	"time"
+
+	"github.com/tpsroute/tpsroute/measure"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,7 +20,7 @@ func TestInputClass(t *testing.T) {
 		{-5, 0}, {0, 0}, {1, 0}, {127, 0}, {128, 1}, {255, 1}, {256, 2}, {4095, 5}, {4096, 6}, {6000, 6},
 		{1 << 16, 10}, {1<<17 - 1, 10}, {1 << 17, 11}, {1 << 40, 11},
 	} {
-		assert.Equal(t, c.class, InputClass(c.tokens), "%d tokens", c.tokens)
+		assert.Equal(t, c.class, measure.InputClass(c.tokens), "%d tokens", c.tokens)
 	}
 }
 
@@ -32,7 +34,7 @@ func promptSample(now time.Time, in int64, rate float64, ttft time.Duration) tps
 }
 
 func TestInputClassFigures(t *testing.T) {
-	r := NewRegistry(Options{})
+	r := New(measure.Options{})
 	now := t0
 	// Short prompts at 900 tok/s and 160 ms, long ones at 200 tok/s and
 	// 350 ms, in the cycle short, long, long, short.
@@ -62,7 +64,7 @@ func TestInputClassFigures(t *testing.T) {
 	assert.False(t, ok)
 	_, ok = est.Input(0)
 	assert.False(t, ok)
-	var none Estimate
+	var none measure.Estimate
 	_, ok = none.Input(150)
 	assert.False(t, ok, "an Estimate not from a Registry")
 	// The mix does not read as a change of level: both classes are mapped
@@ -83,7 +85,7 @@ func TestInputClassFigures(t *testing.T) {
 }
 
 func TestInputClassesForgetOnChange(t *testing.T) {
-	r := NewRegistry(Options{})
+	r := New(measure.Options{})
 	now := t0
 	for i := range 40 {
 		now = now.Add(500 * time.Millisecond)

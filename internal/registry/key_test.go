@@ -1,8 +1,10 @@
-package measure
+package registry
 
 import (
 	"testing"
 	"time"
+
+	"github.com/tpsroute/tpsroute/measure"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -12,8 +14,8 @@ import (
 // and a state file keeps them apart (a chat key is written as before keys
 // had an API).
 func TestKeyAPI(t *testing.T) {
-	chat := Key{Provider: "openai", Region: "us", Model: "gpt"}
-	resp := Key{Provider: "openai", Region: "us", Model: "gpt", API: "responses"}
+	chat := measure.Key{Provider: "openai", Region: "us", Model: "gpt"}
+	resp := measure.Key{Provider: "openai", Region: "us", Model: "gpt", API: "responses"}
 	assert.Equal(t, "openai/us/gpt", chat.String())
 	assert.Equal(t, "openai/us/gpt#responses", resp.String())
 	assert.NotEqual(t, chat, resp)
@@ -27,9 +29,9 @@ func TestKeyAPI(t *testing.T) {
 	assert.Equal(t, old, b, "a chat key encodes as a key without an API did")
 
 	now := time.Unix(1_700_000_000, 0)
-	r := NewRegistry(Options{})
+	r := New(measure.Options{})
 	for i, s := range samples(40, 3) {
-		k := []Key{chat, resp}[i%2]
+		k := []measure.Key{chat, resp}[i%2]
 		if k == resp {
 			s.TPS *= 3
 		}
@@ -37,7 +39,7 @@ func TestKeyAPI(t *testing.T) {
 	}
 	now = now.Add(time.Minute)
 	got, _ := restore(t, save(t, r, now), now)
-	for _, k := range []Key{chat, resp} {
+	for _, k := range []measure.Key{chat, resp} {
 		want, ok := r.SnapshotAt(now).Lookup(k)
 		require.True(t, ok, "%v", k)
 		have, ok := got.SnapshotAt(now).Lookup(k)

@@ -1,8 +1,10 @@
-package measure
+package registry
 
 import (
 	"testing"
 	"time"
+
+	"github.com/tpsroute/tpsroute/measure"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -29,7 +31,7 @@ func ship(t *testing.T, x *Exporter, dst *Registry, now time.Time) int {
 // exactly what one registry that recorded all the samples estimates
 // (quantiles and error rate exactly, the linear TPS EWMA to rounding).
 func TestDeltaMergeMatchesUnion(t *testing.T) {
-	a, b, all := NewRegistry(Options{}), NewRegistry(Options{}), NewRegistry(Options{})
+	a, b, all := New(measure.Options{}), New(measure.Options{}), New(measure.Options{})
 	x := a.NewExporter()
 	ss := samples(3000, 42)
 	now := t0
@@ -82,7 +84,7 @@ func TestDeltaMergeMatchesUnion(t *testing.T) {
 // TestDeltaNotCommittedIsResent checks that a failed publish (no Commit)
 // loses nothing: the next Export carries the older changes too.
 func TestDeltaNotCommittedIsResent(t *testing.T) {
-	a, b, all := NewRegistry(Options{}), NewRegistry(Options{}), NewRegistry(Options{})
+	a, b, all := New(measure.Options{}), New(measure.Options{}), New(measure.Options{})
 	x := a.NewExporter()
 	now := t0
 	for i, s := range samples(60, 7) {
@@ -105,7 +107,7 @@ func TestDeltaNotCommittedIsResent(t *testing.T) {
 // TestRemoteDegradationMovesEstimate is the point of fleet mode: B never
 // calls the slow deployment, yet its estimate turns slow from A's data.
 func TestRemoteDegradationMovesEstimate(t *testing.T) {
-	a, b := NewRegistry(Options{}), NewRegistry(Options{})
+	a, b := New(measure.Options{}), New(measure.Options{})
 	x := a.NewExporter()
 	now := t0
 	for range 20 {
@@ -130,8 +132,8 @@ func TestRemoteDegradationMovesEstimate(t *testing.T) {
 }
 
 func TestMergeIncompatible(t *testing.T) {
-	a := NewRegistry(Options{Window: WindowOptions{Length: time.Minute}})
-	b := NewRegistry(Options{})
+	a := New(measure.Options{Window: measure.WindowOptions{Length: time.Minute}})
+	b := New(measure.Options{})
 	a.RecordAt(t0, kA, okSample(time.Second, 50, 0))
 	ds := a.NewExporter().Export()
 	require.Len(t, ds, 1)
@@ -140,7 +142,7 @@ func TestMergeIncompatible(t *testing.T) {
 }
 
 func TestDeltaUnmarshalRejectsGarbage(t *testing.T) {
-	a := NewRegistry(Options{})
+	a := New(measure.Options{})
 	a.RecordAt(t0, kA, okSample(time.Second, 50, 0))
 	ds := a.NewExporter().Export()
 	require.Len(t, ds, 1)
@@ -157,7 +159,7 @@ func TestDeltaUnmarshalRejectsGarbage(t *testing.T) {
 // TestHotPathAllocsWithRemote checks that merged fleet data leaves Record
 // and Estimate allocation-free.
 func TestHotPathAllocsWithRemote(t *testing.T) {
-	a, b := NewRegistry(Options{}), NewRegistry(Options{})
+	a, b := New(measure.Options{}), New(measure.Options{})
 	ss := samples(100, 3)
 	for i, s := range ss {
 		a.RecordAt(t0.Add(time.Duration(i)*time.Millisecond), kA, s)
@@ -180,7 +182,7 @@ func TestHotPathAllocsWithRemote(t *testing.T) {
 func TestDeltaRejectsIndexesNoValueReaches(t *testing.T) {
 	r, now := busyRegistry(t, 3)
 	want := r.SnapshotAt(now)
-	src := NewRegistry(Options{})
+	src := New(measure.Options{})
 	src.RecordAt(now, kA, okSample(time.Second, 50, 0))
 	ds := src.NewExporter().Export()
 	require.Len(t, ds, 1)
@@ -219,7 +221,7 @@ func FuzzDeltaUnmarshal(f *testing.F) {
 			require.ErrorIs(t, err, ErrEncoding)
 			return
 		}
-		r := NewRegistry(Options{})
+		r := New(measure.Options{})
 		if err := r.MergeAt(now, &d); err != nil {
 			require.ErrorIs(t, err, ErrIncompatible)
 			require.Zero(t, r.Len())

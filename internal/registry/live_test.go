@@ -1,8 +1,10 @@
-package measure
+package registry
 
 import (
 	"testing"
 	"time"
+
+	"github.com/tpsroute/tpsroute/measure"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,8 +18,8 @@ import (
 // nothing once the call ended.
 func TestLiveTPS(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
-	k := Key{Provider: "a", Model: "m"}
-	r := NewRegistry(Options{})
+	k := measure.Key{Provider: "a", Model: "m"}
+	r := New(measure.Options{})
 	f := r.BeginFlightAt(t0, k, 200)
 	h := r.Handle(k)
 	require.NotNil(t, h)

@@ -1,9 +1,11 @@
-package measure
+package registry
 
 import (
 	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/tpsroute/tpsroute/measure"
 )
 
 // Overdue calls. A call in flight says something before it ends: one that
@@ -69,7 +71,7 @@ func (e *entry) untrack(i int) {
 // the time the key's figures give such a call. The cap is an upper bound
 // on the answer, so a call that is merely long is never read as overdue. A
 // zero or negative out tracks nothing beyond BeginAt.
-func (r *Registry) BeginCallAt(now time.Time, k Key, out int64) (end func()) {
+func (r *Registry) BeginCallAt(now time.Time, k measure.Key, out int64) (end func()) {
 	return r.begin(now, k, out)
 }
 
@@ -80,7 +82,7 @@ func (r *Registry) BeginCallAt(now time.Time, k Key, out int64) (end func()) {
 // calls begun with BeginCallAt that the Registry tracks, and returns 0 when
 // there are none, when ttft or tps is not positive and finite, and for a
 // handle not from Registry.Handle. It takes no lock and allocates nothing.
-func Overdue(h EstimateHandle, now time.Time, ttft, tps float64) float64 {
+func Overdue(h measure.EstimateHandle, now time.Time, ttft, tps float64) float64 {
 	rh, ok := h.(*handle)
 	if !ok || !(ttft >= 0) || !(tps > 0) || math.IsInf(ttft, 0) || math.IsInf(tps, 0) {
 		return 0

@@ -1,4 +1,4 @@
-package measure
+package registry
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tpsroute/tpsroute/measure"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -21,8 +23,8 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var (
-	kA = Key{Provider: "groq", Region: "us", Model: "llama"}
-	kB = Key{Provider: "openai", Region: "eu", Model: "gpt"}
+	kA = measure.Key{Provider: "groq", Region: "us", Model: "llama"}
+	kB = measure.Key{Provider: "openai", Region: "eu", Model: "gpt"}
 )
 
 // ok returns a successful sample with the given TTFT and TPS.
@@ -36,7 +38,7 @@ func okSample(ttft time.Duration, tpsv float64, cache tps.CacheState) tps.Sample
 }
 
 func TestRecordSuccess(t *testing.T) {
-	r := NewRegistry(Options{})
+	r := New(measure.Options{})
 	for i := range 20 {
 		s := okSample(200*time.Millisecond, 100, tps.CacheCold)
 		if i%2 == 1 {
@@ -77,15 +79,15 @@ func TestRecordOutcomes(t *testing.T) {
 	tests := []struct {
 		name   string
 		sample tps.Sample
-		check  func(t *testing.T, st Stats)
+		check  func(t *testing.T, st measure.Stats)
 	}{
-		{"tpsok_false_never_enters_tps", tps.Sample{TTFT: time.Second, TPS: 500, TPSOK: false, E2E: time.Second}, func(t *testing.T, st Stats) {
+		{"tpsok_false_never_enters_tps", tps.Sample{TTFT: time.Second, TPS: 500, TPSOK: false, E2E: time.Second}, func(t *testing.T, st measure.Stats) {
 			assert.Zero(t, st.TPS.Count)
 			assert.Zero(t, st.TPS.EWMA)
 			assert.Equal(t, int64(1), st.TTFT.Count)
 			assert.Equal(t, int64(1), st.Successes)
 		}},
-		{"unstreamed_has_no_ttft", tps.Sample{TTFT: 3 * time.Second, Last: 3 * time.Second, E2E: 3 * time.Second, Unstreamed: true, OutputTokens: 40}, func(t *testing.T, st Stats) {
+		{"unstreamed_has_no_ttft", tps.Sample{TTFT: 3 * time.Second, Last: 3 * time.Second, E2E: 3 * time.Second, Unstreamed: true, OutputTokens: 40}, func(t *testing.T, st measure.Stats) {
 			assert.Zero(t, st.TTFT.Count, "a plain call's TTFT is its whole latency")
 			assert.Zero(t, st.TPS.Count)
 			assert.Equal(t, int64(1), st.E2E.Count)
@@ -93,49 +95,49 @@ func TestRecordOutcomes(t *testing.T) {
 			assert.Equal(t, int64(1), st.Successes)
 		}},
 		{"mid_stream_failure_keeps_ttft_only", tps.Sample{TTFT: time.Second, TPS: 10, TPSOK: true, TPOT: time.Second, E2E: 3 * time.Second,
-			Err: errors.New("boom"), ErrPhase: tps.PhaseMidStream, OutputTokens: 7}, func(t *testing.T, st Stats) {
+			Err: errors.New("boom"), ErrPhase: tps.PhaseMidStream, OutputTokens: 7}, func(t *testing.T, st measure.Stats) {
 			assert.Equal(t, int64(1), st.TTFT.Count)
 			assert.Zero(t, st.TPS.Count)
 			assert.Zero(t, st.TPOT.Count)
 			assert.Zero(t, st.E2E.Count)
 			assert.Equal(t, int64(1), st.Errors)
 			assert.Equal(t, int64(1), st.ErrorsByPhase.MidStream)
-			assert.Equal(t, int64(1), st.ErrorsByClass[ClassOther])
+			assert.Equal(t, int64(1), st.ErrorsByClass[measure.ClassOther])
 			assert.Equal(t, int64(7), st.OutputTokens, "tokens delivered before the error are kept")
 			assert.Equal(t, 1.0, st.ErrorRate)
 		}},
-		{"timeout_before_first_token", tps.Sample{Err: timeoutErr, ErrPhase: tps.PhaseFirstToken}, func(t *testing.T, st Stats) {
+		{"timeout_before_first_token", tps.Sample{Err: timeoutErr, ErrPhase: tps.PhaseFirstToken}, func(t *testing.T, st measure.Stats) {
 			assert.Zero(t, st.TTFT.Count)
 			assert.Equal(t, int64(1), st.Timeouts)
 			assert.Equal(t, int64(1), st.ErrorsByPhase.FirstToken)
-			assert.Equal(t, int64(1), st.ErrorsByClass[ClassTimeout])
+			assert.Equal(t, int64(1), st.ErrorsByClass[measure.ClassTimeout])
 		}},
-		{"canceled_is_not_an_error", tps.Sample{Err: context.Canceled, ErrPhase: tps.PhaseHeaders}, func(t *testing.T, st Stats) {
+		{"canceled_is_not_an_error", tps.Sample{Err: context.Canceled, ErrPhase: tps.PhaseHeaders}, func(t *testing.T, st measure.Stats) {
 			assert.Equal(t, int64(1), st.Requests)
 			assert.Zero(t, st.Errors)
 			assert.Equal(t, int64(1), st.Canceled)
 			assert.Zero(t, st.ErrorsByPhase.Headers)
 			assert.Zero(t, st.ErrorRate)
-			assert.Equal(t, int64(1), st.ErrorsByClass[ClassCanceled])
+			assert.Equal(t, int64(1), st.ErrorsByClass[measure.ClassCanceled])
 		}},
-		{"phase_without_err", tps.Sample{ErrPhase: tps.PhaseConnect}, func(t *testing.T, st Stats) {
+		{"phase_without_err", tps.Sample{ErrPhase: tps.PhaseConnect}, func(t *testing.T, st measure.Stats) {
 			assert.Equal(t, int64(1), st.Errors)
 			assert.Equal(t, int64(1), st.ErrorsByPhase.Connect)
 		}},
 		{"garbage_is_dropped", tps.Sample{TTFT: -time.Second, TPS: math.NaN(), TPSOK: true, TPOT: -1, E2E: -1,
-			InputTokens: -5, OutputTokens: -3, Cache: tps.CacheState(99)}, func(t *testing.T, st Stats) {
+			InputTokens: -5, OutputTokens: -3, Cache: tps.CacheState(99)}, func(t *testing.T, st measure.Stats) {
 			assert.Zero(t, st.TTFT.Count)
 			assert.Zero(t, st.TPS.Count)
 			assert.Zero(t, st.InputTokens)
 			assert.Equal(t, int64(1), st.Unknown.Requests)
 		}},
-		{"inf_tps_dropped", tps.Sample{TTFT: time.Second, TPS: math.Inf(1), TPSOK: true}, func(t *testing.T, st Stats) {
+		{"inf_tps_dropped", tps.Sample{TTFT: time.Second, TPS: math.Inf(1), TPSOK: true}, func(t *testing.T, st measure.Stats) {
 			assert.Zero(t, st.TPS.Count)
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := NewRegistry(Options{})
+			r := New(measure.Options{})
 			r.RecordAt(t0, kA, tt.sample)
 			st, ok := r.SnapshotAt(t0).Lookup(kA)
 			require.True(t, ok)
@@ -145,13 +147,13 @@ func TestRecordOutcomes(t *testing.T) {
 		})
 	}
 	t.Run("given_class_and_class_cap", func(t *testing.T) {
-		r := NewRegistry(Options{})
+		r := New(measure.Options{})
 		for i := range 100 {
 			r.RecordClassAt(t0, kA, tps.Sample{Err: context.Canceled, ErrPhase: tps.PhaseHeaders}, fmt.Sprintf("c%d", i))
 		}
 		st, _ := r.SnapshotAt(t0).Lookup(kA)
 		assert.Len(t, st.ErrorsByClass, maxClasses+1)
-		assert.Equal(t, int64(100-maxClasses), st.ErrorsByClass[ClassOther])
+		assert.Equal(t, int64(100-maxClasses), st.ErrorsByClass[measure.ClassOther])
 	})
 }
 
@@ -160,13 +162,13 @@ func TestRecordOutcomes(t *testing.T) {
 // not the deployment's error: not in Errors, Canceled, ErrorsByPhase or the
 // error rate, even once the key holds maxClasses other classes.
 func TestRecordCallerClass(t *testing.T) {
-	r := NewRegistry(Options{})
+	r := New(measure.Options{})
 	for i := range maxClasses {
 		r.RecordClassAt(t0, kB, tps.Sample{Err: errors.New("x"), ErrPhase: tps.PhaseConnect}, fmt.Sprintf("c%d", i))
 	}
-	for _, k := range []Key{kA, kB} {
+	for _, k := range []measure.Key{kA, kB} {
 		r.RecordClassAt(t0, k, tps.Sample{TTFT: time.Second, OutputTokens: 3,
-			Err: errors.New("content policy"), ErrPhase: tps.PhaseMidStream}, ClassCaller)
+			Err: errors.New("content policy"), ErrPhase: tps.PhaseMidStream}, measure.ClassCaller)
 	}
 	snap := r.SnapshotAt(t0)
 	st, ok := snap.Lookup(kA)
@@ -176,7 +178,7 @@ func TestRecordCallerClass(t *testing.T) {
 	assert.Zero(t, st.Canceled)
 	assert.Zero(t, st.ErrorsByPhase.MidStream)
 	assert.Zero(t, st.ErrorRate)
-	assert.Equal(t, int64(1), st.ErrorsByClass[ClassCaller])
+	assert.Equal(t, int64(1), st.ErrorsByClass[measure.ClassCaller])
 	assert.Equal(t, int64(3), st.OutputTokens, "tokens delivered before the refusal are kept")
 	assert.Equal(t, int64(1), st.TTFT.Count)
 	st, ok = snap.Lookup(kB)
@@ -185,7 +187,7 @@ func TestRecordCallerClass(t *testing.T) {
 }
 
 func TestRecordTime(t *testing.T) {
-	r := NewRegistry(Options{})
+	r := New(measure.Options{})
 	s := okSample(time.Second, 10, tps.CacheCold)
 	s.Start = t0
 	r.Record(kA, s)
@@ -209,7 +211,7 @@ func TestNoNaNAnywhere(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := NewRegistry(Options{})
+			r := New(measure.Options{})
 			tt.fill(r)
 			for _, at := range []time.Time{t0, t0.Add(time.Hour)} {
 				b, err := json.Marshal(r.SnapshotAt(at))
@@ -224,7 +226,7 @@ func TestNoNaNAnywhere(t *testing.T) {
 }
 
 func TestSnapshotJSONFieldNames(t *testing.T) {
-	r := NewRegistry(Options{})
+	r := New(measure.Options{})
 	r.RecordAt(t0, kA, okSample(time.Second, 10, tps.CacheWarm))
 	b, err := json.Marshal(r.SnapshotAt(t0))
 	require.NoError(t, err)
@@ -252,23 +254,23 @@ func TestSnapshotJSONFieldNames(t *testing.T) {
 }
 
 func TestSnapshotIteration(t *testing.T) {
-	r := NewRegistry(Options{})
-	ks := []Key{kB, kA, {Provider: "groq", Region: "eu", Model: "llama"}}
+	r := New(measure.Options{})
+	ks := []measure.Key{kB, kA, {Provider: "groq", Region: "eu", Model: "llama"}}
 	for _, k := range ks {
 		r.RecordAt(t0, k, okSample(time.Second, 10, tps.CacheCold))
 	}
 	snap := r.SnapshotAt(t0)
-	want := []Key{{Provider: "groq", Region: "eu", Model: "llama"}, kA, kB}
+	want := []measure.Key{{Provider: "groq", Region: "eu", Model: "llama"}, kA, kB}
 	assert.Equal(t, want, snap.Keys())
 	assert.Equal(t, 3, snap.Len())
-	var got []Key
+	var got []measure.Key
 	for k, st := range snap.All() {
 		assert.Equal(t, k, st.Key)
 		got = append(got, k)
 		break
 	}
 	assert.Equal(t, want[:1], got)
-	var zero Snapshot
+	var zero measure.Snapshot
 	assert.Zero(t, zero.Len())
 	_, ok := zero.Lookup(kA)
 	assert.False(t, ok)
@@ -278,7 +280,7 @@ func TestSnapshotIteration(t *testing.T) {
 }
 
 func TestWindowExpiresInRegistry(t *testing.T) {
-	r := NewRegistry(Options{})
+	r := New(measure.Options{})
 	for i := range 30 {
 		r.RecordAt(t0.Add(time.Duration(i)*time.Second), kA, okSample(time.Second, 10, tps.CacheCold))
 	}
@@ -307,11 +309,11 @@ func TestWindowExpiresInRegistry(t *testing.T) {
 }
 
 func TestEstimate(t *testing.T) {
-	r := NewRegistry(Options{MinSamples: 5})
+	r := New(measure.Options{MinSamples: 5})
 	t.Run("unknown", func(t *testing.T) {
 		e, ok := r.Estimate(kA)
 		assert.False(t, ok)
-		assert.Equal(t, Estimate{}, e)
+		assert.Equal(t, measure.Estimate{}, e)
 	})
 	t.Run("not_ok_until_min_samples", func(t *testing.T) {
 		for i := range 4 {
@@ -357,7 +359,7 @@ func TestEstimate(t *testing.T) {
 		assert.Zero(t, e.InFlight)
 	})
 	t.Run("error_rate", func(t *testing.T) {
-		r := NewRegistry(Options{MinSamples: 1})
+		r := New(measure.Options{MinSamples: 1})
 		for i := range 10 {
 			s := okSample(time.Second, 10, tps.CacheCold)
 			if i < 3 {
@@ -372,10 +374,10 @@ func TestEstimate(t *testing.T) {
 }
 
 func TestPrune(t *testing.T) {
-	r := NewRegistry(Options{TTL: time.Minute})
+	r := New(measure.Options{TTL: time.Minute})
 	r.RecordAt(t0, kA, okSample(time.Second, 10, tps.CacheCold))
 	r.RecordAt(t0.Add(50*time.Second), kB, okSample(time.Second, 10, tps.CacheCold))
-	kC := Key{Provider: "c"}
+	kC := measure.Key{Provider: "c"}
 	end := r.BeginAt(t0, kC)
 	require.Equal(t, 3, r.Len())
 
@@ -391,7 +393,7 @@ func TestPrune(t *testing.T) {
 	assert.Zero(t, r.Len())
 
 	t.Run("record_prunes", func(t *testing.T) {
-		r := NewRegistry(Options{TTL: time.Minute})
+		r := New(measure.Options{TTL: time.Minute})
 		r.RecordAt(t0, kA, tps.Sample{})
 		r.RecordAt(t0.Add(10*time.Minute), kB, tps.Sample{})
 		assert.Equal(t, 1, r.Len())
@@ -399,7 +401,7 @@ func TestPrune(t *testing.T) {
 		assert.True(t, ok)
 	})
 	t.Run("recorded_again_starts_afresh", func(t *testing.T) {
-		r := NewRegistry(Options{TTL: time.Minute})
+		r := New(measure.Options{TTL: time.Minute})
 		r.RecordAt(t0, kA, tps.Sample{})
 		r.PruneAt(t0.Add(time.Hour))
 		r.RecordAt(t0.Add(time.Hour), kA, tps.Sample{})
@@ -413,21 +415,21 @@ func TestCostExact(t *testing.T) {
 	tests := []struct {
 		name                  string
 		n                     int
-		price                 Price
+		price                 measure.Price
 		in, cached, out       int64
 		wantDollars, wantPico int64
 	}{
 		// 1e6 calls * (1134*2.5 + 100*1.25 + 567*10) / 1e6 = $8630
-		{"round", 1_000_000, Price{Input: 2.5, CachedInput: 1.25, Output: 10}, 1234, 100, 567, 8630, 0},
+		{"round", 1_000_000, measure.Price{Input: 2.5, CachedInput: 1.25, Output: 10}, 1234, 100, 567, 8630, 0},
 		// 1e6 * (1000*0.075 + 333*0.3)/1e6 = 75 + 99.9 = $174.9
-		{"fractional", 1_000_000, Price{Input: 0.075, Output: 0.3}, 1000, 0, 333, 174, 900_000_000_000},
+		{"fractional", 1_000_000, measure.Price{Input: 0.075, Output: 0.3}, 1000, 0, 333, 174, 900_000_000_000},
 		// cached price zero: cached billed at the input price; 1e4 * 0.15e-3 + 1e4 * 0.6e-6
-		{"no_cache_discount", 10_000, Price{Input: 0.15, Output: 0.6}, 1000, 999, 1, 1, 506_000_000_000},
-		{"free", 10_000, Price{}, 1000, 0, 1000, 0, 0},
+		{"no_cache_discount", 10_000, measure.Price{Input: 0.15, Output: 0.6}, 1000, 999, 1, 1, 506_000_000_000},
+		{"free", 10_000, measure.Price{}, 1000, 0, 1000, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := NewRegistry(Options{Prices: map[Key]Price{kA: tt.price}})
+			r := New(measure.Options{Prices: map[measure.Key]measure.Price{kA: tt.price}})
 			s := tps.Sample{InputTokens: tt.in, CachedTokens: tt.cached, OutputTokens: tt.out, Cache: tps.CacheWarm}
 			var naive float64
 			per := (float64(tt.in-tt.cached)*tt.price.Input + float64(tt.cached)*tt.price.CachedInput + float64(tt.out)*tt.price.Output) / 1e6
@@ -436,7 +438,7 @@ func TestCostExact(t *testing.T) {
 				naive += per
 			}
 			st, _ := r.SnapshotAt(t0).Lookup(kA)
-			assert.Equal(t, Money{Dollars: tt.wantDollars, Picodollars: tt.wantPico}, st.CostExact)
+			assert.Equal(t, measure.Money{Dollars: tt.wantDollars, Picodollars: tt.wantPico}, st.CostExact)
 			assert.Equal(t, st.CostExact, st.Warm.CostExact)
 			want := float64(tt.wantDollars) + float64(tt.wantPico)/1e12
 			assert.Equal(t, want, st.Cost, "exact, where naive float summing gives %.12f", naive)
@@ -445,8 +447,8 @@ func TestCostExact(t *testing.T) {
 }
 
 func TestConcurrent(t *testing.T) {
-	r := NewRegistry(Options{TTL: time.Hour})
-	keys := []Key{kA, kB, {Provider: "x"}, {Provider: "y"}}
+	r := New(measure.Options{TTL: time.Hour})
+	keys := []measure.Key{kA, kB, {Provider: "x"}, {Provider: "y"}}
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Go(func() {
@@ -480,7 +482,7 @@ func TestConcurrent(t *testing.T) {
 }
 
 func TestHotPathAllocs(t *testing.T) {
-	r := NewRegistry(Options{Prices: map[Key]Price{kA: {Input: 1, Output: 2}}})
+	r := New(measure.Options{Prices: map[measure.Key]measure.Price{kA: {Input: 1, Output: 2}}})
 	ss := samples(64, 5)
 	now := t0
 	for i := range 2000 {
@@ -502,11 +504,11 @@ func TestHotPathAllocs(t *testing.T) {
 
 func TestHandle(t *testing.T) {
 	t.Run("unknown_key_is_nil", func(t *testing.T) {
-		r := NewRegistry(Options{})
+		r := New(measure.Options{})
 		assert.Nil(t, r.Handle(kA))
 	})
 	t.Run("reads_what_estimate_reads", func(t *testing.T) {
-		r := NewRegistry(Options{MinSamples: 2})
+		r := New(measure.Options{MinSamples: 2})
 		r.RecordAt(t0, kA, okSample(200*time.Millisecond, 100, tps.CacheCold))
 		h := r.Handle(kA)
 		require.NotNil(t, h)
@@ -528,7 +530,7 @@ func TestHandle(t *testing.T) {
 		assert.Equal(t, want, est)
 	})
 	t.Run("pruned_handle_is_dead_and_a_new_one_starts_afresh", func(t *testing.T) {
-		r := NewRegistry(Options{TTL: time.Minute, MinSamples: 1})
+		r := New(measure.Options{TTL: time.Minute, MinSamples: 1})
 		r.RecordAt(t0, kA, okSample(200*time.Millisecond, 100, tps.CacheCold))
 		h := r.Handle(kA)
 		require.NotNil(t, h)
@@ -546,7 +548,7 @@ func TestHandle(t *testing.T) {
 		assert.Equal(t, int64(1), est.Samples, "the new entry starts afresh")
 	})
 	t.Run("concurrent_prune_record_read", func(t *testing.T) {
-		r := NewRegistry(Options{TTL: time.Minute, MinSamples: 1})
+		r := New(measure.Options{TTL: time.Minute, MinSamples: 1})
 		var wg sync.WaitGroup
 		wg.Add(3)
 		go func() {
@@ -563,7 +565,7 @@ func TestHandle(t *testing.T) {
 		}()
 		go func() {
 			defer wg.Done()
-			var h EstimateHandle
+			var h measure.EstimateHandle
 			for range 2000 {
 				if h == nil || !h.Live() {
 					h = r.Handle(kA)
@@ -586,41 +588,41 @@ func TestHandle(t *testing.T) {
 // read live) and for any other EstimateHandle, overwriting whatever the
 // value held before.
 func TestReadEstimate(t *testing.T) {
-	kA := Key{Provider: "a", Model: "m"}
-	r := NewRegistry(Options{MinSamples: 2})
+	kA := measure.Key{Provider: "a", Model: "m"}
+	r := New(measure.Options{MinSamples: 2})
 	r.BeginAt(t0, kA)
 	h := r.Handle(kA)
 	require.NotNil(t, h)
 	for i := range 3 {
 		want, wantOK := h.Estimate()
-		got := Estimate{TTFTP50: 99, Samples: 99, InFlight: 99, OK: !wantOK}
+		got := measure.Estimate{TTFTP50: 99, Samples: 99, InFlight: 99, OK: !wantOK}
 		gotOK := ReadEstimate(h, &got)
 		assert.Equal(t, wantOK, gotOK, "ok after %d samples", i)
 		assert.Equal(t, want, got, "estimate after %d samples", i)
 		r.RecordAt(t0.Add(time.Duration(i+1)*time.Second), kA, okSample(time.Second, 100+float64(i), tps.CacheCold))
 	}
-	var got Estimate
+	var got measure.Estimate
 	assert.True(t, ReadEstimate(h, &got), "warm at two samples")
 	assert.EqualValues(t, 1, got.InFlight, "the begun call is still in flight")
 
-	other := otherHandle{est: Estimate{TPSP50: 7, Samples: 3, OK: true}}
+	other := otherHandle{est: measure.Estimate{TPSP50: 7, Samples: 3, OK: true}}
 	assert.True(t, ReadEstimate(other, &got), "another EstimateHandle's ok")
 	assert.Equal(t, other.est, got, "another EstimateHandle's Estimate")
 }
 
 // otherHandle is an EstimateHandle that is not a Registry's.
-type otherHandle struct{ est Estimate }
+type otherHandle struct{ est measure.Estimate }
 
-func (o otherHandle) Estimate() (Estimate, bool) { return o.est, o.est.OK }
-func (o otherHandle) Live() bool                 { return true }
+func (o otherHandle) Estimate() (measure.Estimate, bool) { return o.est, o.est.OK }
+func (o otherHandle) Live() bool                         { return true }
 
 // TestSweepAt checks that SweepAt keeps an idle key's Estimate fresh: once
 // its only sample has left the window the key turns cold, with no Record and
 // no Prune from outside. The first call only starts the clock, and calls
 // within a second of it do nothing.
 func TestSweepAt(t *testing.T) {
-	kA := Key{Provider: "a", Model: "m"}
-	r := NewRegistry(Options{MinSamples: 1, Window: WindowOptions{Length: 10 * time.Second, Buckets: 10}})
+	kA := measure.Key{Provider: "a", Model: "m"}
+	r := New(measure.Options{MinSamples: 1, Window: measure.WindowOptions{Length: 10 * time.Second, Buckets: 10}})
 	r.RecordAt(t0, kA, okSample(time.Second, 100, tps.CacheCold))
 	_, ok := r.Estimate(kA)
 	require.True(t, ok, "warm after one sample")
@@ -643,7 +645,7 @@ func TestSweepAt(t *testing.T) {
 // one first token at half the level shows in the Estimate as pending at
 // that level, while its figures stay at the old level.
 func TestRegistryPublishesPending(t *testing.T) {
-	r := NewRegistry(Options{})
+	r := New(measure.Options{})
 	t0 := time.Unix(1_700_000_000, 0)
 	s := tps.Sample{TTFT: 400 * time.Millisecond, TPS: 600, TPSOK: true, OutputTokens: 200}
 	for i := range 30 {

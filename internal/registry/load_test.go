@@ -1,4 +1,4 @@
-package measure
+package registry
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/tpsroute/tpsroute/measure"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -166,7 +168,7 @@ func TestLoadFit(t *testing.T) {
 // back in groups of 1 to 8 concurrent streams, each at TPS = 2000/(1+x/2)
 // with x the other streams of its group. It runs in a synctest bubble, so
 // that each stream's end is seen at its virtual time.
-func loadedRun(t *testing.T, r *Registry, k Key, n int) {
+func loadedRun(t *testing.T, r *Registry, k measure.Key, n int) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(3, 4))
 	for done := 0; done < n; {
@@ -192,7 +194,7 @@ func loadedRun(t *testing.T, r *Registry, k Key, n int) {
 
 func TestRegistryLoadModel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := NewRegistry(Options{})
+		r := New(measure.Options{})
 		loadedRun(t, r, kA, 300)
 		est, ok := r.Estimate(kA)
 		require.True(t, ok)
@@ -214,7 +216,7 @@ func TestRegistryLoadModel(t *testing.T) {
 }
 
 func TestRegistryLoadUnknownWithoutBegin(t *testing.T) {
-	r := NewRegistry(Options{})
+	r := New(measure.Options{})
 	for i := range 50 {
 		now := t0.Add(time.Duration(i) * time.Second)
 		r.RecordAt(now, kA, tps.Sample{
@@ -232,7 +234,7 @@ func TestRegistryLoadUnknownWithoutBegin(t *testing.T) {
 // writer before tag 3) restores with none.
 func TestStateShapeRoundTrip(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		orig := NewRegistry(Options{})
+		orig := New(measure.Options{})
 		loadedRun(t, orig, kA, 200)
 		now := time.Now()
 		orig.PruneAt(now) // publishes every Estimate at now, as a restore does
@@ -242,7 +244,7 @@ func TestStateShapeRoundTrip(t *testing.T) {
 		require.True(t, ok, "a warm class")
 		var b bytes.Buffer
 		require.NoError(t, orig.SaveState(&b, now))
-		got := NewRegistry(Options{})
+		got := New(measure.Options{})
 		_, err := got.RestoreState(bytes.NewReader(b.Bytes()), now, nil)
 		require.NoError(t, err)
 		have, _ := got.Estimate(kA)
@@ -255,13 +257,13 @@ func TestStateShapeRoundTrip(t *testing.T) {
 		// model, no class, the rest restored.
 		e := orig.lookup(kA)
 		e.mu.Lock()
-		e.fit, e.inU, e.inputs = loadFit{}, EWMA{HalfLife: e.inU.HalfLife}, [InputClasses]inputClass{}
+		e.fit, e.inU, e.inputs = loadFit{}, EWMA{HalfLife: e.inU.HalfLife}, [measure.InputClasses]inputClass{}
 		require.False(t, e.hasShape())
 		e.mu.Unlock()
 		var old bytes.Buffer
 		require.NoError(t, orig.SaveState(&old, now))
 		require.Less(t, old.Len(), b.Len())
-		bare := NewRegistry(Options{})
+		bare := New(measure.Options{})
 		_, err = bare.RestoreState(bytes.NewReader(old.Bytes()), now, nil)
 		require.NoError(t, err)
 		est, ok := bare.Estimate(kA)

@@ -1,9 +1,11 @@
-package measure
+package registry
 
 import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/tpsroute/tpsroute/measure"
 
 	enc "github.com/DataDog/sketches-go/ddsketch/encoding"
 )
@@ -26,14 +28,14 @@ func appendString(b *[]byte, s string) {
 // appendKey appends k's provider, region and model; the model string of a
 // key with an API is "model\x00api" (a chat key's, without one, is as it was
 // before keys had an API, so older files read as chat).
-func appendKey(b *[]byte, k Key) {
+func appendKey(b *[]byte, k measure.Key) {
 	for _, s := range []string{k.Provider, k.Region, keyModel(k)} {
 		appendString(b, s)
 	}
 }
 
 // keyModel returns the model string appendKey writes for k.
-func keyModel(k Key) string {
+func keyModel(k measure.Key) string {
 	if k.API == "" {
 		return k.Model
 	}
@@ -149,13 +151,13 @@ func (d *decoder) byte(what string) byte {
 }
 
 // key decodes appendKey's strings, each of at most limit bytes.
-func (d *decoder) key(limit uint64) Key {
+func (d *decoder) key(limit uint64) measure.Key {
 	var strs [3]string
 	for i := range strs {
 		strs[i] = string(d.bytes("key", limit))
 	}
 	model, api := splitKeyModel(strs[2])
-	return Key{Provider: strs[0], Region: strs[1], Model: model, API: api}
+	return measure.Key{Provider: strs[0], Region: strs[1], Model: model, API: api}
 }
 
 // end checks that every byte was read, and returns d's error.

@@ -1,9 +1,11 @@
-package measure
+package registry
 
 import (
 	"math"
 	"sync/atomic"
 	"time"
+
+	"github.com/tpsroute/tpsroute/measure"
 )
 
 // Live speed. A stream in flight shows its speed before it ends: its output
@@ -41,7 +43,7 @@ type Flight struct {
 // BeginFlightAt is BeginCallAt returning a Flight, whose Gap lets LiveTPS
 // see the call's speed while it runs. A call beyond the tracked slots, or
 // without an output cap, is counted in flight and its gaps are ignored.
-func (r *Registry) BeginFlightAt(now time.Time, k Key, out int64) Flight {
+func (r *Registry) BeginFlightAt(now time.Time, k measure.Key, out int64) Flight {
 	f := Flight{slot: -1}
 	f.end = r.beginTracked(now, k, out, &f.e, &f.slot)
 	return f
@@ -92,7 +94,7 @@ func (e *entry) addTokensPerGap(tps float64, gen time.Duration, gaps int64) {
 // slowdown of the deployment slows every running stream, while one slow
 // stream is that stream's own noise. It takes no lock and allocates
 // nothing.
-func LiveTPS(h EstimateHandle) (float64, int) {
+func LiveTPS(h measure.EstimateHandle) (float64, int) {
 	rh, ok := h.(*handle)
 	if !ok {
 		return 0, 0
