@@ -119,8 +119,10 @@ type Config struct {
 }
 
 // Fleet shares a Client's state with the other replicas of a fleet, off the
-// call's critical path; *fleet.Fleet implements it. Implementations are safe
-// for concurrent use.
+// call's critical path; *fleet.Fleet implements it, the one implementation
+// there is: JoinClient takes the Client's statistics engine, a Registry of
+// the module's internal/registry, which code outside the module cannot
+// name. Implementations are safe for concurrent use.
 type Fleet interface {
 	// JoinClient is called once by New with the Client's statistics, its
 	// deployments and learn, which records in the Client's cache affinity

@@ -8,7 +8,7 @@ import (
 
 // Estimate is the cheap per-key summary that route reads on every pick,
 // aggregated over cache states. Times are in seconds, rates in tokens per
-// second. Quantiles and counts cover the Registry's window; the EWMAs decay
+// second. Quantiles and counts cover the window (Options.Window); the EWMAs decay
 // with its half-life. After a change of level of TPS or TTFT (shift.go: a
 // CUSUM on log values, typically two samples after a 3× change), and until
 // the window holds only later samples, the p50 and the EWMA of that metric
@@ -23,7 +23,7 @@ import (
 type Estimate struct {
 	TTFTP50, TTFTP95 float64   // seconds
 	TPSP50, TPSP95   float64   // tokens/s (generation phase); 0 when TPSSamples is 0
-	TTFTEWMA         float64   // seconds, peak-sensitive (PeakEWMA)
+	TTFTEWMA         float64   // seconds, peak-sensitive: jumps up at once, decays like an EWMA
 	TPSEWMA          float64   // tokens/s
 	ErrorRate        float64   // failures / (successes + failures) over the window, in [0,1]; canceled and caller (ClassCaller) calls excluded
 	Samples          int64     // successful samples in the window
@@ -55,8 +55,8 @@ type Estimate struct {
 
 // EstimateHandle reads one key's published Estimate without looking the key
 // up, for callers that read the same keys on every request (route's Picker).
-// internal/registry's Registry.Handle returns one (route.HandleSource). Implementations are safe for concurrent use
-// and never block.
+// internal/registry's Registry.Handle returns one (route.HandleSource
+// names it). Implementations are safe for concurrent use and never block.
 type EstimateHandle interface {
 	// Estimate returns the key's latest published Estimate, with InFlight
 	// read live, and whether it is OK: what the Registry's Estimate returns for

@@ -55,7 +55,8 @@ type InputFigures struct {
 // Input returns the figures of the class of a prompt of tokens input tokens
 // and reports whether that class is warm (Options.MinSamples samples, the
 // newest within the window, none before the latest change of level). A
-// non-positive token count (unknown), an Estimate not made by a Registry or
+// non-positive token count (unknown), an Estimate not made by the Client's statistics (a custom
+// route.Source's) or
 // a cold class give false: use the aggregate figures.
 func (e *Estimate) Input(tokens int64) (InputFigures, bool) {
 	t := e.inputs

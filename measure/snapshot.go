@@ -11,8 +11,8 @@ import (
 
 // Dist summarises one metric's distribution. Times are in seconds (as
 // OpenTelemetry does), rates in tokens per second. Count, the quantiles and
-// Mean cover the Registry's window; EWMA is the time-decayed average (for
-// TTFT, the peak-sensitive PeakEWMA) and may outlive the window. Empty
+// Mean cover the window (Options.Window); EWMA is the time-decayed average
+// (for TTFT, a peak-sensitive one that jumps up at once) and may outlive the window. Empty
 // fields are 0, never NaN or Inf. A Dist is a plain value, safe for
 // concurrent reads.
 type Dist struct {
@@ -84,13 +84,13 @@ type Stats struct {
 	Cold    CacheStats `json:"cache_cold"`    // tps.CacheCold
 	Warm    CacheStats `json:"cache_warm"`    // tps.CacheWarm
 
-	// Fleet is what other Registries measured for this key and this one
-	// merged (Registry.MergeAt), nil when nothing was: everything above is
-	// this Registry's own. Routing (Estimate) reads both.
+	// Fleet is what other replicas measured for this key and this one
+	// merged (fleet mode, package fleet), nil when nothing was: everything
+	// above is this process's own. Routing (Estimate) reads both.
 	Fleet *FleetStats `json:"fleet,omitempty"`
 }
 
-// FleetStats are the statistics other Registries contributed to one key
+// FleetStats are the statistics other replicas contributed to one key
 // (fleet mode), cache states folded: TTFT and TPS over the window and their
 // averages, the windowed error rate, and the meters merged so far. A
 // FleetStats is a plain value, safe for concurrent reads.
@@ -108,9 +108,10 @@ type FleetStats struct {
 	Newest       time.Time `json:"newest"` // zero if none
 }
 
-// Snapshot is an immutable view of a Registry at one time. Each key is read
-// under its own lock, so each key's Stats are consistent, but different keys
-// may be read a few microseconds apart. The zero Snapshot is empty.
+// Snapshot is an immutable view of the statistics at one time
+// (tpsroute.Client.Stats). Each key is read under its own lock, so each
+// key's Stats are consistent, but different keys may be read a few
+// microseconds apart. The zero Snapshot is empty.
 // A Snapshot is safe for concurrent use.
 type Snapshot struct {
 	at    time.Time
