@@ -18,7 +18,7 @@
 // Picker.Pick returns a Plan: the deployments to try, in order, each with the
 // reason for its place and the values that decided it, and the deployments
 // left out. Plan.Explain renders it on one line for logs. Pick never blocks: it
-// reads each candidate's statistics from a Source (*registry.Registry) and its
+// reads each candidate's statistics from a Source (the Client's Registry) and its
 // state from a Health (the fallback package's executor), and allocates once
 // (twice when a wildcard deployment serves the call): each Candidate points to
 // the Picker's read-only copy of its Deployment instead of copying it.
@@ -165,7 +165,7 @@
 //
 // # Sources and handles
 //
-// A Source gives a deployment's measure.Estimate by key; *registry.Registry
+// A Source gives a deployment's measure.Estimate by key; the Client's Registry
 // is one. A Source that is also a HandleSource (the Registry is) hands out a
 // measure.EstimateHandle per key: the Picker keeps one per configured
 // deployment, resolved the first time it is needed and again when it stops
