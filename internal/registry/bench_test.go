@@ -142,7 +142,7 @@ func BenchmarkEstimate(b *testing.B) {
 // across all three cache states.
 func fillKeys(r *Registry, keys []measure.Key, n int) {
 	ss := samples(8192, 4)
-	span := 2 * DefaultWindow
+	span := 2 * defaultWindow
 	total := n * len(keys)
 	for i := range total {
 		r.RecordAt(t0.Add(time.Duration(i)*(span/time.Duration(total))), keys[i%len(keys)], ss[i&8191])
@@ -155,7 +155,7 @@ func TestMemoryPerKey(t *testing.T) {
 	}
 	r := New(measure.Options{Prices: benchPrices})
 	fillKeys(r, []measure.Key{kA}, 1_000_000)
-	st, _ := r.SnapshotAt(t0.Add(2 * DefaultWindow)).Lookup(kA)
+	st, _ := r.SnapshotAt(t0.Add(2 * defaultWindow)).Lookup(kA)
 	require.Equal(t, int64(1_000_000), st.Requests)
 	require.Positive(t, st.Unknown.TTFT.Count)
 	require.Positive(t, st.Cold.TTFT.Count)
@@ -256,7 +256,7 @@ func busyKeys(n int) (*Registry, time.Time) {
 	}
 	ss := samples(8192, 12)
 	const perKey = 3000
-	step := DefaultWindow / perKey / time.Duration(n)
+	step := defaultWindow / perKey / time.Duration(n)
 	now := t0
 	for i := range perKey * n {
 		now = now.Add(step)

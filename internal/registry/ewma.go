@@ -5,12 +5,12 @@ import (
 	"time"
 )
 
-// DefaultHalfLife is the half-life of a zero EWMA or PeakEWMA: 30 s. After a
+// defaultHalfLife is the half-life of a zero EWMA or PeakEWMA: 30 s. After a
 // step change at a steady sample rate, the average has moved half-way within
 // 30 s, 75% within a minute and 90% within 100 s, which is fast against the
 // five-minute percentile window yet smooths the call-to-call noise of LLM
 // latencies at a few calls per minute.
-const DefaultHalfLife = 30 * time.Second
+const defaultHalfLife = 30 * time.Second
 
 // EWMA is an exponentially weighted moving average that decays with time, not
 // per sample: it is the average of every value updated so far, each weighted
@@ -18,11 +18,11 @@ const DefaultHalfLife = 30 * time.Second
 // at the same instant count equally, and after a long silence the next value
 // dominates whatever came before.
 //
-// The zero EWMA is ready to use with DefaultHalfLife.
+// The zero EWMA is ready to use with a 30 s half-life (defaultHalfLife).
 // An EWMA is not safe for concurrent use.
 type EWMA struct {
 	// HalfLife is the age at which a value's weight has halved.
-	// Zero or negative means DefaultHalfLife.
+	// Zero or negative means 30 s (defaultHalfLife).
 	HalfLife time.Duration
 
 	sum, weight float64 // decayed to last
@@ -32,7 +32,7 @@ type EWMA struct {
 
 func (e *EWMA) halfLife() float64 {
 	if e.HalfLife <= 0 {
-		return float64(DefaultHalfLife)
+		return float64(defaultHalfLife)
 	}
 	return float64(e.HalfLife)
 }
@@ -112,11 +112,11 @@ func combineEWMA(es ...*EWMA) (float64, bool) {
 // Unlike Finagle, the value does not decay towards zero while idle: an idle
 // deployment keeps its last known latency instead of looking fast.
 //
-// The zero PeakEWMA is ready to use with DefaultHalfLife.
+// The zero PeakEWMA is ready to use with a 30 s half-life (defaultHalfLife).
 // A PeakEWMA is not safe for concurrent use.
 type PeakEWMA struct {
 	// HalfLife is the age at which a value's weight has halved.
-	// Zero or negative means DefaultHalfLife.
+	// Zero or negative means 30 s (defaultHalfLife).
 	HalfLife time.Duration
 
 	e EWMA

@@ -37,7 +37,7 @@ func TestEWMA(t *testing.T) {
 		{"one_half_life_later", []struct {
 			at time.Duration
 			v  float64
-		}{{0, 0}, {DefaultHalfLife, 3}}, 2}, // weights 0.5 and 1
+		}{{0, 0}, {defaultHalfLife, 3}}, 2}, // weights 0.5 and 1
 		{"long_silence_forgets", []struct {
 			at time.Duration
 			v  float64
@@ -45,7 +45,7 @@ func TestEWMA(t *testing.T) {
 		{"out_of_order_weighted_by_age", []struct {
 			at time.Duration
 			v  float64
-		}{{DefaultHalfLife, 3}, {0, 0}}, 2},
+		}{{defaultHalfLife, 3}, {0, 0}}, 2},
 		{"nan_and_inf_ignored", []struct {
 			at time.Duration
 			v  float64

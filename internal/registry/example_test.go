@@ -14,7 +14,7 @@ import (
 var start = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
 func ExampleEWMA() {
-	var e registry.EWMA // zero value: DefaultHalfLife (30 s)
+	var e registry.EWMA // zero value: a half-life of 30 s
 	e.Update(start, 100)
 	e.Update(start.Add(30*time.Second), 40) // the 100 has halved in weight
 	v, ok := e.Value()

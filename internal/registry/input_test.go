@@ -72,7 +72,7 @@ func TestInputClassFigures(t *testing.T) {
 	assert.Zero(t, r.lookup(kA).tpsSince)
 
 	// A class goes cold when its newest sample leaves the window.
-	now = now.Add(DefaultWindow - 5*time.Second)
+	now = now.Add(defaultWindow - 5*time.Second)
 	for range 20 {
 		now = now.Add(500 * time.Millisecond)
 		r.RecordAt(now, kA, promptSample(now, 150, 900, 160*time.Millisecond))

@@ -68,7 +68,7 @@ func TestLoadTrackOldestMark(t *testing.T) {
 func fitSamples(f *loadFit, r *rand.Rand, base, k, sigma float64, xs []float64) {
 	for i, x := range xs {
 		v := base / (1 + x/k) * math.Exp(sigma*r.NormFloat64())
-		f.add(ns(time.Duration(i)*100*time.Millisecond), float64(DefaultHalfLife), x, v)
+		f.add(ns(time.Duration(i)*100*time.Millisecond), float64(defaultHalfLife), x, v)
 	}
 }
 
@@ -119,7 +119,7 @@ func TestLoadFit(t *testing.T) {
 			if r.Float64() < slow {
 				v /= 5
 			}
-			f.add(ns(time.Duration(i)*100*time.Millisecond), float64(DefaultHalfLife), x, v)
+			f.add(ns(time.Duration(i)*100*time.Millisecond), float64(defaultHalfLife), x, v)
 		}
 		mx, my := f.x/f.w, f.y/f.w
 		sxx, sxy, syy := f.xx/f.w-mx*mx, f.xy/f.w-mx*my, f.yy/f.w-my*my
@@ -147,17 +147,17 @@ func TestLoadFit(t *testing.T) {
 	t.Run("faster under load", func(t *testing.T) {
 		var f loadFit
 		for i, x := range xs {
-			f.add(ns(time.Duration(i)*100*time.Millisecond), float64(DefaultHalfLife), x, 500*(1+x))
+			f.add(ns(time.Duration(i)*100*time.Millisecond), float64(defaultHalfLife), x, 500*(1+x))
 		}
 		k, _ := f.model()
 		assert.Zero(t, k, "a negative slope is no load dependence")
 	})
 	t.Run("bad input", func(t *testing.T) {
 		var f loadFit
-		f.add(ns(0), float64(DefaultHalfLife), math.NaN(), 100)
-		f.add(ns(0), float64(DefaultHalfLife), 1, math.Inf(1))
-		f.add(ns(0), float64(DefaultHalfLife), -1, 100)
-		f.add(ns(0), float64(DefaultHalfLife), 1, 0)
+		f.add(ns(0), float64(defaultHalfLife), math.NaN(), 100)
+		f.add(ns(0), float64(defaultHalfLife), 1, math.Inf(1))
+		f.add(ns(0), float64(defaultHalfLife), -1, 100)
+		f.add(ns(0), float64(defaultHalfLife), 1, 0)
 		assert.Zero(t, f.w)
 		assert.Equal(t, 1.0, loadFactor(0, 3, 5))
 		assert.Equal(t, 1.0, loadFactor(math.Inf(1), 3, 5))

@@ -23,13 +23,13 @@ const (
 	// the p95 between the two slowest, enough to rank deployments; fewer would
 	// let one lucky call win all the traffic.
 	DefaultMinSamples = 10
-	// DefaultTTL is how long a key may go without a Record or Begin before it
+	// defaultTTL is how long a key may go without a Record or Begin before it
 	// is dropped: three default windows, after which its windows are long
 	// empty and only its totals would be kept.
-	DefaultTTL = 15 * time.Minute
-	// DefaultRefresh is the longest interval, in sample time, between two
+	defaultTTL = 15 * time.Minute
+	// defaultRefresh is the longest interval, in sample time, between two
 	// publications of a key's Estimate while samples arrive.
-	DefaultRefresh = 100 * time.Millisecond
+	defaultRefresh = 100 * time.Millisecond
 	// maxClasses bounds the distinct error classes kept per key; the rest
 	// count as "other".
 	maxClasses = 32
@@ -40,16 +40,16 @@ const (
 func normalize(o measure.Options) measure.Options {
 	o.Window = normalizeWindow(o.Window)
 	if o.HalfLife <= 0 {
-		o.HalfLife = DefaultHalfLife
+		o.HalfLife = defaultHalfLife
 	}
 	if o.MinSamples <= 0 {
 		o.MinSamples = DefaultMinSamples
 	}
 	if o.TTL <= 0 {
-		o.TTL = DefaultTTL
+		o.TTL = defaultTTL
 	}
 	if o.Refresh <= 0 {
-		o.Refresh = DefaultRefresh
+		o.Refresh = defaultRefresh
 	}
 	o.Prices = maps.Clone(o.Prices)
 	return o

@@ -292,7 +292,7 @@ func TestWindowExpiresInRegistry(t *testing.T) {
 		errorRate bool
 	}{
 		{"inside", time.Minute, 30, true},
-		{"after_window", 30*time.Second + DefaultWindow, 0, false},
+		{"after_window", 30*time.Second + defaultWindow, 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -336,10 +336,10 @@ func TestEstimate(t *testing.T) {
 		base := t0.Add(time.Second)
 		r.RecordAt(base, kA, okSample(time.Second, 100, tps.CacheCold))
 		e1, _ := r.Estimate(kA)
-		r.RecordAt(base.Add(DefaultRefresh/2), kA, okSample(time.Second, 100, tps.CacheCold))
+		r.RecordAt(base.Add(defaultRefresh/2), kA, okSample(time.Second, 100, tps.CacheCold))
 		e2, _ := r.Estimate(kA)
 		assert.Equal(t, e1.Samples, e2.Samples, "not republished within Refresh")
-		r.RecordAt(base.Add(DefaultRefresh), kA, okSample(time.Second, 100, tps.CacheCold))
+		r.RecordAt(base.Add(defaultRefresh), kA, okSample(time.Second, 100, tps.CacheCold))
 		e3, _ := r.Estimate(kA)
 		assert.Equal(t, e1.Samples+2, e3.Samples, "republished after Refresh")
 	})

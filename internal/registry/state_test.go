@@ -148,14 +148,14 @@ func TestStateAges(t *testing.T) {
 func TestStateExpired(t *testing.T) {
 	orig, saved := busyRegistry(t, 4)
 	data := save(t, orig, saved)
-	got, info := restore(t, data, saved.Add(DefaultTTL+time.Minute))
+	got, info := restore(t, data, saved.Add(defaultTTL+time.Minute))
 	assert.Equal(t, 0, got.Len())
 	assert.Equal(t, 3, info.Expired)
 	assert.Equal(t, 0, info.Keys)
 	// Saving after the TTL leaves them out.
-	got, info = restore(t, save(t, orig, saved.Add(DefaultTTL+time.Minute)), saved.Add(DefaultTTL+time.Minute))
+	got, info = restore(t, save(t, orig, saved.Add(defaultTTL+time.Minute)), saved.Add(defaultTTL+time.Minute))
 	assert.Equal(t, 0, got.Len())
-	assert.Equal(t, RestoreInfo{SavedAt: time.Unix(0, saved.Add(DefaultTTL+time.Minute).UnixNano())}, info)
+	assert.Equal(t, RestoreInfo{SavedAt: time.Unix(0, saved.Add(defaultTTL+time.Minute).UnixNano())}, info)
 }
 
 // TestStateFromTheFuture: a file saved after the restore's now (a clock
@@ -168,7 +168,7 @@ func TestStateFromTheFuture(t *testing.T) {
 		t.Run(back.String(), func(t *testing.T) {
 			at := saved.Add(-back)
 			got, info := restore(t, data, at)
-			width := DefaultWindow / DefaultBuckets
+			width := defaultWindow / defaultBuckets
 			assert.LessOrEqual(t, info.Shift, -back)
 			assert.Greater(t, info.Shift, -back-width)
 			assert.Zero(t, info.Shift%width)

@@ -14,34 +14,34 @@ import (
 
 // Window defaults. A zero WindowOptions means these.
 const (
-	// DefaultWindow is the default window length: five minutes is long enough
+	// defaultWindow is the default window length: five minutes is long enough
 	// for a p99 to rest on a few hundred calls of a busy deployment, and short
 	// enough that a degradation fully replaces the old percentiles within
 	// minutes (the EWMAs react within seconds).
-	DefaultWindow = 5 * time.Minute
-	// DefaultBuckets is the default number of sub-windows: ten 30 s sub-windows
+	defaultWindow = 5 * time.Minute
+	// defaultBuckets is the default number of sub-windows: ten 30 s sub-windows
 	// let the window slide in steps of a tenth of its length, so a query covers
 	// between 90% and 100% of the window, while keeping memory per window at
 	// ten small sketches.
-	DefaultBuckets = 10
+	defaultBuckets = 10
 	// DefaultRelativeAccuracy is the default DDSketch relative accuracy: every
 	// quantile is within 1% of a value of the true distribution's rank.
 	DefaultRelativeAccuracy = 0.01
-	// DefaultMaxBins bounds each sub-window sketch to 2048 bins (8 KiB). At 1%
+	// defaultMaxBins bounds each sub-window sketch to 2048 bins (8 KiB). At 1%
 	// accuracy that spans a ratio of 4e17 between smallest and largest value,
 	// so it only ever collapses absurd inputs; when it does, the lowest bins
 	// are folded together and the upper quantiles (the tail) stay exact.
-	DefaultMaxBins = 2048
+	defaultMaxBins = 2048
 )
 
 // normalizeWindow returns o with its zero or negative fields set to their
 // defaults.
 func normalizeWindow(o measure.WindowOptions) measure.WindowOptions {
 	if o.Length <= 0 {
-		o.Length = DefaultWindow
+		o.Length = defaultWindow
 	}
 	if o.Buckets <= 0 {
-		o.Buckets = DefaultBuckets
+		o.Buckets = defaultBuckets
 	}
 	if int64(o.Length) < int64(o.Buckets) {
 		o.Buckets = int(o.Length)
@@ -50,7 +50,7 @@ func normalizeWindow(o measure.WindowOptions) measure.WindowOptions {
 		o.RelativeAccuracy = DefaultRelativeAccuracy
 	}
 	if o.MaxBins <= 0 {
-		o.MaxBins = DefaultMaxBins
+		o.MaxBins = defaultMaxBins
 	}
 	return o
 }

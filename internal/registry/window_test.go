@@ -47,11 +47,11 @@ func TestWindowAccuracy(t *testing.T) {
 			for i := range xs {
 				xs[i] = g.gen(r)
 				// spread over the whole window
-				now := t0.Add(time.Duration(i) * (DefaultWindow - time.Second) / n)
+				now := t0.Add(time.Duration(i) * (defaultWindow - time.Second) / n)
 				require.True(t, w.Add(now, xs[i]))
 			}
 			slices.Sort(xs)
-			now := t0.Add(DefaultWindow - time.Second)
+			now := t0.Add(defaultWindow - time.Second)
 			require.Equal(t, int64(n), w.Count(now))
 			for _, q := range qs {
 				got, ok := w.Quantile(now, q)
