@@ -8,7 +8,6 @@ import (
 
 	"github.com/tpsroute/tpsroute/internal/cputime"
 	"github.com/tpsroute/tpsroute/internal/registry"
-
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/tps"
 )

@@ -3,9 +3,8 @@ package registry
 import (
 	"time"
 
-	"github.com/tpsroute/tpsroute/measure"
-
 	"github.com/tpsroute/tpsroute/internal/measurekit"
+	"github.com/tpsroute/tpsroute/measure"
 )
 
 // inputClass is one class's statistics. The entry's lock guards it.

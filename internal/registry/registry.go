@@ -12,7 +12,6 @@ import (
 
 	"github.com/tpsroute/tpsroute/internal/measurekit"
 	"github.com/tpsroute/tpsroute/measure"
-
 	"github.com/tpsroute/tpsroute/tps"
 )
 
