@@ -10,11 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tpsroute/tpsroute/measure"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/tps"
 )
 

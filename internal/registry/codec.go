@@ -5,9 +5,9 @@ import (
 	"math"
 	"strings"
 
-	"github.com/tpsroute/tpsroute/measure"
-
 	enc "github.com/DataDog/sketches-go/ddsketch/encoding"
+
+	"github.com/tpsroute/tpsroute/measure"
 )
 
 // The binary formats of this package (Window.MarshalBinary,

@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tpsroute/tpsroute/measure"
-
 	enc "github.com/DataDog/sketches-go/ddsketch/encoding"
+
+	"github.com/tpsroute/tpsroute/measure"
 )
 
 // Delta is what one Registry measured for one Key between two exports, in a

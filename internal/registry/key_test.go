@@ -4,10 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tpsroute/tpsroute/measure"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tpsroute/tpsroute/measure"
 )
 
 // TestKeyAPI: keys of one deployment on two APIs are two keys, named apart,

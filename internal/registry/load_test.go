@@ -8,11 +8,10 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/tpsroute/tpsroute/measure"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/tps"
 )
 

@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tpsroute/tpsroute/measure"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tpsroute/tpsroute/measure"
 )
 
 // TestOverdue checks the calls in flight that Overdue reads: begun with

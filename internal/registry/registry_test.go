@@ -11,12 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tpsroute/tpsroute/measure"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/tps"
 )
 

@@ -12,9 +12,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/tpsroute/tpsroute/measure"
-
 	enc "github.com/DataDog/sketches-go/ddsketch/encoding"
+
+	"github.com/tpsroute/tpsroute/measure"
 )
 
 // State files: a Registry's statistics saved to bytes (SaveState) and

@@ -14,12 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tpsroute/tpsroute/measure"
-
 	enc "github.com/DataDog/sketches-go/ddsketch/encoding"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/tps"
 )
 

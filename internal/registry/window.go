@@ -7,9 +7,9 @@ import (
 	"math"
 	"time"
 
-	"github.com/tpsroute/tpsroute/measure"
-
 	enc "github.com/DataDog/sketches-go/ddsketch/encoding"
+
+	"github.com/tpsroute/tpsroute/measure"
 )
 
 // Window defaults. A zero WindowOptions means these.

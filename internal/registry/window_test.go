@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tpsroute/tpsroute/measure"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tpsroute/tpsroute/measure"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
