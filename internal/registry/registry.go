@@ -692,9 +692,7 @@ func (r *Registry) refresh(e *entry, now time.Time) {
 	est.LoadK, est.LoadRef = e.fit.model()
 	est.TPSPending, est.TTFTPending = e.tpsShift.pending(), e.ttftShift.pending()
 	pub := &published{}
-	if e.fillInputs(&pub.tab, t, r.opts.MinSamples, int64(r.opts.Window.Length), est.LoadK, est.LoadRef) {
-		setInputs(&est, &pub.tab)
-	}
+	warm := e.fillInputs(&pub.tab, t, r.opts.MinSamples, int64(r.opts.Window.Length), est.LoadK, est.LoadRef)
 	est.Samples = ok
 	est.TPSSamples = int64(pq.n)
 	if newest != 0 {
@@ -704,6 +702,11 @@ func (r *Registry) refresh(e *entry, now time.Time) {
 	sanitize(&est)
 	e.lastRefresh = t
 	pub.est = est
+	if warm {
+		// On pub.est, not est: est passed to a function value would escape
+		// to the heap, one allocation more per refresh.
+		setInputs(&pub.est, &pub.tab)
+	}
 	e.est.Store(&pub.est)
 }
 
