@@ -8,14 +8,14 @@ import (
 
 // Estimate is the cheap per-key summary that route reads on every pick,
 // aggregated over cache states. Times are in seconds, rates in tokens per
-// second. Quantiles and counts cover the window (Options.Window); the EWMAs decay
-// with its half-life. After a change of level of TPS or TTFT (shift.go: a
-// CUSUM on log values, typically two samples after a 3× change), and until
-// the window holds only later samples, the p50 and the EWMA of that metric
-// are the new level (the geometric mean of the samples since the change, up
-// to 16) and its p95 keeps the window's ratio to the p50: the Estimate
-// describes the deployment as it is now. An Estimate is a value, safe for
-// concurrent use once returned.
+// second. Quantiles and counts cover the window (Options.Window); the EWMAs
+// decay with its half-life. After a change of level of TPS or TTFT
+// (internal/registry/shift.go: a CUSUM on log values, typically two samples
+// after a 3× change), and until the window holds only later samples, the p50
+// and the EWMA of that metric are the new level (the geometric mean of the
+// samples since the change, up to 16) and its p95 keeps the window's ratio to
+// the p50: the Estimate describes the deployment as it is now. An Estimate is a
+// value, safe for concurrent use once returned.
 //
 // OK is false until the window holds Options.MinSamples successful samples;
 // a not-OK estimate must not be read as "fast". Fields with no data are 0,
@@ -32,8 +32,9 @@ type Estimate struct {
 	InFlight         int64     // calls begun and not ended, read live
 	OK               bool      // Samples >= Options.MinSamples
 	// LoadK is the number of other calls in flight at which a stream's TPS
-	// halves, fitted online from the load each sample started at (load.go); 0
-	// when no load dependence is measured. See LoadFactor.
+	// halves, fitted online from the load each sample started at
+	// (internal/registry/load.go); 0 when no load dependence is measured. See
+	// LoadFactor.
 	LoadK float64
 	// LoadRef is the mean number of other calls in flight during the recent
 	// TPS samples: the load the TPS figures describe.

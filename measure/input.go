@@ -6,18 +6,18 @@ import (
 	"github.com/tpsroute/tpsroute/internal/measurekit"
 )
 
-// Input-size classes. A long prompt fills the KV cache and slows every
-// decode step, and its prefill adds to the time to first token, by amounts
-// that differ between providers: the deployment fastest on short prompts
-// may be slow on long ones. A key therefore keeps, per class of prompt size
-// (log2 buckets of the sample's input tokens), an EWMA of its TPS (scaled to
-// no load, see load.go) and of its TTFT, and a count. A class with
-// Options.MinSamples samples, the newest within the window and none before
-// the latest change of level, is warm: Estimate.Input then gives its
-// figures, and a reader routes a prompt of that class on them instead of on
-// the key's aggregate. A change of level (shift.go) forgets every class of
-// the key, so a degraded deployment is judged on its new level at once
-// and its classes warm up again from there.
+// Input-size classes. A long prompt fills the KV cache and slows every decode
+// step, and its prefill adds to the time to first token, by amounts that differ
+// between providers: the deployment fastest on short prompts may be slow on
+// long ones. A key therefore keeps, per class of prompt size (log2 buckets of
+// the sample's input tokens), an EWMA of its TPS (scaled to no load, see
+// internal/registry/load.go) and of its TTFT, and a count. A class with
+// Options.MinSamples samples, the newest within the window and none before the
+// latest change of level, is warm: Estimate.Input then gives its figures, and a
+// reader routes a prompt of that class on them instead of on the key's
+// aggregate. A change of level (internal/registry/shift.go) forgets every class
+// of the key, so a degraded deployment is judged on its new level at once and
+// its classes warm up again from there.
 //
 // Per class that is two EWMAs, a count and a time, 96 bytes; InputClasses
 // classes per key, 1,152 bytes.
