@@ -20,6 +20,7 @@ import (
 
 	"github.com/tpsroute/tpsroute/internal/executor"
 	"github.com/tpsroute/tpsroute/internal/picker"
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/internal/telemetry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
@@ -41,7 +42,7 @@ type Client struct {
 	// client.Embeddings.New(ctx, params, opts...).
 	Embeddings EmbeddingService
 
-	reg    *measure.Registry
+	reg    *registry.Registry
 	tel    *telemetry.Telemetry
 	exec   *executor.Executor
 	picker *picker.Picker // the chat Picker; nil when no deployment serves chat
@@ -102,7 +103,7 @@ func New(cfg Config) (*Client, error) {
 			}
 		}
 	}
-	c.reg = measure.NewRegistry(mo)
+	c.reg = registry.New(mo)
 	if cfg.StateFile != "" {
 		// Before the fleet joins, which then does not republish them.
 		if err := restoreState(cfg.StateFile, c.reg, cfg.Deployments, c.logger, time.Now()); err != nil {
@@ -292,8 +293,8 @@ type call struct {
 	// an answer longer than twice it would read as stalled.
 	out int64
 	// flights are the first attempts' calls in flight in measure, whose
-	// output gaps feedback.go reports (measure.Flight, live speed).
-	flights [liveAttempts]measure.Flight
+	// output gaps feedback.go reports (registry.Flight, live speed).
+	flights [liveAttempts]registry.Flight
 }
 
 // do routes one serialised chat-completion body, already read into info by

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
@@ -118,14 +119,16 @@ type Config struct {
 }
 
 // Fleet shares a Client's state with the other replicas of a fleet, off the
-// call's critical path; *fleet.Fleet implements it. Implementations are safe
-// for concurrent use.
+// call's critical path; *fleet.Fleet implements it, the one implementation
+// there is: JoinClient takes the Client's statistics engine, a Registry of
+// the module's internal/registry, which code outside the module cannot
+// name. Implementations are safe for concurrent use.
 type Fleet interface {
 	// JoinClient is called once by New with the Client's statistics, its
 	// deployments and learn, which records in the Client's cache affinity
 	// that the deployment with key k served cacheKey at time at. It returns
 	// the breaker and limit state the Client's executor consults.
-	JoinClient(reg *measure.Registry, deployments []route.Deployment, learn func(cacheKey string, k measure.Key, at time.Time)) (fallback.Shared, error)
+	JoinClient(reg *registry.Registry, deployments []route.Deployment, learn func(cacheKey string, k measure.Key, at time.Time)) (fallback.Shared, error)
 	// Served is called when a call with a cache key succeeded on the
 	// deployment with key k. It must not block. The cache key is already
 	// hashed: a Fleet never sees the caller's key.

@@ -11,7 +11,7 @@ import (
 
 // Begin starts one attempt of the call on d: it counts the attempt in flight
 // in measure, with the body's output cap (max_tokens) when it states one
-// (measure.Registry.BeginCallAt: a stalled attempt then ranks its
+// (internal/registry's Registry.BeginCallAt: a stalled attempt then ranks its
 // deployment lower before it ends), and in telemetry, and returns the
 // attempt's completion handle,
 // which carries the attempt's outcome everywhere it is learnt from: the

@@ -11,13 +11,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
 )
 
 // The output gaps of a stream still running reach measure's live speed
-// (measure.LiveTPS) through the Client's feedback, before the stream ends.
+// (registry.LiveTPS) through the Client's feedback, before the stream ends.
 func TestOutputGapsFeedLiveSpeed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newMemFleet()
@@ -36,14 +36,14 @@ func TestOutputGapsFeedLiveSpeed(t *testing.T) {
 		for range 6 {
 			require.True(t, s.Next())
 		}
-		v, n := measure.LiveTPS(h)
+		v, n := registry.LiveTPS(h)
 		assert.Equal(t, 1, n, "the running stream counts")
 		est, _ := c.reg.Estimate(c.Deployments()[0].Key())
 		assert.InEpsilon(t, est.TPSP50, v, 0.02, "at the speed the first stream's sample showed")
 		_, err = drain(t, s)
 		require.NoError(t, err)
 		require.NoError(t, s.Close())
-		_, n = measure.LiveTPS(h)
+		_, n = registry.LiveTPS(h)
 		assert.Zero(t, n, "not once it ended")
 	})
 }

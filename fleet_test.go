@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
@@ -19,14 +20,14 @@ import (
 // recordingFleet is a Fleet that keeps what the Client hands it.
 type recordingFleet struct {
 	mu     sync.Mutex
-	reg    *measure.Registry
+	reg    *registry.Registry
 	deps   []route.Deployment
 	learn  func(string, measure.Key, time.Time)
 	served []string
 	joins  int
 }
 
-func (f *recordingFleet) JoinClient(reg *measure.Registry, deps []route.Deployment, learn func(string, measure.Key, time.Time)) (fallback.Shared, error) {
+func (f *recordingFleet) JoinClient(reg *registry.Registry, deps []route.Deployment, learn func(string, measure.Key, time.Time)) (fallback.Shared, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reg, f.deps, f.learn = reg, deps, learn

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 )
@@ -28,7 +29,7 @@ const defaultStateInterval = time.Minute
 // from one goroutine and once more at Close. It is safe for concurrent use.
 type stateSaver struct {
 	path   string
-	reg    *measure.Registry
+	reg    *registry.Registry
 	logger *slog.Logger
 
 	mu sync.Mutex // serialises writes
@@ -45,7 +46,7 @@ type stateSaver struct {
 // options, or corrupt, is logged and the Client starts cold; the next save
 // replaces it. A damaged key record is logged by name, and the others are
 // restored.
-func restoreState(path string, reg *measure.Registry, deps []route.Deployment, logger *slog.Logger, now time.Time) error {
+func restoreState(path string, reg *registry.Registry, deps []route.Deployment, logger *slog.Logger, now time.Time) error {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		logger.Info("tpsroute: no state file yet; starting cold", "path", path)
@@ -69,7 +70,7 @@ func restoreState(path string, reg *measure.Registry, deps []route.Deployment, l
 		return nil
 	case errors.Is(err, measure.ErrStateFormat):
 		return fmt.Errorf("tpsroute: state file %s: %w; refusing to overwrite it", path, err)
-	case errors.Is(err, measure.ErrStateVersion), errors.Is(err, measure.ErrStateCorrupt), errors.Is(err, measure.ErrIncompatible):
+	case errors.Is(err, registry.ErrStateVersion), errors.Is(err, registry.ErrStateCorrupt), errors.Is(err, registry.ErrIncompatible):
 		logger.Warn("tpsroute: state file not restored; starting cold, it is replaced at the next save", "path", path, "err", err)
 		return nil
 	default:
@@ -190,7 +191,7 @@ func replaceable(path string) error {
 		return err
 	}
 	defer f.Close()
-	return measure.CheckStateFile(f)
+	return registry.CheckStateFile(f)
 }
 
 // writeFileAtomic replaces the file at path with data (mode 0600) by a

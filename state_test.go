@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
@@ -162,7 +163,7 @@ func TestStateFileWrittenPeriodically(t *testing.T) {
 			return n
 		}
 		requests := func() int64 {
-			r := measure.NewRegistry(stateMeasure)
+			r := registry.New(stateMeasure)
 			fh, err := os.Open(file)
 			require.NoError(t, err)
 			defer fh.Close()
@@ -250,7 +251,7 @@ func TestStateFileProblems(t *testing.T) {
 			fh, err := os.Open(file)
 			require.NoError(t, err)
 			defer fh.Close()
-			_, err = measure.NewRegistry(stateMeasure).RestoreState(fh, time.Now(), nil)
+			_, err = registry.New(stateMeasure).RestoreState(fh, time.Now(), nil)
 			assert.NoError(t, err)
 		})
 	}

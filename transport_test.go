@@ -19,6 +19,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
@@ -251,12 +252,12 @@ func TestBeginTracksOutputCap(t *testing.T) {
 			s := c.Chat.Completions.NewStreaming(context.Background(), p, opts...)
 			require.True(t, s.Next(), "first chunk")
 			time.Sleep(6 * time.Second)
-			got := measure.Overdue(c.reg.Handle(k), time.Now(), 0.1, 100)
+			got := registry.Overdue(c.reg.Handle(k), time.Now(), 0.1, 100)
 			_, err := drain(t, s)
 			require.NoError(t, err)
 			require.NoError(t, s.Close())
 			synctest.Wait()
-			assert.Zero(t, measure.Overdue(c.reg.Handle(k), time.Now(), 0.1, 100), "ended")
+			assert.Zero(t, registry.Overdue(c.reg.Handle(k), time.Now(), 0.1, 100), "ended")
 			return got
 		}
 		capped := userParams("m", "hello")

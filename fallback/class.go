@@ -80,7 +80,7 @@ func (a Attempt) Timeout() bool {
 	return slices.ContainsFunc(deadlines, func(d error) bool { return errors.Is(a.Err, d) })
 }
 
-// ErrorClass names the attempt's class for measure.Registry.RecordClass: ""
+// ErrorClass names the attempt's class the Client records it with: ""
 // for a success, measure.ClassCaller for a CallerFault, measure.ClassTimeout
 // when Timeout is true, measure.ClassCanceled for the rest of ClassCanceled
 // (the caller, an early Close, a lost hedge), measure.ClassOther otherwise.

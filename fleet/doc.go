@@ -7,12 +7,13 @@
 // Join). One background goroutine per Fleet, stopped by Close, talks to
 // Redis every Options.Sync (default 1 s):
 //
-//   - Measurements: it exports what the Client's measure.Registry measured
-//     since the last successful publish (measure.Exporter: new DDSketch bins
-//     per sub-window, outcomes, EWMA sums and weights, meters), appends them
-//     to the fleet's stream, reads what the other replicas appended, and
-//     merges it into the Registry (measure.Registry.MergeAt). A replica
-//     routes on the merge of the fleet's data and its own newest samples.
+//   - Measurements: it exports what the Client's statistics Registry
+//     (internal/registry) measured since the last successful publish (its
+//     Exporter: new DDSketch bins per sub-window, outcomes, EWMA sums and
+//     weights, meters), appends them to the fleet's stream, reads what the
+//     other replicas appended, and merges it into the Registry
+//     (Registry.MergeAt). A replica routes on the merge of the fleet's data
+//     and its own newest samples.
 //   - Breakers: a breaker that trips on one replica is recorded with its
 //     half-open time; the others keep the deployment off until then, and
 //     exactly one replica (the one whose SET NX wins) sends the half-open

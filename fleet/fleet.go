@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 )
@@ -79,8 +80,8 @@ type Fleet struct {
 	mu      sync.Mutex
 	joined  bool
 	closed  bool
-	reg     *measure.Registry
-	exp     *measure.Exporter
+	reg     *registry.Registry
+	exp     *registry.Exporter
 	learn   func(cacheKey string, k measure.Key, at time.Time)
 	keys    map[measure.Key]*keyState
 	served  []affinityRecord // to publish
@@ -172,7 +173,7 @@ func redactErr(err error, url string) error {
 // deployments are not shared); their credentials are not read. learn records
 // a cache key that another replica's call was served with; it must be safe
 // for concurrent use. The returned fallback.Shared is the Fleet itself.
-func (f *Fleet) JoinClient(reg *measure.Registry, deployments []route.Deployment, learn func(cacheKey string, k measure.Key, at time.Time)) (fallback.Shared, error) {
+func (f *Fleet) JoinClient(reg *registry.Registry, deployments []route.Deployment, learn func(cacheKey string, k measure.Key, at time.Time)) (fallback.Shared, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {

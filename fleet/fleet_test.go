@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
@@ -32,7 +33,7 @@ var (
 // replica is one Client's side of the fleet, driven round by round.
 type replica struct {
 	f    *Fleet
-	reg  *measure.Registry
+	reg  *registry.Registry
 	logs *syncBuffer
 
 	mu      sync.Mutex
@@ -63,7 +64,7 @@ func newReplica(t *testing.T, url, name string) *replica {
 
 func newReplicaIn(t *testing.T, url, fleetName, name string) *replica {
 	t.Helper()
-	r := &replica{reg: measure.NewRegistry(measure.Options{}), logs: &syncBuffer{}, learned: map[string]measure.Key{}}
+	r := &replica{reg: registry.New(measure.Options{}), logs: &syncBuffer{}, learned: map[string]measure.Key{}}
 	f, err := New(Options{URL: url, Name: fleetName, Replica: name,
 		Logger: slog.New(slog.NewTextHandler(r.logs, nil))})
 	require.NoError(t, err)
@@ -323,7 +324,7 @@ func TestLoopAndClose(t *testing.T) {
 	mr := miniredis.RunT(t)
 	f, err := New(Options{URL: "redis://" + mr.Addr(), Name: "test", Sync: 10 * time.Millisecond})
 	require.NoError(t, err)
-	reg := measure.NewRegistry(measure.Options{})
+	reg := registry.New(measure.Options{})
 	_, err = f.JoinClient(reg, []route.Deployment{fast}, nil)
 	require.NoError(t, err)
 	_, err = f.JoinClient(reg, nil, nil)
@@ -381,13 +382,13 @@ func TestOpenedGrowth(t *testing.T) {
 }
 
 // TestRestoredStateNotRepublished: a replica restarted from a state file
-// (measure.Registry.RestoreState before JoinClient, as tpsroute.New does)
+// (registry.Registry.RestoreState before JoinClient, as tpsroute.New does)
 // does not publish the restored samples again, which would count them twice
 // in every other replica; what it records afterwards is published.
 func TestRestoredStateNotRepublished(t *testing.T) {
 	mr := miniredis.RunT(t)
 	url := "redis://" + mr.Addr()
-	before := measure.NewRegistry(measure.Options{})
+	before := registry.New(measure.Options{})
 	now := t0
 	for range 30 {
 		now = now.Add(100 * time.Millisecond)
@@ -396,7 +397,7 @@ func TestRestoredStateNotRepublished(t *testing.T) {
 	var file bytes.Buffer
 	require.NoError(t, before.SaveState(&file, now))
 
-	reg := measure.NewRegistry(measure.Options{})
+	reg := registry.New(measure.Options{})
 	_, err := reg.RestoreState(&file, now, nil)
 	require.NoError(t, err)
 	f, err := New(Options{URL: url, Name: "test", Replica: "restarted"})
@@ -447,7 +448,7 @@ func TestRestartedReplicaCountsNothingTwice(t *testing.T) {
 	saved := time.Now()
 	var file bytes.Buffer
 	require.NoError(t, r1.reg.SaveState(&file, saved))
-	reg := measure.NewRegistry(measure.Options{})
+	reg := registry.New(measure.Options{})
 	_, err := reg.RestoreState(&file, saved, nil)
 	require.NoError(t, err)
 	f, err := New(Options{URL: url, Name: "test", Replica: "r1-restarted"})
@@ -476,7 +477,7 @@ func TestRestartedReplicaCountsNothingTwice(t *testing.T) {
 
 // merged returns what reg merged from other replicas for k (Stats.Fleet),
 // read at now; nil when nothing was.
-func merged(reg *measure.Registry, k measure.Key, now time.Time) *measure.FleetStats {
+func merged(reg *registry.Registry, k measure.Key, now time.Time) *measure.FleetStats {
 	st, _ := reg.SnapshotAt(now).Lookup(k)
 	return st.Fleet
 }

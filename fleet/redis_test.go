@@ -13,6 +13,7 @@ import (
 
 	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/internal/redistest"
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 )
@@ -74,7 +75,7 @@ func TestRealRedis(t *testing.T) {
 func BenchmarkSync(b *testing.B) {
 	url := "redis://" + redistest.Addr(b) + "/0"
 	name := uniqueName(b)
-	reg := measure.NewRegistry(measure.Options{})
+	reg := registry.New(measure.Options{})
 	f, err := New(Options{URL: url, Name: name, Replica: "bench"})
 	require.NoError(b, err)
 	f.manual = true

@@ -12,12 +12,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 )
 
 // Measurements and cache affinity travel in one Redis stream per fleet,
 // <prefix>stats: each round, a replica that measured something appends one
-// entry (r: replica, v: schema version, d: its measure.Deltas, a: the cache
+// entry (r: replica, v: schema version, d: its registry.Deltas, a: the cache
 // keys it served) and reads the entries the others appended since its last
 // read. The stream is trimmed to the measurement window (older entries
 // cannot matter: their sub-windows have left every window) and expires when
@@ -151,7 +152,7 @@ func (f *Fleet) syncStats(ctx context.Context, now time.Time) error {
 }
 
 // apply merges one stream entry from another replica.
-func (f *Fleet) apply(m redis.XMessage, reg *measure.Registry, learn func(string, measure.Key, time.Time), now time.Time) {
+func (f *Fleet) apply(m redis.XMessage, reg *registry.Registry, learn func(string, measure.Key, time.Time), now time.Time) {
 	r, _ := m.Values["r"].(string)
 	if r == f.opts.Replica {
 		return
@@ -176,7 +177,7 @@ func (f *Fleet) apply(m redis.XMessage, reg *measure.Registry, learn func(string
 			f.logger.Warn("fleet: malformed entry ignored", "replica", r, "id", m.ID)
 			return
 		}
-		var dl measure.Delta
+		var dl registry.Delta
 		if err := dl.UnmarshalBinary(b[k : k+int(l)]); err != nil {
 			f.logger.Warn("fleet: malformed delta ignored", "replica", r, "err", err)
 		} else if err := reg.MergeAt(now, &dl); err != nil {

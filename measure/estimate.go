@@ -1,17 +1,21 @@
 package measure
 
-import "time"
+import (
+	"time"
+
+	"github.com/tpsroute/tpsroute/internal/measurekit"
+)
 
 // Estimate is the cheap per-key summary that route reads on every pick,
 // aggregated over cache states. Times are in seconds, rates in tokens per
-// second. Quantiles and counts cover the Registry's window; the EWMAs decay
-// with its half-life. After a change of level of TPS or TTFT (shift.go: a
-// CUSUM on log values, typically two samples after a 3× change), and until
-// the window holds only later samples, the p50 and the EWMA of that metric
-// are the new level (the geometric mean of the samples since the change, up
-// to 16) and its p95 keeps the window's ratio to the p50: the Estimate
-// describes the deployment as it is now. An Estimate is a value, safe for
-// concurrent use once returned.
+// second. Quantiles and counts cover the window (Options.Window); the EWMAs
+// decay with its half-life. After a change of level of TPS or TTFT
+// (internal/registry/shift.go: a CUSUM on log values, typically two samples
+// after a 3× change), and until the window holds only later samples, the p50
+// and the EWMA of that metric are the new level (the geometric mean of the
+// samples since the change, up to 16) and its p95 keeps the window's ratio to
+// the p50: the Estimate describes the deployment as it is now. An Estimate is a
+// value, safe for concurrent use once returned.
 //
 // OK is false until the window holds Options.MinSamples successful samples;
 // a not-OK estimate must not be read as "fast". Fields with no data are 0,
@@ -19,7 +23,7 @@ import "time"
 type Estimate struct {
 	TTFTP50, TTFTP95 float64   // seconds
 	TPSP50, TPSP95   float64   // tokens/s (generation phase); 0 when TPSSamples is 0
-	TTFTEWMA         float64   // seconds, peak-sensitive (PeakEWMA)
+	TTFTEWMA         float64   // seconds, peak-sensitive: jumps up at once, decays like an EWMA
 	TPSEWMA          float64   // tokens/s
 	ErrorRate        float64   // failures / (successes + failures) over the window, in [0,1]; canceled and caller (ClassCaller) calls excluded
 	Samples          int64     // successful samples in the window
@@ -28,8 +32,9 @@ type Estimate struct {
 	InFlight         int64     // calls begun and not ended, read live
 	OK               bool      // Samples >= Options.MinSamples
 	// LoadK is the number of other calls in flight at which a stream's TPS
-	// halves, fitted online from the load each sample started at (load.go); 0
-	// when no load dependence is measured. See LoadFactor.
+	// halves, fitted online from the load each sample started at
+	// (internal/registry/load.go); 0 when no load dependence is measured. See
+	// LoadFactor.
 	LoadK float64
 	// LoadRef is the mean number of other calls in flight during the recent
 	// TPS samples: the load the TPS figures describe.
@@ -46,11 +51,22 @@ type Estimate struct {
 	// once.
 	TPSPending, TTFTPending float64
 
-	inputs *inputTable // warm prompt-size classes (input.go); nil: none
+	inputs *measurekit.Inputs // warm prompt-size classes (input.go); nil: none
 }
 
-func (e *Estimate) sanitize() {
-	for _, p := range []*float64{&e.TTFTP50, &e.TTFTP95, &e.TPSP50, &e.TPSP95, &e.TTFTEWMA, &e.TPSEWMA, &e.ErrorRate, &e.LoadK, &e.LoadRef, &e.TPSPending, &e.TTFTPending} {
-		*p = finite(*p)
-	}
+// EstimateHandle reads one key's published Estimate without looking the key
+// up, for callers that read the same keys on every request (route's Picker).
+// internal/registry's Registry.Handle returns one (route.HandleSource
+// names it). Implementations are safe for concurrent use and never block.
+type EstimateHandle interface {
+	// Estimate returns the key's latest published Estimate, with InFlight
+	// read live, and whether it is OK: what the Registry's Estimate returns for
+	// the key while Live is true. It takes no lock and allocates nothing.
+	Estimate() (Estimate, bool)
+	// Live reports whether the key is still kept. Once the key is pruned it
+	// returns false for good: the handle then keeps returning the last
+	// Estimate published before the prune, and the holder should ask
+	// for a new handle (a key recorded again after a prune starts afresh
+	// under a new handle).
+	Live() bool
 }

@@ -14,11 +14,12 @@ type Key struct {
 	API string `json:"api,omitempty"`
 }
 
-// MaxKeyBytes is the longest of a Key's three strings, in bytes, that a
-// state file restores (RestoreState refuses a file holding a longer one).
+// MaxKeyBytes is the longest of a Key's strings, in bytes, that a state file
+// holds (docs/STATE.md: a restore skips a key record with a longer one).
 // Code that makes keys from a caller's names (a wildcard deployment's model)
-// refuses longer names before measuring anything under them.
-const MaxKeyBytes = maxKeyString
+// refuses longer names before measuring anything under them: the Client
+// answers such a request with a 400.
+const MaxKeyBytes = 4096
 
 // String returns "provider/region/model", with empty parts kept, and
 // "#api" appended when API is not empty.

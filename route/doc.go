@@ -160,7 +160,7 @@
 // Request.ExpectedOutputTokens, an expected size that an answer may exceed),
 // measure times each call in flight (Registry.BeginCallAt),
 // and a pick reads how far past its time, at the deployment's call TTFT and
-// TPS now, the most overdue of them is (measure.Overdue): from twice that
+// TPS now, the most overdue of them is (registry.Overdue): from twice that
 // time on, the call TPS is divided by the ratio, the most the stalled call
 // can be getting. A deployment whose calls have stalled thus ranks below
 // the others before the first of them ends and before measure has seen two

@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 )
 
@@ -20,7 +21,7 @@ import (
 const overdueAfter = 2
 
 // overdue lowers the call TPS of x when the most overdue of the calls in
-// flight on h's key (measure.Overdue, at x's CallTTFT and CallTPS: the
+// flight on h's key (registry.Overdue, at x's CallTTFT and CallTPS: the
 // deployment's figures now, at its current load, so that calls slowed by a
 // load the load model expects are not overdue) has run at least
 // overdueAfter times its time, by that ratio: the most the speed it is
@@ -37,7 +38,7 @@ func overdue(x *Expected, h measure.EstimateHandle, now int64) {
 	if !x.TPSOK || !x.TTFTOK {
 		return
 	}
-	if r := measure.Overdue(h, time.Unix(0, now), x.CallTTFT(), x.CallTPS()); r >= overdueAfter {
+	if r := registry.Overdue(h, time.Unix(0, now), x.CallTTFT(), x.CallTPS()); r >= overdueAfter {
 		x.tpsF = float32(one(x.tpsF) / r)
 	}
 }
@@ -49,7 +50,7 @@ func overdue(x *Expected, h measure.EstimateHandle, now int64) {
 const liveMinStreams = 2
 
 // live lowers the call TPS of x to the speed the fastest of the calls in
-// flight on h's key is getting now (measure.LiveTPS), when at least
+// flight on h's key is getting now (registry.LiveTPS), when at least
 // liveMinStreams show one and it is lower: a deployment that
 // slows while streams run (a batching provider taking more streams, a drift,
 // a slow period) ranks by what its running streams show before they end,
@@ -61,7 +62,7 @@ func live(x *Expected, h measure.EstimateHandle) {
 	if !x.TPSOK {
 		return
 	}
-	v, n := measure.LiveTPS(h)
+	v, n := registry.LiveTPS(h)
 	if n < liveMinStreams {
 		return
 	}
@@ -123,7 +124,7 @@ func shape(x *Expected, e *measure.Estimate, inFlight, in int64) {
 func applyPrior(e *Expected, pr Prior, warmed bool, priorSamples float64) {
 	n := float64(e.Samples)
 	if warmed {
-		n = max(n, measure.DefaultMinSamples)
+		n = max(n, registry.DefaultMinSamples)
 	}
 	w := priorSamples / (priorSamples + n)
 	if pr.TPS > 0 {

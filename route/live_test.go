@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/tps"
 )
@@ -17,7 +18,7 @@ import (
 func TestLiveLowersCallTPS(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
 	k := measure.Key{Provider: "a", Model: "m"}
-	reg := measure.NewRegistry(measure.Options{})
+	reg := registry.New(measure.Options{})
 	// 10 tokens per chunk gap.
 	reg.RecordAt(t0, k, tps.Sample{Start: t0, TTFT: 100 * time.Millisecond, TPS: 100, TPSOK: true, OutputTokens: 100,
 		Gaps: tps.GapStats{Count: 9, Sum: 900 * time.Millisecond}})

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tpsroute/tpsroute"
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/replay"
 )
@@ -118,7 +119,7 @@ func TestRunStateFlag(t *testing.T) {
 	assert.Contains(t, logs, "no state file yet")
 	fh, err := os.Open(file)
 	require.NoError(t, err, "written at shutdown")
-	r := measure.NewRegistry(measure.Options{})
+	r := registry.New(measure.Options{})
 	_, err = r.RestoreState(fh, time.Now(), nil)
 	fh.Close()
 	require.NoError(t, err)

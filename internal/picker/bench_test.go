@@ -2,11 +2,12 @@ package picker
 
 import (
 	"fmt"
-	"github.com/tpsroute/tpsroute/internal/cputime"
 	"math/rand/v2"
 	"testing"
 	"time"
 
+	"github.com/tpsroute/tpsroute/internal/cputime"
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
@@ -68,7 +69,7 @@ func BenchmarkPick(b *testing.B) {
 	// calls in flight.
 	b.Run("deployments=16/registry+load+classes", func(b *testing.B) {
 		ds, _ := spread(16)
-		reg := measure.NewRegistry(measure.Options{MinSamples: 1})
+		reg := registry.New(measure.Options{MinSamples: 1})
 		for i := range ds {
 			for j := range 40 {
 				start := t0.Add(time.Duration(j-40) * time.Second)
@@ -85,11 +86,11 @@ func BenchmarkPick(b *testing.B) {
 		benchPicker(b, newPicker(b, ds, reg, route.Options{Seed: 1}), route.Request{Model: "m", ExpectedInputTokens: 300})
 	})
 	// The same with live speed: samples with chunk gaps and four calls in
-	// flight per deployment that have shown their gaps (measure.LiveTPS),
+	// flight per deployment that have shown their gaps (registry.LiveTPS),
 	// so that live reads them on every pick.
 	b.Run("deployments=16/registry+load+classes+live", func(b *testing.B) {
 		ds, _ := spread(16)
-		reg := measure.NewRegistry(measure.Options{MinSamples: 1})
+		reg := registry.New(measure.Options{MinSamples: 1})
 		for i := range ds {
 			for j := range 40 {
 				start := t0.Add(time.Duration(j-40) * time.Second)
@@ -103,7 +104,7 @@ func BenchmarkPick(b *testing.B) {
 					Gaps: tps.GapStats{Count: 9, Sum: 900 * time.Millisecond},
 				})
 			}
-			if _, n := measure.LiveTPS(reg.Handle(ds[i].Key())); n == 0 {
+			if _, n := registry.LiveTPS(reg.Handle(ds[i].Key())); n == 0 {
 				b.Fatal("no live speed")
 			}
 		}
@@ -132,11 +133,11 @@ func BenchmarkPick(b *testing.B) {
 	})
 }
 
-// spreadRegistry is spread's fleet on a measure.Registry, each deployment
+// spreadRegistry is spread's fleet on a registry.Registry, each deployment
 // with five samples: the slower the later in the configuration, or, when
 // unordered, in a seeded random order (as a real fleet's speeds are, which
 // the sort then has to put in order).
-func spreadRegistry(n int, unordered bool) ([]route.Deployment, *measure.Registry) {
+func spreadRegistry(n int, unordered bool) ([]route.Deployment, *registry.Registry) {
 	ds, _ := spread(n)
 	speed := make([]int, n)
 	for i := range speed {
@@ -145,7 +146,7 @@ func spreadRegistry(n int, unordered bool) ([]route.Deployment, *measure.Registr
 	if unordered {
 		speed = rand.New(rand.NewPCG(1, 2)).Perm(n)
 	}
-	reg := measure.NewRegistry(measure.Options{MinSamples: 1})
+	reg := registry.New(measure.Options{MinSamples: 1})
 	for i := range ds {
 		r := speed[i]
 		for j := range 5 {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 )
@@ -96,7 +97,7 @@ func TestColdShareModerateTraffic(t *testing.T) {
 		}
 	}
 	assert.Equal(t, defaultColdProbes, probes, "probes in one interval")
-	assert.Equal(t, measure.DefaultMinSamples, defaultColdProbes, "ColdProbes default covers MinSamples")
+	assert.Equal(t, registry.DefaultMinSamples, defaultColdProbes, "ColdProbes default covers MinSamples")
 	require.GreaterOrEqual(t, tenth, time.Duration(0))
 	assert.LessOrEqual(t, tenth, 3*time.Second, "the 10th probe comes within ceil(9/share) picks")
 	// The next interval gives the next probes.
@@ -170,17 +171,17 @@ func TestColdFirstPickIsProbe(t *testing.T) {
 	assert.Equal(t, route.ReasonColdProbe, plan.Deployments[0].Reason, "first pick of the next interval")
 }
 
-// TestColdCatchesUpWithRegistry runs a real measure.Registry at its default
+// TestColdCatchesUpWithRegistry runs a real registry.Registry at its default
 // MinSamples: a slow deployment is warm when a faster one arrives cold, and
 // at 5 picks/s, each pick's first deployment recording its call's sample,
 // the faster one must lead on score within 15 s (with the old default of
 // two cold probes per 10 s and no share it took 20 s here, half of the
 // samples coming from the 5% exploration).
 func TestColdCatchesUpWithRegistry(t *testing.T) {
-	reg := measure.NewRegistry(measure.Options{})
+	reg := registry.New(measure.Options{})
 	slow, fast := dep("slow", "us", "m"), dep("fast", "us", "m")
-	for i := range measure.DefaultMinSamples {
-		reg.RecordAt(t0.Add(time.Duration(i-measure.DefaultMinSamples)*time.Second), slow.Key(), sample(300*time.Millisecond, 100))
+	for i := range registry.DefaultMinSamples {
+		reg.RecordAt(t0.Add(time.Duration(i-registry.DefaultMinSamples)*time.Second), slow.Key(), sample(300*time.Millisecond, 100))
 	}
 	est, ok := reg.Estimate(slow.Key())
 	require.True(t, ok && est.OK, "slow is warm at the start")

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
@@ -31,7 +32,7 @@ func TestDegradedLeaderLosesShare(t *testing.T) {
 		{"ttft/30 minutes", 180, 10 * time.Second, route.Latency, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			reg := measure.NewRegistry(measure.Options{})
+			reg := registry.New(measure.Options{})
 			ds := []route.Deployment{
 				{Provider: "lead", Region: "us", Model: "m", BaseURL: "http://lead"},
 				{Provider: "next", Region: "us", Model: "m", BaseURL: "http://next"},

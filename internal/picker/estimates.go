@@ -1,6 +1,7 @@
 package picker
 
 import (
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 )
@@ -25,7 +26,7 @@ func (p *Picker) readEstimate(s *scratch, it *item, est *measure.Estimate, in, n
 	default:
 		b := p.handles[it.idx].Load()
 		if b != nil {
-			if pe, n := measure.PublishedEstimate(b.h); pe != nil {
+			if pe, n := registry.PublishedEstimate(b.h); pe != nil {
 				p.derive(s, it, pe)
 				it.flight = n
 				rk.Shape(&it.exp, pe, n, in)
@@ -40,7 +41,7 @@ func (p *Picker) readEstimate(s *scratch, it *item, est *measure.Estimate, in, n
 			ok = p.resolveEstimate(s, it, est)
 			break
 		}
-		ok, h = measure.ReadEstimate(b.h, est), b.h
+		ok, h = registry.ReadEstimate(b.h, est), b.h
 	}
 	p.blend(it, est, ok)
 	it.flight = est.InFlight
@@ -101,7 +102,7 @@ func (p *Picker) resolveEstimate(s *scratch, it *item, est *measure.Estimate) bo
 		return false
 	}
 	p.handles[it.idx].Store(&hbox{h: h})
-	return measure.ReadEstimate(h, est)
+	return registry.ReadEstimate(h, est)
 }
 
 // keyOf returns the measure.Key of it: the precomputed key, or for a wildcard

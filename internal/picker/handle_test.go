@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
@@ -17,13 +18,13 @@ func sample(ttft time.Duration, tpsv float64) tps.Sample {
 	return tps.Sample{TTFT: ttft, TPS: tpsv, TPSOK: true, Total: ttft + time.Second, OutputTokens: 100}
 }
 
-// TestRegistryHandles checks that a Picker over a *measure.Registry reads
+// TestRegistryHandles checks that a Picker over a *registry.Registry reads
 // estimates through handles exactly as through Registry.Estimate, including
 // across a prune that kills the handles and a key recorded again afterwards.
 func TestRegistryHandles(t *testing.T) {
-	var _ HandleSource = (*measure.Registry)(nil)
+	var _ HandleSource = (*registry.Registry)(nil)
 	ds := []route.Deployment{dep("a", "us", "m"), dep("b", "us", "m"), dep("w", "us", route.Wildcard)}
-	reg := measure.NewRegistry(measure.Options{MinSamples: 1, TTL: time.Minute})
+	reg := registry.New(measure.Options{MinSamples: 1, TTL: time.Minute})
 	o := strictOrder()
 	o.ColdProbes = -1 // cold deployments only go behind warm ones
 	viaHandles := newPicker(t, ds, reg, o)
@@ -71,7 +72,7 @@ func TestRegistryHandles(t *testing.T) {
 // for the race detector.
 func TestRegistryHandlesRace(t *testing.T) {
 	ds := []route.Deployment{dep("a", "us", "m"), dep("b", "us", "m")}
-	reg := measure.NewRegistry(measure.Options{MinSamples: 1, TTL: time.Minute})
+	reg := registry.New(measure.Options{MinSamples: 1, TTL: time.Minute})
 	p := newPicker(t, ds, reg, route.Options{Seed: 1})
 	var wg sync.WaitGroup
 	wg.Add(3)

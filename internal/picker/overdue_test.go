@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 )
@@ -18,7 +19,7 @@ import (
 // lowered while the deployment's TPS stays its measured one.
 func TestOverdueRanksStalledLower(t *testing.T) {
 	ds := []route.Deployment{dep("a", "us", "m"), dep("b", "us", "m")}
-	reg := measure.NewRegistry(measure.Options{MinSamples: 1})
+	reg := registry.New(measure.Options{MinSamples: 1})
 	for i := range 20 {
 		at := t0.Add(time.Duration(i-20) * time.Second)
 		reg.RecordAt(at, ds[0].Key(), sample(200*time.Millisecond, 1000))
@@ -43,7 +44,7 @@ func TestOverdueRanksStalledLower(t *testing.T) {
 	end()
 	assert.Equal(t, "a", first(t0.Add(time.Second)).Deployment.Provider, "the call ended: its sample, not its age, decides")
 
-	// A call without a cap (measure.Registry.BeginAt) is not timed.
+	// A call without a cap (registry.Registry.BeginAt) is not timed.
 	end = reg.BeginAt(t0, ds[0].Key())
 	assert.Equal(t, "a", first(t0.Add(time.Minute)).Deployment.Provider)
 	end()

@@ -11,12 +11,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 )
 
-// Source gives the current statistics of a deployment. *measure.Registry
-// satisfies it. ok is false when the key has no statistics at all.
+// Source gives the current statistics of a deployment. The Client's
+// statistics (internal/registry's *Registry) satisfy it. ok is false when the key has no statistics at all.
 // Implementations must be safe for concurrent use and must not block: Pick
 // calls Estimate once per candidate deployment.
 type Source interface {
@@ -25,8 +26,8 @@ type Source interface {
 
 // HandleSource is a Source that also hands out stable per-key handles, so
 // that Pick reads a configured deployment's Estimate through an atomic
-// pointer instead of hashing its key on every call. *measure.Registry
-// implements it. The Picker asks for a deployment's handle the first time it
+// pointer instead of hashing its key on every call. The Client's
+// statistics (internal/registry's *Registry) implement it. The Picker asks for a deployment's handle the first time it
 // needs it, and again whenever the handle is no longer Live (the key was
 // pruned) or Handle returned nil (the key has no statistics yet); wildcard
 // deployments, whose key depends on the request, always use Estimate.
@@ -54,7 +55,7 @@ const (
 	// with warm ones) within one interval, when traffic allows: at the
 	// default ColdShare that takes 33 picks per interval (3.3/s) for one cold
 	// deployment.
-	defaultColdProbes = measure.DefaultMinSamples
+	defaultColdProbes = registry.DefaultMinSamples
 	// defaultColdShare is the share of a ColdProbeInterval's picks that may
 	// be cold probes beyond each deployment's first: 25%. Higher lets a cold
 	// deployment catch up sooner at low traffic but sends more calls to

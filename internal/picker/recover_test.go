@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
@@ -26,7 +27,7 @@ func TestRecoveredLeaderRegainsLead(t *testing.T) {
 		{"10 calls/s", 100 * time.Millisecond, 10 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			reg := measure.NewRegistry(measure.Options{})
+			reg := registry.New(measure.Options{})
 			ds := []route.Deployment{
 				{Provider: "lead", Region: "us", Model: "m", BaseURL: "http://lead"},
 				{Provider: "next", Region: "us", Model: "m", BaseURL: "http://next"},
@@ -99,7 +100,7 @@ func TestRecoveredLeaderRegainsLead(t *testing.T) {
 // A deployment measured before stays warm when its window empties: it keeps
 // the level it last showed and is not probed as new.
 func TestStaleWindowStaysWarm(t *testing.T) {
-	reg := measure.NewRegistry(measure.Options{Window: measure.WindowOptions{Length: time.Minute}})
+	reg := registry.New(measure.Options{Window: measure.WindowOptions{Length: time.Minute}})
 	ds := []route.Deployment{dep("a", "us", "m"), dep("b", "us", "m")}
 	p := newPicker(t, ds, reg, strictOrder())
 	now := t0
@@ -175,7 +176,7 @@ func TestAllViolateClosestLeads(t *testing.T) {
 // A prior (Deployment.Expected) ranks a new deployment from its first pick,
 // worth three samples, and fades as measurements arrive.
 func TestPriorRanksNewDeployment(t *testing.T) {
-	reg := measure.NewRegistry(measure.Options{})
+	reg := registry.New(measure.Options{})
 	ds := []route.Deployment{dep("plain", "us", "m"), dep("known", "us", "m")}
 	ds[1].Expected = route.Prior{TPS: 1000, TTFT: 300 * time.Millisecond}
 	p := newPicker(t, ds, reg, route.Options{Exploration: route.Off, Band: route.Off, ColdProbes: route.Off, Seed: 1})

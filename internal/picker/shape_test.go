@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
@@ -15,9 +16,9 @@ import (
 
 // shapePickers returns two deployments on a real Registry and a Picker
 // without exploration or band, so that the first deployment is who leads.
-func shapePickers(t *testing.T) (*measure.Registry, []route.Deployment, *Picker) {
+func shapePickers(t *testing.T) (*registry.Registry, []route.Deployment, *Picker) {
 	t.Helper()
-	reg := measure.NewRegistry(measure.Options{})
+	reg := registry.New(measure.Options{})
 	ds := []route.Deployment{
 		{Provider: "a", Region: "us", Model: "m", BaseURL: "http://a"},
 		{Provider: "b", Region: "us", Model: "m", BaseURL: "http://b"},

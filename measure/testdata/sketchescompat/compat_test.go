@@ -10,10 +10,10 @@ import (
 	enc "github.com/DataDog/sketches-go/ddsketch/encoding"
 	"github.com/DataDog/sketches-go/ddsketch/store"
 
-	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/internal/registry"
 )
 
-// subSketches splits a measure.Window encoding (see Window.MarshalBinary)
+// subSketches splits an internal/registry Window encoding (see Window.MarshalBinary)
 // into its sub-window sketches, keyed by epoch, with each one's count.
 func subSketches(t *testing.T, data []byte) (map[int64][]byte, map[int64]uint64) {
 	t.Helper()
@@ -84,7 +84,7 @@ func TestSubWindowsDecodeWithSketchesGo(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(1, 2))
-			var w measure.Window
+			var w registry.Window
 			width := w.Options().Length / time.Duration(w.Options().Buckets)
 			n := 3000
 			if tt.name == "wide counts" {
@@ -92,7 +92,7 @@ func TestSubWindowsDecodeWithSketchesGo(t *testing.T) {
 			}
 			// Three sub-windows; each is also added to a window of its own,
 			// whose quantiles the decoded sketch must reproduce.
-			var single [3]measure.Window
+			var single [3]registry.Window
 			epochs := map[int64]int{}
 			for sub := range 3 {
 				at := base.Add(time.Duration(sub) * width)
@@ -124,7 +124,7 @@ func TestSubWindowsDecodeWithSketchesGo(t *testing.T) {
 				if got.GetCount() != float64(counts[epoch]) || counts[epoch] != uint64(n) {
 					t.Errorf("epoch %d: sketches-go count %v, window count %d, added %d", epoch, got.GetCount(), counts[epoch], n)
 				}
-				if math.Abs(got.RelativeAccuracy()-measure.DefaultRelativeAccuracy) > 1e-12 {
+				if math.Abs(got.RelativeAccuracy()-registry.DefaultRelativeAccuracy) > 1e-12 {
 					t.Errorf("epoch %d: relative accuracy %v", epoch, got.RelativeAccuracy())
 				}
 				at := base.Add(time.Duration(sub) * width)

@@ -1,4 +1,4 @@
-// Module sketchescompat checks that measure.Window's sub-window sketches
+// Module sketchescompat checks that the sub-window sketches of internal/registry's Window
 // decode with DataDog's sketches-go. It is a module of its own because
 // sketches-go's ddsketch package imports google.golang.org/protobuf, which
 // the tpsroute module does not require. Run: go test ./... from this folder.

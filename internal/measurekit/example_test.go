@@ -1,0 +1,24 @@
+package measurekit_test
+
+import (
+	"fmt"
+
+	"github.com/tpsroute/tpsroute/internal/measurekit"
+)
+
+// PerToken and Cost are the exact cost rule: $0.40 per million prompt
+// tokens, $0.10 per million cached ones, $1.60 per million completion
+// tokens, in picodollars.
+func ExampleTokenPrice_Cost() {
+	p := measurekit.PerToken(0.4, 0.1, 1.6)
+	pico := p.Cost(10_000, 8_000, 500)
+	fmt.Println(pico, float64(pico)/measurekit.PicoPerDollar)
+	// Output: 2400000000 0.0024
+}
+
+// LoadFactor scales a TPS measured at ref other calls in flight to x of
+// them, for a deployment whose TPS halves at k.
+func ExampleLoadFactor() {
+	fmt.Printf("%.2f %.2f %.0f\n", measurekit.LoadFactor(8, 2, 2), measurekit.LoadFactor(8, 2, 6), measurekit.LoadFactor(0, 2, 6))
+	// Output: 1.00 0.71 1
+}

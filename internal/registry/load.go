@@ -1,0 +1,203 @@
+package registry
+
+import (
+	"math"
+
+	"github.com/tpsroute/tpsroute/internal/measurekit"
+)
+
+// Load dependence. A provider batches concurrent streams, so each stream's
+// generation speed falls as more of them run: per output token a decode step
+// costs a fixed time plus a share that grows with the batch, so the time per
+// token is close to linear in the concurrency,
+//
+//	1/TPS = a + b·x,   that is   TPS = (1/a) / (1 + x/K),  K = a/b,
+//
+// with x the other calls in flight when the stream starts. The Registry
+// tracks each key's in-flight count over time (loadTrack: Begin and end
+// mark it), reads every successful TPS sample's x at its start, and fits
+// the line online by weighted least squares with four times the Registry's
+// half-life (loadFit). A load dependence is reported only when the line
+// explains at least 40% of the variance of 1/TPS (loadMinExplained), and
+// the slope used is the fit's lower 95% confidence bound, so noise, slow
+// outliers or a narrow spread of x give no load dependence rather than a
+// false one; K is then a/b through the samples' centroid. The Estimate publishes K and the load at which the
+// line gives the samples' mean TPS (LoadRef), so a reader scales the TPS
+// figures, which describe the load the samples were taken at, to the load a
+// new call would meet (Estimate.LoadFactor). Change detection is fed each
+// sample scaled to
+// LoadRef the same way, so a load swing is not read as a change of level.
+
+const (
+	// loadMarks is how many of a key's latest Begins and ends are kept to
+	// find the in-flight count at a stream's start: a stream during which
+	// more than about 32 other calls began and ended has no load measured.
+	// 64 marks are 1,024 bytes per key.
+	loadMarks = 64
+	// loadMinWeight is the least decayed sample weight before a fit is used.
+	loadMinWeight = 8
+	// loadMinSpread is the least weighted variance of x (in calls²) before a
+	// slope is fitted. It is small: once routing keeps a load-sensitive
+	// deployment at one or two calls, x varies little, and the fit must not
+	// be dropped then (the slope's confidence bound and loadMinExplained
+	// do the guarding).
+	loadMinSpread = 0.02
+	// loadMinExplained is the least share of the variance of 1/TPS that
+	// the line must explain (its R²) before a load dependence is reported.
+	// A slope can be significant and still not load's: a call that is slow
+	// for its own reason (a noisy neighbour, one slow call) stays in flight
+	// longer, so the calls that start meanwhile see a higher load and, in a
+	// slow period, are slow too. Such a slope explains little: in the
+	// simulator's outliers at most 0.28, in noisy mostly 0.1 to 0.3 (at
+	// most 0.59), while streams that do slow with load give 0.7 to 0.93
+	// (load), and K = 2 under log-normal noise of spread 0.3 over 0 to 2
+	// other calls gives 0.45. docs/ROUTING.md has the figures.
+	loadMinExplained = 0.4
+	// loadHalfLives is the fit's half-life in Registry half-lives (2 minutes
+	// by default): long enough to keep the spread of loads seen while the
+	// router was finding the balance.
+	loadHalfLives = 4
+	// loadMinK bounds K from below: a stream never slows by more than 4×
+	// per extra concurrent call.
+	loadMinK = 0.25
+)
+
+// loadMark is the in-flight count after a Begin or an end.
+type loadMark struct {
+	t int64 // UnixNano
+	n int32 // in flight just after t
+}
+
+// loadTrack follows a key's in-flight count over time. The entry's lock
+// guards it; times are clamped so that they never run backwards.
+type loadTrack struct {
+	last  int64 // UnixNano of the latest event
+	n     int32 // in flight since last
+	marks [loadMarks]loadMark
+	next  int32 // ring position of the next mark
+	count int32 // marks written, at most loadMarks
+}
+
+// begin counts one more call in flight from t.
+func (l *loadTrack) begin(t int64) {
+	l.n++
+	l.mark(t)
+}
+
+// end counts one call fewer from t.
+func (l *loadTrack) end(t int64) {
+	if l.n > 0 {
+		l.n--
+	}
+	l.mark(t)
+}
+
+func (l *loadTrack) mark(t int64) {
+	l.last = max(l.last, t)
+	l.marks[l.next] = loadMark{t: l.last, n: l.n}
+	l.next = (l.next + 1) % loadMarks
+	l.count = min(l.count+1, loadMarks)
+}
+
+// countAt returns the number of calls in flight just after t, and false
+// when t is before the oldest mark or nothing was ever begun.
+func (l *loadTrack) countAt(t int64) (int32, bool) {
+	if l.count == 0 {
+		return 0, false
+	}
+	if t >= l.last {
+		return l.n, true
+	}
+	// Marks are in time order from the oldest, at (next-count) mod loadMarks.
+	first := (int(l.next) - int(l.count) + loadMarks) % loadMarks
+	lo, hi := 0, int(l.count) // the answer is the last i in [0, count) with t_i <= t
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if l.marks[(first+mid)%loadMarks].t <= t {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo == 0 {
+		return 0, false
+	}
+	return l.marks[(first+lo-1)%loadMarks].n, true
+}
+
+// loadFit is a time-decayed weighted least-squares fit of 1/TPS on x. The
+// entry's lock guards it.
+type loadFit struct {
+	w, x, y, xx, xy, yy float64 // decayed sums
+	v                   float64 // decayed sum of TPS
+	last                int64   // UnixNano of the newest sample
+}
+
+// add takes one sample at t: x other calls in flight, tps tokens/s.
+func (f *loadFit) add(t int64, halfLife float64, x, tps float64) {
+	if !(tps > 0) || math.IsInf(tps, 0) || !(x >= 0) || math.IsInf(x, 0) {
+		return
+	}
+	if f.w > 0 && t > f.last {
+		d := math.Exp2(-float64(t-f.last) / halfLife)
+		f.w, f.x, f.y, f.xx, f.xy, f.yy, f.v = f.w*d, f.x*d, f.y*d, f.xx*d, f.xy*d, f.yy*d, f.v*d
+	}
+	f.last = max(f.last, t)
+	y := 1 / tps
+	f.w++
+	f.x += x
+	f.y += y
+	f.xx += x * x
+	f.xy += x * y
+	f.yy += y * y
+	f.v += tps
+}
+
+// model returns K (the other calls in flight that halve a stream's TPS; 0
+// when no load dependence is established) and the reference load: the load
+// at which the fitted line gives the samples' mean TPS (the figure an EWMA
+// of TPS holds), so that mean TPS × loadFactor(K, ref, x) is the line's TPS
+// at x. Without load dependence ref is the samples' mean x.
+func (f *loadFit) model() (k, ref float64) {
+	if f.w <= 0 {
+		return 0, 0
+	}
+	mx, my := f.x/f.w, f.y/f.w
+	if f.w < loadMinWeight {
+		return 0, mx
+	}
+	sxx := f.xx/f.w - mx*mx
+	if !(sxx >= loadMinSpread) {
+		return 0, mx
+	}
+	sxy := f.xy/f.w - mx*my
+	syy := f.yy/f.w - my*my
+	b := sxy / sxx
+	// b·sxy is the part of 1/TPS's variance the line explains.
+	if !(b*sxy >= loadMinExplained*syy) {
+		return 0, mx
+	}
+	resid := max(0, syy-b*sxy) // residual variance per unit weight
+	se := math.Sqrt(resid / (sxx * max(f.w-2, 1)))
+	b -= 2 * se
+	if !(b > 0) {
+		return 0, mx
+	}
+	a := my - b*mx
+	k = loadMinK
+	if a > 0 {
+		k = max(a/b, loadMinK)
+	}
+	a = b * k // the line through (0, a) with slope b
+	// 1/(a + b·ref) = mean TPS.
+	ref = (f.w/(f.v*a) - 1) * k
+	if !(ref >= 0) || math.IsInf(ref, 0) {
+		ref = 0
+	}
+	return k, ref
+}
+
+// loadFactor returns (1 + ref/k) / (1 + x/k): how a stream's TPS at x other
+// calls in flight compares with its TPS at ref (measurekit.LoadFactor, which
+// measure's Estimate.LoadFactor shares).
+func loadFactor(k, ref, x float64) float64 { return measurekit.LoadFactor(k, ref, x) }

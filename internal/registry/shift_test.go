@@ -1,0 +1,155 @@
+package registry
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestShiftDetects checks the CUSUM's reaction in samples: a fall to a third
+// (or a rise to three times) is flagged on the second sample after the change
+// and the new level is the changed samples' geometric mean; a halving takes at
+// most four; one outlier, however far, is never flagged.
+func TestShiftDetects(t *testing.T) {
+	warm := func() *shift {
+		var s shift
+		for range 100 {
+			if s.add(1000) {
+				t.Fatal("a steady series changed")
+			}
+		}
+		return &s
+	}
+	for _, tc := range []struct {
+		factor float64
+		within int
+	}{{1.0 / 3, 2}, {3, 2}, {0.1, 2}, {10, 2}, {0.5, 4}, {2, 4}} {
+		s := warm()
+		got := 0
+		for i := 1; i <= 10; i++ {
+			if s.add(1000 * tc.factor) {
+				got = i
+				if math.Abs(math.Exp(s.level)/(1000*tc.factor)-1) > 1e-9 {
+					t.Errorf("factor %v: level %v", tc.factor, math.Exp(s.level))
+				}
+				break
+			}
+		}
+		if got == 0 || got > tc.within {
+			t.Errorf("factor %v: flagged after %d samples, want 1..%d", tc.factor, got, tc.within)
+		}
+	}
+	for _, f := range []float64{0.01, 100} {
+		s := warm()
+		if s.add(1000 * f) {
+			t.Errorf("one outlier at %v× flagged", f)
+		}
+		for range 20 {
+			if s.add(1000) {
+				t.Errorf("the level after one outlier at %v× flagged", f)
+			}
+		}
+	}
+}
+
+// TestShiftQuietUnderNoise checks the false-alarm rate on log-normal noise
+// of spread 0.2 and 0.3: none in 10,000 samples at 0.2, at most 2 at 0.3, at most 10 at 0.6 and 1
+// (the threshold follows the spread).
+func TestShiftQuietUnderNoise(t *testing.T) {
+	for _, tc := range []struct {
+		sigma float64
+		max   int
+	}{{0.2, 0}, {0.3, 2}, {0.6, 10}, {1, 10}} {
+		rng := rand.New(rand.NewPCG(1, 2))
+		var s shift
+		n := 0
+		for range 10000 {
+			if s.add(1000 * math.Exp(tc.sigma*rng.NormFloat64())) {
+				n++
+			}
+		}
+		if n > tc.max {
+			t.Errorf("sigma %v: %d changes in 10000 samples, want <= %d", tc.sigma, n, tc.max)
+		}
+		t.Logf("sigma %v: %d false changes in 10000 samples", tc.sigma, n)
+	}
+}
+
+// TestShiftSpreadAfterChange checks that the samples that make a change are
+// not learned as noise: after a doubling, then a recovery, the detector's
+// spread is the series' own (sigma 0.05), not inflated by the changes'
+// samples, and the rebased p95 bounds a window that holds both levels (p95
+// twice p50) to a lognormal's at that spread.
+func TestShiftSpreadAfterChange(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var s shift
+	feed := func(level float64, n int) (changed bool) {
+		for range n {
+			if s.add(level * math.Exp(0.05*rng.NormFloat64())) {
+				changed = true
+			}
+		}
+		return changed
+	}
+	feed(0.2, 50)
+	if !feed(0.4, 10) || !feed(0.2, 10) {
+		t.Fatal("a doubling and its end were not both detected")
+	}
+	if sigma := math.Sqrt(s.vari); sigma > 0.1 {
+		t.Errorf("spread after the changes: sigma %.3f, want about 0.05", sigma)
+	}
+	p50, p95, _ := s.rebase(0.2, 0.4)
+	if limit := p50 * math.Exp(1.645*0.1); p95 > limit {
+		t.Errorf("rebased p95 %.3f over a window twice as wide as p50: want at most %.3f", p95, limit)
+	}
+}
+
+// TestShiftPending checks what a change looks like before it is confirmed:
+// after the first sample at half the level the detector shows it pending,
+// at the samples' level, through the three more it takes to fire, and then
+// nothing is pending. A sample within the allowance shows nothing, and one
+// outlier's pending change is gone once the next samples are back at the
+// level.
+func TestShiftPending(t *testing.T) {
+	warm := func() *shift {
+		var s shift
+		for range 100 {
+			s.add(1000)
+		}
+		return &s
+	}
+	s := warm()
+	if p := s.pending(); p != 0 {
+		t.Fatalf("steady: pending %v", p)
+	}
+	s.add(1100)
+	if p := s.pending(); p != 0 {
+		t.Fatalf("within the allowance: pending %v", p)
+	}
+	s = warm()
+	for i := range 3 {
+		if s.add(500) {
+			t.Fatalf("sample %d fired", i+1)
+		}
+		if p := s.pending(); math.Abs(p/500-1) > 1e-9 {
+			t.Fatalf("after %d samples at half: pending %v, want 500", i+1, p)
+		}
+	}
+	if !s.add(500) {
+		t.Fatal("the fourth sample at half did not fire")
+	}
+	if p := s.pending(); p != 0 {
+		t.Fatalf("after the change: pending %v", p)
+	}
+	s = warm()
+	s.add(100)
+	if p := s.pending(); math.Abs(p/100-1) > 1e-9 {
+		t.Fatalf("one outlier at a tenth: pending %v, want 100", p)
+	}
+	for range 3 {
+		s.add(1000)
+	}
+	if p := s.pending(); p != 0 {
+		t.Fatalf("after the outlier: pending %v", p)
+	}
+}
