@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/executor"
 	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
@@ -128,7 +129,7 @@ type Fleet interface {
 	// deployments and learn, which records in the Client's cache affinity
 	// that the deployment with key k served cacheKey at time at. It returns
 	// the breaker and limit state the Client's executor consults.
-	JoinClient(reg *registry.Registry, deployments []route.Deployment, learn func(cacheKey string, k measure.Key, at time.Time)) (fallback.Shared, error)
+	JoinClient(reg *registry.Registry, deployments []route.Deployment, learn func(cacheKey string, k measure.Key, at time.Time)) (executor.Shared, error)
 	// Served is called when a call with a cache key succeeded on the
 	// deployment with key k. It must not block. The cache key is already
 	// hashed: a Fleet never sees the caller's key.

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/executor"
 	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/replay"
@@ -27,7 +27,7 @@ type recordingFleet struct {
 	joins  int
 }
 
-func (f *recordingFleet) JoinClient(reg *registry.Registry, deps []route.Deployment, learn func(string, measure.Key, time.Time)) (fallback.Shared, error) {
+func (f *recordingFleet) JoinClient(reg *registry.Registry, deps []route.Deployment, learn func(string, measure.Key, time.Time)) (executor.Shared, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reg, f.deps, f.learn = reg, deps, learn

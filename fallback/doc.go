@@ -4,8 +4,7 @@
 // MalformedPolicy) and what it reads back about a call (Attempt, with its
 // Class, through Config.OnAttempt and a Response's attempts; the *Error of
 // a failed call, its ContinuationReason, and the sentinel errors it matches
-// with errors.Is). Shared is the interface a fleet implements to share
-// breakers and limits across processes.
+// with errors.Is).
 //
 // This documentation states the rules a call follows. The root Client
 // applies them through its executor, which walks a route.Plan: it sends one
@@ -195,7 +194,7 @@
 //     before the cap. An attempt that may fail over also leaves the next
 //     deployment room for its expected TTFT and answer (its plan figures,
 //     measured or prior, else 1 s and 50 tokens/s, for
-//     route.DefaultExpectedOutputTokens) before the caller's context
+//     250 output tokens) before the caller's context
 //     deadline, or, for a cold deployment, before TTFT from the call's
 //     start, so that a fallback's normal answer ends within 15 s; never
 //     below twice its own expected TTFT (at least 3 s).
@@ -242,7 +241,7 @@
 // or more. So, once its outage is long, its probes take about 2% of its
 // calls, and a dead deployment under heavy traffic gets one probe per
 // Timeout. One down for long and called rarely costs one probe a minute.
-// The executor's health (route.Health, which route reads) reports the
+// The executor's health (picker.Health, which route reads) reports the
 // breaker open for the whole interval and half-open once a probe may go,
 // which is when route puts it first for that probe. The outcome of a
 // committed stream is reported when the stream ends. Only the provider's
@@ -284,7 +283,7 @@
 // # Concurrency
 //
 // Every type of this package is a value or a constant, safe for concurrent
-// use once made (Shared's implementations state their own contract).
+// use once made.
 // Closing a stream early cancels the upstream request at once, and the
 // attempt ends as ClassCanceled with ErrClosed, which matches
 // context.Canceled: an early Close is the caller's cancellation, never a

@@ -31,7 +31,7 @@
 // # Failure
 //
 // Redis is never on a call's critical path: calls read only memory
-// (fallback.Shared's methods and Served). When Redis is slow or down, the
+// (executor.Shared's methods and Served). When Redis is slow or down, the
 // round fails, the Fleet logs once, Status says Connected false, and every
 // replica routes, trips breakers and limits alone (with the local
 // x/time/rate limiters); when Redis is back the next round rejoins.

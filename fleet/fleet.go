@@ -15,7 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/executor"
 	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
@@ -68,7 +68,7 @@ type Options struct {
 // merges the others', shares breakers, enforces RPM/TPM limits fleet-wide and
 // shares cache affinity. Everything that talks to Redis runs in one
 // background goroutine that Join starts and Close stops; the methods called
-// on the call path (the fallback.Shared ones and Served) answer from memory.
+// on the call path (the executor.Shared ones and Served) answer from memory.
 //
 // A Fleet is safe for concurrent use. It serves one Client.
 type Fleet struct {
@@ -172,8 +172,8 @@ func redactErr(err error, url string) error {
 // deployments' Limits.RPM and TPM are enforced fleet-wide (wildcard
 // deployments are not shared); their credentials are not read. learn records
 // a cache key that another replica's call was served with; it must be safe
-// for concurrent use. The returned fallback.Shared is the Fleet itself.
-func (f *Fleet) JoinClient(reg *registry.Registry, deployments []route.Deployment, learn func(cacheKey string, k measure.Key, at time.Time)) (fallback.Shared, error) {
+// for concurrent use. The returned executor.Shared is the Fleet itself.
+func (f *Fleet) JoinClient(reg *registry.Registry, deployments []route.Deployment, learn func(cacheKey string, k measure.Key, at time.Time)) (executor.Shared, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {

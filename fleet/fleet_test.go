@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/executor"
 	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
@@ -147,7 +148,7 @@ func TestBreakerShared(t *testing.T) {
 	r1.round(now)
 	r2.round(now)
 	require.NoError(t, r2.f.Admit(k, now, 0))
-	r2.f.Done(k, now, fallback.OutcomeSuccess)
+	r2.f.Done(k, now, executor.OutcomeSuccess)
 
 	r1.f.Opened(k, now, now.Add(2*time.Second))
 	r1.round(now)
@@ -166,7 +167,7 @@ func TestBreakerShared(t *testing.T) {
 		prober, other = r2, r1
 	}
 	assert.ErrorIs(t, prober.f.Admit(k, later, 0), fallback.ErrOpen, "one probe only")
-	prober.f.Done(k, later, fallback.OutcomeFailure) // the probe failed: reopen, for longer
+	prober.f.Done(k, later, executor.OutcomeFailure) // the probe failed: reopen, for longer
 	prober.round(later)
 	other.round(later)
 	assert.ErrorIs(t, other.f.Admit(k, later.Add(3*time.Second), 0), fallback.ErrOpen)
@@ -187,12 +188,12 @@ func TestBreakerShared(t *testing.T) {
 	// A probe that failed by the caller's fault learned nothing: the
 	// breaker stays half-open, the other replica stays out, and the same
 	// replica probes again.
-	prober.f.Done(k, end, fallback.OutcomeExcluded)
+	prober.f.Done(k, end, executor.OutcomeExcluded)
 	prober.round(end)
 	other.round(end)
 	assert.ErrorIs(t, other.f.Admit(k, end, 0), fallback.ErrOpen, "an excluded probe does not close the breaker")
 	require.NoError(t, prober.f.Admit(k, end, 0), "the prober probes again")
-	prober.f.Done(k, end, fallback.OutcomeSuccess)
+	prober.f.Done(k, end, executor.OutcomeSuccess)
 	prober.round(end)
 	other.round(end)
 	assert.NoError(t, other.f.Admit(k, end, 0))
@@ -368,7 +369,7 @@ func TestOpenedGrowth(t *testing.T) {
 	r1.round(at)
 	require.NoError(t, r1.f.Admit(k, at, 0), "r1 holds the probe")
 	r1.f.Opened(k, at, at.Add(3*time.Second))
-	r1.f.Done(k, at, fallback.OutcomeFailure)
+	r1.f.Done(k, at, executor.OutcomeFailure)
 	assert.Equal(t, 3*time.Second, interval(r1), "its breaker's interval stands")
 	r1.round(at)
 	r2.round(at)

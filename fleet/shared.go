@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/executor"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 )
@@ -87,7 +88,7 @@ func (f *Fleet) state(k measure.Key) *keyState {
 	return f.keys[k]
 }
 
-// Admit implements fallback.Shared. While Redis is unreachable it admits
+// Admit implements executor.Shared. While Redis is unreachable it admits
 // everything: each replica's own breakers and limiters decide.
 func (f *Fleet) Admit(k measure.Key, now time.Time, tokens int64) error {
 	ks := f.state(k)
@@ -125,11 +126,11 @@ func (f *Fleet) Admit(k measure.Key, now time.Time, tokens int64) error {
 	return nil
 }
 
-// Done implements fallback.Shared: the end of the half-open probe closes
+// Done implements executor.Shared: the end of the half-open probe closes
 // (success) or reopens (failure) the fleet's breaker; an excluded outcome
 // (the caller's fault, a cancellation) leaves it half-open with the probe
 // still this replica's to send.
-func (f *Fleet) Done(k measure.Key, now time.Time, o fallback.Outcome) {
+func (f *Fleet) Done(k measure.Key, now time.Time, o executor.Outcome) {
 	ks := f.state(k)
 	if ks == nil {
 		return
@@ -139,12 +140,12 @@ func (f *Fleet) Done(k measure.Key, now time.Time, o fallback.Outcome) {
 		ks.mu.Unlock()
 		return
 	}
-	if o == fallback.OutcomeExcluded {
+	if o == executor.OutcomeExcluded {
 		ks.probeUsed = false // nothing learned: the next call probes again
 		ks.mu.Unlock()
 		return
 	}
-	failure := o == fallback.OutcomeFailure
+	failure := o == executor.OutcomeFailure
 	ks.probeUsed, ks.probeMine = false, false
 	switch {
 	case failure && ks.own && now.Before(ks.openUntil):
@@ -162,7 +163,7 @@ func (f *Fleet) Done(k measure.Key, now time.Time, o fallback.Outcome) {
 	f.wake()
 }
 
-// Opened implements fallback.Shared: a breaker that tripped here is
+// Opened implements executor.Shared: a breaker that tripped here is
 // published at once (the loop is woken). A trip after the record's open
 // interval reopens it for the interval this replica's breaker reports
 // (fallback's rule: doubling, at most a quarter of the outage and about 50
@@ -194,7 +195,7 @@ func (f *Fleet) Opened(k measure.Key, now, until time.Time) {
 	f.wake()
 }
 
-// Breaker implements fallback.Shared: open while a record's interval runs,
+// Breaker implements executor.Shared: open while a record's interval runs,
 // half-open after it until a probe ends, closed otherwise or while Redis is
 // unreachable.
 func (f *Fleet) Breaker(k measure.Key, now time.Time) route.BreakerState {
@@ -216,7 +217,7 @@ func (f *Fleet) Breaker(k measure.Key, now time.Time) route.BreakerState {
 	return route.BreakerHalfOpen
 }
 
-var _ fallback.Shared = (*Fleet)(nil)
+var _ executor.Shared = (*Fleet)(nil)
 
 // syncBreakers writes this replica's pending breaker changes, reads every
 // key's record, and claims the probe of half-open keys.

@@ -2,8 +2,6 @@ package route
 
 import (
 	"time"
-
-	"github.com/tpsroute/tpsroute/measure"
 )
 
 // BreakerState is a deployment's circuit-breaker state as route sees it. It
@@ -37,11 +35,4 @@ type Status struct {
 	CoolingUntil time.Time // a Retry-After cooldown; zero or past means none
 	NoHeadroom   bool      // the RPM/TPM limiter or in-flight cap has no budget now
 	RateLimited  bool      // the provider's x-ratelimit-remaining-* headers said 0
-}
-
-// Health reports the state of deployments. The fallback package's breaker set
-// implements it; the root wires it into the picker (internal/picker).
-// Implementations must be safe for concurrent use and must not block.
-type Health interface {
-	Status(k measure.Key, now time.Time) Status
 }

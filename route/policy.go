@@ -93,14 +93,6 @@ const (
 	P95
 )
 
-// DefaultExpectedInputTokens is the input size assumed for cost when a
-// Request leaves ExpectedInputTokens at zero.
-const DefaultExpectedInputTokens = 1000
-
-// DefaultExpectedOutputTokens is the output size assumed for cost and for
-// LatencyCompletion when a Request leaves ExpectedOutputTokens at zero.
-const DefaultExpectedOutputTokens = 250
-
 // Scorer orders deployments: the picker places higher scores first within a
 // tier (health, SLO, model and provider order come before the score).
 //
@@ -228,7 +220,7 @@ func (p Policy) score(d *Deployment, e *Expected, r *Request) float64 {
 		}
 		return clamp(-t)
 	case Cost:
-		var in, out int64 = DefaultExpectedInputTokens, DefaultExpectedOutputTokens
+		var in, out int64 = routekit.ExpectedInputTokens, routekit.ExpectedOutputTokens
 		if r != nil {
 			in, out = r.inputTokens(), r.outputTokens()
 		}

@@ -1,6 +1,9 @@
 package route
 
-import "github.com/tpsroute/tpsroute/measure"
+import (
+	"github.com/tpsroute/tpsroute/internal/routekit"
+	"github.com/tpsroute/tpsroute/measure"
+)
 
 // Request is what the caller asks of one call. The zero Request is invalid
 // (it names no model); every other zero field means "no preference" or the
@@ -55,10 +58,10 @@ type Request struct {
 	// Strict applies if either sets it.
 	SLO SLO
 
-	// ExpectedInputTokens is the prompt size, for cost; 0 means DefaultExpectedInputTokens.
+	// ExpectedInputTokens is the prompt size, for cost; 0 means 1,000.
 	ExpectedInputTokens int64
 	// ExpectedOutputTokens is the expected output size, for cost and
-	// LatencyCompletion; 0 means DefaultExpectedOutputTokens.
+	// LatencyCompletion; 0 means 250.
 	ExpectedOutputTokens int64
 
 	// CacheKey, when not empty, asks for the deployment that served this key
@@ -71,14 +74,14 @@ func (r *Request) inputTokens() int64 {
 	if r.ExpectedInputTokens > 0 {
 		return r.ExpectedInputTokens
 	}
-	return DefaultExpectedInputTokens
+	return routekit.ExpectedInputTokens
 }
 
 func (r *Request) outputTokens() int64 {
 	if r.ExpectedOutputTokens > 0 {
 		return r.ExpectedOutputTokens
 	}
-	return DefaultExpectedOutputTokens
+	return routekit.ExpectedOutputTokens
 }
 
 // Pin names the deployments a Request puts first: those of Provider, in

@@ -14,8 +14,8 @@
 // through it (Executor.Do, with a Call built from the request and a
 // Feedback that carries each attempt's outcome to measure, route, the
 // fleet and telemetry). The fleet package reaches it through
-// fallback.Shared, which it implements; internal/sim and internal/bench
-// through the Client. Executor.Status implements route.Health, which the
+// Shared, which it implements; internal/sim and internal/bench
+// through the Client. Executor.Status implements internal/picker's Health, which the
 // Client's Pickers read.
 //
 // # Mechanics

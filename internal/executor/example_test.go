@@ -89,7 +89,7 @@ func ExampleResult_midStream() {
 	// true true p
 }
 
-// Status implements route.Health: a deployment that answered 401 is open and
+// Status implements internal/picker's Health: a deployment that answered 401 is open and
 // cooling down.
 func ExampleExecutor_Status() {
 	h := replay.NewHandler(map[string]replay.Script{

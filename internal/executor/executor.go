@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/routekit"
 
 	"github.com/tidwall/gjson"
 
@@ -368,7 +369,7 @@ const (
 
 // reserve returns the time candidate j needs for a normal answer: its
 // expected TTFT (measured, or its prior, else reserveTTFT) plus
-// route.DefaultExpectedOutputTokens at its expected TPS (else reserveTPS).
+// routekit.ExpectedOutputTokens at its expected TPS (else reserveTPS).
 func (cl *call) reserve(j int) time.Duration {
 	x := &cl.plan[j].Expected
 	ttft := reserveTTFT
@@ -384,7 +385,7 @@ func (cl *call) reserve(j int) time.Duration {
 	if x.TPSOK && x.TPS > 0 {
 		tps = x.TPS
 	}
-	return ttft + seconds(route.DefaultExpectedOutputTokens/tps)
+	return ttft + seconds(routekit.ExpectedOutputTokens/tps)
 }
 
 // seconds converts s seconds to a Duration, saturating.

@@ -288,7 +288,7 @@ func (st *keyState) correct(now time.Time, estimated, used int64) {
 
 // Status reports the breaker state, cooldown and headroom of the deployment
 // with key k at now. A key the Executor has never seen is healthy. It
-// implements route.Health: it is safe for concurrent use and never blocks
+// implements internal/picker's Health: it is safe for concurrent use and never blocks
 // beyond the breaker's short lock.
 func (e *Executor) Status(k measure.Key, now time.Time) route.Status {
 	st := e.existing(k)
@@ -311,5 +311,3 @@ func (e *Executor) Status(k measure.Key, now time.Time) route.Status {
 	st.mu.Unlock()
 	return s
 }
-
-var _ route.Health = (*Executor)(nil)

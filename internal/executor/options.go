@@ -248,9 +248,9 @@ type Hooks struct {
 	// Logger receives one debug record per failed attempt. Nil means silent.
 	Logger *slog.Logger
 	// Shared, if not nil, shares breaker and limit state with the executors
-	// of other processes (fleet mode); see fallback.Shared. Nil means this Executor
+	// of other processes (fleet mode); see Shared. Nil means this Executor
 	// decides alone.
-	Shared fallback.Shared
+	Shared Shared
 }
 
 // Call is one chat-completion call. Zero override fields inherit the

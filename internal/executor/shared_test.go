@@ -32,7 +32,7 @@ func (f *fakeShared) Admit(k measure.Key, _ time.Time, _ int64) error {
 	return f.deny[k.Provider]
 }
 
-func (f *fakeShared) Done(k measure.Key, _ time.Time, o fallback.Outcome) {
+func (f *fakeShared) Done(k measure.Key, _ time.Time, o executor.Outcome) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.done = append(f.done, k.Provider+":"+[...]string{"ok", "fail", "excluded"}[o])

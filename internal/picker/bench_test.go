@@ -13,7 +13,7 @@ import (
 	"github.com/tpsroute/tpsroute/tps"
 )
 
-func benchPick(b *testing.B, n int, req route.Request, health route.Health) {
+func benchPick(b *testing.B, n int, req route.Request, health Health) {
 	ds, src := spread(n)
 	p := newPicker(b, ds, src, route.Options{Seed: 1}, health)
 	if _, err := p.PickAt(req, t0); err != nil {

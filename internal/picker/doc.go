@@ -1,7 +1,7 @@
 // Package picker is route's engine: the Picker, which orders the
 // deployments that can serve a call into a route.Plan. It reads each
 // candidate's statistics from a Source (measure's Registry) and its breaker
-// and limiter state from a route.Health (fallback's executor), scores and
+// and limiter state from a Health (fallback's executor), scores and
 // ranks them, chooses the first place (cache affinity, half-open and cold
 // probes, exploration, the weighted band) and materialises the Plan. The
 // rules it follows, and what each Options field tunes, are route's

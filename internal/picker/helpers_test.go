@@ -122,9 +122,9 @@ func reasons(p route.Plan) []string {
 
 // newPicker is New for tests, with the health given (at most one; none
 // means every deployment healthy).
-func newPicker(t testing.TB, ds []route.Deployment, src Source, o route.Options, health ...route.Health) *Picker {
+func newPicker(t testing.TB, ds []route.Deployment, src Source, o route.Options, health ...Health) *Picker {
 	t.Helper()
-	var h route.Health
+	var h Health
 	if len(health) > 0 {
 		h = health[0]
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tpsroute/tpsroute/internal/registry"
+	"github.com/tpsroute/tpsroute/internal/routekit"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 )
@@ -85,7 +86,7 @@ type Picker struct {
 	provs    map[string]struct{}
 	regions  map[string]struct{}
 	src      Source
-	health   route.Health           // nil: every deployment healthy
+	health   Health                 // nil: every deployment healthy
 	hsrc     HandleSource           // src, when it hands out handles
 	handles  []atomic.Pointer[hbox] // per deployment: its resolved handle; nil none yet
 	opts     route.Options
@@ -128,13 +129,20 @@ type meta struct {
 	revised  bool    // Deployment.Revision is set
 }
 
+// Health reports the state of deployments: internal/executor's Executor
+// implements it, and the root wires it into the picker. Implementations
+// must be safe for concurrent use and must not block.
+type Health interface {
+	Status(k measure.Key, now time.Time) route.Status
+}
+
 // New returns a Picker over ds, reading statistics from src (nil means
 // none: every deployment stays cold) and breaker and limiter state from
 // health (nil means every deployment is healthy). ds is copied. It returns a
 // *route.DeploymentError (matching route.ErrInvalidDeployment) naming the
 // first invalid field, or a duplicate Key, and an error for out-of-range
 // route.Options (zero fields take the defaults above).
-func New(ds []route.Deployment, src Source, health route.Health, opts route.Options) (*Picker, error) {
+func New(ds []route.Deployment, src Source, health Health, opts route.Options) (*Picker, error) {
 	if len(ds) == 0 {
 		return nil, fmt.Errorf("%w: no deployments", route.ErrInvalidDeployment)
 	}
@@ -382,10 +390,10 @@ func (p *Picker) defaults(req *route.Request, noPolicy bool) (route.Scorer, stri
 		req.LatencyMetric = p.opts.LatencyMetric
 	}
 	if req.ExpectedInputTokens <= 0 {
-		req.ExpectedInputTokens = route.DefaultExpectedInputTokens
+		req.ExpectedInputTokens = routekit.ExpectedInputTokens
 	}
 	if req.ExpectedOutputTokens <= 0 {
-		req.ExpectedOutputTokens = route.DefaultExpectedOutputTokens
+		req.ExpectedOutputTokens = routekit.ExpectedOutputTokens
 	}
 	scorer := req.Scorer
 	if scorer == nil && noPolicy {

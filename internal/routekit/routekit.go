@@ -2,6 +2,15 @@ package routekit
 
 import "math"
 
+// ExpectedInputTokens is the prompt size assumed for cost when a
+// route.Request leaves ExpectedInputTokens at zero.
+const ExpectedInputTokens = 1000
+
+// ExpectedOutputTokens is the output size assumed for cost, for
+// LatencyCompletion and for the room an attempt leaves its fallback, when a
+// route.Request leaves ExpectedOutputTokens at zero.
+const ExpectedOutputTokens = 250
+
 // Kernel is route's implementation of the engine's needs: the only value
 // ever stored is route's, set by route's init before any package that
 // imports route is initialised, and never changed after. Its dynamic type

@@ -85,6 +85,12 @@ const (
 	keyFinishReasons = attribute.Key("gen_ai.response.finish_reasons")
 )
 
+// Health is what the breaker gauge reads of each deployment: the Client's
+// executor implements it.
+type Health interface {
+	Status(k measure.Key, now time.Time) route.Status
+}
+
 // Options configures New. The zero value uses the global providers and knows
 // no deployment.
 type Options struct {
@@ -97,7 +103,7 @@ type Options struct {
 	Deployments []route.Deployment
 	// Health, if not nil, is read by the tpsroute.breaker.state gauge at each
 	// collection, for every configured deployment that is not a wildcard.
-	Health route.Health
+	Health Health
 }
 
 // Telemetry holds the instruments and the tracer of one Client. It is safe for
@@ -221,7 +227,7 @@ func New(o Options) (*Telemetry, error) {
 	return t, nil
 }
 
-func (t *Telemetry) breakerGauge(m metric.Meter, h route.Health) error {
+func (t *Telemetry) breakerGauge(m metric.Meter, h Health) error {
 	g, err := m.Int64ObservableGauge("tpsroute.breaker.state", metric.WithUnit("{state}"),
 		metric.WithDescription("Circuit-breaker state per deployment: 0 closed, 1 half-open, 2 open."))
 	if err != nil {
