@@ -230,10 +230,14 @@ func (c *Cassette) ms(v float64) time.Duration {
 	return time.Duration(math.Round(v * k * float64(time.Millisecond)))
 }
 
+// protocol returns the API of c's recorded request path (protocolOf): the
+// tap's protocol for its events, which decides which are output.
+func (c *Cassette) protocol() tps.Protocol { return protocolOf(c.Request.Path) }
+
 // plan builds the playback of c.
 func (c *Cassette) plan(*request) *plan {
 	r := &c.Response
-	p := &plan{status: r.Status, header: http.Header{}, headersAt: c.ms(r.HeadersMS)}
+	p := &plan{status: r.Status, header: http.Header{}, headersAt: c.ms(r.HeadersMS), proto: c.protocol()}
 	for k, v := range r.Headers {
 		switch http.CanonicalHeaderKey(k) {
 		case "Content-Length", "Transfer-Encoding", "Connection", "Content-Encoding":
@@ -248,7 +252,7 @@ func (c *Cassette) plan(*request) *plan {
 	}
 	p.events = make([]event, 0, len(r.Events))
 	var chunk tps.Chunk
-	output := func(data []byte) bool { return tps.ParseChunk(data, &chunk) == nil && chunk.Output }
+	output := func(data []byte) bool { return p.proto.Parse(data, &chunk) == nil && chunk.Output }
 	for _, e := range r.Events {
 		ev := event{at: c.ms(e.AtMS)}
 		switch {

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tpsroute/tpsroute/tps"
 )
 
 // Style is the provider dialect a synthetic Profile streams in. The zero
@@ -280,8 +282,10 @@ func (p *Profile) plan(r *request) *plan {
 	u := usage{prompt: prompt, completion: len(pieces) + reasoning, cached: cached, reasoning: reasoning}
 	switch p.Style {
 	case Responses:
+		pl.proto = tps.ProtocolResponses
 		e.streamResponses(pieces, finish, u, "resp_replay_"+model+"_"+strconv.Itoa(r.attempt))
 	case Messages:
+		pl.proto = tps.ProtocolMessages
 		e.streamMessages(pieces, finish, u, "msg_replay_"+model+"_"+strconv.Itoa(r.attempt))
 	default:
 		e.stream(pieces, reasoning, finish, u, r.body.includeUsage() || !r.body.Stream)
