@@ -276,6 +276,9 @@ func (c *Cassette) plan(*request) *plan {
 		}
 		p.events = append(p.events, ev)
 	}
+	if p.proto == tps.ProtocolEmbeddings {
+		markAnswer(p)
+	}
 	p.endAt = c.ms(r.EndMS)
 	switch r.End {
 	case "reset":
@@ -285,6 +288,25 @@ func (c *Cassette) plan(*request) *plan {
 		p.end = endHang
 	}
 	return p
+}
+
+// markAnswer marks the output event of an embeddings answer, which is
+// never streamed: the tap reads the answer whole, as one event, so its
+// output is the last raw event of a body that parses as an answer
+// (tps.ParseEmbeddingsEvent), and SlowFirstToken delays the answer.
+func markAnswer(p *plan) {
+	var all []byte
+	last := -1
+	for i, e := range p.events {
+		if e.kind == eventRaw {
+			all = append(all, e.data...)
+			last = i
+		}
+	}
+	var chunk tps.Chunk
+	if last >= 0 && tps.ParseEmbeddingsEvent(all, &chunk) == nil && chunk.Output {
+		p.events[last].output = true
+	}
 }
 
 // newEvent returns the cassette event for a kind, name and payload, choosing
