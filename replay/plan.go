@@ -331,11 +331,18 @@ func accumulateAPI(p, q *plan) *plan {
 	}
 	switch body, err := answer(stream); {
 	case errRaw != nil && p.proto == tps.ProtocolMessages:
-		q.status, q.body, q.outcome = http.StatusInternalServerError, []byte(`{"type":"error","error":`+string(errRaw)+`}`), "error_event"
+		// errRaw is the event's data, {"type":"error","error":{...}}, or
+		// its error object.
 		var e struct {
-			Type string `json:"type"`
+			Type  string          `json:"type"`
+			Error json.RawMessage `json:"error"`
 		}
 		_ = json.Unmarshal(errRaw, &e)
+		if len(e.Error) > 0 {
+			errRaw = e.Error
+			_ = json.Unmarshal(errRaw, &e)
+		}
+		q.status, q.body, q.outcome = http.StatusInternalServerError, []byte(`{"type":"error","error":`+string(errRaw)+`}`), "error_event"
 		switch e.Type {
 		case "overloaded_error":
 			q.status = 529
