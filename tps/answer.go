@@ -20,13 +20,13 @@ var errNoAnswer = errors.New("tps: the stream holds no final answer")
 // ResponsesAnswer returns the response object of a Responses stream's
 // response.completed (or response.incomplete) event: the object the API
 // answers a non-streaming call with. stream is SSE bytes, read with
-// ForEachData; a stream without either event is an error.
+// ForEachData; a stream without either event as valid JSON is an error.
 func ResponsesAnswer(stream []byte) ([]byte, error) {
 	var out []byte
 	ForEachData(stream, func(data []byte) {
 		switch gjson.GetBytes(data, "type").Str {
 		case "response.completed", "response.incomplete":
-			if v := gjson.GetBytes(data, "response"); v.IsObject() {
+			if v := gjson.GetBytes(data, "response"); v.IsObject() && json.Valid(data) {
 				out = []byte(v.Raw)
 			}
 		}
