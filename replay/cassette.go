@@ -25,8 +25,11 @@ const CassetteVersion = 1
 // headers, and the body as timed events. As a Script it replays the response
 // to any request for its model, byte-exact, with the original timing unless
 // Scaled or Fast say otherwise; request contents (max_tokens, prefill) do not
-// change it. A request without stream gets the events accumulated into one
-// chat.completion. A Cassette must not be modified once handed to a Handler;
+// change it. It plays as the API its Request.Path names (Chat Completions,
+// Responses, Messages or embeddings: docs/CASSETTE.md), whose output events
+// the faults act on. A request without stream gets the events accumulated
+// into the API's answer: one chat.completion, the Responses object, the
+// Messages message. A Cassette must not be modified once handed to a Handler;
 // it is then safe for concurrent use.
 type Cassette struct {
 	Version     int              `json:"version"`

@@ -178,7 +178,8 @@ func Hang() Fault {
 }
 
 // SlowFirstToken delays the first output chunk, and everything after it, by
-// d. Headers and earlier events (role chunk, comments) are sent on time.
+// d. Output is as the tap reads the script's API: a chat chunk with
+// content, a Responses or Messages output delta, an embeddings answer. Headers and earlier events (role chunk, comments) are sent on time.
 func SlowFirstToken(d time.Duration) Fault {
 	return Fault{name: "slow-first-token(" + d.String() + ")", apply: func(p *plan, _ *request) {
 		for i, e := range p.events {

@@ -67,9 +67,10 @@ type Attempt struct {
 	Faults       []string    // names of the faults applied
 }
 
-// Handler is a fake OpenAI-compatible provider as an http.Handler. It serves
-// POST .../chat/completions (streaming and not) and GET .../models, choosing
-// the Script by the request body's model. A Handler is safe for concurrent
+// Handler is a fake LLM provider as an http.Handler. It serves POST
+// .../chat/completions, .../responses and .../messages (streaming and not),
+// POST .../embeddings (a cassette recorded on it) and GET .../models,
+// choosing the Script by the request body's model. A Handler is safe for concurrent
 // use.
 type Handler struct {
 	scripts map[string]Script
