@@ -152,10 +152,10 @@ func recordAPI(t *testing.T, style Style, path, body string) *Cassette {
 // and an error event becomes an error status in the API's shape.
 func TestCassetteAPIFaults(t *testing.T) {
 	type want struct {
-		ttft     time.Duration
-		last     time.Duration // the last output event; 0: not checked
-		end      tps.End
-		err      bool
+		ttft time.Duration
+		last time.Duration // the last output event; 0: not checked
+		end  tps.End
+		err  bool
 	}
 	apis := []struct {
 		name  string
