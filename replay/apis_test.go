@@ -264,3 +264,30 @@ func jsonText(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b[1 : len(b)-1])
 }
+
+// TestStatusBodyPerAPI: a Status fault without a body answers in the
+// shape of the request's API: Anthropic's on .../messages, OpenAI's
+// elsewhere.
+func TestStatusBodyPerAPI(t *testing.T) {
+	tests := []struct {
+		path, want string
+		code       int
+	}{
+		{"/v1/messages", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, 529},
+		{"/v1/messages", `{"type":"error","error":{"type":"rate_limit_error","message":"replay: rate limit reached"}}`, 429},
+		{"/v1/messages", `{"type":"error","error":{"type":"api_error","message":"replay: internal server error"}}`, 500},
+		{"/v1/responses", `{"error":{"message":"replay: rate limit reached; please try again later","type":"requests","param":null,"code":"rate_limit_exceeded"}}`, 429},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path+"/"+http.StatusText(tt.code), func(t *testing.T) {
+			h := NewHandler(map[string]Script{"m": WithFaults(&Profile{Style: Messages}, Status(tt.code, "", nil))})
+			resp, err := memClient(h).Post("http://x"+tt.path, "application/json", strings.NewReader(`{"model":"m","stream":true}`))
+			require.NoError(t, err)
+			got, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			require.NoError(t, resp.Body.Close())
+			assert.Equal(t, tt.code, resp.StatusCode)
+			assert.JSONEq(t, tt.want, string(got))
+		})
+	}
+}
