@@ -99,7 +99,8 @@
 // of a stream that failed names why it was not continued (no_continuation=).
 // A call that nothing
 // answered gets an OpenAI-shaped error with the last attempt's HTTP status,
-// or 503 when no deployment gave one. Upstream API keys are never forwarded
+// or 503 when no deployment gave one (on /v1/messages Anthropic's shape, and
+// 529 overloaded_error for that 503). Upstream API keys are never forwarded
 // to another deployment, and never appear in answers or logs.
 //
 // # Composition
