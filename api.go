@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -365,9 +364,9 @@ func apiAnswer(r *Response, res *executor.Result, api route.API) error {
 	var out []byte
 	switch api {
 	case route.APIResponses:
-		out, err = responsesAnswer(raw)
+		out, err = tps.ResponsesAnswer(raw)
 	case route.APIMessages:
-		out, err = messagesAnswer(raw)
+		out, err = tps.MessagesAnswer(raw)
 	default: // embeddings: the provider's answer, which the executor framed as one event
 		tps.ForEachData(raw, func(data []byte) { out = append(out[:0], data...) })
 		if out == nil {
@@ -386,138 +385,6 @@ func apiAnswer(r *Response, res *executor.Result, api route.API) error {
 // errNoAnswer is returned for a buffered stream that holds no final answer;
 // the executor ends a stream without one with an error, so it means a bug.
 var errNoAnswer = errors.New("tpsroute: the stream holds no final answer")
-
-// responsesAnswer returns the response object of a Responses stream's
-// response.completed (or response.incomplete) event: the object the API
-// answers a non-streaming call with.
-func responsesAnswer(stream []byte) ([]byte, error) {
-	var out []byte
-	tps.ForEachData(stream, func(data []byte) {
-		switch gjson.GetBytes(data, "type").Str {
-		case "response.completed", "response.incomplete":
-			if v := gjson.GetBytes(data, "response"); v.IsObject() {
-				out = []byte(v.Raw)
-			}
-		}
-	})
-	if out == nil {
-		return nil, errNoAnswer
-	}
-	return out, nil
-}
-
-// messagesAnswer folds a Messages stream into the message the API answers a
-// non-streaming call with: message_start's message, each content block
-// (content_block_start) with its deltas joined (text, thinking and its
-// signature, a tool_use's partial_json as its input), and message_delta's
-// stop_reason, stop_sequence and usage.
-func messagesAnswer(stream []byte) ([]byte, error) {
-	var msg map[string]json.RawMessage
-	type block struct {
-		head      map[string]json.RawMessage
-		text      strings.Builder
-		thinking  strings.Builder
-		signature strings.Builder
-		input     strings.Builder
-	}
-	var blocks []*block
-	var bad error
-	tps.ForEachData(stream, func(data []byte) {
-		if bad != nil {
-			return
-		}
-		ev := gjson.ParseBytes(data)
-		switch ev.Get("type").Str {
-		case "message_start":
-			bad = json.Unmarshal([]byte(ev.Get("message").Raw), &msg)
-		case "content_block_start":
-			b := &block{}
-			if bad = json.Unmarshal([]byte(ev.Get("content_block").Raw), &b.head); bad != nil {
-				return
-			}
-			i := int(ev.Get("index").Int())
-			if i < 0 || i > len(blocks) {
-				bad = fmt.Errorf("tpsroute: content block %d out of order", i)
-				return
-			}
-			blocks = append(blocks[:i], b)
-		case "content_block_delta":
-			i := int(ev.Get("index").Int())
-			if i < 0 || i >= len(blocks) {
-				bad = fmt.Errorf("tpsroute: delta for content block %d that did not start", i)
-				return
-			}
-			b, d := blocks[i], ev.Get("delta")
-			switch d.Get("type").Str {
-			case "text_delta":
-				b.text.WriteString(d.Get("text").Str)
-			case "thinking_delta":
-				b.thinking.WriteString(d.Get("thinking").Str)
-			case "signature_delta":
-				b.signature.WriteString(d.Get("signature").Str)
-			case "input_json_delta":
-				b.input.WriteString(d.Get("partial_json").Str)
-			}
-		case "message_delta":
-			if msg == nil {
-				bad = errNoAnswer
-				return
-			}
-			for _, k := range []string{"stop_reason", "stop_sequence"} {
-				if v := ev.Get("delta." + k); v.Exists() {
-					msg[k] = json.RawMessage(v.Raw)
-				}
-			}
-			if u := ev.Get("usage"); u.IsObject() {
-				var usage map[string]json.RawMessage
-				_ = json.Unmarshal([]byte(msg["usage"]), &usage)
-				if usage == nil {
-					usage = map[string]json.RawMessage{}
-				}
-				u.ForEach(func(k, v gjson.Result) bool {
-					usage[k.Str] = json.RawMessage(v.Raw) // totals: replace, never add
-					return true
-				})
-				msg["usage"], _ = json.Marshal(usage)
-			}
-		}
-	})
-	if bad != nil {
-		return nil, bad
-	}
-	if msg == nil {
-		return nil, errNoAnswer
-	}
-	content := make([]map[string]json.RawMessage, len(blocks))
-	for i, b := range blocks {
-		h := b.head
-		set := func(k, v string) { h[k], _ = json.Marshal(v) }
-		switch string(bytes.Trim(h["type"], `"`)) {
-		case "text":
-			set("text", jsonString(h["text"])+b.text.String())
-		case "thinking":
-			set("thinking", jsonString(h["thinking"])+b.thinking.String())
-			set("signature", jsonString(h["signature"])+b.signature.String())
-		case "tool_use", "server_tool_use":
-			if in := strings.TrimSpace(b.input.String()); in != "" {
-				if !json.Valid([]byte(in)) {
-					return nil, fmt.Errorf("tpsroute: content block %d: tool input is not JSON", i)
-				}
-				h["input"] = json.RawMessage(in)
-			}
-		}
-		content[i] = h
-	}
-	msg["content"], _ = json.Marshal(content)
-	return json.Marshal(msg)
-}
-
-// jsonString returns the string raw holds, or "".
-func jsonString(raw json.RawMessage) string {
-	var s string
-	_ = json.Unmarshal(raw, &s)
-	return s
-}
 
 // StateError reports a stateful Responses call (one that names a
 // previous_response_id or a conversation) that the deployment holding that

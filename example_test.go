@@ -237,3 +237,22 @@ func ExampleClient_Close() {
 	fmt.Println("requests known before the first call:", st.Requests)
 	// Output: requests known before the first call: 3
 }
+
+// HTTPError.ForAPI answers a failed call in its API's own error shape: the
+// one mapping from an error to a status and class, written as OpenAI's
+// SDKs or Anthropic's read it.
+func ExampleHTTPError_ForAPI() {
+	c, err := tpsroute.New(tpsroute.Config{Deployments: []route.Deployment{
+		{Provider: "anthropic", Model: "claude", BaseURL: "https://api.anthropic.com/v1", APIs: []route.API{route.APIMessages}},
+	}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	he := c.HTTPError(route.ErrNoDeployment) // nothing could serve the call
+	fmt.Println(he.Status, string(he.JSON()))
+	msg := he.ForAPI(route.APIMessages)
+	fmt.Println(msg.Status, string(msg.JSON()))
+	// Output:
+	// 503 {"error":{"message":"route: no deployment","type":"service_unavailable","param":null,"code":"no_deployment_available"}}
+	// 529 {"type":"error","error":{"type":"overloaded_error","message":"route: no deployment"}}
+}

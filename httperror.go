@@ -68,9 +68,12 @@ func (e *ModelError) Is(target error) bool { return target == route.ErrNoDeploym
 // metrics can tell it from a failure.
 const StatusClientClosedRequest = 499
 
-// HTTPError is the HTTP answer to a failed call, in OpenAI's error shape
-// ({"error":{"message","type","param","code"}}), as Client.HTTPError makes
-// it. It is a value and safe to share once made.
+// HTTPError is the HTTP answer to a failed call, as Client.HTTPError makes
+// it: in OpenAI's error shape ({"error":{"message","type","param","code"}}),
+// which openai-go reads for Chat Completions, Responses and embeddings, or,
+// made for the Messages API (ForAPI), in Anthropic's
+// ({"type":"error","error":{"type","message"}}). It is a value and safe to
+// share once made.
 type HTTPError struct {
 	// Status is the HTTP status code.
 	Status int
@@ -86,14 +89,94 @@ type HTTPError struct {
 	// RetryAfter is the provider's Retry-After, passed on with a final 429 or
 	// 503; "" for none.
 	RetryAfter string
+	// API is the API whose error shape JSON writes: route.APIMessages is
+	// Anthropic's, anything else (the zero value too) OpenAI's. ForAPI sets
+	// it with the status and type that go with it.
+	API route.API
+}
+
+// ForAPI returns a copy of e answered in api's own error shape. For
+// route.APIMessages: Anthropic's body, the type Anthropic gives the status
+// (400 invalid_request_error, 401 authentication_error, 403
+// permission_error, 404 not_found_error, 413 request_too_large, 429
+// rate_limit_error, 504 timeout_error, 529 overloaded_error, other 5xx
+// api_error; a provider's own Anthropic type is kept), and 529
+// overloaded_error for 503, since Anthropic answers "no capacity" with 529;
+// Code and Param, which that shape has no place for, stay on the copy but
+// are not written. Any other API gets e itself: OpenAI's shape. The status
+// and class are those Client.HTTPError mapped: only the shape is per API.
+func (e *HTTPError) ForAPI(api route.API) *HTTPError {
+	if e == nil || api != route.APIMessages {
+		return e
+	}
+	c := *e
+	c.API = api
+	if c.Status == http.StatusServiceUnavailable {
+		c.Status = StatusOverloaded
+	}
+	if !anthropicTypes[c.Type] || c.Type == "invalid_request_error" {
+		c.Type = anthropicType(c.Status)
+	}
+	return &c
+}
+
+// StatusOverloaded is the status Anthropic answers when it has no capacity
+// (529, "overloaded_error"): a Messages call that no deployment could serve
+// is answered with it (HTTPError.ForAPI).
+const StatusOverloaded = 529
+
+// anthropicTypes are the error types of Anthropic's API.
+var anthropicTypes = map[string]bool{
+	"invalid_request_error": true, "authentication_error": true, "billing_error": true,
+	"permission_error": true, "not_found_error": true, "request_too_large": true,
+	"rate_limit_error": true, "api_error": true, "timeout_error": true, "overloaded_error": true,
+}
+
+// anthropicType returns the Anthropic error type of an HTTP status.
+func anthropicType(status int) string {
+	switch status {
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusPaymentRequired:
+		return "billing_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case http.StatusGatewayTimeout:
+		return "timeout_error"
+	case StatusOverloaded:
+		return "overloaded_error"
+	}
+	if status >= 400 && status < 500 && status != StatusClientClosedRequest {
+		return "invalid_request_error"
+	}
+	return "api_error"
 }
 
 // Error returns Message.
 func (e *HTTPError) Error() string { return e.Message }
 
-// JSON returns the OpenAI-shaped body: {"error":{"message":...,"type":...,
-// "param":...,"code":...}}, with null for an empty Param or Code.
+// JSON returns the body: OpenAI's shape, {"error":{"message":...,
+// "type":...,"param":...,"code":...}} with null for an empty Param or Code;
+// or, when API is route.APIMessages, Anthropic's, {"type":"error",
+// "error":{"type":...,"message":...}}.
 func (e *HTTPError) JSON() []byte {
+	if e.API == route.APIMessages {
+		type inner struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		}
+		out, _ := json.Marshal(struct {
+			Type  string `json:"type"`
+			Error inner  `json:"error"`
+		}{"error", inner{e.Type, e.Message}})
+		return out
+	}
 	var b struct {
 		Error struct {
 			Message string  `json:"message"`
@@ -169,7 +252,8 @@ func (e *HTTPError) response(req *http.Request) *http.Response {
 // Every configured API key and credential header value is replaced by
 // "REDACTED" in every field, in any form route.Scrubber finds (raw,
 // JSON-escaped, percent-encoded), so a provider that echoes the key does not
-// leak it. A nil err returns nil.
+// leak it. A nil err returns nil. The answer is in OpenAI's shape; ForAPI
+// gives it in the call's API's own (Anthropic's for Messages).
 func (c *Client) HTTPError(err error) *HTTPError {
 	if err == nil {
 		return nil

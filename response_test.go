@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -233,6 +234,51 @@ func TestHTTPError(t *testing.T) {
 		})
 	}
 	assert.Nil(t, c.HTTPError(nil))
+}
+
+// TestHTTPErrorForAPI: the one mapping from an error to a status and a class
+// is answered in the call's API's shape: Anthropic's on Messages, with the
+// type Anthropic gives the status, 529 overloaded_error for "nothing could
+// serve it", and a provider's own Anthropic type kept; OpenAI's on every
+// other API.
+func TestHTTPErrorForAPI(t *testing.T) {
+	c := mustNew(t, Config{Deployments: []route.Deployment{dep("a", "us", "m", "http://a.test/v1")}})
+	tests := []struct {
+		name   string
+		he     *HTTPError
+		status int
+		typ    string
+	}{
+		{"request", c.HTTPError(&RequestError{Param: "max_tokens", Reason: "x"}), 400, "invalid_request_error"},
+		{"unknown model", c.HTTPError(&ModelError{Param: "model", Model: "x"}), 404, "not_found_error"},
+		{"not served on messages", c.HTTPError(&route.APIError{API: route.APIMessages, Model: "x"}), 404, "not_found_error"},
+		{"no deployment", c.HTTPError(route.ErrNoDeployment), StatusOverloaded, "overloaded_error"},
+		{"canceled", c.HTTPError(context.Canceled), StatusClientClosedRequest, "api_error"},
+		{"other", c.HTTPError(errors.New("boom")), 500, "api_error"},
+		{"unauthorized", &HTTPError{Status: 401, Type: "upstream_error", Message: "m"}, 401, "authentication_error"},
+		{"rate limited", &HTTPError{Status: 429, Type: "upstream_error", Message: "m"}, 429, "rate_limit_error"},
+		{"too large", &HTTPError{Status: 413, Type: "invalid_request_error", Message: "m"}, 413, "request_too_large"},
+		{"gateway timeout", &HTTPError{Status: 504, Type: "upstream_error", Message: "m"}, 504, "timeout_error"},
+		{"provider's 529", &HTTPError{Status: 529, Type: "overloaded_error", Message: "m"}, 529, "overloaded_error"},
+		{"provider's own type", &HTTPError{Status: 400, Type: "billing_error", Message: "m"}, 400, "billing_error"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			he := tt.he.ForAPI(route.APIMessages)
+			assert.Equal(t, tt.status, he.Status)
+			assert.Equal(t, tt.typ, he.Type)
+			w := httptest.NewRecorder()
+			he.Write(w)
+			assert.Equal(t, tt.status, w.Code)
+			assert.Equal(t, "false", w.Header().Get("X-Should-Retry"))
+			assert.JSONEq(t, `{"type":"error","error":{"type":`+strconv.Quote(tt.typ)+`,"message":`+strconv.Quote(he.Message)+`}}`, w.Body.String())
+			for _, api := range []route.API{route.APIChat, route.APIResponses, route.APIEmbeddings, ""} {
+				assert.Same(t, tt.he, tt.he.ForAPI(api), "OpenAI's shape: e itself")
+			}
+			assert.NotEqual(t, route.APIMessages, tt.he.API, "ForAPI copies")
+		})
+	}
+	assert.Nil(t, (*HTTPError)(nil).ForAPI(route.APIMessages))
 }
 
 // sseText concatenates the delta.content of an SSE body.

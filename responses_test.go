@@ -83,3 +83,40 @@ func TestResponseService(t *testing.T) {
 	_, err = bc.Responses.New(context.Background(), params)
 	assert.ErrorAs(t, err, &fe)
 }
+
+// TestTransportResponsesErrors: a Responses call through the Transport that
+// fails before its stream is answered in OpenAI's error shape, which
+// openai-go's client.Responses reads into an *openai.Error with the status,
+// type, code and param (the Messages door answers Anthropic's instead:
+// examples/anthropic).
+func TestTransportResponsesErrors(t *testing.T) {
+	bad := newAPIUpstream(t, map[string]apiAnswerSpec{"responses": {http.StatusServiceUnavailable, `{"error":{"message":"down","type":"server_error"}}`}})
+	c := apiClient(t, apiDep("r", bad, route.APIResponses), dep("chat", "", "chat-only", bad.srv.URL+"/v1"))
+	oc := openai.NewClient(option.WithBaseURL("http://tpsroute.invalid/v1"), option.WithAPIKey("k"), option.WithMaxRetries(0),
+		option.WithHTTPClient(&http.Client{Transport: c.Transport()}))
+	tests := []struct {
+		name   string
+		params responses.ResponseNewParams
+		status int
+		typ    string
+		code   string
+		param  string
+	}{
+		{"bad request", responses.ResponseNewParams{Model: "m", MaxOutputTokens: openai.Int(0)}, 400, "invalid_request_error", "", "max_output_tokens"},
+		{"unknown model", responses.ResponseNewParams{Model: "nope"}, 404, "invalid_request_error", "model_not_found", "model"},
+		{"not served on responses", responses.ResponseNewParams{Model: "chat-only"}, 404, "invalid_request_error", "api_not_served", "model"},
+		{"all attempts failed", responses.ResponseNewParams{Model: "m"}, 503, "server_error", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := oc.Responses.New(context.Background(), tt.params)
+			var oe *openai.Error
+			require.ErrorAs(t, err, &oe)
+			assert.Equal(t, tt.status, oe.StatusCode)
+			assert.Equal(t, tt.typ, oe.Type)
+			assert.Equal(t, tt.code, oe.Code)
+			assert.Equal(t, tt.param, oe.Param)
+			assert.NotEmpty(t, oe.Message)
+		})
+	}
+}

@@ -40,9 +40,10 @@ import (
 // credentials. A call that fails is answered as Client.HTTPError says: the
 // last attempt's HTTP status, or 503 when no deployment was usable; 400
 // naming the field for a bad request or an unknown provider or region; 404
-// for an unknown model. The OpenAI-shaped error body's message lists every
-// attempt, with "x-should-retry: false", because failover has already
-// happened. A caller's
+// for an unknown model. The error body is in the API's own shape
+// (HTTPError.ForAPI: OpenAI's, or Anthropic's on .../messages, where 503 is
+// Anthropic's 529 overloaded_error); its message lists every attempt, with
+// "x-should-retry: false", because failover has already happened. A caller's
 // cancellation is returned as the context's error. Call options can be given
 // per request with ContextWithOptions. The RoundTripper is safe for
 // concurrent use.
@@ -94,14 +95,14 @@ func (t *transport) chat(req *http.Request, api route.API) (*http.Response, erro
 	body, err := readAll(req)
 	if err != nil {
 		endCall(&cc, nil, err)
-		return t.c.HTTPError(err).response(req), nil
+		return t.c.HTTPError(err).ForAPI(api).response(req), nil
 	}
 	r, err := t.c.sendAPI(req.Context(), api, body, req.Header, &cc)
 	if err != nil {
 		if req.Context().Err() != nil {
 			return nil, err // a caller's cancellation: nobody is left to read an answer
 		}
-		return t.c.HTTPError(err).response(req), nil
+		return t.c.HTTPError(err).ForAPI(api).response(req), nil
 	}
 	resp := &http.Response{
 		Status: "200 OK", StatusCode: r.StatusCode, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,

@@ -25,8 +25,11 @@ const CassetteVersion = 1
 // headers, and the body as timed events. As a Script it replays the response
 // to any request for its model, byte-exact, with the original timing unless
 // Scaled or Fast say otherwise; request contents (max_tokens, prefill) do not
-// change it. A request without stream gets the events accumulated into one
-// chat.completion. A Cassette must not be modified once handed to a Handler;
+// change it. It plays as the API its Request.Path names (Chat Completions,
+// Responses, Messages or embeddings: docs/CASSETTE.md), whose output events
+// the faults act on. A request without stream gets the events accumulated
+// into the API's answer: one chat.completion, the Responses object, the
+// Messages message. A Cassette must not be modified once handed to a Handler;
 // it is then safe for concurrent use.
 type Cassette struct {
 	Version     int              `json:"version"`
@@ -230,10 +233,14 @@ func (c *Cassette) ms(v float64) time.Duration {
 	return time.Duration(math.Round(v * k * float64(time.Millisecond)))
 }
 
+// protocol returns the API of c's recorded request path (protocolOf): the
+// tap's protocol for its events, which decides which are output.
+func (c *Cassette) protocol() tps.Protocol { return protocolOf(c.Request.Path) }
+
 // plan builds the playback of c.
 func (c *Cassette) plan(*request) *plan {
 	r := &c.Response
-	p := &plan{status: r.Status, header: http.Header{}, headersAt: c.ms(r.HeadersMS)}
+	p := &plan{status: r.Status, header: http.Header{}, headersAt: c.ms(r.HeadersMS), proto: c.protocol()}
 	for k, v := range r.Headers {
 		switch http.CanonicalHeaderKey(k) {
 		case "Content-Length", "Transfer-Encoding", "Connection", "Content-Encoding":
@@ -248,7 +255,7 @@ func (c *Cassette) plan(*request) *plan {
 	}
 	p.events = make([]event, 0, len(r.Events))
 	var chunk tps.Chunk
-	output := func(data []byte) bool { return tps.ParseChunk(data, &chunk) == nil && chunk.Output }
+	output := func(data []byte) bool { return p.proto.Parse(data, &chunk) == nil && chunk.Output }
 	for _, e := range r.Events {
 		ev := event{at: c.ms(e.AtMS)}
 		switch {
@@ -272,6 +279,9 @@ func (c *Cassette) plan(*request) *plan {
 		}
 		p.events = append(p.events, ev)
 	}
+	if p.proto == tps.ProtocolEmbeddings {
+		markAnswer(p)
+	}
 	p.endAt = c.ms(r.EndMS)
 	switch r.End {
 	case "reset":
@@ -281,6 +291,25 @@ func (c *Cassette) plan(*request) *plan {
 		p.end = endHang
 	}
 	return p
+}
+
+// markAnswer marks the output event of an embeddings answer, which is
+// never streamed: the tap reads the answer whole, as one event, so its
+// output is the last raw event of a body that parses as an answer
+// (tps.ParseEmbeddingsEvent), and SlowFirstToken delays the answer.
+func markAnswer(p *plan) {
+	var all []byte
+	last := -1
+	for i, e := range p.events {
+		if e.kind == eventRaw {
+			all = append(all, e.data...)
+			last = i
+		}
+	}
+	var chunk tps.Chunk
+	if last >= 0 && tps.ParseEmbeddingsEvent(all, &chunk) == nil && chunk.Output {
+		p.events[last].output = true
+	}
 }
 
 // newEvent returns the cassette event for a kind, name and payload, choosing

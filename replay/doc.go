@@ -1,24 +1,28 @@
-// Package replay provides fake OpenAI-compatible LLM providers for tests:
+// Package replay provides fake LLM providers for tests, for OpenAI's Chat
+// Completions and Responses APIs, Anthropic's Messages API and embeddings:
 // synthetic profiles with controlled timing, recorded cassettes replayed with
 // their original timing, and composable faults.
 //
 // # Scripts
 //
-// A Handler (or a Server on 127.0.0.1) answers each chat-completion request
-// with the Script registered for the request body's model:
+// A Handler (or a Server on 127.0.0.1) answers each request (POST
+// .../chat/completions, .../responses, .../messages, .../embeddings) with the
+// Script registered for the request body's model:
 //
 //   - *Profile: a synthetic provider streaming the deterministic Text with a
 //     configured TTFT, TPS, jitter, chunking, provider dialect (Style), prompt
 //     cache and behaviour that changes over time (Phase).
 //   - *Cassette: a recorded stream played back byte-exact with its original
-//     timing, scaled timing, or as fast as possible.
+//     timing, scaled timing, or as fast as possible, as the API its recorded
+//     path names (Responses, Messages and embeddings too: docs/CASSETTE.md).
 //   - WithFaults(script, faults...): the script with failures injected, each
 //     selected by attempt number or elapsed time.
 //
 // A request that does not ask for a stream gets the accumulated
 // chat.completion (tps.Accumulator: every choice of an n>1 answer, each with
 // its text, reasoning, refusal and tool calls), with usage, at the time the
-// stream would have ended.
+// stream would have ended; a Responses or Messages stream gives the API's
+// own answer (tps.ResponsesAnswer, tps.MessagesAnswer).
 //
 // # Fake time
 //

@@ -95,13 +95,14 @@ func (f *faulted) plan(r *request) *plan {
 }
 
 // Status answers with an HTTP status, a body and extra headers instead of the
-// script's answer. An empty body means an OpenAI-shaped error body for the
-// status.
+// script's answer. An empty body means an error body for the status in the
+// shape of the request's API: Anthropic's on .../messages
+// ({"type":"error","error":{"type":"overloaded_error",...}} for 529),
+// OpenAI's elsewhere.
 func Status(code int, body string, header http.Header) Fault {
-	body = cmp.Or(body, statusBody(code))
 	h := header.Clone()
-	return Fault{name: "status(" + strconv.Itoa(code) + ")", apply: func(p *plan, _ *request) {
-		p.setStatus(code, body, h)
+	return Fault{name: "status(" + strconv.Itoa(code) + ")", apply: func(p *plan, r *request) {
+		p.setStatus(code, cmp.Or(body, statusBody(code, r.proto)), h)
 	}}
 }
 
@@ -135,7 +136,7 @@ func RetryAfterDate(d time.Duration) Fault {
 		}
 		h := http.Header{}
 		h.Set("Retry-After", t.UTC().Format(http.TimeFormat))
-		p.setStatus(http.StatusTooManyRequests, statusBody(http.StatusTooManyRequests), h)
+		p.setStatus(http.StatusTooManyRequests, statusBody(http.StatusTooManyRequests, r.proto), h)
 	}}
 }
 
@@ -178,7 +179,8 @@ func Hang() Fault {
 }
 
 // SlowFirstToken delays the first output chunk, and everything after it, by
-// d. Headers and earlier events (role chunk, comments) are sent on time.
+// d. Output is as the tap reads the script's API: a chat chunk with
+// content, a Responses or Messages output delta, an embeddings answer. Headers and earlier events (role chunk, comments) are sent on time.
 func SlowFirstToken(d time.Duration) Fault {
 	return Fault{name: "slow-first-token(" + d.String() + ")", apply: func(p *plan, _ *request) {
 		for i, e := range p.events {

@@ -57,7 +57,7 @@ func (f *funcScript) plan(r *request) *plan {
 	})
 	if s == nil {
 		p := newStreamPlan()
-		p.setStatus(500, statusBody(500), nil)
+		p.setStatus(500, statusBody(500, r.proto), nil)
 		return p
 	}
 	return s.plan(r)

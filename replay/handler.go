@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tpsroute/tpsroute/route"
+	"github.com/tpsroute/tpsroute/tps"
 )
 
 // Script decides how a fake provider answers one model's requests. It is
@@ -66,9 +67,10 @@ type Attempt struct {
 	Faults       []string    // names of the faults applied
 }
 
-// Handler is a fake OpenAI-compatible provider as an http.Handler. It serves
-// POST .../chat/completions (streaming and not) and GET .../models, choosing
-// the Script by the request body's model. A Handler is safe for concurrent
+// Handler is a fake LLM provider as an http.Handler. It serves POST
+// .../chat/completions, .../responses and .../messages (streaming and not),
+// POST .../embeddings (a cassette recorded on it) and GET .../models,
+// choosing the Script by the request body's model. A Handler is safe for concurrent
 // use.
 type Handler struct {
 	scripts map[string]Script
@@ -179,9 +181,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasSuffix(r.URL.Path, "/models") && r.Method == http.MethodGet:
 		h.serveModels(w)
 		return
-	case strings.HasSuffix(r.URL.Path, "/chat/completions"), strings.HasSuffix(r.URL.Path, "/responses"), strings.HasSuffix(r.URL.Path, "/messages"):
+	case strings.HasSuffix(r.URL.Path, "/chat/completions"), protocolOf(r.URL.Path) != tps.ProtocolChat:
 		// The Responses and Messages paths are served by scripts in their
-		// styles (Style Responses, Messages).
+		// styles (Style Responses, Messages) and cassettes recorded on
+		// them, the embeddings path by cassettes recorded on it.
 		if r.Method != http.MethodPost {
 			writeJSON(w, http.StatusMethodNotAllowed, errorBody("replay: method "+r.Method+" not allowed", "invalid_request_error", ""))
 			return
@@ -224,7 +227,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	req := &request{body: body, attempt: n, elapsed: start.Sub(h.created), start: start, state: st}
+	req := &request{body: body, attempt: n, elapsed: start.Sub(h.created), start: start, state: st, proto: protocolOf(r.URL.Path)}
 	p := script.plan(req)
 	if !body.Stream {
 		p = accumulate(p)

@@ -26,7 +26,7 @@ type event struct {
 	kind   eventKind
 	name   string // SSE "event:" field for data events; "" for none
 	data   string
-	output bool // carries output: tps.ParseChunk sets Chunk.Output
+	output bool // carries output: the plan's protocol's parser sets Chunk.Output
 }
 
 // chunk reports whether e counts as a chunk for CutAfter, StallAfter,
@@ -112,6 +112,23 @@ type plan struct {
 	endAt     time.Duration // the end happens no earlier than this
 	outcome   string        // overrides the derived outcome when set
 	faults    []string
+	proto     tps.Protocol // the API whose events these are (the tap's protocol for them)
+}
+
+// protocolOf returns the API of a request path, as the tpsroute Transport
+// tells them apart: .../responses, .../messages, .../embeddings, and chat
+// for any other.
+func protocolOf(path string) tps.Protocol {
+	path = strings.TrimSuffix(path, "/")
+	switch {
+	case strings.HasSuffix(path, "/responses"):
+		return tps.ProtocolResponses
+	case strings.HasSuffix(path, "/messages"):
+		return tps.ProtocolMessages
+	case strings.HasSuffix(path, "/embeddings"):
+		return tps.ProtocolEmbeddings
+	}
+	return tps.ProtocolChat
 }
 
 // newStreamPlan returns a 200 SSE plan with the usual headers.
@@ -215,6 +232,9 @@ func accumulate(p *plan) *plan {
 		q.before = beforeHang
 		return &q
 	}
+	if p.proto == tps.ProtocolResponses || p.proto == tps.ProtocolMessages {
+		return accumulateAPI(p, &q)
+	}
 	// The answer is tps's accumulation of the chunks (every choice, tool
 	// calls, usage), as the tpsroute Client builds its own.
 	var (
@@ -272,6 +292,73 @@ func accumulate(p *plan) *plan {
 	}
 	q.end = endEOF
 	return &q
+}
+
+// accumulateAPI finishes q, the non-streaming answer to p, a Responses or
+// Messages stream: the API's own answer, as the tpsroute Client folds it
+// (tps.ResponsesAnswer: the response object of response.completed;
+// tps.MessagesAnswer: the message), or, for an error event, the error as
+// an error status in the API's shape (Anthropic's {"type":"error",
+// "error":{...}} with 529 for overloaded_error). A recorded body that is no
+// such stream is played as is.
+func accumulateAPI(p, q *plan) *plan {
+	var (
+		stream []byte
+		chunk  tps.Chunk
+		errRaw []byte
+	)
+	for _, e := range p.events {
+		b := e.bytes()
+		stream = append(stream, b...)
+		if errRaw == nil {
+			tps.ForEachData(b, func(data []byte) {
+				if errRaw == nil && p.proto.Parse(data, &chunk) == nil && chunk.Error {
+					errRaw = append([]byte{}, chunk.ErrorBody...)
+					if len(errRaw) == 0 {
+						errRaw = []byte("{}")
+					}
+				}
+			})
+		}
+	}
+	q.header = p.header.Clone()
+	q.header.Set("Content-Type", "application/json")
+	q.header.Del("Cache-Control")
+	q.end = endEOF
+	answer := tps.ResponsesAnswer
+	if p.proto == tps.ProtocolMessages {
+		answer = tps.MessagesAnswer
+	}
+	switch body, err := answer(stream); {
+	case errRaw != nil && p.proto == tps.ProtocolMessages:
+		// errRaw is the event's data, {"type":"error","error":{...}}, or
+		// its error object.
+		var e struct {
+			Type  string          `json:"type"`
+			Error json.RawMessage `json:"error"`
+		}
+		_ = json.Unmarshal(errRaw, &e)
+		if len(e.Error) > 0 {
+			errRaw = e.Error
+			_ = json.Unmarshal(errRaw, &e)
+		}
+		q.status, q.body, q.outcome = http.StatusInternalServerError, []byte(`{"type":"error","error":`+string(errRaw)+`}`), "error_event"
+		switch e.Type {
+		case "overloaded_error":
+			q.status = 529
+		case "rate_limit_error":
+			q.status = http.StatusTooManyRequests
+		}
+	case errRaw != nil:
+		q.body, q.status = errorAnswer(errRaw)
+		q.outcome = "error_event"
+	case err == nil:
+		q.body = body
+	default:
+		q.header = p.header.Clone()
+		q.body = stream
+	}
+	return q
 }
 
 // errorAnswer returns the body and status an in-stream error becomes in a

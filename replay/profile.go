@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tpsroute/tpsroute/tps"
 )
 
 // Style is the provider dialect a synthetic Profile streams in. The zero
@@ -246,7 +248,7 @@ func (p *Profile) plan(r *request) *plan {
 		pl.header.Set(k, v)
 	}
 	if t.status != 0 {
-		pl.setStatus(t.status, statusBody(t.status), nil)
+		pl.setStatus(t.status, statusBody(t.status, r.proto), nil)
 		pl.outcome = strconv.Itoa(t.status)
 		return pl
 	}
@@ -280,8 +282,10 @@ func (p *Profile) plan(r *request) *plan {
 	u := usage{prompt: prompt, completion: len(pieces) + reasoning, cached: cached, reasoning: reasoning}
 	switch p.Style {
 	case Responses:
+		pl.proto = tps.ProtocolResponses
 		e.streamResponses(pieces, finish, u, "resp_replay_"+model+"_"+strconv.Itoa(r.attempt))
 	case Messages:
+		pl.proto = tps.ProtocolMessages
 		e.streamMessages(pieces, finish, u, "msg_replay_"+model+"_"+strconv.Itoa(r.attempt))
 	default:
 		e.stream(pieces, reasoning, finish, u, r.body.includeUsage() || !r.body.Stream)
@@ -426,7 +430,10 @@ func (e *emitter) stream(pieces []string, reasoning int, finish string, u usage,
 const safeFilters = `{"hate":{"filtered":false,"severity":"safe"},"self_harm":{"filtered":false,"severity":"safe"},"sexual":{"filtered":false,"severity":"safe"},"violence":{"filtered":false,"severity":"safe"}}`
 
 // statusBody returns the OpenAI-shaped error body replay sends for a status.
-func statusBody(code int) string {
+func statusBody(code int, proto tps.Protocol) string {
+	if proto == tps.ProtocolMessages {
+		return anthropicStatusBody(code)
+	}
 	switch code {
 	case http.StatusTooManyRequests:
 		return errorBody("replay: rate limit reached; please try again later", "requests", "rate_limit_exceeded")
@@ -441,6 +448,23 @@ func statusBody(code int) string {
 		return errorBody("replay: the server had an error while processing your request", "server_error", "")
 	}
 	return errorBody("replay: "+http.StatusText(code), "invalid_request_error", "")
+}
+
+// anthropicStatusBody returns Anthropic's error body for an HTTP status, as
+// its Messages API answers: {"type":"error","error":{"type","message"}}.
+func anthropicStatusBody(code int) string {
+	typ, msg := "invalid_request_error", "replay: "+http.StatusText(code)
+	switch {
+	case code == http.StatusTooManyRequests:
+		typ, msg = "rate_limit_error", "replay: rate limit reached"
+	case code == http.StatusUnauthorized:
+		typ, msg = "authentication_error", "replay: invalid x-api-key"
+	case code == 529, code == http.StatusServiceUnavailable:
+		typ, msg = "overloaded_error", "Overloaded"
+	case code >= 500:
+		typ, msg = "api_error", "replay: internal server error"
+	}
+	return `{"type":"error","error":{"type":"` + typ + `","message":` + jsonString(msg) + `}}`
 }
 
 func jsonString(s string) string {

@@ -236,7 +236,7 @@ func TestHandlerErrors(t *testing.T) {
 		{"unknown model", "POST", "/v1/chat/completions", `{"model":"x","stream":true}`, 404, "model_not_found"},
 		{"bad json", "POST", "/v1/chat/completions", `{`, 400, nil},
 		{"wrong method", "GET", "/v1/chat/completions", ``, 405, nil},
-		{"unknown path", "POST", "/v1/embeddings", `{}`, 404, "not_found"},
+		{"unknown path", "POST", "/v1/audio/speech", `{}`, 404, "not_found"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

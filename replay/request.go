@@ -5,6 +5,8 @@ import (
 	"hash/fnv"
 	"strings"
 	"time"
+
+	"github.com/tpsroute/tpsroute/tps"
 )
 
 // chatRequest is the part of a chat-completion request body replay reads.
@@ -117,4 +119,5 @@ type request struct {
 	elapsed time.Duration // since the handler was created
 	start   time.Time     // when the request arrived
 	state   *modelState   // per-model mutable state (prompt cache)
+	proto   tps.Protocol  // the API the request's path names (protocolOf)
 }

@@ -37,8 +37,11 @@ func WithProtocol(p Protocol) Option {
 	return func(o *options) { o.protocol = p }
 }
 
-// parseEvent parses one event's data as protocol p into c.
-func parseEvent(p Protocol, data []byte, c *Chunk) error {
+// Parse parses one event's data as protocol p's payload into c, as a Tap
+// with WithProtocol(p) does: ParseChunk, ParseResponsesEvent,
+// ParseMessagesEvent or ParseEmbeddingsEvent. An unknown Protocol parses as
+// ProtocolChat.
+func (p Protocol) Parse(data []byte, c *Chunk) error {
 	switch p {
 	case ProtocolResponses:
 		return ParseResponsesEvent(data, c)

@@ -287,7 +287,7 @@ func (t *tap) dispatch(now time.Time) {
 	case len(data) >= 6 && string(data[:6]) == "[DONE]": // as openai-go matches it
 		c.reset()
 		c.Done = true
-	case parseEvent(t.t.opts.protocol, data, c) != nil:
+	case t.t.opts.protocol.Parse(data, c) != nil:
 		c.reset()
 		c.Malformed = !isErr
 	}

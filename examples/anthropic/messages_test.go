@@ -156,3 +156,57 @@ func TestAnthropicSDKMidStreamError(t *testing.T) {
 	require.Error(t, s.Err())
 	require.NoError(t, s.Close())
 }
+
+// TestAnthropicSDKErrors: a Messages call that fails before its stream is
+// answered by the Transport in Anthropic's error shape, with the status
+// Anthropic uses, so anthropic-sdk-go returns an *anthropic.Error whose
+// StatusCode, Type and Message say what happened: a bad request, an unknown
+// model, every deployment overloaded (the provider's 529 passed on), a
+// provider's 500, and no deployment reachable (529 overloaded_error, not
+// OpenAI's 503 service_unavailable).
+func TestAnthropicSDKErrors(t *testing.T) {
+	over := newUpstream(t, 529, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)
+	broken := newUpstream(t, http.StatusInternalServerError, `{"type":"error","error":{"type":"api_error","message":"Internal server error"}}`)
+	gone := newUpstream(t, http.StatusOK, stream)
+	gone.srv.Close() // nothing listens: every attempt fails to connect
+	tests := []struct {
+		name   string
+		ups    []*upstream
+		params func(p anthropic.MessageNewParams) anthropic.MessageNewParams
+		status int
+		typ    anthropic.ErrorType
+	}{
+		{"bad request", []*upstream{over}, func(p anthropic.MessageNewParams) anthropic.MessageNewParams { p.MaxTokens = -1; return p },
+			http.StatusBadRequest, anthropic.ErrorTypeInvalidRequestError},
+		{"unknown model", []*upstream{over}, func(p anthropic.MessageNewParams) anthropic.MessageNewParams { p.Model = "nope"; return p },
+			http.StatusNotFound, anthropic.ErrorTypeNotFoundError},
+		{"every deployment overloaded", []*upstream{over, over}, nil, 529, anthropic.ErrorTypeOverloadedError},
+		{"provider error", []*upstream{broken}, nil, http.StatusInternalServerError, anthropic.ErrorTypeAPIError},
+		{"no deployment reachable", []*upstream{gone}, nil, 529, anthropic.ErrorTypeOverloadedError},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, ac := client(t, tt.ups...)
+			p := params
+			if tt.params != nil {
+				p = tt.params(p)
+			}
+			check := func(err error) {
+				t.Helper()
+				var ae *anthropic.Error
+				require.ErrorAs(t, err, &ae)
+				assert.Equal(t, tt.status, ae.StatusCode)
+				assert.Equal(t, tt.typ, ae.Type())
+				assert.NotEmpty(t, ae.Message)
+				assert.NotContains(t, ae.RawJSON(), "secret")
+			}
+			_, err := ac.Messages.New(context.Background(), p)
+			check(err)
+			s := ac.Messages.NewStreaming(context.Background(), p)
+			for s.Next() {
+			}
+			check(s.Err())
+			require.NoError(t, s.Close())
+		})
+	}
+}

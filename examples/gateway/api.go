@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
+
+	"github.com/openai/openai-go/v3"
 
 	"github.com/tpsroute/tpsroute"
 	"github.com/tpsroute/tpsroute/route"
@@ -47,12 +50,36 @@ func apiOptions(api route.API, h http.Header) []tpsroute.CallOption {
 	return opts
 }
 
+// apiOf returns the API whose door path is: Messages for /v1/messages, whose
+// errors take Anthropic's shape; chat (OpenAI's shape) for any other.
+func apiOf(path string) route.API {
+	if path == "/v1/messages" {
+		return route.APIMessages
+	}
+	return route.APIChat
+}
+
+// streamErrorType is the error type of the event that ends a stream of api
+// failed after it started: on Messages, the provider's own in-stream error
+// type (a Messages deployment speaks Anthropic's: "overloaded_error"), else
+// Anthropic's "api_error"; elsewhere "upstream_error".
+func streamErrorType(api route.API, err error) string {
+	if api != route.APIMessages {
+		return "upstream_error"
+	}
+	if oe := (*openai.Error)(nil); errors.As(err, &oe) && oe.Type != "" {
+		return oe.Type // the in-stream error, as fallback read it
+	}
+	return "api_error"
+}
+
 // streamError writes the SSE event that ends a stream of api failed after
 // it started, in the shape the API's SDKs raise as an error: chat's
 // OpenAI-shaped data event; the Responses API's flat error event (type,
 // code, message, param); and the Messages API's "event: error" with
-// {"type":"error","error":{type, message}} (anthropic-sdk-go raises an error
-// only on that event name: data alone would read as a truncated success).
+// Anthropic's body, {"type":"error","error":{type, message}} (HTTPError.ForAPI;
+// anthropic-sdk-go raises an error only on that event name: data alone
+// would read as a truncated success).
 func streamError(b *bytes.Buffer, api route.API, e *tpsroute.HTTPError) {
 	var data []byte
 	switch api {
@@ -66,14 +93,7 @@ func streamError(b *bytes.Buffer, api route.API, e *tpsroute.HTTPError) {
 		}{"error", e.Code, e.Message, nil})
 	case route.APIMessages:
 		b.WriteString("event: error\n")
-		type inner struct {
-			Type    string `json:"type"`
-			Message string `json:"message"`
-		}
-		data, _ = json.Marshal(struct {
-			Type  string `json:"type"`
-			Error inner  `json:"error"`
-		}{"error", inner{"api_error", e.Message}})
+		data = e.ForAPI(api).JSON()
 	default:
 		data = e.JSON()
 	}

@@ -120,7 +120,56 @@ func TestGatewayResponses(t *testing.T) {
 
 	w = serveAPI(g, "/v1/messages", `{"model":"m","max_tokens":5,"messages":[]}`)
 	assert.Equal(t, http.StatusNotFound, w.Code)
-	assert.Equal(t, "api_not_served", errorOf(t, w.Body.Bytes()).Get("code").Str)
+	assert.Equal(t, "not_found_error", anthropicErrorOf(t, w.Body.Bytes()).Get("type").Str, "in Anthropic's shape on /v1/messages")
+}
+
+// anthropicErrorOf returns the error object of an Anthropic-shaped error
+// body ({"type":"error","error":{"type","message"}}).
+func anthropicErrorOf(t testing.TB, body []byte) gjson.Result {
+	t.Helper()
+	require.Equal(t, "error", gjson.GetBytes(body, "type").Str, "an Anthropic-shaped error body: %s", body)
+	e := gjson.GetBytes(body, "error")
+	require.True(t, e.IsObject(), "%s", body)
+	require.NotEmpty(t, e.Get("message").Str)
+	require.NotEmpty(t, e.Get("type").Str)
+	require.False(t, e.Get("code").Exists(), "no OpenAI fields: %s", body)
+	return e
+}
+
+// TestGatewayMessagesErrors: every failure on /v1/messages before the
+// stream is answered in Anthropic's error shape, with the status Anthropic
+// uses (529 overloaded_error when no deployment could serve it), so
+// anthropic-sdk-go reads it; the same failures on /v1/responses keep
+// OpenAI's shape, which openai-go reads.
+func TestGatewayMessagesErrors(t *testing.T) {
+	g, _ := apiGateway(t, map[string]string{}, options{Tokens: []string{"gw-token"}},
+		apiDep("a", route.APIMessages, route.APIResponses), dep("c", "", "chat-only"))
+	auth := []string{"x-api-key", "gw-token"}
+	msg := `"max_tokens":5,"messages":[{"role":"user","content":"hi"}]`
+	tests := []struct {
+		name, body string
+		hdr        []string
+		status     int
+		typ        string
+	}{
+		{"bad request", `{"model":"m","max_tokens":0,"messages":[]}`, auth, http.StatusBadRequest, "invalid_request_error"},
+		{"not JSON", `{`, auth, http.StatusBadRequest, "invalid_request_error"},
+		{"unknown model", `{"model":"nope",` + msg + `}`, auth, http.StatusNotFound, "not_found_error"},
+		{"model not served on messages", `{"model":"chat-only",` + msg + `}`, auth, http.StatusNotFound, "not_found_error"},
+		{"all attempts failed", `{"model":"m",` + msg + `}`, auth, 529, "overloaded_error"},
+		{"no key", `{"model":"m",` + msg + `}`, nil, http.StatusUnauthorized, "authentication_error"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := serveAPI(g, "/v1/messages", tt.body, tt.hdr...)
+			assert.Equal(t, tt.status, w.Code, w.Body.String())
+			assert.Equal(t, tt.typ, anthropicErrorOf(t, w.Body.Bytes()).Get("type").Str)
+			assert.Equal(t, "false", w.Header().Get("X-Should-Retry"))
+		})
+	}
+	w := serveAPI(g, "/v1/responses", `{"model":"m","input":"hi"}`, "Authorization", "Bearer gw-token")
+	assert.Equal(t, http.StatusServiceUnavailable, w.Code, w.Body.String())
+	assert.Equal(t, "no_deployment_available", errorOf(t, w.Body.Bytes()).Get("code").Str, "OpenAI's shape on /v1/responses")
 }
 
 // TestGatewayMessages: POST /v1/messages takes the caller's key as
@@ -145,7 +194,7 @@ func TestGatewayMessages(t *testing.T) {
 	assert.True(t, strings.HasPrefix(tail, "event: error\ndata: "), tail)
 	data := strings.TrimSuffix(strings.TrimPrefix(tail, "event: error\ndata: "), "\n\n")
 	assert.Equal(t, "error", gjson.Get(data, "type").Str)
-	assert.Equal(t, "api_error", gjson.Get(data, "error.type").Str)
+	assert.Equal(t, "overloaded_error", gjson.Get(data, "error.type").Str, "the provider's own type")
 	assert.Contains(t, gjson.Get(data, "error.message").Str, "the stream failed after it started")
 	assert.NotContains(t, body, "[DONE]")
 
@@ -160,6 +209,7 @@ func TestGatewayMessages(t *testing.T) {
 
 	w = serveAPI(g, "/v1/messages", `{"model":"m","max_tokens":5,"messages":[]}`, "x-api-key", "wrong")
 	assert.Equal(t, http.StatusUnauthorized, w.Code)
+	assert.Equal(t, "authentication_error", anthropicErrorOf(t, w.Body.Bytes()).Get("type").Str)
 }
 
 // embeddingsHost answers every request with an embeddings JSON answer.

@@ -36,10 +36,13 @@
 //     directives, limits, metrics and debug page, routed only to the
 //     deployments that declare the API ("apis" in the config file); nothing
 //     is translated between APIs (a model not served on the API is a 404
-//     api_not_served). Their streams are relayed as sent: no [DONE] is
-//     added, and a failure after the first output ends the stream with the
-//     API's own error event ("event: error", in the Responses or the
-//     Messages shape). On /v1/messages the caller's anthropic-version and
+//     api_not_served; on /v1/messages a not_found_error). Every error on
+//     /v1/messages, before the stream or inside it, is in Anthropic's shape
+//     ({"type":"error","error":{"type","message"}}, 529 overloaded_error
+//     where the other doors answer 503), so anthropic-sdk-go reads it. Their
+//     streams are relayed as sent: no [DONE] is added, and a failure after
+//     the first output ends the stream with the API's own error event
+//     ("event: error", in the Responses or the Messages shape). On /v1/messages the caller's anthropic-version and
 //     anthropic-beta go upstream (a deployment's own anthropic-version
 //     wins), and the gateway's token may come as x-api-key.
 //   - GET /v1/models: the logical models.
@@ -96,7 +99,8 @@
 // of a stream that failed names why it was not continued (no_continuation=).
 // A call that nothing
 // answered gets an OpenAI-shaped error with the last attempt's HTTP status,
-// or 503 when no deployment gave one. Upstream API keys are never forwarded
+// or 503 when no deployment gave one (on /v1/messages Anthropic's shape, and
+// 529 overloaded_error for that 503). Upstream API keys are never forwarded
 // to another deployment, and never appear in answers or logs.
 //
 // # Composition

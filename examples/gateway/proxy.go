@@ -122,13 +122,13 @@ func newGateway(c *tpsroute.Client, opts options) *gateway {
 }
 
 // methodNotAllowed answers 405 with an Allow header listing allowed, as an
-// OpenAI-shaped error.
+// error in the path's API's shape.
 func methodNotAllowed(allowed ...string) http.HandlerFunc {
 	allow := strings.Join(allowed, ", ")
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", allow)
 		(&tpsroute.HTTPError{Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Code: "method_not_allowed",
-			Message: "gateway: " + r.Method + " " + r.URL.Path + " is not allowed; use " + allow}).Write(w)
+			Message: "gateway: " + r.Method + " " + r.URL.Path + " is not allowed; use " + allow}).ForAPI(apiOf(r.URL.Path)).Write(w)
 	}
 }
 
@@ -137,7 +137,7 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(g.opts.Tokens) > 0 && r.URL.Path != "/healthz" && !authorized(r, g.opts.Tokens) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="tpsroute-gateway"`)
 		(&tpsroute.HTTPError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
-			Message: "gateway: missing or invalid bearer token"}).Write(w)
+			Message: "gateway: missing or invalid bearer token"}).ForAPI(apiOf(r.URL.Path)).Write(w)
 		return
 	}
 	g.mux.ServeHTTP(w, r)
@@ -188,7 +188,7 @@ func (g *gateway) serve(w http.ResponseWriter, r *http.Request, api route.API) {
 	if n := g.inFlight.Add(1); n > int64(g.opts.MaxInFlight) {
 		g.inFlight.Add(-1)
 		w.Header().Set("Retry-After", busyRetryAfter)
-		g.fail(w, r, start, &tpsroute.HTTPError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "gateway_busy",
+		g.fail(w, r, start, api, &tpsroute.HTTPError{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "gateway_busy",
 			Message: fmt.Sprintf("gateway: %d requests are in flight already, the gateway's limit (-max-in-flight); retry after %s s", g.opts.MaxInFlight, busyRetryAfter)})
 		return
 	}
@@ -200,16 +200,16 @@ func (g *gateway) serve(w http.ResponseWriter, r *http.Request, api route.API) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			g.fail(w, r, start, &tpsroute.HTTPError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
+			g.fail(w, r, start, api, &tpsroute.HTTPError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
 				Message: fmt.Sprintf("gateway: request body is larger than %d bytes", mbe.Limit)})
 			return
 		}
-		g.fail(w, r, start, &tpsroute.HTTPError{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: "gateway: read request body: " + err.Error()})
+		g.fail(w, r, start, api, &tpsroute.HTTPError{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: "gateway: read request body: " + err.Error()})
 		return
 	}
 	d, herr := parseDirectives(body, r.Header)
 	if herr != nil {
-		g.fail(w, r, start, herr)
+		g.fail(w, r, start, api, herr)
 		return
 	}
 	if r.Context().Err() != nil {
@@ -222,7 +222,7 @@ func (g *gateway) serve(w http.ResponseWriter, r *http.Request, api route.API) {
 			g.log(r, start, tpsroute.StatusClientClosedRequest, nil, err) // the client is gone; nobody reads an answer
 			return
 		}
-		g.fail(w, r, start, g.httpError(err))
+		g.fail(w, r, start, api, g.httpError(err))
 		return
 	}
 	defer resp.Body.Close()
@@ -294,7 +294,7 @@ func (g *gateway) stream(w http.ResponseWriter, r *http.Request, rc *http.Respon
 				return err // the client is gone
 			}
 			e := g.c.HTTPError(err)
-			e.Type, e.Code, e.Param = "upstream_error", "stream_interrupted", ""
+			e.Type, e.Code, e.Param = streamErrorType(api, err), "stream_interrupted", ""
 			e.Message = "gateway: the stream failed after it started; the output above is incomplete: " + e.Message
 			var ev bytes.Buffer
 			if tn > 0 && tail[tn-1] != '\n' {
@@ -308,8 +308,10 @@ func (g *gateway) stream(w http.ResponseWriter, r *http.Request, rc *http.Respon
 	}
 }
 
-// fail writes e and logs it.
-func (g *gateway) fail(w http.ResponseWriter, r *http.Request, start time.Time, e *tpsroute.HTTPError) {
+// fail writes e in the shape of api's errors (HTTPError.ForAPI: Anthropic's
+// on /v1/messages, OpenAI's elsewhere) and logs it.
+func (g *gateway) fail(w http.ResponseWriter, r *http.Request, start time.Time, api route.API, e *tpsroute.HTTPError) {
+	e = e.ForAPI(api)
 	e.Write(w)
 	g.log(r, start, e.Status, nil, e)
 }
