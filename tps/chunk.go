@@ -118,6 +118,7 @@ type Chunk struct {
 	groqHas  bool
 	groqRaw  []byte
 	env      envelope // the last payload's leading members; kept by reset
+	shape    shape    // the bytes around the last lone text delta; kept by reset
 }
 
 // envelope remembers the members a payload opens with, up to the first one
@@ -134,6 +135,7 @@ type envelope struct {
 	n                   int
 	id, model, fp, tier span
 	created             int64
+	misses              relearn
 }
 
 // span locates a string's raw bytes in a payload; the zero span (hi == 0,
@@ -214,7 +216,10 @@ type Usage struct {
 // A Chunk reused across the chunks of one stream reads faster: the members
 // a payload opens with (id, object, created, model, system_fingerprint),
 // when they repeat the previous payload's byte for byte, are taken from that
-// parse instead of scanned again, with the same result.
+// parse instead of scanned again, and a text delta (one choice with one
+// non-empty content, reasoning or refusal string) whose bytes around the
+// text repeat those of an earlier one is read from that parse through the
+// end of "choices"; either way with the same result.
 func ParseChunk(data []byte, c *Chunk) error {
 	c.reset()
 	s := scanner{b: data}
@@ -226,11 +231,17 @@ func ParseChunk(data []byte, c *Chunk) error {
 	// where the last of them ended.
 	var lead envelope
 	leading, end := true, 0
-	if e := &c.env; len(e.raw) > 0 && len(data) > len(e.raw) && string(data[:len(e.raw)]) == string(e.raw) {
+	// identity reports that no member so far set anything but the chunk's
+	// identity: what a shape may be learned after.
+	identity := true
+	if at := c.shape.read(data, c); at >= 0 {
+		s.i, n, leading = at, c.shape.n, false // at the comma or brace after "choices"
+	} else if e := &c.env; len(e.raw) > 0 && len(data) > len(e.raw) && string(data[:len(e.raw)]) == string(e.raw) {
 		s.i, n, leading = len(e.raw)-1, e.n, false // at the comma after it
 		c.ID, c.Model = e.id.of(data), e.model.of(data)
 		c.SystemFingerprint, c.ServiceTier = e.fp.of(data), e.tier.of(data)
 		c.Created = e.created
+		e.misses.hit()
 	} else if !s.open('{') {
 		return ErrMalformed
 	}
@@ -238,13 +249,16 @@ func ParseChunk(data []byte, c *Chunk) error {
 		k := s.key()
 		if leading && !inEnvelope(k) {
 			leading = false
-			if n > 0 && !s.bad {
+			if n > 0 && !s.bad && c.env.misses.miss() {
 				c.env.learn(data, end, n, &lead)
 			}
 		}
 		switch string(k) {
 		case "choices":
 			s.choices(c)
+			if identity && !s.bad {
+				c.shape.consider(data, s.i, n+1, c)
+			}
 		case "usage":
 			if s.peek() == '{' {
 				usage = Usage{}
@@ -280,6 +294,7 @@ func ParseChunk(data []byte, c *Chunk) error {
 		default:
 			s.skip(1)
 		}
+		identity = identity && inEnvelope(k)
 		end = s.i
 	}
 	if !s.end() {
@@ -303,8 +318,8 @@ func (c *Chunk) AppendText(dst []byte) []byte {
 }
 
 func (c *Chunk) reset() {
-	buf, choices, tools, env := c.buf[:0], c.Choices[:0], c.ToolCalls[:0], c.env
-	*c = Chunk{buf: buf, Choices: choices, ToolCalls: tools, env: env}
+	buf, choices, tools, env, sh := c.buf[:0], c.Choices[:0], c.ToolCalls[:0], c.env, c.shape
+	*c = Chunk{buf: buf, Choices: choices, ToolCalls: tools, env: env, shape: sh}
 }
 
 // addText joins one raw text field onto c.Content without allocating in the
@@ -346,9 +361,9 @@ func (e *envelope) learn(data []byte, end, n int, lead *envelope) {
 		e.raw = e.raw[:0]
 		return
 	}
-	raw := append(e.raw[:0], data[:end+1]...)
+	raw, misses := append(e.raw[:0], data[:end+1]...), e.misses
 	*e = *lead
-	e.raw, e.n = raw, n
+	e.raw, e.n, e.misses = raw, n, misses
 }
 
 // of returns the bytes sp locates in data, nil for the zero span.
