@@ -235,7 +235,7 @@ func ParseChunk(data []byte, c *Chunk) error {
 	// identity: what a shape may be learned after.
 	identity := true
 	if at := c.shape.read(data, c); at >= 0 {
-		s.i, n, leading = at, c.shape.n, false // at the comma or brace after "choices"
+		s.i, n, leading, identity = at, c.shape.n, false, false // at the comma or brace after "choices"
 	} else if e := &c.env; len(e.raw) > 0 && len(data) > len(e.raw) && string(data[:len(e.raw)]) == string(e.raw) {
 		s.i, n, leading = len(e.raw)-1, e.n, false // at the comma after it
 		c.ID, c.Model = e.id.of(data), e.model.of(data)
