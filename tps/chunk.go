@@ -234,8 +234,13 @@ func ParseChunk(data []byte, c *Chunk) error {
 	// identity reports that no member so far set anything but the chunk's
 	// identity: what a shape may be learned after.
 	identity := true
-	if at := c.shape.read(data, c); at >= 0 {
-		s.i, n, leading, identity = at, c.shape.n, false, false // at the comma or brace after "choices"
+	// rest is where the members after "choices" start when the shape read
+	// or learned this payload, and quiet that none of them set anything.
+	rest, quiet := -1, true
+	if at, whole := c.shape.read(data, c); whole {
+		return nil
+	} else if at >= 0 {
+		s.i, n, leading, identity, rest = at, c.shape.n, false, false, at // at the comma or brace after "choices"
 	} else if e := &c.env; len(e.raw) > 0 && len(data) > len(e.raw) && string(data[:len(e.raw)]) == string(e.raw) {
 		s.i, n, leading = len(e.raw)-1, e.n, false // at the comma after it
 		c.ID, c.Model = e.id.of(data), e.model.of(data)
@@ -255,12 +260,14 @@ func ParseChunk(data []byte, c *Chunk) error {
 		}
 		switch string(k) {
 		case "choices":
+			quiet = false
 			s.choices(c)
-			if identity && !s.bad {
-				c.shape.consider(data, s.i, n+1, c)
+			if identity && !s.bad && c.shape.consider(data, s.i, n+1, c) {
+				rest, quiet = s.i, true
 			}
 		case "usage":
 			if s.peek() == '{' {
+				quiet = false
 				usage = Usage{}
 				at := s.i
 				usageHas = s.usage(&usage, c, 0)
@@ -269,10 +276,13 @@ func ParseChunk(data []byte, c *Chunk) error {
 				s.skip(1)
 			}
 		case "x_groq":
+			quiet = false
 			s.xgroq(c)
 		case "timings":
+			quiet = false
 			s.timings(c)
 		case "error":
+			quiet = false
 			if !s.null() {
 				s.ws()
 				start := s.i
@@ -281,15 +291,20 @@ func ParseChunk(data []byte, c *Chunk) error {
 				c.ErrorBody = s.b[start:s.i]
 			}
 		case "id":
+			quiet = false
 			c.ID, lead.id = s.optSpan()
 		case "created":
+			quiet = false
 			c.Created = s.int()
 			lead.created = c.Created
 		case "model":
+			quiet = false
 			c.Model, lead.model = s.optSpan()
 		case "system_fingerprint":
+			quiet = false
 			c.SystemFingerprint, lead.fp = s.optSpan()
 		case "service_tier":
+			quiet = false
 			c.ServiceTier, lead.tier = s.optSpan()
 		default:
 			s.skip(1)
@@ -299,6 +314,9 @@ func ParseChunk(data []byte, c *Chunk) error {
 	}
 	if !s.end() {
 		return ErrMalformed
+	}
+	if rest >= 0 {
+		c.shape.learnRest(data, rest, quiet)
 	}
 	switch {
 	case usageHas:

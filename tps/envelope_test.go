@@ -115,6 +115,22 @@ var envelopeSeeds = [][2]string{
 		`{"id":"", "choices" : [ { "delta" : { "content" : "a" } } ] }`,
 		`{"id":"", "choices" : [ { "delta" : { "content" : "bb" } } ] , "usage" : { "total_tokens" : 3 } }`,
 	},
+	{ // the same members after "choices", which set nothing: read whole
+		`{"id":"c","choices":[{"delta":{"content":"a"}}],"usage":null,"x":[1,{"y":2}]}`,
+		`{"id":"c","choices":[{"delta":{"content":"\u00e9"}}],"usage":null,"x":[1,{"y":2}]}`,
+	},
+	{ // the same members after "choices", then trailing bytes
+		`{"choices":[{"delta":{"content":"a"}}],"usage":null}`,
+		`{"choices":[{"delta":{"content":"b"}}],"usage":null} x`,
+	},
+	{ // members after "choices" that set something are never read whole
+		`{"choices":[{"delta":{"content":"a"}}],"usage":{"total_tokens":1},"model":"m","error":null}`,
+		`{"choices":[{"delta":{"content":"b"}}],"usage":{"total_tokens":1},"model":"m","error":null}`,
+	},
+	{ // trailing space after the object is part of the members after
+		`{"choices":[{"delta":{"content":"a"}}]} `,
+		`{"choices":[{"delta":{"content":"b"}}]}  `,
+	},
 	{ // the text is a prefix of the next payload's bytes: a longer value
 		`{"choices":[{"delta":{"content":"a"},"index":0}]}`,
 		`{"choices":[{"delta":{"content":"a"},"index":0,"finish_reason":"length"}]}`,

@@ -15,13 +15,17 @@ package tps
 // for the text: the scan's state after the string does not depend on its
 // bytes once it is non-empty, and its bytes are only stored. read fills
 // that result and ParseChunk goes on scanning the members after
-// "choices" (usage, obfuscation, anything else) as usual. So a memo that
+// "choices" (usage, obfuscation, anything else) as usual, unless they
+// repeat too, byte for byte, members of the payload before that set
+// nothing (rest: "usage":null, unknown keys): then the result is complete. So a memo that
 // is never used, or used, gives the same results
 // (TestParseChunkReusedEqualsFresh, FuzzParseChunkReused).
 type shape struct {
 	head, tail          []byte
-	n                   int  // members through "choices"
-	kind                byte // which text field: 'c' content, 'r' reasoning, 'f' refusal
+	rest                []byte // the members after "choices", when they set nothing
+	restOK              bool   // rest holds them
+	n                   int    // members through "choices"
+	kind                byte   // which text field: 'c' content, 'r' reasoning, 'f' refusal
 	index               int64
 	id, model, fp, tier span
 	created             int64
@@ -53,18 +57,20 @@ func (r *relearn) miss() bool {
 func (r *relearn) hit() { *r = 0 }
 
 // read fills c from data when data repeats the shape around new text, and
-// returns where the scan goes on: just after the "choices" value. It
-// returns -1, having changed nothing in c, when data does not repeat it.
-func (sh *shape) read(data []byte, c *Chunk) int {
+// returns where the scan goes on: just after the "choices" value. whole
+// reports that the rest of data repeats rest too, members that set
+// nothing: c is then complete. It returns -1, having changed nothing in c,
+// when data does not repeat the shape.
+func (sh *shape) read(data []byte, c *Chunk) (at int, whole bool) {
 	h, t := len(sh.head), len(sh.tail)
 	if h == 0 || len(data) < h+1+t || string(data[:h]) != string(sh.head) {
-		return -1
+		return -1, false
 	}
 	s := scanner{b: data, i: h - 1} // at the text's opening quote
 	v := s.str()
 	q := s.i - 1 // the closing quote
 	if s.bad || len(v) == 0 || len(data)-q < t || string(data[q:q+t]) != string(sh.tail) {
-		return -1
+		return -1, false
 	}
 	sh.misses.hit()
 	c.ID, c.Model = sh.id.of(data), sh.model.of(data)
@@ -82,20 +88,21 @@ func (sh *shape) read(data []byte, c *Chunk) int {
 	}
 	c.Choices = append(c.Choices, cd)
 	c.Output, c.OutputDeltas, c.Content, c.OutputBytes = true, 1, v, len(v)
-	return q + t
+	return q + t, sh.restOK && string(data[q+t:]) == string(sh.rest)
 }
 
 // consider learns the shape of data, whose "choices" value, the n-th
 // member, ends at end, when what ParseChunk read into c up to there is a
-// lone text delta (see shape) and the pacing allows it.
-func (sh *shape) consider(data []byte, end, n int, c *Chunk) {
+// lone text delta (see shape) and the pacing allows it, and reports
+// whether it did.
+func (sh *shape) consider(data []byte, end, n int, c *Chunk) bool {
 	if len(c.Choices) != 1 || len(c.ToolCalls) > 0 || !c.Output || c.OutputDeltas != 1 ||
 		c.ToolCall || c.FinishReason != nil || c.HasServer || c.Error || c.bufInUse {
-		return
+		return false
 	}
 	cd := &c.Choices[0]
 	if cd.FinishReason != nil || cd.Logprobs || cd.LogprobsContent != nil || cd.LogprobsRefusal != nil {
-		return
+		return false
 	}
 	var kind byte
 	var v []byte
@@ -107,7 +114,7 @@ func (sh *shape) consider(data []byte, end, n int, c *Chunk) {
 	case cd.Content == nil && cd.Reasoning == nil && cd.Refusal != nil:
 		kind, v = 'f', cd.Refusal
 	default:
-		return
+		return false
 	}
 	reasoning := 0
 	if kind == 'r' {
@@ -116,11 +123,11 @@ func (sh *shape) consider(data []byte, end, n int, c *Chunk) {
 	at := offsetIn(data, v)
 	if len(v) == 0 || at < 0 || !sameBytes(c.Content, v) || c.OutputBytes != len(v) ||
 		c.Reasoning != (kind == 'r') || c.ReasoningBytes != reasoning {
-		return
+		return false
 	}
 	q := at + len(v) // the closing quote
 	if at+end-q > maxShape || !sh.misses.miss() {
-		return
+		return false
 	}
 	var ok [4]bool
 	var sp [4]span
@@ -128,12 +135,24 @@ func (sh *shape) consider(data []byte, end, n int, c *Chunk) {
 		sp[i], ok[i] = spanIn(data[:at], f)
 	}
 	if ok != [4]bool{true, true, true, true} {
-		return
+		return false
 	}
 	sh.head = append(sh.head[:0], data[:at]...)
 	sh.tail = append(sh.tail[:0], data[q:end]...)
 	sh.n, sh.kind, sh.index, sh.created = n, kind, cd.Index, c.Created
 	sh.id, sh.model, sh.fp, sh.tier = sp[0], sp[1], sp[2], sp[3]
+	sh.restOK = false
+	return true
+}
+
+// learnRest remembers data[at:], the members after "choices" of a payload
+// that repeated the shape or taught it, when quiet reports that they set
+// nothing; the next payload that repeats both is read whole from the memo.
+func (sh *shape) learnRest(data []byte, at int, quiet bool) {
+	sh.restOK = quiet && len(data)-at <= maxShape
+	if sh.restOK {
+		sh.rest = append(sh.rest[:0], data[at:]...)
+	}
 }
 
 // offsetIn returns where v, a non-empty sub-slice of data as the scanner

@@ -132,3 +132,29 @@ func TestShapeRelearnedAtPace(t *testing.T) {
 	}
 	assert.LessOrEqual(t, learned, 11)
 }
+
+// TestShapeRest: the members after "choices" that set nothing are
+// remembered with the shape, and a payload that repeats them too is read
+// whole; members that set something are not.
+func TestShapeRest(t *testing.T) {
+	const head = `{"id":"c","choices":[{"delta":{"content":"`
+	var c Chunk
+	require.NoError(t, ParseChunk([]byte(head+`a"}}],"usage":null,"obfuscation":"x"}`), &c))
+	assert.True(t, c.shape.restOK)
+	assert.Equal(t, `,"usage":null,"obfuscation":"x"}`, string(c.shape.rest))
+
+	c.shape.rest = []byte(`,"model":"m"}`) // a mark: scanned, these bytes would set the model
+	require.NoError(t, ParseChunk([]byte(head+`b"}}],"model":"m"}`), &c))
+	assert.Equal(t, "b", string(c.Content))
+	assert.Nil(t, c.Model, "read whole, not scanned")
+	assert.True(t, c.shape.restOK)
+
+	require.ErrorIs(t, ParseChunk([]byte(head+`b"}}],"model":"m"}x`), &c), ErrMalformed, "other bytes are scanned")
+	require.NoError(t, ParseChunk([]byte(head+`b"}}],"usage":null,"obfuscation":"z"}`), &c))
+	assert.Equal(t, `,"usage":null,"obfuscation":"z"}`, string(c.shape.rest), "relearned after a payload that repeated the shape")
+
+	for _, after := range []string{`,"usage":{"total_tokens":2}}`, `,"id":"d"}`, `,"model":null}`, `,"error":null}`, `,"choices":[]}`, `,"x_groq":null}`} {
+		require.NoError(t, ParseChunk([]byte(head+`b"}}]`+after), &c), after)
+		assert.False(t, c.shape.restOK, after)
+	}
+}
