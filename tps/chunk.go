@@ -118,6 +118,7 @@ type Chunk struct {
 	groqHas  bool
 	groqRaw  []byte
 	env      envelope // the last payload's leading members; kept by reset
+	shape    shape    // the bytes around the last lone text delta; kept by reset
 }
 
 // envelope remembers the members a payload opens with, up to the first one
@@ -134,6 +135,7 @@ type envelope struct {
 	n                   int
 	id, model, fp, tier span
 	created             int64
+	misses              relearn
 }
 
 // span locates a string's raw bytes in a payload; the zero span (hi == 0,
@@ -214,7 +216,10 @@ type Usage struct {
 // A Chunk reused across the chunks of one stream reads faster: the members
 // a payload opens with (id, object, created, model, system_fingerprint),
 // when they repeat the previous payload's byte for byte, are taken from that
-// parse instead of scanned again, with the same result.
+// parse instead of scanned again, and a text delta (one choice with one
+// non-empty content, reasoning or refusal string) whose bytes around the
+// text repeat those of an earlier one is read from that parse through the
+// end of "choices"; either way with the same result.
 func ParseChunk(data []byte, c *Chunk) error {
 	c.reset()
 	s := scanner{b: data}
@@ -226,11 +231,22 @@ func ParseChunk(data []byte, c *Chunk) error {
 	// where the last of them ended.
 	var lead envelope
 	leading, end := true, 0
-	if e := &c.env; len(e.raw) > 0 && len(data) > len(e.raw) && string(data[:len(e.raw)]) == string(e.raw) {
+	// identity reports that no member so far set anything but the chunk's
+	// identity: what a shape may be learned after.
+	identity := true
+	// rest is where the members after "choices" start when the shape read
+	// or learned this payload, and quiet that none of them set anything.
+	rest, quiet := -1, true
+	if at, whole := c.shape.read(data, c); whole {
+		return nil
+	} else if at >= 0 {
+		s.i, n, leading, identity, rest = at, c.shape.n, false, false, at // at the comma or brace after "choices"
+	} else if e := &c.env; len(e.raw) > 0 && len(data) > len(e.raw) && string(data[:len(e.raw)]) == string(e.raw) {
 		s.i, n, leading = len(e.raw)-1, e.n, false // at the comma after it
 		c.ID, c.Model = e.id.of(data), e.model.of(data)
 		c.SystemFingerprint, c.ServiceTier = e.fp.of(data), e.tier.of(data)
 		c.Created = e.created
+		e.misses.hit()
 	} else if !s.open('{') {
 		return ErrMalformed
 	}
@@ -238,15 +254,20 @@ func ParseChunk(data []byte, c *Chunk) error {
 		k := s.key()
 		if leading && !inEnvelope(k) {
 			leading = false
-			if n > 0 && !s.bad {
+			if n > 0 && !s.bad && c.env.misses.miss() {
 				c.env.learn(data, end, n, &lead)
 			}
 		}
 		switch string(k) {
 		case "choices":
+			quiet = false
 			s.choices(c)
+			if identity && !s.bad && c.shape.consider(data, s.i, n+1, c) {
+				rest, quiet = s.i, true
+			}
 		case "usage":
 			if s.peek() == '{' {
+				quiet = false
 				usage = Usage{}
 				at := s.i
 				usageHas = s.usage(&usage, c, 0)
@@ -255,10 +276,13 @@ func ParseChunk(data []byte, c *Chunk) error {
 				s.skip(1)
 			}
 		case "x_groq":
+			quiet = false
 			s.xgroq(c)
 		case "timings":
+			quiet = false
 			s.timings(c)
 		case "error":
+			quiet = false
 			if !s.null() {
 				s.ws()
 				start := s.i
@@ -267,23 +291,32 @@ func ParseChunk(data []byte, c *Chunk) error {
 				c.ErrorBody = s.b[start:s.i]
 			}
 		case "id":
+			quiet = false
 			c.ID, lead.id = s.optSpan()
 		case "created":
+			quiet = false
 			c.Created = s.int()
 			lead.created = c.Created
 		case "model":
+			quiet = false
 			c.Model, lead.model = s.optSpan()
 		case "system_fingerprint":
+			quiet = false
 			c.SystemFingerprint, lead.fp = s.optSpan()
 		case "service_tier":
+			quiet = false
 			c.ServiceTier, lead.tier = s.optSpan()
 		default:
 			s.skip(1)
 		}
+		identity = identity && inEnvelope(k)
 		end = s.i
 	}
 	if !s.end() {
 		return ErrMalformed
+	}
+	if rest >= 0 {
+		c.shape.learnRest(data, rest, quiet)
 	}
 	switch {
 	case usageHas:
@@ -302,9 +335,21 @@ func (c *Chunk) AppendText(dst []byte) []byte {
 	return appendUnescaped(dst, c.Content)
 }
 
+// reset clears every field but the scratch buffers (buf, and Choices and
+// ToolCalls, emptied) and the memos (env, shape). It clears them one by
+// one rather than by assigning a new Chunk, which copied all 800 bytes,
+// the memos twice, with a write barrier on each pointer while the
+// collector ran: a third of a remembered chunk's parse. TestResetClears
+// holds it to every field.
 func (c *Chunk) reset() {
-	buf, choices, tools, env := c.buf[:0], c.Choices[:0], c.ToolCalls[:0], c.env
-	*c = Chunk{buf: buf, Choices: choices, ToolCalls: tools, env: env}
+	c.Output, c.OutputDeltas, c.Content, c.ToolCall, c.Reasoning = false, 0, nil, false, false
+	c.OutputBytes, c.ReasoningBytes, c.FinishReason = 0, 0, nil
+	c.HasUsage, c.Usage, c.HasServer, c.Server = false, Usage{}, false, ServerTiming{}
+	c.Error, c.ErrorBody, c.UsageRaw = false, nil, nil
+	c.ID, c.Created, c.Model, c.SystemFingerprint, c.ServiceTier = nil, 0, nil, nil, nil
+	c.Done, c.Malformed, c.Event, c.Start, c.End, c.Unframed = false, false, nil, 0, 0, false
+	c.Choices, c.ToolCalls, c.buf, c.bufInUse = c.Choices[:0], c.ToolCalls[:0], c.buf[:0], false
+	c.groq, c.groqHas, c.groqRaw = Usage{}, false, nil
 }
 
 // addText joins one raw text field onto c.Content without allocating in the
@@ -346,9 +391,9 @@ func (e *envelope) learn(data []byte, end, n int, lead *envelope) {
 		e.raw = e.raw[:0]
 		return
 	}
-	raw := append(e.raw[:0], data[:end+1]...)
+	raw, misses := append(e.raw[:0], data[:end+1]...), e.misses
 	*e = *lead
-	e.raw, e.n = raw, n
+	e.raw, e.n, e.misses = raw, n, misses
 }
 
 // of returns the bytes sp locates in data, nil for the zero span.

@@ -183,7 +183,7 @@ func FuzzParseChunk(f *testing.F) {
 		if err == nil && (c.Output != (c.OutputBytes > 0) || c.ReasoningBytes < 0 || c.ReasoningBytes > c.OutputBytes || c.OutputBytes > len(data)) {
 			t.Fatalf("output %v, %d output bytes, %d reasoning bytes, for %d bytes: %q", c.Output, c.OutputBytes, c.ReasoningBytes, len(data), data)
 		}
-		if err == nil && c.HasUsage != (c.UsageRaw != nil) || c.UsageRaw != nil && !json.Valid(c.UsageRaw) {
+		if err == nil && (c.HasUsage != (c.UsageRaw != nil) || c.UsageRaw != nil && !json.Valid(c.UsageRaw)) {
 			t.Fatalf("usage %v with raw %q", c.HasUsage, c.UsageRaw)
 		}
 		for _, ch := range c.Choices {

@@ -81,6 +81,60 @@ var envelopeSeeds = [][2]string{
 		`{"id":"a","model":"m","choices":[]}`,
 		`{"id":"a","model":"m",`,
 	},
+	// Lone text deltas, whose shape (the bytes around the text) a reused
+	// Chunk remembers.
+	{ // the common case: other text, escapes, members after "choices"
+		`{"id":"c1","object":"chat.completion.chunk","created":17,"model":"m","system_fingerprint":"fp","choices":[{"index":0,"delta":{"content":"a"},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"x"}`,
+		`{"id":"c1","object":"chat.completion.chunk","created":17,"model":"m","system_fingerprint":"fp","choices":[{"index":0,"delta":{"content":"b \"q\" \u00e9\n"},"logprobs":null,"finish_reason":null}],"usage":{"completion_tokens":2},"obfuscation":"yz","id":"c2"}`,
+	},
+	{ // reasoning, and the same shape with a finish reason after the text
+		`{"id":"c","choices":[{"index":1,"delta":{"content":null,"reasoning_content":"think"}}]}`,
+		`{"id":"c","choices":[{"index":1,"delta":{"content":null,"reasoning_content":"more"},"finish_reason":"stop"}]}`,
+	},
+	{ // "reasoning", then the same head with an empty text
+		`{"choices":[{"delta":{"reasoning":"r"}}]}`,
+		`{"choices":[{"delta":{"reasoning":""}}]}`,
+	},
+	{ // refusal, then a quote inside the text that ends the string early
+		`{"model":"","choices":[{"delta":{"refusal":"no"}}],"x":1}`,
+		`{"model":"","choices":[{"delta":{"refusal":"n"o"}}],"x":1}`,
+	},
+	{ // a control character, then the same tail cut short
+		`{"choices":[{"delta":{"content":"a"}}]}`,
+		"{\"choices\":[{\"delta\":{\"content\":\"a\x01\"}}]}",
+	},
+	{ // the tail cut short; the head alone
+		`{"choices":[{"delta":{"content":"a"}}]}`,
+		`{"choices":[{"delta":{"content":"abc"}}`,
+	},
+	{ // a second text field after the text, in the tail
+		`{"choices":[{"delta":{"content":"a","refusal":""}}]}`,
+		`{"choices":[{"delta":{"content":"b","refusal":""}}]}`,
+	},
+	{ // an empty id, space around the text, more after it
+		`{"id":"", "choices" : [ { "delta" : { "content" : "a" } } ] }`,
+		`{"id":"", "choices" : [ { "delta" : { "content" : "bb" } } ] , "usage" : { "total_tokens" : 3 } }`,
+	},
+	{ // the same members after "choices", which set nothing: read whole
+		`{"id":"c","choices":[{"delta":{"content":"a"}}],"usage":null,"x":[1,{"y":2}]}`,
+		`{"id":"c","choices":[{"delta":{"content":"\u00e9"}}],"usage":null,"x":[1,{"y":2}]}`,
+	},
+	{ // the same members after "choices", then trailing bytes
+		`{"choices":[{"delta":{"content":"a"}}],"usage":null}`,
+		`{"choices":[{"delta":{"content":"b"}}],"usage":null} x`,
+	},
+	{ // members after "choices" that set something are never read whole
+		`{"choices":[{"delta":{"content":"a"}}],"usage":{"total_tokens":1},"model":"m","error":null}`,
+		`{"choices":[{"delta":{"content":"b"}}],"usage":{"total_tokens":1},"model":"m","error":null}`,
+	},
+	{ // trailing space after the object is part of the members after
+		`{"choices":[{"delta":{"content":"a"}}]} `,
+		`{"choices":[{"delta":{"content":"b"}}]}  `,
+	},
+	{ // the text is a prefix of the next payload's bytes: a longer value
+		`{"choices":[{"delta":{"content":"a"},"index":0}]}`,
+		`{"choices":[{"delta":{"content":"a"},"index":0,"finish_reason":"length"}]}`,
+	},
 }
 
 // TestParseChunkReusedEqualsFresh holds ParseChunk to its contract that a
