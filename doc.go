@@ -11,7 +11,7 @@
 // # Data flow
 //
 //	caller -> the picker orders a route.Plan -> fallback walks the Plan -> provider
-//	       <- tps times the stream <- measure.Registry.Record(key, sample)
+//	       <- tps times the stream <- the Registry records (key, sample)
 //
 // # Quick start
 //

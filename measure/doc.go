@@ -18,7 +18,7 @@
 //
 // tpsroute.Config.Measure configures it; Client.Stats returns a Snapshot of
 // everything, which marshals to JSON; route reads an Estimate per
-// deployment on every pick (route.Source). The engine that does the
+// deployment on every pick (internal/picker's Source). The engine that does the
 // measuring (the Registry, its windows and averages, fleet deltas, state
 // files) is internal to the module (internal/registry): docs/METRICS.md
 // describes what it measures, docs/STATE.md its state file.

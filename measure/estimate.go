@@ -55,8 +55,8 @@ type Estimate struct {
 }
 
 // EstimateHandle reads one key's published Estimate without looking the key
-// up, for callers that read the same keys on every request (route's Picker).
-// internal/registry's Registry.Handle returns one (route.HandleSource
+// up, for callers that read the same keys on every request (internal/picker's Picker).
+// internal/registry's Registry.Handle returns one (internal/picker's HandleSource
 // names it). Implementations are safe for concurrent use and never block.
 type EstimateHandle interface {
 	// Estimate returns the key's latest published Estimate, with InFlight

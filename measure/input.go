@@ -56,7 +56,7 @@ type InputFigures struct {
 // and reports whether that class is warm (Options.MinSamples samples, the
 // newest within the window, none before the latest change of level). A
 // non-positive token count (unknown), an Estimate not made by the Client's statistics (a custom
-// route.Source's) or
+// internal/picker's Source) or
 // a cold class give false: use the aggregate figures.
 func (e *Estimate) Input(tokens int64) (InputFigures, bool) {
 	t := e.inputs

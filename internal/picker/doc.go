@@ -18,7 +18,7 @@
 //
 // # Sources and handles
 //
-// A Source gives a deployment's measure.Estimate by key; *measure.Registry
+// A Source gives a deployment's measure.Estimate by key; *registry.Registry
 // is one. A Source that is also a HandleSource (the Registry is) hands out a
 // measure.EstimateHandle per key: the Picker keeps one per configured
 // deployment, resolved the first time it is needed and again when it stops

@@ -10,7 +10,7 @@ import (
 	"github.com/tpsroute/tpsroute/route"
 )
 
-// stats is a fixed Source; in the Client it is a *measure.Registry.
+// stats is a fixed Source; in the Client it is a *registry.Registry.
 type stats map[measure.Key]measure.Estimate
 
 func (s stats) Estimate(k measure.Key) (measure.Estimate, bool) {

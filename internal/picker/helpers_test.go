@@ -18,7 +18,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // fakeSource is an in-memory HandleSource with synthetic estimates. Like
-// measure.Registry it publishes an immutable map of per-key entries through
+// registry.Registry it publishes an immutable map of per-key entries through
 // an atomic pointer, so Estimate and Handle are lock-free, and an entry's
 // estimate is an atomic pointer, so a handle sees later set calls; set
 // copies the map when it adds a key (tests only).
