@@ -334,6 +334,15 @@ type player struct {
 	status  int
 	chunks  int
 	outcome string // Attempt.Outcome
+	ended   bool   // done has run
+}
+
+// abort records the attempt's end, so that its log entry is complete before
+// the client sees the connection go (a test reads Attempts as soon as its
+// read fails), then aborts the response.
+func (pl *player) abort(beforeHeaders bool) {
+	pl.done()
+	abort(pl.w, beforeHeaders)
 }
 
 // stop is why a wait ended before its time.
@@ -345,8 +354,12 @@ const (
 	stopClosed               // the Handler is shutting down
 )
 
-// done records the attempt's end and returns the buffer to the pool.
+// done records the attempt's end and returns the buffer to the pool, once.
 func (pl *player) done() {
+	if pl.ended {
+		return
+	}
+	pl.ended = true
 	h := pl.h
 	h.mu.Lock()
 	pl.a.Status = pl.status
@@ -430,7 +443,7 @@ func (pl *player) waitOrStop(at time.Duration, beforeHeaders bool) bool {
 		return false
 	case stopClosed:
 		pl.outcome = "closed"
-		abort(pl.w, beforeHeaders)
+		pl.abort(beforeHeaders)
 		return false
 	}
 	return true
@@ -442,7 +455,7 @@ func (pl *player) hang(beforeHeaders bool) {
 	select {
 	case <-pl.ctx.Done():
 	case <-pl.h.done:
-		abort(pl.w, beforeHeaders)
+		pl.abort(beforeHeaders)
 	}
 }
 
@@ -454,7 +467,7 @@ func (pl *player) headers(p *plan) bool {
 	case beforeReset:
 		if pl.waitOrStop(p.headersAt, true) {
 			pl.outcome = cmp.Or(pl.outcome, "reset")
-			abort(pl.w, true)
+			pl.abort(true)
 		}
 		return false
 	case beforeHang:
@@ -531,7 +544,7 @@ func (pl *player) end(p *plan) {
 		if pl.outcome == "ok" {
 			pl.outcome = "reset"
 		}
-		abort(pl.w, false)
+		pl.abort(false)
 	case endHang:
 		pl.hang(false)
 	}
