@@ -158,3 +158,31 @@ func TestShapeRest(t *testing.T) {
 		assert.False(t, c.shape.restOK, after)
 	}
 }
+
+// TestShapeSizeLimits: a shape whose head and tail hold maxShape bytes
+// together is remembered and one byte more is not; the same for the
+// members after "choices" (rest).
+func TestShapeSizeLimits(t *testing.T) {
+	const (
+		pre  = `{"id":"`
+		post = `","choices":[{"delta":{"content":"`
+		tail = `"}}]`
+	)
+	for _, extra := range []int{0, 1} {
+		id := strings.Repeat("i", maxShape-len(pre)-len(post)-len(tail)+extra)
+		var c Chunk
+		require.NoError(t, ParseChunk([]byte(pre+id+post+`a`+tail+`}`), &c))
+		assert.Equal(t, extra == 0, len(c.shape.head) > 0, "head and tail of maxShape%+d bytes", extra)
+		if extra == 0 {
+			assert.Equal(t, maxShape, len(c.shape.head)+len(c.shape.tail))
+		}
+	}
+	const head = `{"id":"c","choices":[{"delta":{"content":"`
+	for _, extra := range []int{0, 1} {
+		rest := `,"x":"` + strings.Repeat("r", maxShape-len(`,"x":""}`)+extra) + `"}`
+		var c Chunk
+		require.NoError(t, ParseChunk([]byte(head+`a"}}]`+rest), &c))
+		require.NotEmpty(t, c.shape.head)
+		assert.Equal(t, extra == 0, c.shape.restOK, "rest of maxShape%+d bytes", extra)
+	}
+}

@@ -68,6 +68,9 @@ var readSizeSeeds = []string{
 	"data:{\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: {\"choices\":[\n\ndata: x\r\n\r\ndata: y\n\n",
 	"event: error\ndata: {\"error\":{\"message\":\"m\"}}\n\n: c\n\ndata: {}\n\n\n\ndata: a\ndata: b\n\n",
 	"\xEF\xBB\xBFdata: {}\n\ndata: {\"id\":\"x\"}\r\rdata: {}\n\rdata: \n\ndata:\n\nerror: {}\n\ndata: {}\n",
+	// One chunk in two data lines, neither JSON alone: a read that starts
+	// at the second line must not frame it as an event of its own.
+	"data: {\"choices\":[{\"delta\":{\"content\":\ndata: \"hi\"}}]}\n\ndata: [DONE]\n\n",
 }
 
 // TestTapReadSizesAgree: a Tap sees the same events, with the same bounds,

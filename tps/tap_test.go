@@ -136,11 +136,11 @@ func TestTapReportsOverlongAtTheCap(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			var read int64
-			var atReport int64 = -1
+			var atReport, end int64 = -1, -1
 			pr, pw := io.Pipe()
 			tap := tps.NewTap(pr, time.Now(), nil, tps.WithMaxEvent(capBytes), tps.WithObserver(func(_ time.Time, c *tps.Chunk) {
 				if c.Malformed && c.Unframed && atReport < 0 {
-					atReport = read
+					atReport, end = read, c.End
 				}
 			}))
 			go func() {
@@ -161,6 +161,10 @@ func TestTapReportsOverlongAtTheCap(t *testing.T) {
 			require.NoError(t, tap.Close())
 			require.GreaterOrEqual(t, atReport, int64(0), "the overlong event was reported")
 			assert.LessOrEqual(t, atReport, int64(capBytes*3/2), "reported near the cap, not at the end of the 3x-cap line")
+			// It ends where the read that crossed the cap ended: past the
+			// cap, within that read.
+			assert.GreaterOrEqual(t, end, int64(capBytes), "the event's end")
+			assert.LessOrEqual(t, end, atReport+int64(len(buf)), "the event's end")
 		})
 	}
 }
