@@ -142,6 +142,9 @@ func New(o Options) (*Fleet, error) {
 		o.Replica = hex.EncodeToString(b[:])
 	}
 	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = o.Timeout, o.Timeout, o.Timeout
+	// A context's deadline shortens a round trip too (Owner's 50 ms bound on
+	// the call path); go-redis ignores it otherwise.
+	ro.ContextTimeoutEnabled = true
 	ro.MaxRetries = -1   // the loop retries at the next tick
 	ro.DialerRetries = 1 // a dead Redis fails the round at once
 	ro.PoolSize = 4
