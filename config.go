@@ -87,8 +87,9 @@ type Config struct {
 	OnBreakerChange func(k measure.Key, from, to route.BreakerState)
 
 	// Fleet, if not nil, joins the Client to the other replicas of its
-	// service (fleet mode): they share measurements, breakers, rate limits
-	// and cache affinity. fleet.New returns one, backed by Redis; the caller
+	// service (fleet mode): they share measurements, breakers, rate limits,
+	// cache affinity and which deployment holds each stored Responses
+	// response. fleet.New returns one, backed by Redis; the caller
 	// closes it after the Client's last call. A Fleet serves one Client.
 	// Nil means this Client learns alone.
 	Fleet Fleet

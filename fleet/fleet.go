@@ -293,7 +293,8 @@ func (f *Fleet) loop(ctx context.Context) {
 		case <-t.C:
 			f.syncAt(ctx, time.Now(), true)
 		case <-f.kick:
-			// Early rounds (breakers, leases) at most ten per interval.
+			// Early rounds (breakers, leases, owned ids) at most ten per
+			// interval; a kick within a tenth waits for the tick.
 			if now := time.Now(); now.Sub(lastKick) >= f.opts.Sync/10 {
 				lastKick = now
 				f.syncAt(ctx, now, false)
