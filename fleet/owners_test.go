@@ -115,7 +115,8 @@ func (r *respReplica) call(t *testing.T, prev string, opts ...tpsroute.CallOptio
 
 // TestResponseOwnerSharedRealRedis: a response created through replica A
 // and followed up through replica B goes to the deployment that created
-// it, for each of three deployments, against a real redis-server; the key
+// it, for each of three deployments, against a real redis-server, and so
+// does a conversation; the key
 // expires after Options.ResponseTTL, holds no URL or credential, and an id
 // no replica knows still goes to one deployment.
 func TestResponseOwnerSharedRealRedis(t *testing.T) {
@@ -129,8 +130,17 @@ func TestResponseOwnerSharedRealRedis(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "resp_"+p, id)
 	}
+	conv := func(r *respReplica, opts ...tpsroute.CallOption) {
+		resp, err := r.c.DoAPI(context.Background(), route.APIResponses, []byte(`{"model":"m","input":"hi","conversation":"conv_1"}`), opts...)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		require.NoError(t, resp.Body.Close())
+	}
+	conv(a, tpsroute.WithPin("b", ""))
 	a.round()
 	b.round()
+	conv(b)
+	assert.Len(t, u.prevs("b"), 3, "resp_b, then conv_1 through A and through B: B sends conv_1 to b, which holds it")
 	for range 2 {
 		for _, p := range []string{"c", "a", "b"} {
 			id, err := b.call(t, "resp_"+p)
@@ -139,7 +149,11 @@ func TestResponseOwnerSharedRealRedis(t *testing.T) {
 		}
 	}
 	for _, p := range []string{"a", "b", "c"} {
-		assert.Equal(t, []string{"", "resp_" + p, "resp_" + p}, u.prevs(p), "deployment %s", p)
+		want := []string{"", "resp_" + p, "resp_" + p}
+		if p == "b" {
+			want = []string{"", "", "", "resp_b", "resp_b"} // and conv_1's two calls
+		}
+		assert.Equal(t, want, u.prevs(p), "deployment %s", p)
 	}
 
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
@@ -154,8 +168,8 @@ func TestResponseOwnerSharedRealRedis(t *testing.T) {
 	k, err := decodeKey(v)
 	require.NoError(t, err)
 	assert.Equal(t, measure.Key{Provider: "b", Model: "m", API: "responses"}, k)
-	for _, p := range []string{"a", "b", "c"} {
-		require.NoError(t, rdb.Del(context.Background(), a.f.ownerKey("resp_"+p)).Err())
+	for _, id := range []string{"resp_a", "resp_b", "resp_c", "conv_1"} {
+		require.NoError(t, rdb.Del(context.Background(), a.f.ownerKey(id)).Err())
 	}
 
 	before := len(u.prevs("a")) + len(u.prevs("b")) + len(u.prevs("c"))
