@@ -26,6 +26,10 @@ const (
 	defaultName    = "default"
 	defaultSync    = time.Second
 	defaultTimeout = 500 * time.Millisecond
+	// As long as OpenAI keeps a stored response. Each call of a
+	// conversation writes its id again, so a conversation is forgotten 30
+	// days after its last call.
+	defaultResponseTTL = 30 * 24 * time.Hour
 )
 
 const (
@@ -59,9 +63,8 @@ type Options struct {
 	// means a random 12-hex-digit name, new at each start.
 	Replica string
 	// ResponseTTL is how long Redis keeps which deployment holds the state
-	// of a Responses API response or conversation (Owned). Zero means
-	// DefaultResponseTTL, 30 days, as long as OpenAI keeps a stored
-	// response; a shorter one bounds Redis's memory (about 200 bytes per id)
+	// of a Responses API response or conversation (Owned), from its last
+	// write. Zero means 30 days, as long as OpenAI keeps a stored response; a shorter one bounds Redis's memory (about 200 bytes per id)
 	// for fleets that store many responses and follow few of them up late.
 	ResponseTTL time.Duration
 	// Logger receives one record when Redis becomes unreachable, one when it
@@ -134,7 +137,7 @@ func New(o Options) (*Fleet, error) {
 		o.Timeout = defaultTimeout
 	}
 	if o.ResponseTTL <= 0 {
-		o.ResponseTTL = DefaultResponseTTL
+		o.ResponseTTL = defaultResponseTTL
 	}
 	if o.Replica == "" {
 		var b [6]byte

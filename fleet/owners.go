@@ -20,12 +20,6 @@ import (
 // call writes it at its next round (Owned, early rounds included); another
 // replica reads it when a call names an id it does not know (Owner).
 
-// DefaultResponseTTL is how long the fleet remembers an id's deployment
-// when Options.ResponseTTL is zero: 30 days, as long as OpenAI keeps a
-// stored response. Each call of a conversation writes its id again, so a
-// conversation is forgotten 30 days after its last call.
-const DefaultResponseTTL = 30 * 24 * time.Hour
-
 // maxIDBytes is the longest id shared, as the Client remembers (real ids
 // are tens of bytes): it bounds each key's size in Redis.
 const maxIDBytes = 256
@@ -54,16 +48,6 @@ type ownedRecord struct {
 	key measure.Key
 }
 
-// DataError is a value read from Redis that this package cannot decode: it
-// is ignored, with a log line. It is a value and safe to share.
-type DataError struct {
-	Key string // the Redis key
-	Msg string // what is wrong
-}
-
-// Error returns "fleet: bad value at KEY: MSG".
-func (e *DataError) Error() string { return "fleet: bad value at " + e.Key + ": " + e.Msg }
-
 // Owned records that the deployment with key k holds the state of id, a
 // Responses API response or conversation id, to be written to Redis (for
 // Options.ResponseTTL) at the next round, which it asks to come early. It
@@ -85,7 +69,7 @@ func (f *Fleet) Owned(id string, k measure.Key) {
 // replica of the fleet wrote it (Owned). It asks Redis once, waiting at most
 // 50 ms or until ctx is done; it answers false at once when the last round
 // found Redis unreachable, after Close, and for an id over 256 bytes. A
-// value it cannot decode is logged (a *DataError) and answers false. The
+// value it cannot decode is logged at Warn and answers false. The
 // caller checks that the key names a deployment it has.
 func (f *Fleet) Owner(ctx context.Context, id string) (measure.Key, bool) {
 	if id == "" || len(id) > maxIDBytes || !f.connected.Load() {
@@ -103,7 +87,7 @@ func (f *Fleet) Owner(ctx context.Context, id string) (measure.Key, bool) {
 	}
 	k, err := decodeKey(v)
 	if err != nil {
-		f.logger.Warn("fleet: owner ignored", "fleet", f.opts.Name, "err", &DataError{Key: f.ownerKey(id), Msg: err.Error()})
+		f.logger.Warn("fleet: owner ignored", "fleet", f.opts.Name, "key", f.ownerKey(id), "err", err)
 		return measure.Key{}, false
 	}
 	return k, true

@@ -161,7 +161,7 @@ func TestResponseOwnerSharedRealRedis(t *testing.T) {
 	key := a.f.ownerKey("resp_b")
 	ttl, err := rdb.PTTL(context.Background(), key).Result()
 	require.NoError(t, err)
-	assert.InDelta(t, DefaultResponseTTL.Hours(), ttl.Hours(), 1)
+	assert.InDelta(t, defaultResponseTTL.Hours(), ttl.Hours(), 1)
 	v, err := rdb.Get(context.Background(), key).Bytes()
 	require.NoError(t, err)
 	assert.NotContains(t, string(v), "127.0.0.1", "a key names its deployment, never its URL")
@@ -196,7 +196,7 @@ func TestResponseOwnerBadData(t *testing.T) {
 		{"unconfigured deployment", "resp_ghost", encodeKey(nil, measure.Key{Provider: "ghost", Model: "m", API: "responses"}), "does not have"},
 		{"another region", "resp_region", encodeKey(nil, measure.Key{Provider: "a", Region: "eu", Model: "m", API: "responses"}), "does not have"},
 		{"chat key", "resp_chat", encodeKey(nil, measure.Key{Provider: "a", Model: "m"}), "does not have"},
-		{"truncated", "resp_trunc", []byte{5, 'a'}, "fleet: bad value at tpsroute:v1:test:resp:resp_trunc: truncated at field 0"},
+		{"truncated", "resp_trunc", []byte{5, 'a'}, "key=tpsroute:v1:test:resp:resp_trunc err=\"truncated at field 0\""},
 		{"trailing bytes", "resp_trail", append(encodeKey(nil, measure.Key{Provider: "a", API: "responses"}), 'x'), "1 bytes after the key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -246,7 +246,7 @@ func TestOwnedBounded(t *testing.T) {
 	r.round(t0)
 	assert.Equal(t, maxOwnedPerRound+11, owned(), "the rest at the next round")
 	assert.False(t, mr.Exists(r.f.ownerKey(strings.Repeat("r", maxIDBytes+1))))
-	assert.Equal(t, DefaultResponseTTL, mr.TTL(r.f.ownerKey(strings.Repeat("r", maxIDBytes))))
+	assert.Equal(t, defaultResponseTTL, mr.TTL(r.f.ownerKey(strings.Repeat("r", maxIDBytes))))
 
 	addr := mr.Addr()
 	mr.Close()
