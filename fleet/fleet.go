@@ -64,11 +64,14 @@ type Options struct {
 	Replica string
 	// ResponseTTL is how long Redis keeps which deployment holds the state
 	// of a Responses API response or conversation (Owned), from its last
-	// write. Zero means 30 days, as long as OpenAI keeps a stored response; a shorter one bounds Redis's memory (about 200 bytes per id)
-	// for fleets that store many responses and follow few of them up late.
+	// write. Zero means 30 days, as long as OpenAI keeps a stored
+	// response; a shorter one bounds Redis's memory (about 150 bytes per
+	// id) for fleets that store many responses and follow few of them up
+	// late.
 	ResponseTTL time.Duration
 	// Logger receives one record when Redis becomes unreachable, one when it
-	// is back, and one per ignored replica. Nil means silent.
+	// is back, one per ignored replica, and one per Responses owner read
+	// from Redis that does not decode. Nil means silent.
 	Logger *slog.Logger
 }
 
