@@ -411,22 +411,45 @@ func (e *StateError) Unwrap() error { return e.Err }
 // bindState restricts a stateful Responses call (previous_response_id or a
 // conversation id) to the deployment that holds its state, when the Client
 // knows it (it served the response, or an earlier call of the
-// conversation): a pin without fallbacks. A call naming an id the Client
-// does not know (made elsewhere, or forgotten: MaxResponseIDs) goes to the
-// one deployment the Picker chooses, without fallbacks, so that the id is
-// never sent round every deployment. It reports the owner's key.
-func (c *Client) bindState(req *route.Request, info *requestInfo) (measure.Key, bool) {
+// conversation) or, in fleet mode, another replica shared it (Fleet.Owner,
+// a bounded wait): a pin without fallbacks. A call naming an id nobody
+// knows (made elsewhere, or forgotten: MaxResponseIDs) goes to the one
+// deployment the Picker chooses, without fallbacks, so that the id is never
+// sent round every deployment. It reports the owner's key.
+func (c *Client) bindState(ctx context.Context, req *route.Request, info *requestInfo) (measure.Key, bool) {
 	id := cmp.Or(info.PrevID, info.ConvID)
 	if id == "" {
 		return measure.Key{}, false
 	}
 	req.NoFallbacks = true
 	k, ok := c.owners.get(id)
+	if !ok && c.fleet != nil && len(id) <= maxOwnedID {
+		if k, ok = c.fleet.Owner(ctx, id); ok {
+			if !c.holdsState(k) {
+				c.logger.Warn("tpsroute: the fleet names a deployment this Client does not have for a Responses id; routed as unknown",
+					"deployment", k.String())
+				return measure.Key{}, false
+			}
+			c.owners.put(id, k)
+		}
+	}
 	if !ok {
 		return measure.Key{}, false
 	}
 	req.Pin = route.Pin{Provider: k.Provider, Region: k.Region}
 	return k, true
+}
+
+// holdsState reports whether k, an owner another replica shared, names a
+// configured deployment that serves Responses: the provider and region a
+// pin selects, and the Responses API.
+func (c *Client) holdsState(k measure.Key) bool {
+	if k.API != string(route.APIResponses) {
+		return false
+	}
+	return slices.ContainsFunc(c.deps, func(d route.Deployment) bool {
+		return d.Serves(route.APIResponses) && d.Provider == k.Provider && d.Region == k.Region
+	})
 }
 
 // stateError wraps err, the failure of a call bound to owner, as a
@@ -440,12 +463,19 @@ func stateError(err error, info *requestInfo, owner measure.Key, bound bool) err
 
 // ownResponse records that the deployment with key k holds the state of the
 // response id a successful Responses call created (unless it asked for
-// "store": false) and of the conversation it named.
+// "store": false) and of the conversation it named, and shares it in fleet
+// mode.
 func (c *Client) ownResponse(info *requestInfo, id string, k measure.Key) {
 	if id != "" && !info.NoStore {
 		c.owners.put(id, k)
+		if c.fleet != nil {
+			c.fleet.Owned(id, k)
+		}
 	}
 	if info.ConvID != "" {
 		c.owners.put(info.ConvID, k)
+		if c.fleet != nil {
+			c.fleet.Owned(info.ConvID, k)
+		}
 	}
 }

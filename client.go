@@ -315,7 +315,7 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 	cl := &call{c: c, cfg: *cc, info: info, hdr: hdr}
 	req := cc.req
 	req.Model = info.RawModel
-	owner, bound := c.bindState(&req, &info) // a stateful Responses call: its deployment only
+	owner, bound := c.bindState(ctx, &req, &info) // a stateful Responses call: its deployment only
 	for _, m := range req.Models {
 		if err := checkModelName("models", m); err != nil {
 			return nil, err

@@ -1,6 +1,7 @@
 package tpsroute
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -86,8 +87,9 @@ type Config struct {
 	OnBreakerChange func(k measure.Key, from, to route.BreakerState)
 
 	// Fleet, if not nil, joins the Client to the other replicas of its
-	// service (fleet mode): they share measurements, breakers, rate limits
-	// and cache affinity. fleet.New returns one, backed by Redis; the caller
+	// service (fleet mode): they share measurements, breakers, rate limits,
+	// cache affinity and which deployment holds each stored Responses
+	// response. fleet.New returns one, backed by Redis; the caller
 	// closes it after the Client's last call. A Fleet serves one Client.
 	// Nil means this Client learns alone.
 	Fleet Fleet
@@ -134,6 +136,16 @@ type Fleet interface {
 	// deployment with key k. It must not block. The cache key is already
 	// hashed: a Fleet never sees the caller's key.
 	Served(cacheKey string, k measure.Key, now time.Time)
+	// Owned is called when the deployment with key k holds the state of id,
+	// a Responses API response or conversation id, to share with the other
+	// replicas. It must not block.
+	Owned(id string, k measure.Key)
+	// Owner returns the key of the deployment that holds id's state, as
+	// another replica shared it; it is called for an id the Client does not
+	// know, on the call's path, and must return within a bounded time (and
+	// at once when the fleet's store is unreachable). The Client ignores a
+	// key that names no deployment of its own serving Responses.
+	Owner(ctx context.Context, id string) (measure.Key, bool)
 }
 
 // FleetSettings is how fleet.Open joins a fleet: the Redis URL, the fleet

@@ -1,6 +1,7 @@
 package tpsroute
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"sync"
@@ -39,6 +40,12 @@ func (f *recordingFleet) Served(cacheKey string, k measure.Key, _ time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.served = append(f.served, cacheKey+"@"+k.Provider)
+}
+
+func (f *recordingFleet) Owned(string, measure.Key) {}
+
+func (f *recordingFleet) Owner(context.Context, string) (measure.Key, bool) {
+	return measure.Key{}, false
 }
 
 // TestFleetWiring: New joins the Fleet once with the Client's registry and

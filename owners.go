@@ -10,7 +10,8 @@ import (
 // conversation ids calls named) a Client remembers with the deployment that
 // holds their state: about 100 bytes each, 10 MB in all, and never more
 // than maxOwnedID bytes of id each (about 40 MB). The oldest is forgotten
-// first.
+// first. In fleet mode the replicas share them through Redis (Fleet.Owned
+// and Fleet.Owner), and an id learned from another replica counts here too.
 const MaxResponseIDs = 100_000
 
 // maxOwnedID is the longest id owners keeps. Real ids are tens of bytes

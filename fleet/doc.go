@@ -1,5 +1,6 @@
 // Package fleet makes the replicas of a service act as one router: they
-// share measurements, breakers, rate limits and cache affinity through Redis.
+// share measurements, breakers, rate limits, cache affinity and which
+// deployment holds each stored Responses API response through Redis.
 //
 // # Model
 //
@@ -27,11 +28,17 @@
 //   - Cache affinity: the cache keys a deployment served (hashed by the
 //     Client) are shared, so the next call with that key on any replica
 //     prefers the same deployment.
+//   - Responses state: which deployment holds each stored Responses API
+//     response and conversation (Owned) is written to Redis for
+//     Options.ResponseTTL (30 days), so that a follow-up landing on
+//     another replica goes to that deployment (Owner).
 //
 // # Failure
 //
 // Redis is never on a call's critical path: calls read only memory
-// (executor.Shared's methods and Served). When Redis is slow or down, the
+// (executor.Shared's methods, Served and Owned). The one bounded exception
+// is Owner, for a Responses id the Client does not know: one GET, at most
+// 50 ms, and none while the last round found Redis unreachable. When Redis is slow or down, the
 // round fails, the Fleet logs once, Status says Connected false, and every
 // replica routes, trips breakers and limits alone (with the local
 // x/time/rate limiters); when Redis is back the next round rejoins.

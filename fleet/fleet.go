@@ -26,6 +26,10 @@ const (
 	defaultName    = "default"
 	defaultSync    = time.Second
 	defaultTimeout = 500 * time.Millisecond
+	// As long as OpenAI keeps a stored response. Each call of a
+	// conversation writes its id again, so a conversation is forgotten 30
+	// days after its last call.
+	defaultResponseTTL = 30 * 24 * time.Hour
 )
 
 const (
@@ -58,17 +62,28 @@ type Options struct {
 	// Replica names this replica in the fleet (in logs and Status). Empty
 	// means a random 12-hex-digit name, new at each start.
 	Replica string
+	// ResponseTTL is how long Redis keeps which deployment holds the state
+	// of a Responses API response or conversation (Owned), from its last
+	// write. Zero means 30 days, as long as OpenAI keeps a stored
+	// response; a shorter one bounds Redis's memory (about 150 bytes per
+	// id) for fleets that store many responses and follow few of them up
+	// late.
+	ResponseTTL time.Duration
 	// Logger receives one record when Redis becomes unreachable, one when it
-	// is back, and one per ignored replica. Nil means silent.
+	// is back, one per ignored replica, and one per Responses owner read
+	// from Redis that does not decode. Nil means silent.
 	Logger *slog.Logger
 }
 
 // Fleet connects one tpsroute.Client (through Join) to the other replicas
 // of a fleet through Redis: it publishes this replica's measurements and
-// merges the others', shares breakers, enforces RPM/TPM limits fleet-wide and
-// shares cache affinity. Everything that talks to Redis runs in one
+// merges the others', shares breakers, enforces RPM/TPM limits fleet-wide,
+// shares cache affinity and which deployment holds each stored Responses
+// API response. Everything that talks to Redis runs in one
 // background goroutine that Join starts and Close stops; the methods called
-// on the call path (the executor.Shared ones and Served) answer from memory.
+// on the call path (the executor.Shared ones, Served and Owned) answer from
+// memory; Owner, called for an id the Client does not know, waits for Redis
+// at most 50 ms.
 //
 // A Fleet is safe for concurrent use. It serves one Client.
 type Fleet struct {
@@ -85,6 +100,7 @@ type Fleet struct {
 	learn   func(cacheKey string, k measure.Key, at time.Time)
 	keys    map[measure.Key]*keyState
 	served  []affinityRecord // to publish
+	owned   []ownedRecord    // to write
 	lastID  string           // last stream entry read
 	since   time.Time        // read no stream entry before; zero: the window
 	ignored map[string]bool  // replicas on another schema, logged once
@@ -123,12 +139,18 @@ func New(o Options) (*Fleet, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = defaultTimeout
 	}
+	if o.ResponseTTL <= 0 {
+		o.ResponseTTL = defaultResponseTTL
+	}
 	if o.Replica == "" {
 		var b [6]byte
 		_, _ = rand.Read(b[:])
 		o.Replica = hex.EncodeToString(b[:])
 	}
 	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = o.Timeout, o.Timeout, o.Timeout
+	// A context's deadline shortens a round trip too (Owner's 50 ms bound on
+	// the call path); go-redis ignores it otherwise.
+	ro.ContextTimeoutEnabled = true
 	ro.MaxRetries = -1   // the loop retries at the next tick
 	ro.DialerRetries = 1 // a dead Redis fails the round at once
 	ro.PoolSize = 4
@@ -263,7 +285,7 @@ func (f *Fleet) Status(now time.Time) Status {
 }
 
 // loop syncs every Options.Sync, and at once when kicked (a breaker opened
-// or closed, a limit's lease ran low).
+// or closed, a limit's lease ran low, a Responses id was owned).
 func (f *Fleet) loop(ctx context.Context) {
 	defer close(f.done)
 	t := time.NewTicker(f.opts.Sync)
@@ -277,7 +299,8 @@ func (f *Fleet) loop(ctx context.Context) {
 		case <-t.C:
 			f.syncAt(ctx, time.Now(), true)
 		case <-f.kick:
-			// Early rounds (breakers, leases) at most ten per interval.
+			// Early rounds (breakers, leases, owned ids) at most ten per
+			// interval; a kick within a tenth waits for the tick.
 			if now := time.Now(); now.Sub(lastKick) >= f.opts.Sync/10 {
 				lastKick = now
 				f.syncAt(ctx, now, false)
@@ -286,7 +309,8 @@ func (f *Fleet) loop(ctx context.Context) {
 	}
 }
 
-// wake asks the loop for an early sync of breakers and leases. It never blocks.
+// wake asks the loop for an early sync of breakers, leases and owned ids. It
+// never blocks.
 func (f *Fleet) wake() {
 	select {
 	case f.kick <- struct{}{}:
@@ -295,7 +319,7 @@ func (f *Fleet) wake() {
 }
 
 // syncAt runs one round: with full set it publishes and merges measurements
-// too; otherwise only breakers, probes and leases. A failure marks the fleet
+// too; otherwise only breakers, probes, leases and owned Responses ids. A failure marks the fleet
 // disconnected (logged once) until a round succeeds.
 func (f *Fleet) syncAt(ctx context.Context, now time.Time, full bool) {
 	ctx, cancel := context.WithTimeout(ctx, 4*f.opts.Timeout)
@@ -303,6 +327,9 @@ func (f *Fleet) syncAt(ctx context.Context, now time.Time, full bool) {
 	err := f.syncBreakers(ctx, now)
 	if err == nil {
 		err = f.syncLimits(ctx, now)
+	}
+	if err == nil {
+		err = f.syncOwned(ctx)
 	}
 	if err == nil && full {
 		err = f.syncStats(ctx, now)
