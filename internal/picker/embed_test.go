@@ -18,7 +18,9 @@ import (
 // time per input token.
 type embedLatency struct{ start, perToken time.Duration }
 
-func (l embedLatency) at(tokens int64) time.Duration { return l.start + time.Duration(tokens)*l.perToken }
+func (l embedLatency) at(tokens int64) time.Duration {
+	return l.start + time.Duration(tokens)*l.perToken
+}
 
 // embedFleet: "slow-start" answers after 300 ms plus 10 µs per input token,
 // "fast-start" after 20 ms plus 100 µs a token: fast-start is the sooner up
