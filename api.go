@@ -58,7 +58,9 @@ const anthropicVersion = "2023-06-01"
 // whose answer, as the provider sent it (base64 vectors untouched), is
 // Body; errors fail over as a chat call's do; usage.prompt_tokens is
 // metered, and the statistics, kept under the embeddings key, time the
-// answer's latency (as TTFT).
+// answer's latency (as TTFT). It goes to the deployment expected to answer
+// its input tokens soonest (the default policy; Throughput means Latency
+// for embeddings) or, with the Cost policy, to the cheapest input price.
 //
 // A model that has deployments, none serving api, is a *route.APIError (404;
 // tpsroute does not translate between APIs). Everything else is as for Do.

@@ -21,6 +21,10 @@ import (
 //
 // Per class that is two EWMAs, a count and a time, 96 bytes; InputClasses
 // classes per key, 1,152 bytes.
+//
+// An embeddings key, whose TTFT is the answer's latency, routes a call of N
+// input tokens on its classes' mean TTFT (InputFigures.TTFT; docs/ROUTING.md,
+// "Embeddings").
 
 // InputClasses is the number of prompt-size classes per key: class 0 holds
 // prompts under 128 tokens, class c (1 <= c < InputClasses-1) prompts of
