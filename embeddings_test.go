@@ -133,3 +133,24 @@ func TestEmbeddingsBatchWhole(t *testing.T) {
 		})
 	}
 }
+
+// TestEmbeddingsTokens: an embeddings call is routed on its input tokens:
+// token arrays counted, strings at 4 bytes a token, a batch summed.
+func TestEmbeddingsTokens(t *testing.T) {
+	for _, tc := range []struct {
+		input string
+		want  int64
+	}{
+		{`"twelve bytes"`, 3},
+		{`["twelve bytes","four"]`, 4},
+		{`[1,2,3,4,5]`, 5},
+		{`[[1,2,3],[4,5],[6]]`, 6},
+		{`""`, 1},
+	} {
+		t.Run(tc.input, func(t *testing.T) {
+			info, err := readAPIRequest([]byte(`{"model":"m","input":`+tc.input+`}`), route.APIEmbeddings)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, info.InputTokens)
+		})
+	}
+}
