@@ -1,6 +1,7 @@
 package picker
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -174,4 +175,31 @@ func TestEmbeddingsCost(t *testing.T) {
 	assert.Equal(t, "fast-start", lead)
 	_, lead = callTTFT(t, p, route.Request{Model: "e", ExpectedInputTokens: 8000}, now)
 	assert.Equal(t, "slow-start", lead)
+}
+
+// BenchmarkPickEmbeddings: a pick among embeddings deployments whose calls
+// fall between warm classes (the interpolation's path).
+func BenchmarkPickEmbeddings(b *testing.B) {
+	reg := registry.New(measure.Options{})
+	var ds []route.Deployment
+	for i := range 16 {
+		name := []string{"slow-start", "fast-start"}[i%2]
+		ds = append(ds, route.Deployment{Provider: name, Region: fmt.Sprint("r", i), Model: "e", BaseURL: "http://" + name,
+			APIs: []route.API{route.APIEmbeddings}})
+	}
+	p, err := New(ds, reg, nil, route.Options{})
+	require.NoError(b, err)
+	now := time.Unix(1_700_000_000, 0)
+	for _, d := range ds {
+		at := now
+		recordEmbeddings(reg, d, &at, 60, 100, 8000)
+	}
+	now = now.Add(30 * time.Second)
+	req := route.Request{Model: "e", ExpectedInputTokens: 1000}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := p.PickAt(req, now); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
