@@ -203,3 +203,33 @@ func BenchmarkPickEmbeddings(b *testing.B) {
 		}
 	}
 }
+
+// TestEmbeddingsDefaults: with the Picker's defaults (exploration and band
+// on), 1,000 picks of each size go where their expected latency says.
+func TestEmbeddingsDefaults(t *testing.T) {
+	reg := registry.New(measure.Options{})
+	var ds []route.Deployment
+	for _, name := range []string{"slow-start", "fast-start"} {
+		ds = append(ds, route.Deployment{Provider: name, Region: "us", Model: "e", BaseURL: "http://" + name,
+			APIs: []route.API{route.APIEmbeddings}})
+	}
+	p, err := New(ds, reg, nil, route.Options{Seed: 7})
+	require.NoError(t, err)
+	now := time.Unix(1_700_000_000, 0)
+	for _, d := range ds {
+		at := now
+		recordEmbeddings(reg, d, &at, 60, 100, 8000)
+	}
+	now = now.Add(30 * time.Second)
+	for in, want := range map[int64]string{100: "fast-start", 1000: "fast-start", 8000: "slow-start"} {
+		n := 0
+		for i := range 1000 {
+			plan, err := p.PickAt(route.Request{Model: "e", ExpectedInputTokens: in}, now.Add(time.Duration(i)*time.Millisecond))
+			require.NoError(t, err)
+			if plan.Deployments[0].Deployment.Provider == want {
+				n++
+			}
+		}
+		assert.GreaterOrEqual(t, n, 950, "%d tokens: %d of 1000 to %s", in, n, want)
+	}
+}
