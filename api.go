@@ -58,7 +58,9 @@ const anthropicVersion = "2023-06-01"
 // whose answer, as the provider sent it (base64 vectors untouched), is
 // Body; errors fail over as a chat call's do; usage.prompt_tokens is
 // metered, and the statistics, kept under the embeddings key, time the
-// answer's latency (as TTFT).
+// answer's latency (as TTFT). It goes to the deployment expected to answer
+// its input tokens soonest (the default policy; Throughput means Latency
+// for embeddings) or, with the Cost policy, to the cheapest input price.
 //
 // A model that has deployments, none serving api, is a *route.APIError (404;
 // tpsroute does not translate between APIs). Everything else is as for Do.
@@ -97,9 +99,11 @@ func readAPIRequest(body []byte, api route.API) (requestInfo, error) {
 	r := func(path string) gjson.Result { return gjson.Get(js, path) }
 	if api == route.APIEmbeddings {
 		// Never streamed; a batch is one request and one answer, kept whole.
-		if in := r("input"); !(in.Type == gjson.String || in.IsArray()) {
+		in := r("input")
+		if !(in.Type == gjson.String || in.IsArray()) {
 			return requestInfo{}, &RequestError{Param: "input", Reason: "required: a string or an array"}
 		}
+		info.InputTokens = embeddingsTokens(in)
 		return info, nil
 	}
 	switch s := r("stream"); s.Type {
@@ -135,6 +139,30 @@ func readAPIRequest(body []byte, api route.API) (requestInfo, error) {
 		}
 	}
 	return info, nil
+}
+
+// embeddingsTokens returns the expected input tokens of an embeddings
+// "input", which routing fits the answer's latency to: a token array's
+// length, a string's length / 4 (as for any other body), summed over a
+// batch; at least 1.
+func embeddingsTokens(in gjson.Result) int64 {
+	n := int64(0)
+	count := func(v gjson.Result) {
+		switch {
+		case v.Type == gjson.String:
+			n += int64(len(v.Str) / 4)
+		case v.Type == gjson.Number:
+			n++
+		case v.IsArray():
+			v.ForEach(func(_, t gjson.Result) bool { n++; return true })
+		}
+	}
+	if in.IsArray() {
+		in.ForEach(func(_, v gjson.Result) bool { count(v); return true })
+	} else {
+		count(in)
+	}
+	return max(n, 1)
 }
 
 // readState reads a Responses body's previous_response_id, conversation (an

@@ -26,6 +26,10 @@ type requestInfo struct {
 	CacheKey  string    // prompt_cache_key, or ""
 	MaxTokens int64     // max_completion_tokens or max_tokens; 0 if absent
 	API       route.API // the call's API; "" is chat (readAPIRequest sets the others)
+	// InputTokens is an embeddings call's expected input tokens, from its
+	// "input" (embeddingsTokens); 0 for other calls, whose size is
+	// estimated from the body's length.
+	InputTokens int64
 	// PrevID and ConvID are a Responses call's previous_response_id and
 	// conversation id, which bind it to the deployment holding that state;
 	// NoStore is its "store": false.

@@ -332,7 +332,7 @@ func (c *Client) do(ctx context.Context, body []byte, info requestInfo, hdr http
 	}
 	cl.cacheKey = req.CacheKey
 	if req.ExpectedInputTokens <= 0 {
-		req.ExpectedInputTokens = int64(len(body)/4) + 1
+		req.ExpectedInputTokens = cmp.Or(info.InputTokens, int64(len(body)/4)+1)
 	}
 	if req.ExpectedOutputTokens <= 0 && info.MaxTokens > 0 {
 		req.ExpectedOutputTokens = info.MaxTokens

@@ -2,6 +2,7 @@ package tpsroute
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -97,4 +98,59 @@ func toStrings(rs []gjson.Result) []string {
 		out[i] = r.Str
 	}
 	return out
+}
+
+// TestEmbeddingsBatchWhole: a batch is one request on every attempt: the
+// "input" array (strings, token arrays) reaches each deployment tried,
+// retried, failed over or answering, byte for byte and in one piece.
+func TestEmbeddingsBatchWhole(t *testing.T) {
+	big := make([]string, 300)
+	for i := range big {
+		big[i] = fmt.Sprintf(`"text %d, with \"quotes\" and \u00e9"`, i)
+	}
+	for _, tc := range []struct{ name, input string }{
+		{"strings", "[" + strings.Join(big, ",") + "]"},
+		{"token arrays", `[[1,2,3],[40000,5],[6]]`},
+		{"one token array", `[1,2,3,4]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			down := newAPIUpstream(t, map[string]apiAnswerSpec{"embeddings": {http.StatusInternalServerError, `{"error":{"message":"down"}}`}})
+			up := newAPIUpstream(t, map[string]apiAnswerSpec{"embeddings": {200, apiEmbeddings}})
+			c := apiClient(t, apiDep("down", down, route.APIEmbeddings), apiDep("up", up, route.APIEmbeddings))
+			ctx := ContextWithOptions(context.Background(), WithPin("down", ""))
+			r, err := c.DoAPI(ctx, route.APIEmbeddings, []byte(`{"model":"m","input":`+tc.input+`}`))
+			require.NoError(t, err)
+			_, err = io.Copy(io.Discard, r.Body)
+			require.NoError(t, err)
+			require.NoError(t, r.Body.Close())
+			downReqs, _ := down.requests()
+			upReqs, _ := up.requests()
+			require.Len(t, upReqs, 1)
+			assert.Len(t, append(downReqs, upReqs...), r.Outcome().AttemptCount, "one request per attempt: the batch is not split")
+			for _, rq := range append(downReqs, upReqs...) {
+				assert.Equal(t, tc.input, gjson.Get(rq.Body, "input").Raw, "the batch whole, byte for byte")
+			}
+		})
+	}
+}
+
+// TestEmbeddingsTokens: an embeddings call is routed on its input tokens:
+// token arrays counted, strings at 4 bytes a token, a batch summed.
+func TestEmbeddingsTokens(t *testing.T) {
+	for _, tc := range []struct {
+		input string
+		want  int64
+	}{
+		{`"twelve bytes"`, 3},
+		{`["twelve bytes","four"]`, 4},
+		{`[1,2,3,4,5]`, 5},
+		{`[[1,2,3],[4,5],[6]]`, 6},
+		{`""`, 1},
+	} {
+		t.Run(tc.input, func(t *testing.T) {
+			info, err := readAPIRequest([]byte(`{"model":"m","input":`+tc.input+`}`), route.APIEmbeddings)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, info.InputTokens)
+		})
+	}
 }

@@ -21,6 +21,10 @@ import (
 //
 // Per class that is two EWMAs, a count and a time, 96 bytes; InputClasses
 // classes per key, 1,152 bytes.
+//
+// An embeddings key, whose TTFT is the answer's latency, routes a call of N
+// input tokens on its classes' mean TTFT (InputFigures.TTFT; docs/ROUTING.md,
+// "Embeddings").
 
 // InputClasses is the number of prompt-size classes per key: class 0 holds
 // prompts under 128 tokens, class c (1 <= c < InputClasses-1) prompts of
@@ -47,6 +51,10 @@ type InputFigures struct {
 	// classes: the factor to apply to the key's TTFT figures for a prompt of
 	// this class; 0 when unknown.
 	TTFTRatio float64
+	// TTFT is the class's mean TTFT, seconds (an EWMA at Options.HalfLife);
+	// 0 when unknown. For an embeddings key, whose TTFT is the answer's
+	// latency, it is the latency of a call of the class.
+	TTFT float64
 	// Samples is the number of samples of the class since the key's latest
 	// change of level (saturating).
 	Samples int64
@@ -67,7 +75,7 @@ func (e *Estimate) Input(tokens int64) (InputFigures, bool) {
 	if t.TPS[c] == 0 && t.TTFT[c] == 0 {
 		return InputFigures{}, false
 	}
-	return InputFigures{TPS: t.TPS[c], TTFTRatio: t.TTFT[c], Samples: int64(t.N[c])}, true
+	return InputFigures{TPS: t.TPS[c], TTFTRatio: t.TTFT[c], TTFT: t.Mean[c], Samples: int64(t.N[c])}, true
 }
 
 // LoadFactor returns how the TPS of a call that starts with inflight other

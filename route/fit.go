@@ -117,6 +117,76 @@ func shape(x *Expected, e *measure.Estimate, inFlight, in int64) {
 	}
 }
 
+// shapeAnswer fits a blended Expected to an embeddings call of in input
+// tokens (in 0: unknown), whose TTFT is the whole answer's latency and
+// which has no output phase: it sets the factor behind CallTTFT so that
+// CallTTFT is the latency expected for in tokens, not the key's figure,
+// which mixes every batch size the deployment served (the more pessimistic
+// of a window's p95 and the EWMA over small calls and big batches alike).
+// A warm prompt-size class's latency is its mean TTFT
+// (measure.InputFigures.TTFT). The call's own class, when
+// warm, gives its latency. Otherwise the nearest warm classes below and
+// above it, lo and hi, taken at their typical sizes (classTokens): between
+// the two, the latency is interpolated in tokens (a fixed start plus a time
+// per input token, fitted through them); above every warm class it is lo's
+// time per input token times in; below every one, hi's latency. Outside the
+// measured sizes both are at least what the call should take (latency grows
+// with the batch, less than in proportion), so that a deployment measured
+// only on small calls is not preferred for a big batch on their speed, nor
+// one measured only on big batches for a small call. No warm class (an
+// unknown size, too few samples, an Estimate from another Source) leaves
+// the key's figure. TPS stays unset: an embeddings answer has no output
+// tokens.
+func shapeAnswer(x *Expected, e *measure.Estimate, in int64) {
+	if !x.TTFTOK || in <= 0 || !(x.TTFT > 0) {
+		return
+	}
+	// latency returns class k's mean latency, and whether it is warm.
+	latency := func(k int) (float64, bool) {
+		f, ok := e.Input(classTokens(k))
+		return f.TTFT, ok && valid(f.TTFT)
+	}
+	c := measure.InputClass(in)
+	t, ok := latency(c)
+	if !ok {
+		lo, hi := c-1, c+1
+		var tlo, thi float64
+		okLo, okHi := false, false
+		for ; lo >= 0 && !okLo; lo-- {
+			tlo, okLo = latency(lo)
+		}
+		for ; hi < measure.InputClasses && !okHi; hi++ {
+			thi, okHi = latency(hi)
+		}
+		lo, hi = lo+1, hi-1 // the loops stepped past the class they found
+		n := float64(in)
+		switch {
+		case okLo && okHi:
+			nlo, nhi := float64(classTokens(lo)), float64(classTokens(hi))
+			t = tlo + (thi-tlo)*(n-nlo)/(nhi-nlo)
+		case okLo:
+			t = tlo * n / float64(classTokens(lo))
+		case okHi:
+			t = thi
+		default:
+			return
+		}
+	}
+	if t > 0 {
+		x.ttftF = float32(t / x.TTFT)
+	}
+}
+
+// classTokens returns a typical size, in tokens, of prompt-size class c
+// (measure.InputClass): 64 for class 0 (under 128 tokens), else the
+// geometric middle of [2^(c+6), 2^(c+7)), 2^(c+6.5), rounded down.
+func classTokens(c int) int64 {
+	if c <= 0 {
+		return 64
+	}
+	return int64(math.Exp2(float64(c) + 6.5))
+}
+
 // applyPrior shrinks e toward the prior pr, in log terms, with the prior
 // worth priorSamples samples against e's (at least measure's default
 // MinSamples once the deployment has been compared: its window may have

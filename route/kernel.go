@@ -23,6 +23,10 @@ func (kernel) Blend(x *Expected, e *measure.Estimate, ok bool, ttftAt, tpsAt Per
 // Shape fits x to the call (see shape).
 func (kernel) Shape(x *Expected, e *measure.Estimate, inFlight, in int64) { shape(x, e, inFlight, in) }
 
+// ShapeAnswer fits x to an embeddings call of in input tokens (see
+// shapeAnswer).
+func (kernel) ShapeAnswer(x *Expected, e *measure.Estimate, in int64) { shapeAnswer(x, e, in) }
+
 // Live lowers x's call TPS to what h's streams show (see live).
 func (kernel) Live(x *Expected, h measure.EstimateHandle) { live(x, h) }
 

@@ -17,6 +17,7 @@ const (
 	// Throughput maximises the expected generation-phase tokens per second,
 	// ranking by Expected.MarginalTPS: with measure's load model, what the
 	// call adds to the deployment's total TPS at its current load.
+	// Embeddings, which have no output phase, are ranked by Latency instead.
 	Throughput Policy = iota + 1
 	// Latency minimises the expected time to first token or, with
 	// LatencyCompletion, the expected completion time
@@ -244,7 +245,9 @@ func throughputScore(e *Expected) float64 {
 func (e Expected) CallTPS() float64 { return e.TPS * one(e.tpsF) }
 
 // CallTTFT is the TTFT expected for the call being picked: TTFT scaled by
-// the prompt's size class when that class is warm. Valid only if TTFTOK.
+// the prompt's size class when that class is warm; for an embeddings call,
+// the answer's latency expected for its input tokens, from the key's warm
+// classes (docs/ROUTING.md, "Embeddings"). Valid only if TTFTOK.
 func (e Expected) CallTTFT() float64 { return e.TTFT * one(e.ttftF) }
 
 // MarginalTPS is what the call adds to the deployment's total TPS (the sum

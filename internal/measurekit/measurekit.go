@@ -91,6 +91,7 @@ const InputClasses = 12
 type Inputs struct {
 	TPS  [InputClasses]float64 // at the Estimate's LoadRef; 0: not warm for TPS
 	TTFT [InputClasses]float64 // ratio to the key's mean TTFT; 0: not warm for TTFT
+	Mean [InputClasses]float64 // the class's mean TTFT, seconds; 0 when TTFT is 0
 	N    [InputClasses]int32   // samples since the key's latest change of level
 }
 

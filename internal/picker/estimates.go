@@ -29,7 +29,7 @@ func (p *Picker) readEstimate(s *scratch, it *item, est *measure.Estimate, in, n
 			if pe, n := registry.PublishedEstimate(b.h); pe != nil {
 				p.derive(s, it, pe)
 				it.flight = n
-				rk.Shape(&it.exp, pe, n, in)
+				p.shape(it, pe, n, in)
 				if n > 0 {
 					rk.Live(&it.exp, b.h)
 					rk.Overdue(&it.exp, b.h, now)
@@ -45,11 +45,23 @@ func (p *Picker) readEstimate(s *scratch, it *item, est *measure.Estimate, in, n
 	}
 	p.blend(it, est, ok)
 	it.flight = est.InFlight
-	rk.Shape(&it.exp, est, est.InFlight, in)
+	p.shape(it, est, est.InFlight, in)
 	if h != nil && it.flight > 0 {
 		rk.Live(&it.exp, h)
 		rk.Overdue(&it.exp, h, now)
 	}
+}
+
+// shape fits it's Expected to the call of in prompt tokens (0 unknown) with
+// inFlight calls in flight on its deployment: route's call fit, or for
+// embeddings (p.answered) the fit of an answer's latency to its input
+// tokens.
+func (p *Picker) shape(it *item, e *measure.Estimate, inFlight, in int64) {
+	if p.answered {
+		rk.ShapeAnswer(&it.exp, e, in)
+		return
+	}
+	rk.Shape(&it.exp, e, inFlight, in)
 }
 
 // blend sets it's Expected from e (Blend at the Picker's percentiles) and

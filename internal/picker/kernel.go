@@ -15,6 +15,7 @@ import (
 type kernel interface {
 	Blend(x *route.Expected, e *measure.Estimate, ok bool, ttftAt, tpsAt route.Percentile)
 	Shape(x *route.Expected, e *measure.Estimate, inFlight, in int64)
+	ShapeAnswer(x *route.Expected, e *measure.Estimate, in int64)
 	Live(x *route.Expected, h measure.EstimateHandle)
 	Overdue(x *route.Expected, h measure.EstimateHandle, now int64)
 	ApplyPrior(e *route.Expected, pr route.Prior, warmed bool, priorSamples float64)

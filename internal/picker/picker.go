@@ -104,6 +104,7 @@ type Picker struct {
 	counter  atomic.Uint64
 	scratch  sync.Pool
 	counters [9]atomic.Uint64
+	answered bool // every deployment serves only embeddings: answered whole, no output phase (defaults)
 }
 
 const (
@@ -206,6 +207,7 @@ func New(ds []route.Deployment, src Source, health Health, opts route.Options) (
 		p.provs[d.Provider] = struct{}{}
 		p.regions[d.Region] = struct{}{}
 	}
+	p.answered = !slices.ContainsFunc(p.keys, func(k measure.Key) bool { return k.API != string(route.APIEmbeddings) })
 	if opts.AffinityTTL > 0 {
 		p.aff = newAffinity(opts.AffinityTTL, opts.AffinityEntries)
 	}
@@ -329,6 +331,9 @@ func (p *Picker) pick(s *scratch, r *route.Request, now time.Time) (route.Plan, 
 	s.costly = scorer == nil && req.Policy == route.Cost
 	checkSLO := slo.MaxTTFT > 0 || slo.MinTPS > 0 || slo.MaxPrice > 0 || slo.MaxErrorRate > 0
 	in, out := float64(req.ExpectedInputTokens), float64(req.ExpectedOutputTokens)
+	if p.answered {
+		out = 0 // no output tokens: the cost is the input's
+	}
 
 	if err := p.checkPins(req); err != nil {
 		return route.Plan{Policy: policyName}, err
@@ -394,6 +399,14 @@ func (p *Picker) defaults(req *route.Request, noPolicy bool) (route.Scorer, stri
 	}
 	if req.ExpectedOutputTokens <= 0 {
 		req.ExpectedOutputTokens = routekit.ExpectedOutputTokens
+	}
+	if p.answered {
+		// An embeddings answer has no output phase: the time to it is its
+		// latency (TTFT), which Throughput and LatencyCompletion rank by too.
+		if req.Policy == route.Throughput {
+			req.Policy = route.Latency
+		}
+		req.LatencyMetric = route.LatencyTTFT
 	}
 	scorer := req.Scorer
 	if scorer == nil && noPolicy {

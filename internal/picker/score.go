@@ -65,7 +65,10 @@ func (p *Picker) scoreItems(s *scratch, sc *scoring, in int64, now time.Time) (o
 			it.score = clamp(scorer.Score(*d, it.exp, req))
 		case policy == route.Cost:
 			it.score = clamp(-it.cost)
-			if it.exp.TPSOK {
+			switch {
+			case p.answered && it.exp.TTFTOK: // embeddings: the sooner answer
+				it.tie = clamp(-it.exp.CallTTFT())
+			case it.exp.TPSOK:
 				it.tie = clamp(it.exp.CallTPS())
 			}
 		case policy == route.Throughput:

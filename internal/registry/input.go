@@ -89,7 +89,7 @@ func (e *entry) fillInputs(tab *measurekit.Inputs, now int64, minSamples int, wi
 			tab.TPS[i], any = v*scale, true
 		}
 		if v, ok := ic.ttft.Value(); ok && v > 0 && okT && meanTTFT > 0 {
-			tab.TTFT[i], any = v/meanTTFT, true
+			tab.TTFT[i], tab.Mean[i], any = v/meanTTFT, v, true
 		}
 		tab.N[i] = ic.n
 	}
