@@ -49,6 +49,16 @@ func TestShapeLearnedAndUsed(t *testing.T) {
 		_ = ParseChunk([]byte(payload), &c)
 		assert.NotEqualValues(t, 99, c.Created, "%s: scanned, not read from the shape", name)
 	}
+
+	// Long enough for the first length check, one byte short of the tail
+	// after a two-byte text, with the missing byte just past the slice's
+	// length: the tail is compared within the payload, never beyond it.
+	var fresh Chunk
+	require.NoError(t, ParseChunk([]byte(head+`a`+tail+`}`), &fresh))
+	whole := []byte(head + `bc` + tail)
+	fresh.shape.created = 99
+	_ = ParseChunk(whole[:len(whole)-1], &fresh)
+	assert.NotEqualValues(t, 99, fresh.Created, "a tail one byte short is not the shape's")
 }
 
 // TestShapeKinds: reasoning and refusal deltas are remembered as content
