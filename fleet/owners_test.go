@@ -247,6 +247,12 @@ func TestOwnedBounded(t *testing.T) {
 	assert.Equal(t, maxOwnedPerRound+11, owned(), "the rest at the next round")
 	assert.False(t, mr.Exists(r.f.ownerKey(strings.Repeat("r", maxIDBytes+1))))
 	assert.Equal(t, defaultResponseTTL, mr.TTL(r.f.ownerKey(strings.Repeat("r", maxIDBytes))))
+	got, ok := r.f.Owner(context.Background(), strings.Repeat("r", maxIDBytes))
+	assert.True(t, ok, "an id of 256 bytes is looked up")
+	assert.Equal(t, k, got)
+	require.NoError(t, mr.Set(r.f.ownerKey(strings.Repeat("r", maxIDBytes+1)), string(encodeKey(nil, k))))
+	_, ok = r.f.Owner(context.Background(), strings.Repeat("r", maxIDBytes+1))
+	assert.False(t, ok, "one of 257 bytes is not")
 
 	addr := mr.Addr()
 	mr.Close()
@@ -306,4 +312,32 @@ func TestOwnerRedisDownDoesNotBlock(t *testing.T) {
 	_, err = r.call(t, "resp_elsewhere")
 	require.NoError(t, err, "Owner gave up after its bound")
 	assert.Equal(t, 2, len(u.prevs("a"))+len(u.prevs("b")))
+}
+
+// TestDecodeKey: a value decodes only when it holds exactly the four
+// length-prefixed fields encodeKey writes, with a provider.
+func TestDecodeKey(t *testing.T) {
+	k := measure.Key{Provider: "p", Region: "r", Model: "m", API: "responses"}
+	got, err := decodeKey(encodeKey(nil, k))
+	require.NoError(t, err)
+	assert.Equal(t, k, got)
+	for name, tt := range map[string]struct {
+		b   []byte
+		err string
+	}{
+		"empty":               {nil, "truncated at field 0"},
+		"a length past it":    {[]byte{3, 'a', 'b'}, "truncated at field 0"},
+		"a length far past":   {append([]byte{3, 'a', 'b'}, make([]byte, 0, 16)...)[:3], "truncated at field 0"},
+		"three fields":        {encodeKey(nil, k)[:len(encodeKey(nil, k))-len("responses")-1], "truncated at field 3"},
+		"bytes after the key": {append(encodeKey(nil, k), 'x'), "1 bytes after the key"},
+		"no provider":         {encodeKey(nil, measure.Key{Model: "m"}), "no provider"},
+	} {
+		_, err := decodeKey(tt.b)
+		assert.EqualError(t, err, tt.err, name)
+	}
+	// A length one past the bytes left, whose missing byte lies within the
+	// slice's capacity: never read.
+	b := append(make([]byte, 0, 8), 3, 'a', 'b', 'c')[:3]
+	_, err = decodeKey(b)
+	assert.EqualError(t, err, "truncated at field 0")
 }
