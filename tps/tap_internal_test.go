@@ -33,3 +33,30 @@ func TestTapDataEventInPlace(t *testing.T) {
 		assert.Equal(t, tt.want, tp.dataEvent(time.Now(), []byte(tt.in), 0), "%q", tt.in)
 	}
 }
+
+// reads returns its slices one Read at a time, then io.EOF.
+type reads [][]byte
+
+func (r *reads) Read(p []byte) (int, error) {
+	if len(*r) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, (*r)[0])
+	(*r)[0] = (*r)[0][n:]
+	if len((*r)[0]) == 0 {
+		*r = (*r)[1:]
+	}
+	return n, nil
+}
+
+// TestTapInPlaceOnlyAtALineStart: a read that starts with "data:" in the
+// middle of a line (here the line "xdata: {}", an unknown field) is not an
+// event; only a read that starts a line may be framed in place.
+func TestTapInPlaceOnlyAtALineStart(t *testing.T) {
+	events := 0
+	r := &reads{[]byte("data: {}\n\nx"), []byte("data: {}\n\n")}
+	tp := NewTap(io.NopCloser(r), time.Now(), nil, WithObserver(func(time.Time, *Chunk) { events++ }))
+	_, err := io.ReadAll(tp)
+	assert.NoError(t, err)
+	assert.Equal(t, 1, events, "the first event only")
+}
