@@ -60,3 +60,16 @@ func TestTapInPlaceOnlyAtALineStart(t *testing.T) {
 	assert.NoError(t, err)
 	assert.Equal(t, 1, events, "the first event only")
 }
+
+// TestTapFullRead: a Read that fills the caller's buffer exactly is timed
+// and returned whole; only a broken Reader's count is dropped.
+func TestTapFullRead(t *testing.T) {
+	body := []byte("data: {}\n\n")
+	events := 0
+	tp := NewTap(io.NopCloser(&reads{append([]byte(nil), body...)}), time.Now(), nil, WithObserver(func(time.Time, *Chunk) { events++ }))
+	p := make([]byte, len(body))
+	n, err := tp.Read(p)
+	assert.NoError(t, err)
+	assert.Equal(t, len(body), n)
+	assert.Equal(t, 1, events)
+}
