@@ -48,7 +48,7 @@ type Options struct {
 	Band float64
 	// ColdProbes is at most how many picks per ColdProbeInterval put one cold
 	// deployment (one whose Estimate is not OK) first, per configured
-	// deployment, within ColdShare. Zero means 10 (measure.DefaultMinSamples,
+	// deployment, within ColdShare. Zero means 10 (the Registry's default MinSamples,
 	// the samples a deployment needs to be compared, so that a cold one can
 	// collect them within one interval when traffic allows); Off (any negative value) disables
 	// cold probes (cold deployments then only go behind warm ones).

@@ -51,7 +51,7 @@ const (
 	// defaultBand is the relative score distance of near-equal candidates: 5%.
 	defaultBand = 0.05
 	// defaultColdProbes is the number of cold probes per deployment per
-	// ColdProbeInterval: measure.DefaultMinSamples, so that a cold deployment
+	// ColdProbeInterval: registry.DefaultMinSamples, so that a cold deployment
 	// can collect the samples that make its Estimate OK (and it comparable
 	// with warm ones) within one interval, when traffic allows: at the
 	// default ColdShare that takes 33 picks per interval (3.3/s) for one cold
