@@ -35,6 +35,7 @@ type simDeployment struct {
 	seed     uint64
 	start    time.Time
 	inFlight atomic.Int64  // streams open at the provider, this one included
+	claimed  atomic.Int64  // calls chosen for it that have not reached it (claim)
 	streams  atomic.Uint64 // live streams begun, numbering their noise draws
 	live     bool
 	slow     [][2]time.Duration
@@ -238,6 +239,9 @@ func (f *fleet) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("sim: no deployment at %s", req.URL.Host)
 	}
 	d.inFlight.Add(1)
+	if info, _ := req.Context().Value(callInfoKey{}).(callInfo); info.claim != nil && info.claim.d == d {
+		info.claim.release()
+	}
 	resp, err := d.rt.RoundTrip(req)
 	if err != nil {
 		d.inFlight.Add(-1)

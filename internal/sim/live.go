@@ -14,7 +14,22 @@ import (
 // it paces; the runner puts it in the call's context.
 type callInfo struct {
 	prompt, out int
+	claim       *claim // the runner's pick, released when the call reaches it
 }
+
+// claim counts one call chosen for a deployment among that deployment's
+// streams from the moment it is chosen until its request reaches the
+// deployment (or the call ends without reaching it), so that a call chosen
+// at the same virtual instant sees it (trueScores): without it, callers
+// woken together all see the deployment idle, pick it together, and what
+// the oracle scores depends on the order the goroutines ran in.
+type claim struct {
+	d    *simDeployment
+	once sync.Once
+}
+
+// release stops counting the claim; only its first call does so.
+func (c *claim) release() { c.once.Do(func() { c.d.claimed.Add(-1) }) }
 
 type callInfoKey struct{}
 

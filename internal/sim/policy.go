@@ -478,7 +478,8 @@ func (oracle) Choose(v *View) int {
 // order, for the call v describes, under the scenario's objective (higher is
 // better): the oracle picks the highest, and a call's TrueBest says whether
 // its deployment had it. It reads each deployment's parameters at the
-// moment, with the call counted among its concurrent streams: the expected
+// moment, with the call counted among its concurrent streams, and so are
+// the calls chosen for it that have not reached it yet (claim): the expected
 // TPS × success probability for throughput; minus the expected TTFT, less
 // 1000 s per unit of failure probability, for latency; for cost, minus the
 // call's price (tokens × price per million), less 1000 per unit of failure
@@ -490,7 +491,7 @@ func trueScores(f *fleet, v *View) []float64 {
 	out := make([]float64, len(v.Available))
 	for k, i := range v.Available {
 		d := f.deps[i]
-		p := d.truth(v.Elapsed, d.inFlight.Load()+1, v.PromptTokens)
+		p := d.truth(v.Elapsed, d.inFlight.Load()+d.claimed.Load()+1, v.PromptTokens)
 		ok := 1.0
 		if p.status != 0 {
 			ok = 0

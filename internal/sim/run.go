@@ -128,6 +128,11 @@ type runner struct {
 	pending  []atomic.Int64
 	seq      atomic.Int64
 
+	// pickMu makes each call's view, choice and claim one step, so that
+	// calls woken at one virtual instant choose one after the other, each
+	// seeing the claims of those before it.
+	pickMu sync.Mutex
+
 	mu    sync.Mutex
 	calls []Call
 }
@@ -221,8 +226,16 @@ func (r *runner) call(ctx context.Context, buf []byte) (failed bool) {
 		PromptTokens: prompt, OutputTokens: out,
 		obj: r.sc.Objective, slo: r.sc.SLO,
 	}
+	info := callInfo{prompt: prompt, out: out}
+	r.pickMu.Lock()
 	v.scores = trueScores(r.f, v)
 	chosen := r.p.Choose(v)
+	if chosen >= 0 {
+		info.claim = &claim{d: r.f.deps[chosen]}
+		info.claim.d.claimed.Add(1)
+		defer info.claim.release()
+	}
+	r.pickMu.Unlock()
 	var opts []tpsroute.CallOption
 	if len(ignore) > 0 {
 		opts = append(opts, tpsroute.WithIgnore(ignore...))
@@ -235,7 +248,7 @@ func (r *runner) call(ctx context.Context, buf []byte) (failed bool) {
 	}
 	o := Outcome{Chosen: chosen, Sent: -1, Answered: -1, Start: now}
 	c := Call{Start: elapsed, Sent: -1, Answered: -1}
-	res, err := r.c.Do(context.WithValue(ctx, callInfoKey{}, callInfo{prompt: prompt, out: out}), body, opts...)
+	res, err := r.c.Do(context.WithValue(ctx, callInfoKey{}, info), body, opts...)
 	var attempts []fallback.Attempt
 	if err == nil {
 		var rerr error
