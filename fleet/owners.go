@@ -24,6 +24,14 @@ import (
 // are tens of bytes): it bounds each key's size in Redis.
 const maxIDBytes = 256
 
+// maxOwnerValue bounds the value of one owner key that Owner reads: an
+// encoded measure.Key is four names with their lengths, tens of bytes in
+// practice. Owner reads at most one byte more (GETRANGE), so a value that
+// some other writer made huge costs this replica 4 KiB, not the 64 MiB a
+// reply may otherwise declare (MaxReplyBytes); Owned does not share a key
+// that encodes longer.
+const maxOwnerValue = 4 << 10
+
 // maxPendingOwned bounds the ids kept for the next rounds (about 3 MB);
 // beyond it the oldest is dropped, and a replica that calls it is routed as
 // for an id the fleet does not know.
@@ -51,9 +59,10 @@ type ownedRecord struct {
 // Owned records that the deployment with key k holds the state of id, a
 // Responses API response or conversation id, to be written to Redis (for
 // Options.ResponseTTL) at the next round, which it asks to come early. It
-// never blocks. An empty id, or one over 256 bytes, is not shared.
+// never blocks. An empty id, or one over 256 bytes, is not shared; nor is
+// a key whose names encode to over 4 KiB.
 func (f *Fleet) Owned(id string, k measure.Key) {
-	if id == "" || len(id) > maxIDBytes {
+	if id == "" || len(id) > maxIDBytes || encodedKeyLen(k) > maxOwnerValue {
 		return
 	}
 	f.mu.Lock()
@@ -68,24 +77,31 @@ func (f *Fleet) Owned(id string, k measure.Key) {
 // Owner returns the key of the deployment that holds id's state, as a
 // replica of the fleet wrote it (Owned). It asks Redis once, waiting at most
 // 50 ms or until ctx is done; it answers false at once when the last round
-// found Redis unreachable, after Close, and for an id over 256 bytes. A
-// value it cannot decode is logged at Warn and answers false. The
-// caller checks that the key names a deployment it has.
+// found Redis unreachable, after Close, and for an id over 256 bytes. It
+// reads at most 4 KiB of the value; a value it cannot decode, or a longer
+// one, is logged at Warn and answers false. The caller checks that the key
+// names a deployment it has.
 func (f *Fleet) Owner(ctx context.Context, id string) (measure.Key, bool) {
 	if id == "" || len(id) > maxIDBytes || !f.connected.Load() {
 		return measure.Key{}, false
 	}
 	ctx, cancel := context.WithTimeout(ctx, min(ownerWait, f.opts.Timeout))
 	defer cancel()
-	v, err := f.rdb.Get(ctx, f.ownerKey(id)).Bytes()
+	// GETRANGE answers "" for a missing key; an owner value is never empty.
+	v, err := f.rdb.GetRange(ctx, f.ownerKey(id), 0, maxOwnerValue).Bytes()
 	switch {
-	case errors.Is(err, redis.Nil):
+	case err == nil && len(v) == 0, errors.Is(err, redis.Nil):
 		return measure.Key{}, false
 	case err != nil:
 		f.logger.Debug("fleet: owner lookup failed", "fleet", f.opts.Name, "err", redactErr(err, f.opts.URL))
 		return measure.Key{}, false
 	}
-	k, err := decodeKey(v)
+	var k measure.Key
+	if len(v) > maxOwnerValue {
+		err = fmt.Errorf("value longer than %d bytes", maxOwnerValue)
+	} else {
+		k, err = decodeKey(v)
+	}
 	if err != nil {
 		f.logger.Warn("fleet: owner ignored", "fleet", f.opts.Name, "key", f.ownerKey(id), "err", err)
 		return measure.Key{}, false
@@ -128,6 +144,16 @@ func encodeKey(b []byte, k measure.Key) []byte {
 		b = append(b, s...)
 	}
 	return b
+}
+
+// encodedKeyLen is len(encodeKey(nil, k)), without encoding it.
+func encodedKeyLen(k measure.Key) int {
+	n := 0
+	for _, s := range []string{k.Provider, k.Region, k.Model, k.API} {
+		var buf [binary.MaxVarintLen64]byte
+		n += binary.PutUvarint(buf[:], uint64(len(s))) + len(s)
+	}
+	return n
 }
 
 // decodeKey reads a key encodeKey wrote, and nothing after it.

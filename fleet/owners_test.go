@@ -198,6 +198,11 @@ func TestResponseOwnerBadData(t *testing.T) {
 		{"chat key", "resp_chat", encodeKey(nil, measure.Key{Provider: "a", Model: "m"}), "does not have"},
 		{"truncated", "resp_trunc", []byte{5, 'a'}, "key=tpsroute:v1:test:resp:resp_trunc err=\"truncated at field 0\""},
 		{"trailing bytes", "resp_trail", append(encodeKey(nil, measure.Key{Provider: "a", API: "responses"}), 'x'), "1 bytes after the key"},
+		// A valid key followed by megabytes: only maxOwnerValue+1 bytes are
+		// read, and the value is refused for its length, not decoded.
+		{"huge", "resp_huge", append(encodeKey(nil, measure.Key{Provider: "a", Model: "m", API: "responses"}), make([]byte, 8<<20)...), "value longer than 4096 bytes"},
+		// An empty value is what GETRANGE answers for a missing key.
+		{"empty", "resp_empty", nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.NoError(t, mr.Set(r.f.ownerKey(tc.id), string(tc.value)))
@@ -219,7 +224,8 @@ func slicesWith(s []string, v string) []string {
 	return out
 }
 
-// TestOwnedBounded: ids over 256 bytes are not written; a round writes at
+// TestOwnedBounded: ids over 256 bytes, and keys over 4 KiB encoded, are
+// not written; a round writes at
 // most maxOwnedPerRound ids, the rest at the next; ids kept while Redis is
 // down are written when it is back; pending ids are capped.
 func TestOwnedBounded(t *testing.T) {
@@ -253,6 +259,20 @@ func TestOwnedBounded(t *testing.T) {
 	require.NoError(t, mr.Set(r.f.ownerKey(strings.Repeat("r", maxIDBytes+1)), string(encodeKey(nil, k))))
 	_, ok = r.f.Owner(context.Background(), strings.Repeat("r", maxIDBytes+1))
 	assert.False(t, ok, "one of 257 bytes is not")
+
+	// A key of 4,096 encoded bytes is shared and read back whole; one byte
+	// more is not shared.
+	atCap := measure.Key{Provider: "p", Model: strings.Repeat("m", maxOwnerValue-15), API: "responses"}
+	require.Equal(t, maxOwnerValue, len(encodeKey(nil, atCap)))
+	overCap := atCap
+	overCap.Model += "m"
+	r.f.Owned("resp_at_cap", atCap)
+	r.f.Owned("resp_over_cap", overCap)
+	r.round(t0)
+	got, ok = r.f.Owner(context.Background(), "resp_at_cap")
+	assert.True(t, ok)
+	assert.Equal(t, atCap, got)
+	assert.False(t, mr.Exists(r.f.ownerKey("resp_over_cap")))
 
 	addr := mr.Addr()
 	mr.Close()
