@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/gjson"
 
+	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 )
@@ -153,4 +154,60 @@ func TestEmbeddingsTokens(t *testing.T) {
 			assert.Equal(t, tc.want, info.InputTokens)
 		})
 	}
+}
+
+// TestEmbeddingsLargeAnswer: an embeddings answer is one JSON body, bounded
+// by Limits.Answer (32 MiB by default), not by the 4 MiB cap on one event of
+// a stream: a batch of 400 float vectors of 1,536 dimensions, about 7.6 MiB,
+// reaches the caller whole through DoAPI, the typed Client and the
+// Transport; one past Limits.Answer fails with ErrTooLarge.
+func TestEmbeddingsLargeAnswer(t *testing.T) {
+	var sb strings.Builder
+	sb.WriteString(`{"object":"list","data":[`)
+	for i := range 400 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `{"object":"embedding","index":%d,"embedding":[`, i)
+		for j := range 1536 {
+			if j > 0 {
+				sb.WriteByte(',')
+			}
+			sb.WriteString("-0.012345678")
+		}
+		sb.WriteString("]}")
+	}
+	sb.WriteString(`],"model":"m","usage":{"prompt_tokens":400,"total_tokens":400}}`)
+	answer := sb.String()
+	require.Greater(t, len(answer), 6<<20)
+
+	up := newAPIUpstream(t, map[string]apiAnswerSpec{"embeddings": {200, answer}})
+	c := apiClient(t, apiDep("up", up, route.APIEmbeddings))
+	r, err := c.DoAPI(context.Background(), route.APIEmbeddings, []byte(`{"model":"m","input":["a","b"]}`))
+	require.NoError(t, err)
+	b, err := io.ReadAll(r.Body)
+	require.NoError(t, err)
+	require.NoError(t, r.Body.Close())
+	assert.Equal(t, len(answer), len(b))
+	assert.Equal(t, int64(400), gjson.GetBytes(b, "data.#").Int())
+
+	typed, err := c.Embeddings.New(context.Background(), openai.EmbeddingNewParams{
+		Model: "m", Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: []string{"a", "b"}}})
+	require.NoError(t, err)
+	require.Len(t, typed.Data, 400)
+	assert.Len(t, typed.Data[399].Embedding, 1536)
+
+	oc := openai.NewClient(option.WithBaseURL("http://tpsroute.invalid/v1"), option.WithAPIKey("caller-secret"),
+		option.WithHTTPClient(&http.Client{Transport: c.Transport()}), option.WithMaxRetries(0))
+	viaTransport, err := oc.Embeddings.New(context.Background(), openai.EmbeddingNewParams{
+		Model: "m", Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: []string{"a", "b"}}})
+	require.NoError(t, err)
+	require.Len(t, viaTransport.Data, 400)
+
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	small := mustNew(t, Config{Deployments: []route.Deployment{apiDep("up", up, route.APIEmbeddings)}, HTTPClient: &http.Client{Transport: tr},
+		Route: route.Options{Seed: 1}, Fallback: fallback.Options{Limits: fallback.Limits{Answer: 1 << 20}}})
+	_, err = small.DoAPI(context.Background(), route.APIEmbeddings, []byte(`{"model":"m","input":["a","b"]}`))
+	assert.ErrorIs(t, err, fallback.ErrTooLarge)
 }

@@ -276,7 +276,10 @@ type Options struct {
 type Limits struct {
 	// Event bounds one SSE line, and the data lines of one event together,
 	// in bytes; the stream fails when the cap is passed, not at the line's
-	// end. Default tps.MaxEvent, 4 MiB.
+	// end. Default tps.MaxEvent, 4 MiB. A plain JSON answer (embeddings, a
+	// plain upstream call, a provider that ignored "stream") is bounded by
+	// Answer instead, as one body: an embeddings batch may be one answer
+	// of tens of MiB.
 	Event int
 	// Held bounds the bytes of whole events a streaming call holds back
 	// before its first output chunk; the event still arriving is bounded

@@ -49,18 +49,21 @@ func isJSONAnswer(resp *http.Response) bool {
 }
 
 // unstream reads the whole JSON answer of resp, bounded by Limits.Answer,
-// and replaces resp.Body with the event stream that carries it. A read
-// error is left for the tap to read, as from any stream; an answer past
-// the limit fails the run with ErrTooLarge, and one that is not a JSON
-// object with ErrMalformed, both after an empty stream.
-func (a *run) unstream(resp *http.Response) {
+// and replaces resp.Body with the event stream that carries it, whose
+// length it returns: the stream is already in memory and bounded by
+// Limits.Answer, so its events are not held to Limits.Event (an
+// embeddings answer is one event of up to Limits.Answer). A read error is
+// left for the tap to read, as from any stream; an answer past the limit
+// fails the run with ErrTooLarge, and one that is not a JSON object with
+// ErrMalformed, both after an empty stream.
+func (a *run) unstream(resp *http.Response) int {
 	limit := a.cl.e.opts.Limits.Answer
 	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
 	rest := resp.Body
 	switch {
 	case err != nil:
 		resp.Body = readCloser{errReader{err}, rest}
-		return
+		return 0
 	case len(b) > limit:
 		a.tooLarge = true
 		b = nil
@@ -77,6 +80,7 @@ func (a *run) unstream(resp *http.Response) {
 	}
 	a.plainAnswer = b
 	resp.Body = readCloser{bytes.NewReader(ev), rest}
+	return len(ev)
 }
 
 // readCloser reads from r and closes c.

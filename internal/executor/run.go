@@ -252,10 +252,11 @@ func (a *run) open(stream bool) bool {
 		a.httpError(req, resp)
 		return false
 	}
+	limit := a.cl.e.opts.Limits.Event
 	if a.plain || isJSONAnswer(resp) {
-		a.unstream(resp)
+		limit = max(limit, a.unstream(resp))
 	}
-	maxEvent := tps.WithMaxEvent(a.cl.e.opts.Limits.Event)
+	maxEvent := tps.WithMaxEvent(limit)
 	proto := tps.WithProtocol(a.cl.protocol)
 	if tk := a.cl.e.hooks.Tokenizer; tk != nil {
 		a.tap = tps.NewTap(resp.Body, a.start, a.onSample, tps.WithObserver(a.observe), maxEvent, proto, tps.WithTokenizer(tk))
