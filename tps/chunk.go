@@ -119,6 +119,7 @@ type Chunk struct {
 	groqRaw  []byte
 	env      envelope // the last payload's leading members; kept by reset
 	shape    shape    // the bytes around the last lone text delta; kept by reset
+	tmpl     template // the last lone text delta of a Responses or Messages stream; kept by reset
 }
 
 // envelope remembers the members a payload opens with, up to the first one

@@ -33,8 +33,12 @@ package tps
 // panics; the only error is ErrMalformed, for data that is not one
 // well-formed JSON object.
 func ParseMessagesEvent(data []byte, c *Chunk) error {
+	if c.tmpl.read(ProtocolMessages, data, c) {
+		return nil
+	}
 	c.reset()
 	s := scanner{b: data}
+	c.tmpl.begin(&s)
 	if !s.open('{') {
 		return ErrMalformed
 	}
@@ -113,6 +117,7 @@ func ParseMessagesEvent(data []byte, c *Chunk) error {
 		c.Error = true
 		c.ErrorBody = data
 	}
+	c.tmpl.learn(ProtocolMessages, data, &s, c)
 	return nil
 }
 

@@ -2,7 +2,10 @@ package tps_test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -216,6 +219,87 @@ func BenchmarkTapProtocols(b *testing.B) {
 			_ = tap.Close()
 		})
 	}
+}
+
+// BenchmarkTapProtocolsRatio measures a Tap on each protocol side by side:
+// each round reads 10,000 events of each protocol in turn and takes its CPU
+// time, so that a machine whose load moves between sub-benchmarks moves all
+// three. The events vary as a real stream's do: the text of every event, a
+// chat chunk's and a Responses event's obfuscation, a Responses event's
+// sequence_number. It reports each protocol's CPU per event and the median
+// over rounds of its ratio to chat's (issue 30's budget: at most 1.2).
+func BenchmarkTapProtocolsRatio(b *testing.B) {
+	const perRound = 10_000
+	const variants = 64
+	vary := func(ev string, i int) []byte {
+		ev = strings.Replace(ev, "token", fmt.Sprintf("tok%02d", i), 1)
+		ev = strings.Replace(ev, "Xy12", fmt.Sprintf("X%03d", i), 1)
+		return []byte(strings.Replace(ev, `"sequence_number":42`, fmt.Sprintf(`"sequence_number":%d`, 40+i*7), 1))
+	}
+	protos := []struct {
+		ev    string
+		proto tps.Protocol
+	}{
+		{"data: " + benchChunk + "\n\n", tps.ProtocolChat},
+		{"event: response.output_text.delta\ndata: " + benchResponsesEvent + "\n\n", tps.ProtocolResponses},
+		{"event: content_block_delta\ndata: " + benchMessagesEvent + "\n\n", tps.ProtocolMessages},
+	}
+	taps := make([]io.Reader, len(protos))
+	for i, p := range protos {
+		r := &cycleReader{}
+		for v := range variants {
+			r.evs = append(r.evs, vary(p.ev, v))
+		}
+		taps[i] = tps.NewTap(r, time.Now(), nil, tps.WithProtocol(p.proto))
+	}
+	buf := make([]byte, 4096)
+	var total [3]time.Duration
+	var ratios [2][]float64
+	b.ReportAllocs()
+	for b.Loop() {
+		var round [3]time.Duration
+		for i, tap := range taps {
+			t0 := cpuTime()
+			for range perRound {
+				if _, err := tap.Read(buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+			round[i] = cpuTime() - t0
+			total[i] += round[i]
+		}
+		ratios[0] = append(ratios[0], float64(round[1])/float64(round[0]))
+		ratios[1] = append(ratios[1], float64(round[2])/float64(round[0]))
+	}
+	n := float64(b.N * perRound)
+	b.ReportMetric(float64(total[0].Nanoseconds())/n, "chat-cpu-ns/event")
+	b.ReportMetric(float64(total[1].Nanoseconds())/n, "responses-cpu-ns/event")
+	b.ReportMetric(float64(total[2].Nanoseconds())/n, "messages-cpu-ns/event")
+	b.ReportMetric(median(ratios[0]), "responses/chat")
+	b.ReportMetric(median(ratios[1]), "messages/chat")
+}
+
+// cycleReader returns its events in turn, one per Read, forever.
+type cycleReader struct {
+	evs [][]byte
+	i   int
+}
+
+func (r *cycleReader) Read(p []byte) (int, error) {
+	n := copy(p, r.evs[r.i])
+	r.i = (r.i + 1) % len(r.evs)
+	return n, nil
+}
+
+func (*cycleReader) Close() error { return nil }
+
+// median returns the median of v, which it sorts.
+func median(v []float64) float64 {
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
 
 func FuzzParseResponsesEvent(f *testing.F) {

@@ -17,7 +17,7 @@ func TestResetClears(t *testing.T) {
 		setNonZero(reflect.NewAt(v.Field(i).Type(), v.Field(i).Addr().UnsafePointer()).Elem())
 	}
 	c.reset()
-	kept := map[string]bool{"env": true, "shape": true}
+	kept := map[string]bool{"env": true, "shape": true, "tmpl": true}
 	for i := range v.NumField() {
 		name, f := v.Type().Field(i).Name, v.Field(i)
 		switch {

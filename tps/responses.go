@@ -33,8 +33,12 @@ package tps
 // allocate, and it never panics; the only error is ErrMalformed, for data
 // that is not one well-formed JSON object.
 func ParseResponsesEvent(data []byte, c *Chunk) error {
+	if c.tmpl.read(ProtocolResponses, data, c) {
+		return nil
+	}
 	c.reset()
 	s := scanner{b: data}
+	c.tmpl.begin(&s)
 	if !s.open('{') {
 		return ErrMalformed
 	}
@@ -134,6 +138,7 @@ func ParseResponsesEvent(data []byte, c *Chunk) error {
 		c.Error = true
 		c.ErrorBody = data
 	}
+	c.tmpl.learn(ProtocolResponses, data, &s, c)
 	return nil
 }
 

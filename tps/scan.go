@@ -19,6 +19,9 @@ type scanner struct {
 	b   []byte
 	i   int
 	bad bool
+	// skipped, when not nil, gathers the bounds of each string and number
+	// value skip consumes, for a template to learn (template.begin).
+	skipped *[]span
 }
 
 func (s *scanner) fail() {
@@ -277,7 +280,9 @@ func (s *scanner) skip(depth int) {
 			s.skip(depth + 1)
 		}
 	case '"':
+		at := s.i
 		s.str()
+		s.noteSkipped(at)
 	case 't':
 		s.literal("true")
 	case 'f':
@@ -285,7 +290,17 @@ func (s *scanner) skip(depth int) {
 	case 'n':
 		s.literal("null")
 	default:
+		at := s.i
 		s.num()
+		s.noteSkipped(at)
+	}
+}
+
+// noteSkipped records the value skip consumed from at, when a template
+// is learning.
+func (s *scanner) noteSkipped(at int) {
+	if s.skipped != nil && !s.bad {
+		*s.skipped = append(*s.skipped, span{int32(at), int32(s.i)})
 	}
 }
 

@@ -279,30 +279,49 @@ func (t *tap) processLine(now time.Time, line []byte) {
 }
 
 // dataEvent frames the commonest event at once: at the start of a line,
-// with no data gathered, b opens with one "data:" line ended by LF and the
-// blank line (LF) that ends the event. It dispatches that event with its
-// data read in place, as processLine and dispatch would have after copying
-// it, and returns the bytes it took; 0, having done nothing, for anything
-// else (TestTapReadSizesAgree, FuzzTapReadSizes). at is the body offset of
-// b.
+// with no data gathered, b opens with one "data:" line ended by LF, after
+// at most one "event:" line ended by LF (the Responses and Messages APIs
+// name every event), and the blank line (LF) that ends the event. It
+// dispatches that event with its data read in place, as processLine and
+// dispatch would have after copying it, and returns the bytes it took; 0,
+// having done nothing, for anything else (TestTapReadSizesAgree,
+// FuzzTapReadSizes). at is the body offset of b.
 func (t *tap) dataEvent(now time.Time, b []byte, at int64) int {
-	if len(b) < 7 || string(b[:5]) != "data:" {
+	var name []byte
+	skip := 0
+	if len(b) > 6 && string(b[:6]) == "event:" {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 || i > t.maxEvent || bytes.IndexByte(b[:i], '\r') >= 0 {
+			return 0
+		}
+		name = b[6:i]
+		if len(name) > 0 && name[0] == ' ' {
+			name = name[1:]
+		}
+		skip = i + 1
+	}
+	d := b[skip:]
+	if len(d) < 7 || string(d[:5]) != "data:" {
 		return 0
 	}
-	i := bytes.IndexByte(b, '\n')
-	if i < 0 || i+1 >= len(b) || b[i+1] != '\n' || bytes.IndexByte(b[:i], '\r') >= 0 {
+	i := bytes.IndexByte(d, '\n')
+	if i < 0 || i+1 >= len(d) || d[i+1] != '\n' || bytes.IndexByte(d[:i], '\r') >= 0 {
 		return 0
 	}
-	data := b[5:i]
+	data := d[5:i]
 	if len(data) > 0 && data[0] == ' ' {
 		data = data[1:]
 	}
 	if i > t.maxEvent || len(data) >= t.maxEvent {
 		return 0 // overlong: the general path reports it
 	}
-	t.at = at + int64(i) + 2
+	if skip > 0 {
+		t.event = append(t.event[:0], name...)
+	}
+	n := skip + i + 2
+	t.at = at + int64(n)
 	t.dispatchData(now, data)
-	return i + 2
+	return n
 }
 
 // dispatch ends the event being built, if it has data.

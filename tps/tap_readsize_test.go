@@ -71,6 +71,12 @@ var readSizeSeeds = []string{
 	// One chunk in two data lines, neither JSON alone: a read that starts
 	// at the second line must not frame it as an event of its own.
 	"data: {\"choices\":[{\"delta\":{\"content\":\ndata: \"hi\"}}]}\n\ndata: [DONE]\n\n",
+	// Named events, as the Responses and Messages APIs send them, and
+	// "event:" lines that the fast path must leave to the general one: no
+	// data after them, a CR, a comment or a second name between the name
+	// and the data, two data lines, a name with no space.
+	"event: content_block_delta\ndata: {\"a\":1}\n\nevent:ping\ndata: {}\n\nevent: a\n\nevent: b\r\ndata: {}\n\n" +
+		"event: c\n: note\ndata: {}\n\nevent: d\nevent: e\ndata: {}\n\nevent: f\ndata: 1\ndata: 2\n\nevent: error\ndata: {}\n\n",
 }
 
 // TestTapReadSizesAgree: a Tap sees the same events, with the same bounds,
