@@ -98,11 +98,10 @@ func DefaultPrefill(body []byte, text string) ([]byte, error) {
 // {"role":"assistant","content":text} when the last message is not the
 // assistant's. The text is then exactly what the model wrote after the
 // caller's prefill. Empty text leaves body as it is. Anthropic refuses a
-// final assistant content that ends in whitespace: the Executor passes
-// text without its trailing whitespace and splices the continuation so that
-// the caller never reads that whitespace twice (docs/STREAM_QUIRKS.md,
-// "Messages prefill"). A body without a "messages" array is an error. It
-// does not modify body.
+// final assistant content that ends in whitespace: the Executor passes text
+// without its trailing whitespace and splices the continuation so that the
+// caller never reads that whitespace twice (docs/STREAM_QUIRKS.md Q37). A
+// body without a "messages" array is an error. It does not modify body.
 func MessagesPrefill(body []byte, text string) ([]byte, error) {
 	msgs := gjson.GetBytes(body, "messages")
 	if !msgs.IsArray() {

@@ -247,7 +247,7 @@ func msgBlockStop(i int) string {
 // was still open, without its first content_block_start; later blocks are
 // renumbered after the caller's; the whitespace the prefill left out is
 // dropped from the continuation's first text as far as it repeats it
-// (docs/STREAM_QUIRKS.md, "Messages prefill").
+// (docs/STREAM_QUIRKS.md Q37).
 func TestMessagesSplice(t *testing.T) {
 	cont := func(blocks ...string) string { // a continuation answer
 		return msgStart + msgPing + strings.Join(blocks, "") + msgEnd

@@ -15,10 +15,9 @@ import (
 // dropped (the caller has one), so is the content_block_start of the block
 // it continues when the caller's block is still open, its block indexes
 // follow the caller's, and its first text loses the whitespace the prefill
-// left out as far as it repeats it (docs/STREAM_QUIRKS.md, "Messages
-// prefill"). Everything else (ping, message_delta and its usage,
-// message_stop) passes as the continuation sent it. A run's read side
-// alone uses it.
+// left out as far as it repeats it (docs/STREAM_QUIRKS.md Q37). Everything
+// else (ping, message_delta and its usage, message_stop) passes as the
+// continuation sent it. A run's read side alone uses it.
 type msgSplice struct {
 	// What the caller has received, read from the released events as
 	// rewritten.
