@@ -430,3 +430,24 @@ func TestMessagesPrefill(t *testing.T) {
 		})
 	}
 }
+
+// TestMessagesRescue: the slow-stream rescue continues a Messages stream by
+// the same prefill and splice: the caller reads one Messages stream with
+// the whole answer, sooner than the slow stream would have ended.
+func TestMessagesRescue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &replay.Profile{OutputTokens: 200, TPS: 100, TTFT: 200 * time.Millisecond, Style: replay.Messages}
+		e, rec := msgEnv(map[string]replay.Script{"a-m": replay.WithFaults(p, replay.SlowAfter(20, 5)), "b-m": p}, fallback.Options{})
+		start := time.Now()
+		res, err := e.do(t, rescuePlan(100, 100), msgCall())
+		require.NoError(t, err)
+		r := readMessages(t, res.Body)
+		require.NoError(t, r.err)
+		assert.Empty(t, r.problems)
+		assert.Equal(t, replay.Text(200), r.text)
+		assert.Equal(t, 1, r.starts)
+		assert.Equal(t, "b", res.Deployment().Provider, "rescued")
+		assert.Less(t, time.Since(start), 10*time.Second)
+		assert.False(t, strings.HasSuffix(prefillOf(t, rec, "b.test").Get("content").String(), " "))
+	})
+}

@@ -198,8 +198,9 @@ func eventData(ev []byte) []byte {
 	return data
 }
 
-// withData returns ev with its data lines replaced by one holding data, its
-// other lines (the event name) and line ends as they were.
+// withData returns ev with its data lines replaced by data, one data line
+// per line of data, where the first of them was; its other lines (the event
+// name) and line ends are kept as they were.
 func withData(ev, data []byte) []byte {
 	out := make([]byte, 0, len(ev)+len(data))
 	done := false
@@ -209,10 +210,17 @@ func withData(ev, data []byte) []byte {
 			out = append(out, line...)
 			continue
 		}
-		if !done {
-			out = append(append(append(out, "data: "...), data...), line[len(body):]...)
-			done = true
+		if done {
+			continue
 		}
+		eol := line[len(body):]
+		if len(eol) == 0 {
+			eol = []byte("\n") // a final event without its line end
+		}
+		for l := range bytes.Lines(data) {
+			out = append(append(append(out, "data: "...), bytes.TrimRight(l, "\n")...), eol...)
+		}
+		done = true
 	}
 	return out
 }
