@@ -2,6 +2,7 @@ package executor
 
 import (
 	"bytes"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -110,10 +111,12 @@ func eventEnd(seg []byte, i int) int {
 // it is kept.
 func (m *msgSplice) event(ev []byte) (rew []byte, keep bool) {
 	data := eventData(ev)
-	if data == nil {
-		return nil, true
+	if data == nil || !m.cont && !bytes.Contains(data, blockBoundary) {
+		return nil, true // a first run reads only block starts and stops
 	}
-	r := gjson.ParseBytes(data)
+	// Read in place, as DefaultBuild does: data is not modified while r
+	// is read, and only rewritten copies outlive it.
+	r := gjson.Parse(unsafe.String(unsafe.SliceData(data), len(data)))
 	typ := r.Get("type").String()
 	switch typ {
 	case "content_block_start", "content_block_delta", "content_block_stop":
@@ -158,6 +161,10 @@ func (m *msgSplice) event(ev []byte) (rew []byte, keep bool) {
 	}
 	return withData(ev, nd), true
 }
+
+// blockBoundary is in the data of every content_block_start and
+// content_block_stop event; events without it are not parsed on a first run.
+var blockBoundary = []byte(`"content_block_st`)
 
 // note records a released block event of index idx.
 func (m *msgSplice) note(typ string, idx int, r gjson.Result) {
