@@ -451,3 +451,34 @@ func TestMessagesRescue(t *testing.T) {
 		assert.False(t, strings.HasSuffix(prefillOf(t, rec, "b.test").Get("content").String(), " "))
 	})
 }
+
+// TestMessagesSpliceAfterFailedTarget: a continuation target that fails
+// before its first output (its message_start and block start already read)
+// leaves the next target's splice as it was: the caller still reads one
+// Messages stream.
+func TestMessagesSpliceAfterFailedTarget(t *testing.T) {
+	primary := msgStart + msgBlockStart(0, "text") + msgText(0, "Hello ")
+	gate := make(chan struct{})
+	srv := protocolServer(t, gate, map[string]struct {
+		status int
+		body   string
+	}{
+		"a": {200, primary + "|"},
+		"b": {200, msgStart + msgBlockStart(0, "text") + msgOverloaded},
+		"c": {200, msgStart + msgBlockStart(0, "text") + msgText(0, " World") + msgBlockStop(0) + msgEnd},
+	})
+	a, b, c := dep("a", "m"), prefillDep("b", "m"), prefillDep("c", "m")
+	a.BaseURL, b.BaseURL, c.BaseURL = srv.URL+"/a/v1", srv.URL+"/b/v1", srv.URL+"/c/v1"
+	ex := executor.New(fallback.Options{}, executor.Hooks{Transport: srv.Client().Transport})
+	res, err := ex.Do(context.Background(), planOf(a, b, c), msgCall())
+	require.NoError(t, err)
+	got := make([]byte, len(primary))
+	_, err = io.ReadFull(res.Body, got)
+	require.NoError(t, err)
+	close(gate)
+	rest, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	require.NoError(t, res.Body.Close())
+	assert.Equal(t, primary+msgText(0, "World")+msgBlockStop(0)+msgEnd, string(got)+string(rest))
+	assert.Equal(t, "c", res.Deployment().Provider)
+}

@@ -129,7 +129,7 @@ func (s *stream) rescue(prev *run) *run {
 		cl.real++
 		cl.slots[i].tries++
 		a := cl.newRun(i, d, st, done, body, true)
-		a.keepText, a.msg = true, sp
+		a.keepText, a.msg = true, sp.fresh() // one splice per target
 		a.text = append(a.text, text...)
 		a.relText = len(a.text)
 		s.active.Store(a) // Close aborts the rescue too

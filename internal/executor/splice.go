@@ -46,6 +46,17 @@ func (m *msgSplice) continued(held string) *msgSplice {
 	return n
 }
 
+// fresh returns a copy of m for one continuation attempt, so that a target
+// that fails after reading some events leaves the next target's splice as
+// it was; nil for nil.
+func (m *msgSplice) fresh() *msgSplice {
+	if m == nil {
+		return nil
+	}
+	c := *m
+	return &c
+}
+
 // dropHeld returns text without its leading bytes that repeat held, and what
 // of held is left to match the next text: all of text matched, the rest of
 // held; otherwise none, since the continuation has gone its own way.

@@ -178,7 +178,7 @@ func (s *stream) continuation(prev *run) (*run, fallback.ContinuationReason) {
 		cl.real++
 		cl.slots[i].tries++
 		a := cl.newRun(i, d, st, done, body, cl.remaining(i))
-		a.keepText, a.msg = true, sp
+		a.keepText, a.msg = true, sp.fresh() // one splice per target
 		a.text = append(a.text, text...)
 		a.relText = len(a.text)
 		s.active.Store(a) // Close aborts the continuation too
