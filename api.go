@@ -49,8 +49,12 @@ const anthropicVersion = "2023-06-01"
 // through byte for byte except "model" (the deployment's id) and "stream":
 // true, and cache_control and prompt_cache_key where the deployment does not
 // declare Capabilities.CacheControl; nothing chat-only (stream_options) is
-// added. A failure after the first output delta is a mid-stream error, never
-// continued.
+// added. A Messages stream that fails after its first output delta is
+// continued as a chat stream is (Config.Fallback.MidStream), by assistant
+// prefill on a deployment that declares Capabilities.AssistantPrefill, and
+// the caller reads one Messages stream (docs/STREAM_QUIRKS.md Q37); a
+// Responses stream is not continued (that API has no assistant prefill): the
+// failure is a mid-stream error.
 //
 // route.APIEmbeddings takes an OpenAI embeddings request body (POST
 // /v1/embeddings; "input" a string or an array, kept whole: a batch is one

@@ -38,9 +38,10 @@ const (
 	// reason than a rejected prefill (the Error's Continuations list it).
 	ContinuationFailed
 	// ContinuationUnsupported: the stream cannot be continued: it carried
-	// tool calls, reasoning text or more than one choice, or no text had
-	// been delivered, or it is not a chat stream (a Responses or Messages
-	// stream).
+	// tool calls, reasoning text, a Messages content block that is not text
+	// or more than one choice, or no text had been delivered, or it is a
+	// Responses API stream (that API has no assistant prefill; the error's
+	// message says so).
 	ContinuationUnsupported
 	// ContinuationPointless: the failure would only repeat: a
 	// content-policy stop or an exceeded context length.

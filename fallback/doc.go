@@ -40,9 +40,15 @@
 // is byte for byte the text delivered: the whole events read before the
 // failure are delivered first, and nothing read after it (the failing event,
 // a partial event, events behind an error in the same read) is delivered or
-// counted. Streams that carried tool calls, reasoning text or more than one
-// choice cannot be continued and get the mid-stream error, as do plans
-// without a deployment left that may continue. A deployment that rejects a
+// counted. A Messages API stream (route.APIMessages) is continued the same
+// way: its prefill leaves out the delivered text's trailing whitespace,
+// which Anthropic refuses, and the caller reads one Messages stream (the
+// continuation's message_start and the start of the block it continues
+// dropped, its block indexes after the caller's; docs/STREAM_QUIRKS.md
+// Q37). Streams that carried tool calls, reasoning text, a content block
+// that is not text or more than one choice cannot be continued and get the
+// mid-stream error, as do Responses API streams (that API has no assistant
+// prefill) and plans without a deployment left that may continue. A deployment that rejects a
 // prefill (a 400 or 422 naming the assistant message or the prefill) is
 // remembered by the Client and never offered a continuation again, and a
 // wildcard deployment declares prefill per model with

@@ -24,8 +24,9 @@ const (
 	// breaker), with
 	// the text delivered so far (byte for byte what the caller has read) as
 	// a final assistant message, and splices its stream on, so that the
-	// caller reads one continuous SSE stream. Streams that carried tool
-	// calls, reasoning or more than one choice, and calls with no
+	// caller reads one continuous SSE stream (for the Messages API, one
+	// Messages stream). Streams that carried tool calls, reasoning or more
+	// than one choice, Responses API streams, and calls with no
 	// prefill-capable deployment left, get the MidStreamError behaviour. A
 	// deployment that rejected a prefill (a 400 naming the assistant message
 	// or the prefill) is remembered by the Client and never offered a
@@ -244,13 +245,16 @@ type Options struct {
 	// Malformed says what happens to a data event that is not valid JSON.
 	// Zero means MalformedSkip.
 	Malformed MalformedPolicy
-	// Prefill builds the continuation body for MidStreamContinue and
-	// MidStreamSameModel. Nil appends
+	// Prefill builds the continuation body of a chat stream for
+	// MidStreamContinue and MidStreamSameModel. Nil appends
 	// {"role":"assistant","content":text,"prefix":true} to the body's
 	// messages: the shape DeepSeek and Mistral accept for assistant
 	// prefill, and a final assistant message that vLLM, SGLang and
 	// Anthropic-style servers continue. A deployment that needs another
 	// shape (for example vLLM's "continue_final_message") gets it here.
+	// A Messages API stream is continued by the Messages API's own prefill
+	// (the text appended to a final assistant message, without its
+	// trailing whitespace), never by this function.
 	Prefill PrefillFunc
 	// Hedge configures hedging. The zero value disables it.
 	Hedge HedgeOptions

@@ -265,10 +265,26 @@ func jsonText(s string) string {
 	return string(b[1 : len(b)-1])
 }
 
-// TestStatusBodyPerAPI: a Status fault without a body answers in the
-// shape of the request's API: Anthropic's on .../messages, OpenAI's
-// elsewhere.
+// TestStatusBodyPerAPI: a Status fault without a body, and RejectPrefill,
+// answer in the shape of the request's API: Anthropic's on .../messages,
+// OpenAI's elsewhere.
 func TestStatusBodyPerAPI(t *testing.T) {
+	const prefill = `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"w0"}]}`
+	for _, tt := range []struct{ path, want string }{
+		{"/v1/messages", `{"type":"error","error":{"type":"invalid_request_error","message":"replay: the last message must be from the user or a tool; assistant prefill is not supported"}}`},
+		{"/v1/chat/completions", `{"error":{"message":"replay: the last message must be from the user or a tool; assistant prefill is not supported","type":"invalid_request_error","param":null,"code":null}}`},
+	} {
+		t.Run("reject-prefill"+tt.path, func(t *testing.T) {
+			h := NewHandler(map[string]Script{"m": WithFaults(&Profile{Style: Messages}, RejectPrefill())})
+			resp, err := memClient(h).Post("http://x"+tt.path, "application/json", strings.NewReader(prefill))
+			require.NoError(t, err)
+			got, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			require.NoError(t, resp.Body.Close())
+			assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+			assert.JSONEq(t, tt.want, string(got))
+		})
+	}
 	tests := []struct {
 		path, want string
 		code       int

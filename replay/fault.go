@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/tpsroute/tpsroute/tps"
 )
 
 // Fault is one injected failure, applied to a Script's answer by WithFaults.
@@ -333,13 +335,22 @@ func DownFor(d time.Duration) Fault {
 }
 
 // RejectPrefill answers 400 when the last message is from the assistant, as
-// providers without assistant prefill do.
+// providers without assistant prefill do: in OpenAI's error shape, or in
+// Anthropic's ({"type":"error","error":{"type":"invalid_request_error",...}})
+// on the Messages API's path.
 func RejectPrefill() Fault {
-	body := errorBody("replay: the last message must be from the user or a tool; assistant prefill is not supported", "invalid_request_error", "")
+	const msg = "replay: the last message must be from the user or a tool; assistant prefill is not supported"
+	body := errorBody(msg, "invalid_request_error", "")
+	anthropic := `{"type":"error","error":{"type":"invalid_request_error","message":` + jsonString(msg) + `}}`
 	return Fault{name: "reject-prefill", apply: func(p *plan, r *request) {
-		if r.body.lastRole() == "assistant" {
-			p.setStatus(http.StatusBadRequest, body, nil)
+		if r.body.lastRole() != "assistant" {
+			return
 		}
+		if r.proto == tps.ProtocolMessages {
+			p.setStatus(http.StatusBadRequest, anthropic, nil)
+			return
+		}
+		p.setStatus(http.StatusBadRequest, body, nil)
 	}}
 }
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/tpsroute/tpsroute"
 	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
 )
 
@@ -209,4 +212,49 @@ func TestAnthropicSDKErrors(t *testing.T) {
 			require.NoError(t, s.Close())
 		})
 	}
+}
+
+// hosts is an in-memory fleet: each request goes to the replay handler of
+// its URL's host.
+type hosts map[string]*replay.Handler
+
+func (h hosts) RoundTrip(r *http.Request) (*http.Response, error) {
+	return h[r.URL.Host].Transport().RoundTrip(r)
+}
+
+// TestAnthropicSDKContinuation: a Messages stream cut after its tenth event
+// continues on a deployment that declares assistant prefill, and
+// anthropic-sdk-go's accumulator reads one message: one text block holding
+// the whole answer, the continuation's stop reason.
+func TestAnthropicSDKContinuation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 30
+		prof := &replay.Profile{TTFT: 200 * time.Millisecond, TPS: 50, OutputTokens: n, Style: replay.Messages}
+		fleet := hosts{
+			"a.test": replay.NewHandler(map[string]replay.Script{"claude-sonnet-4-5": replay.WithFaults(prof, replay.CutAfter(10))}),
+			"b.test": replay.NewHandler(map[string]replay.Script{"claude-sonnet-4-5": prof}),
+		}
+		var ds []route.Deployment
+		for _, p := range []string{"a", "b"} {
+			ds = append(ds, route.Deployment{Provider: p, Model: "claude", ProviderModel: "claude-sonnet-4-5", BaseURL: "http://" + p + ".test/v1",
+				APIKey: "sk-ant-" + p, APIs: []route.API{route.APIMessages}, Capabilities: route.Capabilities{AssistantPrefill: true}})
+		}
+		c, err := tpsroute.New(tpsroute.Config{Deployments: ds, HTTPClient: &http.Client{Transport: fleet}})
+		require.NoError(t, err)
+		ac := anthropic.NewClient(option.WithBaseURL("http://tpsroute.invalid/"), option.WithAPIKey("caller-key"),
+			option.WithHTTPClient(&http.Client{Transport: c.Transport()}), option.WithMaxRetries(0))
+
+		s := ac.Messages.NewStreaming(tpsroute.ContextWithOptions(context.Background(), tpsroute.WithPin("a", "")), params)
+		var msg anthropic.Message
+		for s.Next() {
+			require.NoError(t, msg.Accumulate(s.Current()))
+		}
+		require.NoError(t, s.Err())
+		require.NoError(t, s.Close())
+		require.Len(t, msg.Content, 1, "the continued block is one block")
+		assert.Equal(t, replay.Text(n), msg.Content[0].Text)
+		assert.Equal(t, anthropic.StopReasonEndTurn, msg.StopReason)
+		require.Len(t, fleet["b.test"].Attempts(), 1)
+		assert.Equal(t, "assistant", fleet["b.test"].Attempts()[0].LastRole)
+	})
 }

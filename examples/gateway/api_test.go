@@ -38,12 +38,14 @@ type apiHosts struct {
 	bodies map[string]string
 	mu     sync.Mutex
 	seen   []*http.Request
+	sent   []string // the request bodies, by seen's order
 }
 
 func (h *apiHosts) RoundTrip(r *http.Request) (*http.Response, error) {
-	_, _ = io.Copy(io.Discard, r.Body)
+	b, _ := io.ReadAll(r.Body)
 	h.mu.Lock()
 	h.seen = append(h.seen, r)
+	h.sent = append(h.sent, string(b))
 	h.mu.Unlock()
 	name, _, _ := strings.Cut(r.URL.Host, ".")
 	body, ok := h.bodies[name]
@@ -210,6 +212,30 @@ func TestGatewayMessages(t *testing.T) {
 	w = serveAPI(g, "/v1/messages", `{"model":"m","max_tokens":5,"messages":[]}`, "x-api-key", "wrong")
 	assert.Equal(t, http.StatusUnauthorized, w.Code)
 	assert.Equal(t, "authentication_error", anthropicErrorOf(t, w.Body.Bytes()).Get("type").Str)
+}
+
+// TestGatewayMessagesContinued: a /v1/messages stream that fails after
+// its first output continues on a deployment that declares assistant
+// prefill, the delivered text as the final assistant message, and the
+// caller reads one Messages stream: the continuation's message_start and
+// the start of the block it continues are not relayed.
+func TestGatewayMessagesContinued(t *testing.T) {
+	a, b := apiDep("a", route.APIMessages), apiDep("b", route.APIMessages)
+	b.Capabilities.AssistantPrefill = true
+	cont := strings.Replace(gwMsgHead, `"text":"Hi"`, `"text":" there"`, 1)
+	g, hosts := apiGateway(t, map[string]string{"a": gwMsgHead + "|" + gwMsgOverloaded, "b": cont + gwMsgTail}, options{}, a, b)
+	w := serveAPI(g, "/v1/messages", `{"model":"m","stream":true,"max_tokens":5,"messages":[{"role":"user","content":"hi"}],"provider":{"order":["a","b"]}}`,
+		"anthropic-version", "2023-06-01")
+	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+	assert.Equal(t, gwMsgHead+cont[strings.Index(cont, "event: content_block_delta"):]+gwMsgTail, w.Body.String())
+	reqs := hosts.requests()
+	require.Len(t, reqs, 2)
+	assert.Equal(t, "b.test", reqs[1].URL.Host)
+	hosts.mu.Lock()
+	last := gjson.Get(hosts.sent[1], "messages.@reverse.0")
+	hosts.mu.Unlock()
+	assert.Equal(t, "assistant", last.Get("role").Str)
+	assert.Equal(t, "Hi", last.Get("content").Str)
 }
 
 // embeddingsHost answers every request with an embeddings JSON answer.

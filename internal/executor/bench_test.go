@@ -124,3 +124,61 @@ func BenchmarkExecutor(b *testing.B) {
 		})
 	}
 }
+
+// benchMsgSSE is a 16-token Messages stream (22 SSE events).
+var benchMsgSSE = func() []byte {
+	var b bytes.Buffer
+	b.WriteString(msgStart + msgPing + "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n")
+	for i := range 16 {
+		fmt.Fprintf(&b, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"w%d \"}}\n\n", i)
+	}
+	b.WriteString("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" + msgEnd)
+	return b.Bytes()
+}()
+
+// msgRT answers every request with benchMsgSSE, in memory.
+type msgRT struct{}
+
+func (msgRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}},
+		Body: io.NopCloser(bytes.NewReader(benchMsgSSE)), Request: req}, nil
+}
+
+// BenchmarkExecutorMessages is one streaming Messages call through the
+// executor: "no_prefill_plan" keeps no text, "prefill_plan" may continue,
+// so its runs keep the text and read the released events for the splice
+// (msgSplice); the difference is what continuability costs a Messages call
+// that is not cut.
+func BenchmarkExecutorMessages(b *testing.B) {
+	buf := make([]byte, 4096)
+	call := executor.Call{Body: []byte(msgBody), Stream: true, Protocol: tps.ProtocolMessages, Build: apiBuild("messages")}
+	for _, prefill := range []bool{false, true} {
+		name := "no_prefill_plan"
+		if prefill {
+			name = "prefill_plan"
+		}
+		b.Run(name, func(b *testing.B) {
+			pd := dep("b", "b-m")
+			pd.Capabilities.AssistantPrefill = prefill
+			plan := planOf(dep("a", "a-m"), pd)
+			ex := executor.New(fallback.Options{}, executor.Hooks{Transport: msgRT{}})
+			b.ReportAllocs()
+			defer cputime.PerOp(b)()
+			for b.Loop() {
+				res, err := ex.Do(context.Background(), plan, call)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for {
+					if _, err := res.Body.Read(buf); err != nil {
+						break
+					}
+				}
+				res.Body.Close()
+			}
+		})
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -87,6 +88,46 @@ func chatURL(d route.Deployment) (string, error) {
 func DefaultPrefill(body []byte, text string) ([]byte, error) {
 	msg := map[string]any{"role": "assistant", "content": text, "prefix": true}
 	return sjson.SetBytes(body, "messages.-1", msg)
+}
+
+// MessagesPrefill is DefaultPrefill for the Anthropic Messages API
+// (tps.ProtocolMessages), which continues a final assistant message
+// natively: it appends text to the body's final assistant message, after
+// the caller's own prefill (to its string content, to its last block when
+// that is a text block, else as a new text block), or appends
+// {"role":"assistant","content":text} when the last message is not the
+// assistant's. The text is then exactly what the model wrote after the
+// caller's prefill. Empty text leaves body as it is. Anthropic refuses a
+// final assistant content that ends in whitespace: the Executor passes text
+// without its trailing whitespace and splices the continuation so that the
+// caller never reads that whitespace twice (docs/STREAM_QUIRKS.md Q37). A
+// body without a "messages" array is an error. It does not modify body.
+func MessagesPrefill(body []byte, text string) ([]byte, error) {
+	msgs := gjson.GetBytes(body, "messages")
+	if !msgs.IsArray() {
+		return nil, errors.New("fallback: Messages prefill: the body has no messages array")
+	}
+	if text == "" {
+		return body, nil
+	}
+	n := int(msgs.Get("#").Int())
+	last := msgs.Get(strconv.Itoa(n - 1))
+	if n == 0 || last.Get("role").String() != "assistant" {
+		return sjson.SetBytes(body, "messages.-1", map[string]any{"role": "assistant", "content": text})
+	}
+	at := "messages." + strconv.Itoa(n-1) + ".content"
+	content := last.Get("content")
+	switch {
+	case content.Type == gjson.String:
+		return sjson.SetBytes(body, at, content.Str+text)
+	case content.IsArray():
+		m := int(content.Get("#").Int())
+		if part := content.Get(strconv.Itoa(m - 1)); m > 0 && part.Get("type").String() == "text" {
+			return sjson.SetBytes(body, at+"."+strconv.Itoa(m-1)+".text", part.Get("text").String()+text)
+		}
+		return sjson.SetBytes(body, at+".-1", map[string]any{"type": "text", "text": text})
+	}
+	return sjson.SetBytes(body, at, text)
 }
 
 // streamBody returns body with "stream": true, copying only when needed.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"unicode"
 
 	"github.com/tpsroute/tpsroute/fallback"
 
@@ -19,7 +20,7 @@ import (
 // text they deliver, so that other calls pay nothing for it. It does not
 // consult the remembered prefill rejections: a false yes only keeps text.
 func (cl *call) mayContinue() bool {
-	if !cl.stream || cl.noFallback || cl.choices > 1 || cl.protocol != tps.ProtocolChat || (cl.mid != fallback.MidStreamContinue && cl.mid != fallback.MidStreamSameModel) {
+	if !cl.stream || cl.noFallback || cl.choices > 1 || !prefills(cl.protocol) || (cl.mid != fallback.MidStreamContinue && cl.mid != fallback.MidStreamSameModel) {
 		return false
 	}
 	for i := range cl.plan {
@@ -32,6 +33,42 @@ func (cl *call) mayContinue() bool {
 		}
 	}
 	return false
+}
+
+// prefills reports whether a stream of protocol p can be continued by an
+// assistant prefill: Chat Completions and the Messages API, whose requests
+// may end with an assistant message to continue. The Responses API has
+// none.
+func prefills(p tps.Protocol) bool {
+	return p == tps.ProtocolChat || p == tps.ProtocolMessages
+}
+
+// prefill returns what a continuation of prev starts from: the text the
+// caller has read, scrubbed again whole so that no credential of prev's
+// deployment goes to the next one inside the prefill, and the continuation
+// request, the call's body with that text as the final assistant message
+// (Options.Prefill for chat, MessagesPrefill for Messages). A Messages
+// prefill leaves out the text's trailing whitespace, which Anthropic
+// refuses; the returned splice drops it from the continuation's events if
+// they repeat it. It returns the reason instead when there is no text or
+// no body.
+func (cl *call) prefill(prev *run) (text string, body []byte, sp *msgSplice, why fallback.ContinuationReason) {
+	text = prev.sc.Scrub(string(prev.text[:prev.relText]))
+	if len(text) == 0 {
+		return "", nil, nil, fallback.ContinuationUnsupported
+	}
+	var err error
+	if cl.protocol == tps.ProtocolMessages && prev.msg != nil {
+		sent := strings.TrimRightFunc(text, unicode.IsSpace)
+		body, err = MessagesPrefill(cl.body, sent)
+		sp = prev.msg.continued(text[len(sent):])
+	} else {
+		body, err = cl.e.opts.Prefill(cl.body, text)
+	}
+	if err != nil {
+		return "", nil, nil, fallback.ContinuationFailed
+	}
+	return text, body, sp, fallback.NoReason
 }
 
 // selfContinuation reports whether the call's budgets leave room for a
@@ -47,9 +84,11 @@ func (cl *call) unsupported(prev *run) fallback.ContinuationReason {
 	switch {
 	case cl.mid == fallback.MidStreamError || cl.noFallback:
 		return fallback.ContinuationOff
-	case cl.protocol != tps.ProtocolChat: // a continuation is a chat prefill
+	case !prefills(cl.protocol): // a continuation is an assistant prefill
 		return fallback.ContinuationUnsupported
 	case prev.toolCalls || prev.multi || prev.reasoning || cl.choices > 1: // choices interleave (docs/STREAM_QUIRKS.md Q21)
+		return fallback.ContinuationUnsupported
+	case prev.msg != nil && prev.msg.other: // a tool_use or thinking block without deltas
 		return fallback.ContinuationUnsupported
 	case !cl.keepText:
 		// mayContinue found no target; with the budgets aside, prev's own

@@ -80,14 +80,18 @@ func (cl *call) noContinuation(orig *fallback.Error, prev *run, class fallback.C
 		}
 	case fallback.ContinuationUnsupported:
 		switch {
-		case cl.protocol != tps.ProtocolChat:
-			detail = "a " + cl.protocol.String() + " stream is not continued (a continuation is a chat prefill)"
+		case cl.protocol == tps.ProtocolResponses:
+			detail = "a Responses stream is not continued (the Responses API has no assistant prefill)"
+		case !prefills(cl.protocol):
+			detail = "a " + cl.protocol.String() + " stream is not continued (it has no assistant prefill)"
 		case prev.toolCalls:
 			detail = "the stream carried tool calls"
 		case prev.multi || cl.choices > 1:
 			detail = "the stream carried more than one choice"
 		case prev.reasoning:
 			detail = "the stream carried reasoning text"
+		case prev.msg != nil && prev.msg.other:
+			detail = "the stream carried a content block that is not text"
 		default:
 			detail = "no text was delivered to continue from"
 		}

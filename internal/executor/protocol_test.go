@@ -84,8 +84,9 @@ func apiBuild(path string) executor.BuildFunc {
 // deployments by each API's events: a failure event before the first output
 // delta (response.failed, event: error) or an HTTP 529 fails over invisibly,
 // the caller reading one deployment's stream only; after the first output
-// delta the failure is a mid-stream error, never a clean end, and is not
-// continued (a continuation is a chat prefill), even under MidStreamContinue.
+// delta the failure is a mid-stream error, never a clean end: a Responses
+// stream is not continued (that API has no assistant prefill), even under
+// MidStreamContinue, and a Messages stream is continued by prefill.
 func TestProtocolFailover(t *testing.T) {
 	type answer = struct {
 		status int
@@ -123,10 +124,10 @@ func TestProtocolFailover(t *testing.T) {
 				"c": {200, msgStart + msgPing + msgDelta + msgEnd}},
 			want:     msgStart + msgPing + msgDelta + msgEnd,
 			attempts: 3},
-		{name: "messages overloaded after output", proto: tps.ProtocolMessages, path: "messages",
+		{name: "messages overloaded after output continues", proto: tps.ProtocolMessages, path: "messages",
 			answers:  map[string]answer{"a": {200, msgStart + msgDelta + "|" + msgOverloaded}, "b": {200, msgStart + msgDelta + msgEnd}},
-			want:     msgStart + msgDelta,
-			attempts: 1, mid: true},
+			want:     msgStart + msgDelta + msgDelta + msgEnd, // b's message_start dropped
+			attempts: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -143,12 +144,12 @@ func TestProtocolFailover(t *testing.T) {
 			}
 			ex := executor.New(fallback.Options{MidStream: fallback.MidStreamContinue}, executor.Hooks{Transport: srv.Client().Transport})
 			res, err := ex.Do(context.Background(), planOf(ds...), executor.Call{
-				Body: []byte(`{"model":"m","input":"hi"}`), Stream: true, Protocol: tt.proto, Build: apiBuild(tt.path),
+				Body: []byte(`{"model":"m","input":"hi","messages":[{"role":"user","content":"hi"}]}`), Stream: true, Protocol: tt.proto, Build: apiBuild(tt.path),
 			})
 			require.NoError(t, err)
 			var got []byte
-			if tt.mid { // read the first output before the failure is sent
-				got = make([]byte, len(tt.want))
+			if first, _, cut := strings.Cut(tt.answers["a"].body, "|"); cut { // read the first output before the failure is sent
+				got = make([]byte, len(first))
 				_, err = io.ReadFull(res.Body, got)
 				require.NoError(t, err)
 			}
@@ -162,8 +163,8 @@ func TestProtocolFailover(t *testing.T) {
 				assert.True(t, errors.Is(err, fallback.ErrMidStream), "%v", err)
 				var fe *fallback.Error
 				require.ErrorAs(t, err, &fe)
-				assert.Equal(t, fallback.ContinuationUnsupported, fe.Continuation(), "the reason: not a chat stream")
-				assert.Contains(t, err.Error(), "stream is not continued (a continuation is a chat prefill)")
+				assert.Equal(t, fallback.ContinuationUnsupported, fe.Continuation(), "the reason: the API has no prefill")
+				assert.Contains(t, err.Error(), "a Responses stream is not continued (the Responses API has no assistant prefill)")
 			} else {
 				require.NoError(t, err)
 			}

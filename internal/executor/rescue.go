@@ -107,12 +107,11 @@ func (s *stream) rescue(prev *run) *run {
 	prev.rescue.tried = true
 	rate := prev.rescue.slowRate
 	prev.rescue.slowRate = 0
-	text := prev.sc.Scrub(string(prev.text[:prev.relText]))
-	if len(text) == 0 {
+	if cl.unsupported(prev) != fallback.NoReason {
 		return nil
 	}
-	body, err := cl.e.opts.Prefill(cl.body, text)
-	if err != nil {
+	text, body, sp, why := cl.prefill(prev)
+	if why != fallback.NoReason {
 		return nil
 	}
 	for {
@@ -130,7 +129,7 @@ func (s *stream) rescue(prev *run) *run {
 		cl.real++
 		cl.slots[i].tries++
 		a := cl.newRun(i, d, st, done, body, true)
-		a.keepText = true
+		a.keepText, a.msg = true, sp.fresh() // one splice per target
 		a.text = append(a.text, text...)
 		a.relText = len(a.text)
 		s.active.Store(a) // Close aborts the rescue too

@@ -52,6 +52,8 @@ type run struct {
 
 	quiet bool // a finished stream ended by our deadline, not by EOF
 
+	msg *msgSplice // a Messages stream that may be continued (splice.go); nil otherwise
+
 	sampled   bool
 	sample    tps.Sample
 	finalized bool
@@ -116,6 +118,9 @@ func (cl *call) newRun(i int, d *route.Deployment, st *keyState, done func(error
 	cl.pending.Add(1)
 	a.ctx, a.cancel = context.WithCancelCause(cl.ctx)
 	a.keepText = cl.keepText
+	if cl.keepText && cl.protocol == tps.ProtocolMessages {
+		a.msg = new(msgSplice)
+	}
 	if cl.assemble {
 		a.acc = new(tps.Accumulator)
 	}
@@ -523,6 +528,12 @@ func (a *run) outputChunk(el int64, c *tps.Chunk) {
 		}
 		n := len(a.text)
 		a.text = c.AppendText(a.text)
+		if m := a.msg; m != nil && m.textHeld != "" && !c.Reasoning && !c.ToolCall {
+			// The text as the splice releases it (msgSplice.event).
+			var rest string
+			rest, m.textHeld = dropHeld(m.textHeld, string(a.text[n:]))
+			a.text = append(a.text[:n], rest...)
+		}
 		a.marks = append(a.marks, mark{end: c.End, n: len(a.text)})
 		if a.rescue.slowUnder > 0 {
 			a.noteRate(el, len(a.text)-n)
@@ -610,23 +621,33 @@ func (a *run) fill() error {
 func (a *run) committed() bool { return a.cl.stream && a.output }
 
 // release releases buf[rel:to], whole events, with lone-CR line ends made
-// LF (loneCRToLF) and scrubbed of the deployment's credentials
-// (scrubEvents). A scrubbed event changes length; base moves by
+// LF (loneCRToLF), spliced when the run continues a Messages stream
+// (msgSplice.pass) and scrubbed of the deployment's credentials
+// (scrubEvents). A rewritten event changes length; base moves by
 // the difference, so body offsets past it (stopAt, marks, the tap's next
 // events) still map to the same bytes.
 func (a *run) release(to int) {
 	if to <= a.rel {
 		return
 	}
-	seg := a.buf[a.rel:to]
-	loneCRToLF(seg)
-	if clean, changed := scrubEvents(a.sc, seg); changed {
-		a.buf = slices.Replace(a.buf, a.rel, to, clean...)
-		d := len(clean) - len(seg)
-		a.base -= int64(d)
-		to += d
+	loneCRToLF(a.buf[a.rel:to])
+	if a.msg != nil {
+		if out, changed := a.msg.pass(a.buf[a.rel:to]); changed {
+			to = a.replace(to, out)
+		}
+	}
+	if clean, changed := scrubEvents(a.sc, a.buf[a.rel:to]); changed {
+		to = a.replace(to, clean)
 	}
 	a.rel = to
+}
+
+// replace puts b in place of buf[rel:to] and returns where it ends.
+func (a *run) replace(to int, b []byte) int {
+	d := len(b) - (to - a.rel)
+	a.buf = slices.Replace(a.buf, a.rel, to, b...)
+	a.base -= int64(d)
+	return to + d
 }
 
 // span is a range of body offsets.

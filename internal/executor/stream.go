@@ -143,18 +143,12 @@ func (s *stream) continuation(prev *run) (*run, fallback.ContinuationReason) {
 	if r := cl.unsupported(prev); r != fallback.NoReason {
 		return nil, r
 	}
-	// Exactly what the caller has read, which was scrubbed event by event:
-	// scrubbed again whole, so that no credential of prev's deployment goes
-	// to the next one inside the prefill.
-	text := prev.sc.Scrub(string(prev.text[:prev.relText]))
-	if len(text) == 0 {
-		return nil, fallback.ContinuationUnsupported
+	// Exactly what the caller has read (call.prefill).
+	text, body, sp, why := cl.prefill(prev)
+	if why != fallback.NoReason {
+		return nil, why
 	}
-	body, err := cl.e.opts.Prefill(cl.body, text)
-	if err != nil {
-		return nil, fallback.ContinuationFailed
-	}
-	why := fallback.ContinuationNoTarget
+	why = fallback.ContinuationNoTarget
 	// The other deployments in plan order, then the one that was cut: a
 	// provider that dropped one connection often serves the next, and it
 	// is the only target of a model served once. eligible bounds it by
@@ -184,7 +178,7 @@ func (s *stream) continuation(prev *run) (*run, fallback.ContinuationReason) {
 		cl.real++
 		cl.slots[i].tries++
 		a := cl.newRun(i, d, st, done, body, cl.remaining(i))
-		a.keepText = true
+		a.keepText, a.msg = true, sp.fresh() // one splice per target
 		a.text = append(a.text, text...)
 		a.relText = len(a.text)
 		s.active.Store(a) // Close aborts the continuation too
