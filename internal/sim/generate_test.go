@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -173,6 +174,12 @@ func TestDriftFactor(t *testing.T) {
 
 var randomFlag = flag.Int("sim.random", 0, "TestRandomFleets: this many fleets instead of randomFleets")
 
+var dumpFlag = flag.String("sim.dump", "", "TestRandomFleets: write each fleet's score as JSON to this file, to compare two runs fleet by fleet")
+
+var leanFlag = flag.Bool("sim.lean", false, "TestRandomFleets: score only the defaults, the oracle and mean10 (about half the CPU), while exploring a change")
+
+var fromFlag = flag.Uint64("sim.from", 1, "TestRandomFleets: the first seed (1001 scores a range disjoint from the default's)")
+
 // randomFleets is how many generated fleets TestRandomFleets scores.
 const randomFleets = 200
 
@@ -214,10 +221,20 @@ func TestRandomFleets(t *testing.T) {
 		n = *randomFlag
 	}
 	cpu0, ok := processCPU()
-	d := scoreRandom(t, 1, n, Space{}, func(sc *Scenario) []Policy { return testBaselines(sc.Seed) })
+	d := scoreRandom(t, *fromFlag, n, Space{}, func(sc *Scenario) []Policy {
+		if *leanFlag {
+			return []Policy{Defaults(), Oracle(), Mean10(sc.Seed)}
+		}
+		return testBaselines(sc.Seed)
+	})
+	if *dumpFlag != "" {
+		js, err := json.Marshal(d.Fleets)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(*dumpFlag, js, 0o644))
+	}
 	var b bytes.Buffer
 	require.NoError(t, d.WriteTable(&b))
-	t.Logf("%d random fleets\n%s", n, b.String())
+	t.Logf("%d random fleets from seed %d\n%s", n, *fromFlag, b.String())
 	if cpu1, ok1 := processCPU(); ok && ok1 {
 		t.Logf("CPU: %v", (cpu1 - cpu0).Round(time.Millisecond))
 		if n <= randomFleets {
