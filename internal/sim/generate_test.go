@@ -245,7 +245,8 @@ func TestRandomFleets(t *testing.T) {
 
 var fleetFlag = flag.String("sim.fleet", "", "TestOneFleet: the class-seed of a generated fleet to run and show")
 
-// TestOneFleet runs one generated fleet ("CLASS-SEED", -sim.fleet) under
+// TestOneFleet runs one generated fleet ("CLASS-SEED", -sim.fleet; "any-SEED"
+// for the fleet TestRandomFleets draws for SEED, whatever its class) under
 // the random-fleet policies and logs its table and scenario: the way to
 // look into a fleet the distribution shows the defaults losing.
 func TestOneFleet(t *testing.T) {
@@ -256,7 +257,11 @@ func TestOneFleet(t *testing.T) {
 	require.True(t, ok)
 	n, err := strconv.ParseUint(seed, 10, 64)
 	require.NoError(t, err)
-	sc, err := Generate(n, Space{Class: class})
+	sp := Space{Class: class}
+	if class == "any" { // the fleet TestRandomFleets draws for this seed
+		sp = Space{}
+	}
+	sc, err := Generate(n, sp)
 	require.NoError(t, err)
 	js, _ := json.MarshalIndent(sc, "", "  ")
 	t.Logf("%s", js)
