@@ -105,9 +105,9 @@
 // A cold deployment (no successful sample, no prior, never measured
 // before) ranks behind warm ones, so without probes it would never
 // be measured. A cold probe puts it first: of the leading tier's cold
-// deployments, the one with the fewest samples, so that they are probed in
-// turn and compared, their remaining uncertainty left to exploration, after
-// one sample each. Probes are limited per Options.ColdProbeInterval
+// deployments with no call in flight, the one with the fewest samples, so
+// that they are probed in turn, one call at a time each, and compared,
+// their remaining uncertainty left to exploration, after one sample each. Probes are limited per Options.ColdProbeInterval
 // (default 10 s) in two ways:
 //
 //   - per deployment, by Options.ColdProbes (default 10);

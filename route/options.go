@@ -51,7 +51,9 @@ type Options struct {
 	// deployment, within ColdShare. Zero means 10 (the Registry's default MinSamples,
 	// the samples a deployment needs to be compared, so that a cold one can
 	// collect them within one interval when traffic allows); Off (any negative value) disables
-	// cold probes (cold deployments then only go behind warm ones).
+	// cold probes (cold deployments then only go behind warm ones). A cold
+	// deployment with a call in flight (measure.Estimate.InFlight) gets no
+	// probe until that call has answered: probes are one at a time.
 	ColdProbes int
 	// ColdProbeInterval is the window ColdProbes and ColdShare count over;
 	// zero means 10 s.

@@ -219,3 +219,35 @@ func TestColdCatchesUpWithRegistry(t *testing.T) {
 	assert.LessOrEqual(t, led, 15*time.Second, "fast leads on score")
 	t.Logf("fast leads on score after %v of picks", led)
 }
+
+// TestColdProbeOneInFlight checks that a cold deployment with a call in
+// flight gets no other cold probe until that call has answered: the probes
+// go to a cold deployment with none in flight, and when every cold one has
+// one, the call goes to the measured leader (one probe per doubtful
+// deployment at a time, never a burst that measures it under its own load;
+// docs/ROUTING.md, "Random fleets").
+func TestColdProbeOneInFlight(t *testing.T) {
+	tests := []struct {
+		name     string
+		inFlight []int64 // of c0, c1
+		want     string
+		reason   string
+	}{
+		{"neither in flight: the first cold", []int64{0, 0}, "c0", route.ReasonColdProbe},
+		{"c0 in flight: c1", []int64{1, 0}, "c1", route.ReasonColdProbe},
+		{"c1 in flight: c0", []int64{0, 2}, "c0", route.ReasonColdProbe},
+		{"both in flight: the warm leader", []int64{1, 1}, "w", route.ReasonBest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ds, src := coldSetup(2)
+			for i, n := range tt.inFlight {
+				src.set(ds[1+i].Key(), measure.Estimate{InFlight: n})
+			}
+			p := newPicker(t, ds, src, route.Options{Exploration: -1, Band: -1, Seed: 1})
+			first := mustPick(t, p, route.Request{Model: "m"}, t0).Deployments[0]
+			assert.Equal(t, tt.want, first.Key().Provider)
+			assert.Equal(t, tt.reason, first.Reason)
+		})
+	}
+}

@@ -108,8 +108,12 @@ func (p *Picker) probe(s *scratch, req *route.Request, head int, now time.Time) 
 }
 
 // coldProbe returns the position of the head's cold candidate whose probe
-// budget it takes (see takeCold), or -1: the one with the fewest samples,
-// so that cold deployments are probed in turn, else the first with budget.
+// budget it takes (see takeCold), or -1: of those with no call in flight,
+// the one with the fewest samples, so that cold deployments are probed in
+// turn, else the first with budget. A cold deployment whose probe has not
+// answered yet gets no other: one probe per doubtful deployment at a time,
+// never a burst measured under its own load (in a random fleet the calls
+// then go to the measured leader; docs/ROUTING.md, "Random fleets").
 func (p *Picker) coldProbe(s *scratch, head int, now time.Time, shared bool) int {
 	if s.nCold == 0 {
 		return -1
@@ -117,7 +121,7 @@ func (p *Picker) coldProbe(s *scratch, head int, now time.Time, shared bool) int
 	items, order := s.items, s.order
 	fewest := -1
 	for j := range head {
-		if it := &items[order[j]]; it.cold && (fewest < 0 || it.exp.Samples < items[order[fewest]].exp.Samples) {
+		if it := &items[order[j]]; it.cold && it.flight == 0 && (fewest < 0 || it.exp.Samples < items[order[fewest]].exp.Samples) {
 			fewest = j
 		}
 	}
@@ -128,7 +132,7 @@ func (p *Picker) coldProbe(s *scratch, head int, now time.Time, shared bool) int
 		return fewest
 	}
 	for j := range head {
-		if j != fewest && items[order[j]].cold && p.takeCold(items[order[j]].idx, now, shared) {
+		if j != fewest && items[order[j]].cold && items[order[j]].flight == 0 && p.takeCold(items[order[j]].idx, now, shared) {
 			return j
 		}
 	}
