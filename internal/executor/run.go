@@ -117,7 +117,7 @@ func (cl *call) newRun(i int, d *route.Deployment, st *keyState, done func(error
 	a.ctx, a.cancel = context.WithCancelCause(cl.ctx)
 	a.keepText = cl.keepText
 	if cl.assemble {
-		a.acc = new(tps.Accumulator)
+		a.takeAccumulator()
 	}
 	a.sc = st.scrubberFor(d)
 	a.start = time.Now()
