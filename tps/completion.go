@@ -153,6 +153,24 @@ func (a *Accumulator) AddChunk(c *Chunk) {
 	}
 }
 
+// Reset empties a for another answer and keeps its buffers, so that an
+// Accumulator reused for answers of a similar size (from a pool) no longer
+// allocates for their text.
+func (a *Accumulator) Reset() {
+	for i := range a.choices {
+		a.choices[i].reset()
+	}
+	a.id, a.model, a.fingerprint, a.serviceTier = a.id[:0], a.model[:0], a.fingerprint[:0], a.serviceTier[:0]
+	a.created, a.usage, a.size = 0, a.usage[:0], 0
+	a.choices, a.byIndex = a.choices[:0], positions{}
+}
+
+// reset empties ch and keeps its buffers.
+func (ch *choiceAcc) reset() {
+	*ch = choiceAcc{content: ch.content[:0], reasoning: ch.reasoning[:0], refusal: ch.refusal[:0],
+		finish: ch.finish[:0], lpContent: ch.lpContent[:0], lpRefusal: ch.lpRefusal[:0], tools: ch.tools[:0]}
+}
+
 // keep returns v copied into old's storage, unless it is already equal (a
 // model name repeated in every chunk costs nothing).
 func (a *Accumulator) keep(old, v []byte) []byte {
@@ -174,7 +192,12 @@ func (a *Accumulator) choice(i int64) *choiceAcc {
 	p := a.byIndex.find(i, len(a.choices), a.choiceIndex)
 	if p < 0 {
 		p = len(a.choices)
-		a.choices = append(a.choices, choiceAcc{index: i})
+		if p < cap(a.choices) { // a choice Reset emptied: its buffers serve again
+			a.choices = a.choices[:p+1]
+			a.choices[p].index = i
+		} else {
+			a.choices = append(a.choices, choiceAcc{index: i})
+		}
 		a.byIndex.added(i, p)
 		a.size += choiceFrame
 	}

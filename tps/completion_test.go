@@ -182,6 +182,60 @@ func TestAccumulatorAllocs(t *testing.T) {
 	assert.LessOrEqual(t, allocs, 24.0, "the text's growth (about log2 of its length), the model, id and fingerprint, one choice")
 }
 
+// TestAccumulatorReset: an Accumulator Reset between answers builds each
+// one byte for byte as a fresh Accumulator does, whatever the answer before
+// it held (more choices, tool calls, logprobs, usage, a service tier), and
+// once its buffers have grown an answer of the same size allocates nothing.
+func TestAccumulatorReset(t *testing.T) {
+	const head = `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o","system_fingerprint":"fp_1","service_tier":"default","choices":[`
+	answers := []struct {
+		name   string
+		chunks []string
+	}{
+		{"two choices with tool calls, logprobs and usage", []string{
+			head + `{"index":1,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"f","arguments":"{\"a\""}}]}}]}`,
+			head + `{"index":0,"delta":{"content":"hi","refusal":"no"},"logprobs":{"content":[{"token":"hi"}],"refusal":null}}]}`,
+			head + `{"index":1,"delta":{"tool_calls":[{"index":0,"function":{"arguments":":1}"}}]},"finish_reason":"tool_calls"},{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2}}`,
+		}},
+		{"one choice, nothing else", []string{
+			`{"id":"x","created":2,"model":"m","choices":[{"index":0,"delta":{"content":"a"}}]}`,
+		}},
+		{"three choices out of order, reasoning", []string{
+			`{"id":"y","created":3,"model":"m2","choices":[{"index":2,"delta":{"reasoning_content":"r"}},{"index":0,"delta":{"content":"z"}}]}`,
+			`{"choices":[{"index":1,"delta":{"content":""},"finish_reason":"length"}]}`,
+		}},
+		{"nothing", []string{`[DONE]`}},
+	}
+	var reused tps.Accumulator
+	for range 2 {
+		for _, ans := range answers {
+			var fresh tps.Accumulator
+			reused.Reset()
+			for _, c := range ans.chunks {
+				fresh.Add([]byte(c))
+				reused.Add([]byte(c))
+			}
+			assert.Equal(t, string(fresh.JSON()), string(reused.JSON()), ans.name)
+			assert.Equal(t, fresh.Size(), reused.Size(), ans.name)
+		}
+	}
+
+	chunks := make([][]byte, 1000)
+	for i := range chunks {
+		chunks[i] = []byte(head + `{"index":0,"delta":{"content":"tok` + strconv.Itoa(i) + ` "},"logprobs":null,"finish_reason":null}],"usage":null}`)
+	}
+	var c tps.Chunk
+	fill := func() {
+		reused.Reset()
+		for _, data := range chunks {
+			_ = tps.ParseChunk(data, &c)
+			reused.AddChunk(&c)
+		}
+	}
+	fill()
+	assert.Zero(t, testing.AllocsPerRun(5, fill), "the buffers of the answer before serve again")
+}
+
 // FuzzAccumulator checks that whatever chunks it is given (one per line of
 // the input), the Accumulator never panics, its JSON is valid and within
 // Size, and each choice's content is the chunks' content joined.

@@ -122,7 +122,7 @@ func (cl *call) newRun(i int, d *route.Deployment, st *keyState, done func(error
 		a.msg = new(msgSplice)
 	}
 	if cl.assemble {
-		a.acc = new(tps.Accumulator)
+		a.takeAccumulator()
 	}
 	a.sc = st.scrubberFor(d)
 	a.start = time.Now()
@@ -464,7 +464,12 @@ func (a *run) observe(now time.Time, c *tps.Chunk) {
 		return // what follows a failing event is never delivered
 	}
 	el := int64(now.Sub(a.start))
-	a.lastEvent.Store(el)
+	// Only this goroutine stores these times. The events of one read share
+	// its time, so most stores would write the value already there; the
+	// store (an exchange, a full barrier) is skipped for them.
+	if a.lastEvent.Load() != el {
+		a.lastEvent.Store(el)
+	}
 	switch {
 	case c.Done:
 		a.sawDone = true
@@ -513,7 +518,9 @@ func (a *run) outputChunk(el int64, c *tps.Chunk) {
 	if a.output && a.cl.fb != nil {
 		a.cl.fb.OutputGap(a.i, time.Duration(el-a.lastOut.Load()))
 	}
-	a.lastOut.Store(el)
+	if a.lastOut.Load() != el || !a.output {
+		a.lastOut.Store(el)
+	}
 	if !a.output {
 		a.output = true
 		a.outputSeen.Store(true)

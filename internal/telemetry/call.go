@@ -87,7 +87,7 @@ func (c *Call) Plan(plan route.Plan) {
 			c.deps[i] = c.t.resolve(d.Key())
 		}
 	}
-	if len(c.deps) > 0 && c.deps[0] != nil {
+	if len(c.deps) > 0 && c.deps[0] != nil && c.t.decisions.Enabled(c.ctx) {
 		d := c.deps[0]
 		c.t.decisions.Add(c.ctx, 1, metric.WithAttributes(append(d.attrs[1:len(d.attrs):len(d.attrs)],
 			AttrReason.String(plan.Deployments[0].Reason))...))
@@ -130,15 +130,17 @@ func (c *Call) AttemptEnd(i int, a fallback.Attempt, s *tps.Sample) {
 	}
 	ctx := c.ctx
 	outcome := outcomeOf(a)
-	attrs := append(d.attrs[1:len(d.attrs):len(d.attrs)], AttrOutcome.String(outcome), AttrClass.String(a.Class.String()))
-	if a.Phase != tps.PhaseNone {
-		attrs = append(attrs, AttrPhase.String(a.Phase.String()))
+	if c.t.attempts.Enabled(ctx) { // an attribute set costs a sort and a hash: none for a no-op meter
+		attrs := append(d.attrs[1:len(d.attrs):len(d.attrs)], AttrOutcome.String(outcome), AttrClass.String(a.Class.String()))
+		if a.Phase != tps.PhaseNone {
+			attrs = append(attrs, AttrPhase.String(a.Phase.String()))
+		}
+		c.t.attempts.Add(ctx, 1, metric.WithAttributes(attrs...))
 	}
-	c.t.attempts.Add(ctx, 1, metric.WithAttributes(attrs...))
 	if a.Rescued {
 		c.t.rescues.Add(ctx, 1, d.add...)
 	}
-	if s != nil && s.Implausible != tps.ImplausibleNone { // as measure counts Stats.ImplausibleUsage
+	if s != nil && s.Implausible != tps.ImplausibleNone && c.t.implausible.Enabled(ctx) { // as measure counts Stats.ImplausibleUsage
 		c.t.implausible.Add(ctx, 1, metric.WithAttributes(append(d.attrs[1:len(d.attrs):len(d.attrs)],
 			AttrReason.String(s.Implausible.String()))...))
 	}
@@ -188,8 +190,10 @@ func (c *Call) AttemptEnd(i int, a fallback.Attempt, s *tps.Sample) {
 			c.t.continuations.Add(ctx, 1, d.add...)
 		case prev.class != fallback.ClassNone && prev.class != fallback.ClassCanceled && prev.i != i:
 			event = "tpsroute.failover"
-			c.t.failovers.Add(ctx, 1, metric.WithAttributes(append(d.attrs[1:len(d.attrs):len(d.attrs)],
-				AttrFrom.String(prev.dep.name), AttrClass.String(prev.class.String()))...))
+			if c.t.failovers.Enabled(ctx) {
+				c.t.failovers.Add(ctx, 1, metric.WithAttributes(append(d.attrs[1:len(d.attrs):len(d.attrs)],
+					AttrFrom.String(prev.dep.name), AttrClass.String(prev.class.String()))...))
+			}
 		}
 	}
 
@@ -262,12 +266,17 @@ func (c *Call) End(err error) {
 		errType = ErrorType(err)
 		durAttrs = append(attrs, keyErrorType.String(errType))
 	}
-	c.t.duration.Record(ctx, now.Sub(c.start).Seconds(), metric.WithAttributes(durAttrs...))
-	if started > 0 {
+	// Each metric.WithAttributes builds an attribute set (a sort and a
+	// hash): only for an instrument that records, not for the no-op
+	// meter of a program without an OpenTelemetry SDK.
+	if c.t.duration.Enabled(ctx) {
+		c.t.duration.Record(ctx, now.Sub(c.start).Seconds(), metric.WithAttributes(durAttrs...))
+	}
+	if started > 0 && c.t.tokens.Enabled(ctx) {
 		c.t.tokens.Record(ctx, in, metric.WithAttributes(append(attrs, keyTokenType.String("input"))...))
 		c.t.tokens.Record(ctx, out, metric.WithAttributes(append(attrs, keyTokenType.String("output"))...))
 	}
-	if c.stream && !first.IsZero() {
+	if c.stream && !first.IsZero() && c.t.ttfc.Enabled(ctx) {
 		c.t.ttfc.Record(ctx, first.Sub(c.start).Seconds(), metric.WithAttributes(attrs...))
 	}
 	if !c.span.IsRecording() {
