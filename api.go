@@ -19,6 +19,7 @@ import (
 
 	"github.com/tpsroute/tpsroute/internal/executor"
 	"github.com/tpsroute/tpsroute/internal/picker"
+	"github.com/tpsroute/tpsroute/internal/sse"
 	"github.com/tpsroute/tpsroute/internal/telemetry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
@@ -396,7 +397,7 @@ func apiAnswer(r *Response, res *executor.Result, api route.API) error {
 	case route.APIMessages:
 		out, err = tps.MessagesAnswer(raw)
 	default: // embeddings: the provider's answer, which the executor framed as one event
-		tps.ForEachData(raw, func(data []byte) { out = append(out[:0], data...) })
+		sse.ForEachData(raw, func(data []byte) { out = append(out[:0], data...) })
 		if out == nil {
 			err = errNoAnswer
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/internal/executor"
+	"github.com/tpsroute/tpsroute/internal/sse"
 	"github.com/tpsroute/tpsroute/tps"
 )
 
@@ -92,7 +93,7 @@ type Stream struct {
 	body   io.ReadCloser // the committed attempt's body; nil if none
 	cancel context.CancelFunc
 
-	sse     tps.EventReader // the one SSE framer's rules, as the Tap frames the same bytes
+	sse     sse.EventReader // the one SSE framer's rules, as the Tap frames the same bytes
 	chunk   tps.Chunk
 	cur     *openai.ChatCompletionChunk // allocated by the first Current
 	decoded bool                        // cur holds the current chunk

@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/tpsroute/tpsroute/internal/sse"
 	"github.com/tpsroute/tpsroute/tps"
 )
 
@@ -273,7 +274,7 @@ func (c *Cassette) plan(*request) *plan {
 				raw = string(b)
 			}
 			ev.kind, ev.data = eventRaw, raw
-			tps.ForEachData([]byte(raw), func(d []byte) {
+			sse.ForEachData([]byte(raw), func(d []byte) {
 				ev.output = ev.output || output(d)
 			})
 		}

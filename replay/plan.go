@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tpsroute/tpsroute/internal/sse"
 	"github.com/tpsroute/tpsroute/tps"
 )
 
@@ -263,7 +264,7 @@ func accumulate(p *plan) *plan {
 			continue
 		case eventRaw:
 			rawBody.WriteString(e.data)
-			tps.ForEachData([]byte(e.data), fold)
+			sse.ForEachData([]byte(e.data), fold)
 		default:
 			allRaw = false
 			if !e.done() {
@@ -311,7 +312,7 @@ func accumulateAPI(p, q *plan) *plan {
 		b := e.bytes()
 		stream = append(stream, b...)
 		if errRaw == nil {
-			tps.ForEachData(b, func(data []byte) {
+			sse.ForEachData(b, func(data []byte) {
 				if errRaw == nil && p.proto.Parse(data, &chunk) == nil && chunk.Error {
 					errRaw = append([]byte{}, chunk.ErrorBody...)
 					if len(errRaw) == 0 {

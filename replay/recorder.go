@@ -14,8 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tpsroute/tpsroute/internal/sse"
 	"github.com/tpsroute/tpsroute/route"
-	"github.com/tpsroute/tpsroute/tps"
 )
 
 // RecorderOption configures a Recorder at construction. Options are pure
@@ -308,7 +308,7 @@ func (b *recBody) split(at time.Duration) {
 		return
 	}
 	for {
-		i := tps.EventEnd(b.buf)
+		i := sse.EventEnd(b.buf)
 		if i < 0 {
 			return
 		}
@@ -336,7 +336,7 @@ func (b *recBody) event(block string) (kind eventKind, name, data string) {
 			data = string(out)
 		}
 	case eventRaw:
-		if ev := tps.ParseEvent([]byte(block)); ev.HasData {
+		if ev := sse.ParseEvent([]byte(block)); ev.HasData {
 			if out, changed, ok := b.rec.redactJSON([]byte(ev.Data)); ok && changed {
 				kind, name, data = eventData, ev.Name, string(out)
 			}

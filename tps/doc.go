@@ -48,7 +48,7 @@
 //
 // # Framing and accumulation
 //
-// ForEachData splits a raw SSE body into its data payloads, and Accumulator
+// The SSE framer's buffer forms live in internal/sse, and Accumulator
 // folds chunks, as ParseChunk scanned them, into the chat.completion a
 // non-streaming call answers (every choice, tool calls, logprobs, the last
 // usage), joining their strings as sent without decoding them. fallback

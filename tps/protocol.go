@@ -18,7 +18,7 @@ const (
 	ProtocolMessages
 	// ProtocolEmbeddings is an OpenAI embeddings answer (POST
 	// /v1/embeddings), which never streams: read whole and framed as one
-	// event (AppendEvent), parsed by ParseEmbeddingsEvent.
+	// event, parsed by ParseEmbeddingsEvent.
 	ProtocolEmbeddings
 )
 

@@ -292,7 +292,7 @@ type Call struct {
 	// fallback.ContinuationUnsupported.
 	// Every attempt of a tps.ProtocolEmbeddings call is a plain call (its
 	// answer never streams), framed for the tap as one event
-	// (tps.AppendEvent); its Sample is not Unstreamed: its TTFT is the
+	// (sse.AppendEvent); its Sample is not Unstreamed: its TTFT is the
 	// answer's latency, which routing compares.
 	Protocol tps.Protocol
 	// Deadlines override fallback.Options.Deadlines for this call, field by field:

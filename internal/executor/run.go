@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/sse"
 
 	"github.com/openai/openai-go/v3"
 
@@ -584,7 +585,7 @@ func (a *run) fill() error {
 		// one or anything after it.
 		a.release(min(int(a.stopAt-a.base), len(a.buf)))
 	case len(a.buf) > from:
-		a.release(tps.LastEventEnd(a.buf, max(from-1, a.rel)))
+		a.release(sse.LastEventEnd(a.buf, max(from-1, a.rel)))
 	}
 	if len(a.marks) > 0 {
 		a.releaseText()
