@@ -41,7 +41,7 @@ func (s ChatCompletionService) NewStreaming(ctx context.Context, params openai.C
 // New does. It streams underneath, so every call feeds the TPS statistics,
 // and since nothing reaches the caller before the end, a failure at any
 // point (even mid-stream) fails over invisibly to the next deployment. The
-// answer is assembled from the chunks as they are timed (tps.Accumulator)
+// answer is assembled from the chunks as they are timed (answer.Accumulator)
 // and decoded once by openai-go, so RawJSON holds it whole. Use WithOutcome
 // to learn which deployment answered, its tps.Sample (usage, timing) and the
 // attempts.

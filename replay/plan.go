@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tpsroute/tpsroute/internal/answer"
 	"github.com/tpsroute/tpsroute/internal/sse"
 	"github.com/tpsroute/tpsroute/tps"
 )
@@ -239,7 +240,7 @@ func accumulate(p *plan) *plan {
 	// The answer is tps's accumulation of the chunks (every choice, tool
 	// calls, usage), as the tpsroute Client builds its own.
 	var (
-		acc     tps.Accumulator
+		acc     answer.Accumulator
 		chunk   tps.Chunk
 		errBody []byte
 		errCode int
@@ -297,8 +298,8 @@ func accumulate(p *plan) *plan {
 
 // accumulateAPI finishes q, the non-streaming answer to p, a Responses or
 // Messages stream: the API's own answer, as the tpsroute Client folds it
-// (tps.ResponsesAnswer: the response object of response.completed;
-// tps.MessagesAnswer: the message), or, for an error event, the error as
+// (answer.ResponsesAnswer: the response object of response.completed;
+// answer.MessagesAnswer: the message), or, for an error event, the error as
 // an error status in the API's shape (Anthropic's {"type":"error",
 // "error":{...}} with 529 for overloaded_error). A recorded body that is no
 // such stream is played as is.
@@ -326,11 +327,11 @@ func accumulateAPI(p, q *plan) *plan {
 	q.header.Set("Content-Type", "application/json")
 	q.header.Del("Cache-Control")
 	q.end = endEOF
-	answer := tps.ResponsesAnswer
+	fold := answer.ResponsesAnswer
 	if p.proto == tps.ProtocolMessages {
-		answer = tps.MessagesAnswer
+		fold = answer.MessagesAnswer
 	}
-	switch body, err := answer(stream); {
+	switch body, err := fold(stream); {
 	case errRaw != nil && p.proto == tps.ProtocolMessages:
 		// errRaw is the event's data, {"type":"error","error":{...}}, or
 		// its error object.

@@ -11,7 +11,7 @@ import (
 var ErrMalformed = errors.New("tps: malformed chunk JSON")
 
 // Chunk is what one streamed chat-completion payload says, as far as timing,
-// counting and assembling the answer (Accumulator) need. ParseChunk fills
+// counting and assembling the answer (internal/answer's Accumulator) need. ParseChunk fills
 // it; Tap and Stream also set Done, Malformed, Error and Event from the SSE
 // framing.
 //

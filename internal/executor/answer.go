@@ -7,7 +7,7 @@ import (
 )
 
 // This file is the assembled answer of a non-streaming call with
-// Call.Assemble: the run folds each chunk into a tps.Accumulator as the tap
+// Call.Assemble: the run folds each chunk into a answer.Accumulator as the tap
 // scans it (assemble, from observe), reads the stream through a scratch
 // buffer that holds nothing (fillAnswer), and once the stream has ended
 // cleanly puts the chat.completion, scrubbed of the deployment's

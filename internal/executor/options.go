@@ -266,7 +266,7 @@ type Call struct {
 	Stream bool
 	// Assemble, for a non-streaming call, makes Result.Body the
 	// chat.completion JSON that the stream's chunks add up to
-	// (tps.Accumulator), built from each chunk as the tap scans it, instead
+	// (answer.Accumulator), built from each chunk as the tap scans it, instead
 	// of the buffered stream: the call holds the answer and none of the
 	// stream, fallback.Limits.Answer bounds both the stream read and the answer, and
 	// Result.ContentLength is the answer's length. A string of the answer

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/answer"
 	"github.com/tpsroute/tpsroute/internal/sse"
 
 	"github.com/openai/openai-go/v3"
@@ -44,7 +45,7 @@ type run struct {
 
 	resp *http.Response
 	tap  io.ReadCloser
-	acc  *tps.Accumulator // the answer of an assembling call (Call.Assemble), from observe
+	acc  *answer.Accumulator // the answer of an assembling call (Call.Assemble), from observe
 
 	clock
 	seen
@@ -118,7 +119,7 @@ func (cl *call) newRun(i int, d *route.Deployment, st *keyState, done func(error
 	a.ctx, a.cancel = context.WithCancelCause(cl.ctx)
 	a.keepText = cl.keepText
 	if cl.assemble {
-		a.acc = new(tps.Accumulator)
+		a.acc = new(answer.Accumulator)
 	}
 	a.sc = st.scrubberFor(d)
 	a.start = time.Now()

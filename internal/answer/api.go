@@ -1,4 +1,4 @@
-package tps
+package answer
 
 import (
 	"bytes"
