@@ -95,9 +95,9 @@ func deltaText(raw []byte, proto tps.Protocol) string {
 	sse.ForEachData(raw, func(data []byte) {
 		var err error
 		if proto == tps.ProtocolResponses {
-			err = tps.ParseResponsesEvent(data, &c)
+			err = tps.ProtocolResponses.Parse(data, &c)
 		} else {
-			err = tps.ParseMessagesEvent(data, &c)
+			err = tps.ProtocolMessages.Parse(data, &c)
 		}
 		if err == nil && c.Output {
 			b = c.AppendText(b)

@@ -201,7 +201,7 @@ type Usage struct {
 	// ReasoningTokens is completion_tokens_details.reasoning_tokens.
 	ReasoningTokens int64
 	// CacheCreationTokens is a Messages stream's cache_creation_input_tokens:
-	// input tokens written to the provider's cache (ParseMessagesEvent).
+	// input tokens written to the provider's cache (ProtocolMessages).
 	CacheCreationTokens int64
 	// CompletionReported reports whether completion_tokens was present.
 	CompletionReported bool

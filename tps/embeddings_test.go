@@ -32,7 +32,7 @@ func TestParseEmbeddingsEvent(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var c tps.Chunk
-			err := tps.ParseEmbeddingsEvent([]byte(tt.data), &c)
+			err := tps.ProtocolEmbeddings.Parse([]byte(tt.data), &c)
 			if tt.bad {
 				assert.ErrorIs(t, err, tps.ErrMalformed)
 				return
