@@ -13,6 +13,7 @@ import (
 
 	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/internal/answer"
+	"github.com/tpsroute/tpsroute/internal/redact"
 	"github.com/tpsroute/tpsroute/internal/sse"
 
 	"github.com/openai/openai-go/v3"
@@ -34,9 +35,9 @@ type run struct {
 	i      int
 	d      *route.Deployment
 	st     *keyState
-	sc     *route.Scrubber // d's credentials: nothing of the upstream's leaves unscrubbed
-	done   func(error)     // breaker outcome (local and Hooks.Shared)
-	fb     Done            // the call's Feedback handle for this attempt; may be nil
+	sc     *redact.Scrubber // d's credentials: nothing of the upstream's leaves unscrubbed
+	done   func(error)      // breaker outcome (local and Hooks.Shared)
+	fb     Done             // the call's Feedback handle for this attempt; may be nil
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	start  time.Time
@@ -349,7 +350,7 @@ func (a *run) streamFailure(err error) (fallback.Class, error) {
 			// deployment may well do better.
 			class = fallback.ClassNext
 		}
-		api := newAPIError(cmp.Or(pe.Status, http.StatusOK), &pe, route.RedactRequest(a.resp.Request), nil)
+		api := newAPIError(cmp.Or(pe.Status, http.StatusOK), &pe, redact.Request(a.resp.Request), nil)
 		return class, wrap(fallback.ErrStreamError, withReason(api, class, &pe))
 	case a.tooLarge:
 		return fallback.ClassNext, fallback.ErrTooLarge
@@ -406,7 +407,7 @@ func (a *run) httpError(req *http.Request, resp *http.Response) {
 	// The error keeps a copy of the response whose Request is redacted too:
 	// resp.Request is the request as sent, credentials included.
 	rc := *resp
-	rc.Request, rc.Body = route.RedactRequest(req), http.NoBody
+	rc.Request, rc.Body = redact.Request(req), http.NoBody
 	rc.Header = relayHeader(resp.Header, a.sc)
 	err := withReason(newAPIError(resp.StatusCode, &pe, rc.Request, &rc), class, &pe)
 	ra, hasRA := retryAfter(resp.Header, now)
