@@ -15,7 +15,7 @@ func init() { routekit.Kernel = kernel{} }
 // so users never see them. It is stateless and safe for concurrent use.
 type kernel struct{}
 
-// Blend sets *x to the Expected view of e; see Blend.
+// Blend sets *x to the Expected view of e (see blend).
 func (kernel) Blend(x *Expected, e *measure.Estimate, ok bool, ttftAt, tpsAt Percentile) {
 	blend(x, e, ok, ttftAt, tpsAt)
 }

@@ -119,8 +119,8 @@ type Scorer interface {
 // the deployment's figures; the picker also fits them to the call, a warm
 // prompt-size class's figures and the deployment's current load
 // (measure.Estimate.Input, LoadFactor), which CallTPS, CallTTFT and
-// MarginalTPS return and the built-in policies rank by (Blend alone does
-// not fit). It is a value, safe to copy and for concurrent reads.
+// MarginalTPS return and the built-in policies rank by. It is a value,
+// safe to copy and for concurrent reads.
 type Expected struct {
 	TTFT      float64 // seconds; valid only if TTFTOK
 	TPS       float64 // generation-phase tokens/s; valid only if TPSOK
@@ -141,17 +141,12 @@ type Expected struct {
 	ttftF, marginal float32
 }
 
-// Blend returns the Expected view of e, reading TTFT at ttftAt and TPS at
-// tpsAt (zero Percentiles mean P95 and P50). ok is the source's found flag (measure had statistics for the key).
-// NaN, infinite, zero and negative inputs are treated as missing.
-func Blend(e measure.Estimate, ok bool, ttftAt, tpsAt Percentile) Expected {
-	var x Expected
-	blend(&x, &e, ok, ttftAt, tpsAt)
-	return x
-}
-
-// blend sets *x to the Expected view of e; see Blend. It writes in place
-// because a pick calls it once per candidate.
+// blend sets *x to the Expected view of e, reading TTFT at ttftAt and TPS
+// at tpsAt (zero Percentiles mean P95 and P50); ok is the source's found
+// flag (measure had statistics for the key). NaN, infinite, zero and
+// negative inputs are treated as missing. It writes in place because a pick
+// calls it once per candidate; internal/picker calls it through
+// internal/routekit.
 func blend(x *Expected, e *measure.Estimate, ok bool, ttftAt, tpsAt Percentile) {
 	*x = Expected{Samples: max(e.Samples, 0)}
 	if r := e.ErrorRate; r > 0 && r <= 1 {

@@ -64,7 +64,7 @@ func (p *Picker) shape(it *item, e *measure.Estimate, inFlight, in int64) {
 	rk.Shape(&it.exp, e, inFlight, in)
 }
 
-// blend sets it's Expected from e (Blend at the Picker's percentiles) and
+// blend sets it's Expected from e (route's blend at the Picker's percentiles) and
 // what exploration notes of e.
 func (p *Picker) blend(it *item, e *measure.Estimate, ok bool) {
 	rk.Blend(&it.exp, e, ok, p.opts.TTFTPercentile, p.opts.TPSPercentile)

@@ -124,7 +124,8 @@ func TestBlendIsPessimistic(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			x := route.Blend(tt.e, tt.ok, tt.ttftAt, tt.tpsAt)
+			var x route.Expected
+			rk.Blend(&x, &tt.e, tt.ok, tt.ttftAt, tt.tpsAt)
 			equal(t, x.TTFT, tt.ttft, "TTFT")
 			equal(t, x.TPS, tt.tps, "TPS")
 			equal(t, x.OK, tt.warm, "OK")
