@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/tpsroute/tpsroute/internal/registry"
-	"github.com/tpsroute/tpsroute/measure"
 )
 
 // This file fits an Expected to the call being picked: the factors behind
@@ -34,7 +33,7 @@ const overdueAfter = 2
 // LatencyCompletion rank by the call TPS; TTFT, the SLO check and
 // exploration's memory read the deployment's figures, which it leaves
 // alone.
-func overdue(x *Expected, h measure.EstimateHandle, now int64) {
+func overdue(x *Expected, h registry.EstimateHandle, now int64) {
 	if !x.TPSOK || !x.TTFTOK {
 		return
 	}
@@ -58,7 +57,7 @@ const liveMinStreams = 2
 // the samples, which confirm them at their end. Throughput and
 // LatencyCompletion rank by the call TPS; the deployment's figures, which
 // exploration remembers and the SLO check reads, are left alone.
-func live(x *Expected, h measure.EstimateHandle) {
+func live(x *Expected, h registry.EstimateHandle) {
 	if !x.TPSOK {
 		return
 	}
@@ -74,17 +73,17 @@ func live(x *Expected, h measure.EstimateHandle) {
 // shape fits a blended Expected to the call about to be made, leaving its
 // TPS and TTFT (the deployment's figures, which exploration remembers and
 // the SLO check reads) and setting the factors behind CallTPS, CallTTFT and
-// MarginalTPS. With a load model (measure.Estimate.LoadK) the call's TPS is
+// MarginalTPS. With a load model (registry.Estimate.LoadK) the call's TPS is
 // the EWMA, the figure the model refers to (a window's p50 over a mix of
 // loads is not the speed at any one load), scaled to the deployment's calls
-// in flight now, inFlight (measure.Estimate.LoadFactor), so that traffic spreads
+// in flight now, inFlight (registry.Estimate.LoadFactor), so that traffic spreads
 // before a load-sensitive leader saturates; MarginalTPS takes off the
 // slowdown the call causes those calls. A warm prompt-size class of in
 // tokens gives the call its class's TPS, scaled the same way, and scales
-// its TTFT by the class's ratio (measure.Estimate.Input). An Estimate
+// its TTFT by the class's ratio (registry.Estimate.Input). An Estimate
 // without classes or load model (a source other than measure's Registry,
 // or too few samples) sets no factor.
-func shape(x *Expected, e *measure.Estimate, inFlight, in int64) {
+func shape(x *Expected, e *registry.Estimate, inFlight, in int64) {
 	if !x.TPSOK && !x.TTFTOK {
 		return
 	}
@@ -124,7 +123,7 @@ func shape(x *Expected, e *measure.Estimate, inFlight, in int64) {
 // which mixes every batch size the deployment served (the more pessimistic
 // of a window's p95 and the EWMA over small calls and big batches alike).
 // A warm prompt-size class's latency is its mean TTFT
-// (measure.InputFigures.TTFT). The call's own class, when
+// (registry.InputFigures.TTFT). The call's own class, when
 // warm, gives its latency. Otherwise the nearest warm classes below and
 // above it, lo and hi, taken at their typical sizes (classTokens): between
 // the two, the latency is interpolated in tokens (a fixed start plus a time
@@ -137,7 +136,7 @@ func shape(x *Expected, e *measure.Estimate, inFlight, in int64) {
 // unknown size, too few samples, an Estimate from another Source) leaves
 // the key's figure. TPS stays unset: an embeddings answer has no output
 // tokens.
-func shapeAnswer(x *Expected, e *measure.Estimate, in int64) {
+func shapeAnswer(x *Expected, e *registry.Estimate, in int64) {
 	if !x.TTFTOK || in <= 0 || !(x.TTFT > 0) {
 		return
 	}
@@ -146,7 +145,7 @@ func shapeAnswer(x *Expected, e *measure.Estimate, in int64) {
 		f, ok := e.Input(classTokens(k))
 		return f.TTFT, ok && valid(f.TTFT)
 	}
-	c := measure.InputClass(in)
+	c := registry.InputClass(in)
 	t, ok := latency(c)
 	if !ok {
 		lo, hi := c-1, c+1
@@ -155,7 +154,7 @@ func shapeAnswer(x *Expected, e *measure.Estimate, in int64) {
 		for ; lo >= 0 && !okLo; lo-- {
 			tlo, okLo = latency(lo)
 		}
-		for ; hi < measure.InputClasses && !okHi; hi++ {
+		for ; hi < registry.InputClasses && !okHi; hi++ {
 			thi, okHi = latency(hi)
 		}
 		lo, hi = lo+1, hi-1 // the loops stepped past the class they found
@@ -178,7 +177,7 @@ func shapeAnswer(x *Expected, e *measure.Estimate, in int64) {
 }
 
 // classTokens returns a typical size, in tokens, of prompt-size class c
-// (measure.InputClass): 64 for class 0 (under 128 tokens), else the
+// (registry.InputClass): 64 for class 0 (under 128 tokens), else the
 // geometric middle of [2^(c+6), 2^(c+7)), 2^(c+6.5), rounded down.
 func classTokens(c int) int64 {
 	if c <= 0 {

@@ -1,6 +1,7 @@
 package route
 
 import (
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/internal/routekit"
 	"github.com/tpsroute/tpsroute/measure"
 )
@@ -16,23 +17,23 @@ func init() { routekit.Kernel = kernel{} }
 type kernel struct{}
 
 // Blend sets *x to the Expected view of e (see blend).
-func (kernel) Blend(x *Expected, e *measure.Estimate, ok bool, ttftAt, tpsAt Percentile) {
+func (kernel) Blend(x *Expected, e *registry.Estimate, ok bool, ttftAt, tpsAt Percentile) {
 	blend(x, e, ok, ttftAt, tpsAt)
 }
 
 // Shape fits x to the call (see shape).
-func (kernel) Shape(x *Expected, e *measure.Estimate, inFlight, in int64) { shape(x, e, inFlight, in) }
+func (kernel) Shape(x *Expected, e *registry.Estimate, inFlight, in int64) { shape(x, e, inFlight, in) }
 
 // ShapeAnswer fits x to an embeddings call of in input tokens (see
 // shapeAnswer).
-func (kernel) ShapeAnswer(x *Expected, e *measure.Estimate, in int64) { shapeAnswer(x, e, in) }
+func (kernel) ShapeAnswer(x *Expected, e *registry.Estimate, in int64) { shapeAnswer(x, e, in) }
 
 // Live lowers x's call TPS to what h's streams show (see live).
-func (kernel) Live(x *Expected, h measure.EstimateHandle) { live(x, h) }
+func (kernel) Live(x *Expected, h registry.EstimateHandle) { live(x, h) }
 
 // Overdue lowers x's call TPS by how overdue h's calls are at now, in Unix
 // nanoseconds (see overdue).
-func (kernel) Overdue(x *Expected, h measure.EstimateHandle, now int64) { overdue(x, h, now) }
+func (kernel) Overdue(x *Expected, h registry.EstimateHandle, now int64) { overdue(x, h, now) }
 
 // ApplyPrior shrinks e toward pr, worth priorSamples samples (see applyPrior).
 func (kernel) ApplyPrior(e *Expected, pr Prior, warmed bool, priorSamples float64) {

@@ -4,8 +4,8 @@ import (
 	"math"
 	"strings"
 
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/internal/routekit"
-	"github.com/tpsroute/tpsroute/measure"
 )
 
 // Policy is a built-in way to order deployments. The zero Policy means "the
@@ -118,7 +118,7 @@ type Scorer interface {
 // two samples (see the package documentation, Estimates). TTFT and TPS are
 // the deployment's figures; the picker also fits them to the call, a warm
 // prompt-size class's figures and the deployment's current load
-// (measure.Estimate.Input, LoadFactor), which CallTPS, CallTTFT and
+// (registry.Estimate.Input, LoadFactor), which CallTPS, CallTTFT and
 // MarginalTPS return and the built-in policies rank by. It is a value,
 // safe to copy and for concurrent reads.
 type Expected struct {
@@ -147,7 +147,7 @@ type Expected struct {
 // negative inputs are treated as missing. It writes in place because a pick
 // calls it once per candidate; internal/picker calls it through
 // internal/routekit.
-func blend(x *Expected, e *measure.Estimate, ok bool, ttftAt, tpsAt Percentile) {
+func blend(x *Expected, e *registry.Estimate, ok bool, ttftAt, tpsAt Percentile) {
 	*x = Expected{Samples: max(e.Samples, 0)}
 	if r := e.ErrorRate; r > 0 && r <= 1 {
 		x.ErrorRate = r
