@@ -130,7 +130,7 @@ type Expected struct {
 	TPSOK     bool    // a finite positive TPS was available
 	OK        bool    // warm: TTFTOK or TPSOK, and the source had enough samples, or the picker compared the deployment before (its window has emptied since: the figures are its last level), or a prior (Deployment.Expected) gives them
 
-	// The call's figures over the deployment's (estimates.go's shape): TPS
+	// The call's figures over the deployment's (internal/picker/fit.go's shape): TPS
 	// for the prompt's size class at the current load, TTFT for the class,
 	// and MarginalTPS over the call's TPS. 0 means 1. float32, and tpsF in
 	// the bools' padding, to keep the Plan's candidates small.
@@ -251,13 +251,8 @@ func (e Expected) CallTTFT() float64 { return e.TTFT * one(e.ttftF) }
 // Throughput policy ranks by it. Valid only if TPSOK.
 func (e Expected) MarginalTPS() float64 { return e.CallTPS() * one(e.marginal) }
 
-// one returns f, or 1 for 0 (unset).
-func one(f float32) float64 {
-	if f > 0 {
-		return float64(f)
-	}
-	return 1
-}
+// one is routekit.One: f, or 1 for 0 (unset).
+func one(f float32) float64 { return routekit.One(f) }
 
 // completion returns TTFT + out/TPS in seconds.
 func completion(e *Expected, out int64) (float64, bool) {

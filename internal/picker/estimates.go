@@ -31,8 +31,8 @@ func (p *Picker) readEstimate(s *scratch, it *item, est *registry.Estimate, in, 
 				it.flight = n
 				p.shape(it, pe, n, in)
 				if n > 0 {
-					rk.Live(&it.exp, b.h)
-					rk.Overdue(&it.exp, b.h, now)
+					live(&it.exp, b.h)
+					overdue(&it.exp, b.h, now)
 				}
 				return
 			}
@@ -47,21 +47,21 @@ func (p *Picker) readEstimate(s *scratch, it *item, est *registry.Estimate, in, 
 	it.flight = est.InFlight
 	p.shape(it, est, est.InFlight, in)
 	if h != nil && it.flight > 0 {
-		rk.Live(&it.exp, h)
-		rk.Overdue(&it.exp, h, now)
+		live(&it.exp, h)
+		overdue(&it.exp, h, now)
 	}
 }
 
 // shape fits it's Expected to the call of in prompt tokens (0 unknown) with
-// inFlight calls in flight on its deployment: route's call fit, or for
+// inFlight calls in flight on its deployment: the call fit (fit.go), or for
 // embeddings (p.answered) the fit of an answer's latency to its input
 // tokens.
 func (p *Picker) shape(it *item, e *registry.Estimate, inFlight, in int64) {
 	if p.answered {
-		rk.ShapeAnswer(&it.exp, e, in)
+		shapeAnswer(&it.exp, e, in)
 		return
 	}
-	rk.Shape(&it.exp, e, inFlight, in)
+	shape(&it.exp, e, inFlight, in)
 }
 
 // blend sets it's Expected from e (route's blend at the Picker's percentiles) and

@@ -15,11 +15,7 @@ import (
 // scratch), never to a local.
 type kernel interface {
 	Blend(x *route.Expected, e *registry.Estimate, ok bool, ttftAt, tpsAt route.Percentile)
-	Shape(x *route.Expected, e *registry.Estimate, inFlight, in int64)
-	ShapeAnswer(x *route.Expected, e *registry.Estimate, in int64)
-	Live(x *route.Expected, h registry.EstimateHandle)
-	Overdue(x *route.Expected, h registry.EstimateHandle, now int64)
-	ApplyPrior(e *route.Expected, pr route.Prior, warmed bool, priorSamples float64)
+	Factors(x *route.Expected) (tpsF, ttftF, marginal *float32, ttftQ *float64)
 	Score(p route.Policy, d *route.Deployment, e *route.Expected, r *route.Request) float64
 	Merge(s, def route.SLO) route.SLO
 	Check(s *route.SLO, priceOut float64, e *route.Expected) route.Violation

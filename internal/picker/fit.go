@@ -1,16 +1,18 @@
-package route
+package picker
 
 import (
 	"math"
 	"time"
 
 	"github.com/tpsroute/tpsroute/internal/registry"
+	"github.com/tpsroute/tpsroute/internal/routekit"
+	"github.com/tpsroute/tpsroute/route"
 )
 
 // This file fits an Expected to the call being picked: the factors behind
-// CallTPS, CallTTFT and MarginalTPS, and a deployment's prior. They set
-// Expected's unexported fields, so they live with Expected; internal/picker
-// calls them through internal/routekit (kernel.go).
+// CallTPS, CallTTFT and MarginalTPS, and a deployment's prior. The factors
+// are Expected's unexported fields, reached through route's kernel
+// (rk.Factors, kernel.go).
 
 // overdueAfter is how many times the time its deployment's figures give it
 // a call in flight must have run before overdue counts it: the figures are
@@ -33,12 +35,13 @@ const overdueAfter = 2
 // LatencyCompletion rank by the call TPS; TTFT, the SLO check and
 // exploration's memory read the deployment's figures, which it leaves
 // alone.
-func overdue(x *Expected, h registry.EstimateHandle, now int64) {
+func overdue(x *route.Expected, h registry.EstimateHandle, now int64) {
 	if !x.TPSOK || !x.TTFTOK {
 		return
 	}
 	if r := registry.Overdue(h, time.Unix(0, now), x.CallTTFT(), x.CallTPS()); r >= overdueAfter {
-		x.tpsF = float32(one(x.tpsF) / r)
+		tpsF, _, _, _ := rk.Factors(x)
+		*tpsF = float32(routekit.One(*tpsF) / r)
 	}
 }
 
@@ -57,7 +60,7 @@ const liveMinStreams = 2
 // the samples, which confirm them at their end. Throughput and
 // LatencyCompletion rank by the call TPS; the deployment's figures, which
 // exploration remembers and the SLO check reads, are left alone.
-func live(x *Expected, h registry.EstimateHandle) {
+func live(x *route.Expected, h registry.EstimateHandle) {
 	if !x.TPSOK {
 		return
 	}
@@ -66,7 +69,8 @@ func live(x *Expected, h registry.EstimateHandle) {
 		return
 	}
 	if c := x.CallTPS(); v < c && c > 0 {
-		x.tpsF = float32(one(x.tpsF) * v / c)
+		tpsF, _, _, _ := rk.Factors(x)
+		*tpsF = float32(routekit.One(*tpsF) * v / c)
 	}
 }
 
@@ -83,10 +87,11 @@ func live(x *Expected, h registry.EstimateHandle) {
 // its TTFT by the class's ratio (registry.Estimate.Input). An Estimate
 // without classes or load model (a source other than measure's Registry,
 // or too few samples) sets no factor.
-func shape(x *Expected, e *registry.Estimate, inFlight, in int64) {
+func shape(x *route.Expected, e *registry.Estimate, inFlight, in int64) {
 	if !x.TPSOK && !x.TTFTOK {
 		return
 	}
+	tpsF, ttftF, marginal, _ := rk.Factors(x)
 	load := e.LoadK > 0
 	tps := x.TPS
 	if load && x.TPSOK && valid(e.TPSEWMA) {
@@ -97,7 +102,7 @@ func shape(x *Expected, e *registry.Estimate, inFlight, in int64) {
 			tps = f.TPS
 		}
 		if valid(f.TTFTRatio) && x.TTFTOK {
-			x.ttftF = float32(f.TTFTRatio)
+			*ttftF = float32(f.TTFTRatio)
 		}
 	}
 	if !x.TPSOK {
@@ -108,11 +113,11 @@ func shape(x *Expected, e *registry.Estimate, inFlight, in int64) {
 		lf := e.LoadFactor(inFlight)
 		tps *= lf
 		if n := inFlight; n > 0 {
-			x.marginal = float32(max(float64(n+1)-float64(n)*e.LoadFactor(n-1)/lf, 1e-9))
+			*marginal = float32(max(float64(n+1)-float64(n)*e.LoadFactor(n-1)/lf, 1e-9))
 		}
 	}
 	if tps != x.TPS {
-		x.tpsF = float32(tps / x.TPS)
+		*tpsF = float32(tps / x.TPS)
 	}
 }
 
@@ -136,7 +141,7 @@ func shape(x *Expected, e *registry.Estimate, inFlight, in int64) {
 // unknown size, too few samples, an Estimate from another Source) leaves
 // the key's figure. TPS stays unset: an embeddings answer has no output
 // tokens.
-func shapeAnswer(x *Expected, e *registry.Estimate, in int64) {
+func shapeAnswer(x *route.Expected, e *registry.Estimate, in int64) {
 	if !x.TTFTOK || in <= 0 || !(x.TTFT > 0) {
 		return
 	}
@@ -172,7 +177,8 @@ func shapeAnswer(x *Expected, e *registry.Estimate, in int64) {
 		}
 	}
 	if t > 0 {
-		x.ttftF = float32(t / x.TTFT)
+		_, ttftF, _, _ := rk.Factors(x)
+		*ttftF = float32(t / x.TTFT)
 	}
 }
 
@@ -190,7 +196,7 @@ func classTokens(c int) int64 {
 // worth priorSamples samples against e's (at least measure's default
 // MinSamples once the deployment has been compared: its window may have
 // emptied since), and makes e OK.
-func applyPrior(e *Expected, pr Prior, warmed bool, priorSamples float64) {
+func applyPrior(e *route.Expected, pr route.Prior, warmed bool, priorSamples float64) {
 	n := float64(e.Samples)
 	if warmed {
 		n = max(n, registry.DefaultMinSamples)
@@ -201,8 +207,8 @@ func applyPrior(e *Expected, pr Prior, warmed bool, priorSamples float64) {
 	}
 	if pr.TTFT > 0 {
 		v := pr.TTFT.Seconds()
-		if e.ttftQ > 0 {
-			e.ttftQ = shrink(e.ttftQ, true, v, w)
+		if _, _, _, ttftQ := rk.Factors(e); *ttftQ > 0 {
+			*ttftQ = shrink(*ttftQ, true, v, w)
 		}
 		e.TTFT, e.TTFTOK = shrink(e.TTFT, e.TTFTOK, v, w), true
 	}
