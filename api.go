@@ -17,8 +17,10 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
+	"github.com/tpsroute/tpsroute/internal/answer"
 	"github.com/tpsroute/tpsroute/internal/executor"
 	"github.com/tpsroute/tpsroute/internal/picker"
+	"github.com/tpsroute/tpsroute/internal/sse"
 	"github.com/tpsroute/tpsroute/internal/telemetry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
@@ -396,11 +398,11 @@ func apiAnswer(r *Response, res *executor.Result, api route.API) error {
 	var out []byte
 	switch api {
 	case route.APIResponses:
-		out, err = tps.ResponsesAnswer(raw)
+		out, err = answer.ResponsesAnswer(raw)
 	case route.APIMessages:
-		out, err = tps.MessagesAnswer(raw)
+		out, err = answer.MessagesAnswer(raw)
 	default: // embeddings: the provider's answer, which the executor framed as one event
-		tps.ForEachData(raw, func(data []byte) { out = append(out[:0], data...) })
+		sse.ForEachData(raw, func(data []byte) { out = append(out[:0], data...) })
 		if out == nil {
 			err = errNoAnswer
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/tpsroute/tpsroute/internal/executor"
 	"github.com/tpsroute/tpsroute/internal/picker"
+	"github.com/tpsroute/tpsroute/internal/redact"
 	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/internal/telemetry"
 	"github.com/tpsroute/tpsroute/measure"
@@ -61,7 +62,7 @@ type Client struct {
 
 	deps   []route.Deployment // as configured, for ModelIDs and Deployments
 	wild   *wildcards         // wildcard deployments' admitted models; nil without one
-	redact *route.Scrubber    // every configured API key and credential header value -> REDACTED
+	redact *redact.Scrubber   // every configured API key and credential header value -> REDACTED
 }
 
 // ChatService is the chat namespace of a Client, as in openai-go.
@@ -160,7 +161,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c.wild = newWildcards(c.deps, cfg.MaxWildcardModels)
-	c.redact = route.NewScrubber(cfg.Deployments...)
+	c.redact = redact.NewScrubber(cfg.Deployments...)
 
 	c.Chat.Completions.c = c
 	if cfg.StateFile != "" {
@@ -179,14 +180,14 @@ func (c *Client) Stats() measure.Snapshot { return c.reg.Snapshot() }
 // credentials: APIKey is empty, and the value of every header whose name
 // suggests a credential (Authorization, api-key, X-Goog-Api-Key, Cookie, any
 // name with auth, key, token, secret, password, signature or credential in
-// it) reads "REDACTED" (route.Redact). Routing headers such as X-Route-Region are kept.
+// it) reads "REDACTED" (redact.Deployment). Routing headers such as X-Route-Region are kept.
 func (c *Client) Deployments() []route.Deployment { return publicDeployments(c.deps) }
 
-// publicDeployments returns route.Redact of each of ds.
+// publicDeployments returns redact.Deployment of each of ds.
 func publicDeployments(ds []route.Deployment) []route.Deployment {
 	out := make([]route.Deployment, len(ds))
 	for i, d := range ds {
-		out[i] = route.Redact(d)
+		out[i] = redact.Deployment(d)
 	}
 	return out
 }

@@ -250,7 +250,7 @@ func (e *HTTPError) response(req *http.Request) *http.Response {
 //   - anything else: 500 server_error.
 //
 // Every configured API key and credential header value is replaced by
-// "REDACTED" in every field, in any form route.Scrubber finds (raw,
+// "REDACTED" in every field, in any form redact.Scrubber finds (raw,
 // JSON-escaped, percent-encoded), so a provider that echoes the key does not
 // leak it. A nil err returns nil. The answer is in OpenAI's shape; ForAPI
 // gives it in the call's API's own (Anthropic's for Messages).

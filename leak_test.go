@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/redact"
 	"github.com/tpsroute/tpsroute/route"
 )
 
@@ -140,7 +141,7 @@ func (e *exposed) err(c *Client, err error) {
 
 // TestHostileUpstreamLeaksNoKey sends every case, with the key in every
 // form, through every door, and checks that nothing a caller, a log or an
-// attempt hook sees holds the key in any form (route.Scrubber.Contains).
+// attempt hook sees holds the key in any form (redact.Scrubber.Contains).
 func TestHostileUpstreamLeaksNoKey(t *testing.T) {
 	up := &hostileUpstream{}
 	srv := httptest.NewServer(up)
@@ -164,7 +165,7 @@ func TestHostileUpstreamLeaksNoKey(t *testing.T) {
 			},
 		})
 	}
-	sc := route.NewScrubber(d)
+	sc := redact.NewScrubber(d)
 	streamBody := `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`
 	plainBody := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
 	doors := map[string]func(t *testing.T, c *Client, out *exposed){

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/gjson"
 
+	"github.com/tpsroute/tpsroute/internal/sse"
 	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
 )
@@ -63,7 +64,7 @@ func TestLoneCRThroughEveryDoor(t *testing.T) {
 	sseText := func(t *testing.T, b []byte) string {
 		var text []byte
 		n := 0
-		tps.ForEachData(b, func(d []byte) {
+		sse.ForEachData(b, func(d []byte) {
 			n++
 			text = append(text, gjson.GetBytes(d, "choices.0.delta.content").Str...)
 		})

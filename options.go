@@ -6,6 +6,7 @@ import (
 
 	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/internal/executor"
+	"github.com/tpsroute/tpsroute/internal/redact"
 	"github.com/tpsroute/tpsroute/internal/telemetry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
@@ -256,7 +257,7 @@ func endCall(cc *callConfig, res *executor.Result, err error) {
 func outcomeOf(res *executor.Result, err error) Outcome {
 	o := Outcome{Err: err}
 	if res != nil {
-		o.Deployment = route.Redact(res.Deployment())
+		o.Deployment = redact.Deployment(res.Deployment())
 		o.Sample = res.Sample()
 		o.Attempts = res.Attempts()
 		o.AttemptCount = res.AttemptCount()

@@ -16,10 +16,10 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/sse"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
-	"github.com/tpsroute/tpsroute/tps"
 )
 
 // doFleet is a Client over model "m" on a (us, cheap, down when aDown) and
@@ -284,7 +284,7 @@ func TestHTTPErrorForAPI(t *testing.T) {
 // sseText concatenates the delta.content of an SSE body.
 func sseText(raw []byte) string {
 	var b strings.Builder
-	tps.ForEachData(raw, func(d []byte) {
+	sse.ForEachData(raw, func(d []byte) {
 		b.WriteString(gjson.GetBytes(d, "choices.0.delta.content").Str)
 	})
 	return b.String()

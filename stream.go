@@ -17,6 +17,7 @@ import (
 
 	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/internal/executor"
+	"github.com/tpsroute/tpsroute/internal/sse"
 	"github.com/tpsroute/tpsroute/tps"
 )
 
@@ -40,7 +41,7 @@ func (s ChatCompletionService) NewStreaming(ctx context.Context, params openai.C
 // New does. It streams underneath, so every call feeds the TPS statistics,
 // and since nothing reaches the caller before the end, a failure at any
 // point (even mid-stream) fails over invisibly to the next deployment. The
-// answer is assembled from the chunks as they are timed (tps.Accumulator)
+// answer is assembled from the chunks as they are timed (answer.Accumulator)
 // and decoded once by openai-go, so RawJSON holds it whole. Use WithOutcome
 // to learn which deployment answered, its tps.Sample (usage, timing) and the
 // attempts.
@@ -92,7 +93,7 @@ type Stream struct {
 	body   io.ReadCloser // the committed attempt's body; nil if none
 	cancel context.CancelFunc
 
-	sse     tps.EventReader // the one SSE framer's rules, as the Tap frames the same bytes
+	sse     sse.EventReader // the one SSE framer's rules, as the Tap frames the same bytes
 	chunk   tps.Chunk
 	cur     *openai.ChatCompletionChunk // allocated by the first Current
 	decoded bool                        // cur holds the current chunk

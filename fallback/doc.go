@@ -95,7 +95,7 @@
 // A non-streaming call commits at the end of the stream: the whole stream is
 // buffered, so a failure at any point restarts on the next deployment. A
 // non-streaming chat call through the Client holds the answer instead of the
-// stream: each chunk is folded into a tps.Accumulator as the tap scans it,
+// stream: each chunk is folded into an accumulator (internal/answer) as the tap scans it,
 // and the answer is the chat.completion JSON, scrubbed of the deployment's
 // credentials; Limits.Answer then bounds both the stream read and the
 // answer.

@@ -147,7 +147,7 @@ func (e *Error) Error() string {
 	}
 	for _, err := range [...]error{e.cause, e.cont} {
 		if err != nil {
-			fmt.Fprintf(&b, " (%s)", safeMessage(err))
+			fmt.Fprintf(&b, " (%s)", fallbackseam.Message(err))
 		}
 	}
 	for i, a := range e.Attempts {
@@ -209,11 +209,6 @@ func (e *Error) Last() (Attempt, bool) {
 func (e *Error) Phase() tps.Phase {
 	a, _ := e.Last()
 	return a.Phase
-}
-
-// safeMessage renders an error without repeating a "fallback: " prefix.
-func safeMessage(err error) string {
-	return strings.TrimPrefix(err.Error(), "fallback: ")
 }
 
 // init gives internal/executor, which builds every *Error, the setters of

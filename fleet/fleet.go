@@ -194,7 +194,8 @@ func redactErr(err error, url string) error {
 // deployments' Limits.RPM and TPM are enforced fleet-wide (wildcard
 // deployments are not shared); their credentials are not read. learn records
 // a cache key that another replica's call was served with; it must be safe
-// for concurrent use. The returned executor.Shared is the Fleet itself.
+// for concurrent use. The returned executor.Shared is the Fleet's
+// breakers and limits.
 func (f *Fleet) JoinClient(reg *registry.Registry, deployments []route.Deployment, learn func(cacheKey string, k measure.Key, at time.Time)) (executor.Shared, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -230,7 +231,7 @@ func (f *Fleet) JoinClient(reg *registry.Registry, deployments []route.Deploymen
 		f.done = make(chan struct{})
 		go f.loop(ctx)
 	}
-	return f, nil
+	return shared{f}, nil
 }
 
 // Close stops the background loop and closes the connections to Redis. It

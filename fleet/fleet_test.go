@@ -22,6 +22,9 @@ import (
 	"github.com/tpsroute/tpsroute/tps"
 )
 
+// sh is the executor.Shared that JoinClient returns for f.
+func (f *Fleet) sh() shared { return shared{f} }
+
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var (
@@ -147,30 +150,30 @@ func TestBreakerShared(t *testing.T) {
 	now := time.Now() // breaker records carry wall-clock ms
 	r1.round(now)
 	r2.round(now)
-	require.NoError(t, r2.f.Admit(k, now, 0))
-	r2.f.Done(k, now, executor.OutcomeSuccess)
+	require.NoError(t, r2.f.sh().Admit(k, now, 0))
+	r2.f.sh().Done(k, now, executor.OutcomeSuccess)
 
-	r1.f.Opened(k, now, now.Add(2*time.Second))
+	r1.f.sh().Opened(k, now, now.Add(2*time.Second))
 	r1.round(now)
 	r2.round(now)
-	assert.ErrorIs(t, r2.f.Admit(k, now, 0), fallback.ErrOpen)
-	assert.Equal(t, route.BreakerOpen, r2.f.Breaker(k, now))
-	assert.NoError(t, r1.f.Admit(k, now, 0), "the opener's own breaker decides for itself")
+	assert.ErrorIs(t, r2.f.sh().Admit(k, now, 0), fallback.ErrOpen)
+	assert.Equal(t, route.BreakerOpen, r2.f.sh().Breaker(k, now))
+	assert.NoError(t, r1.f.sh().Admit(k, now, 0), "the opener's own breaker decides for itself")
 
 	later := now.Add(3 * time.Second)
 	r1.round(later)
 	r2.round(later)
-	e1, e2 := r1.f.Admit(k, later, 0), r2.f.Admit(k, later, 0)
+	e1, e2 := r1.f.sh().Admit(k, later, 0), r2.f.sh().Admit(k, later, 0)
 	assert.True(t, (e1 == nil) != (e2 == nil), "exactly one probe: %v, %v", e1, e2)
 	prober, other := r1, r2
 	if e2 == nil {
 		prober, other = r2, r1
 	}
-	assert.ErrorIs(t, prober.f.Admit(k, later, 0), fallback.ErrOpen, "one probe only")
-	prober.f.Done(k, later, executor.OutcomeFailure) // the probe failed: reopen, for longer
+	assert.ErrorIs(t, prober.f.sh().Admit(k, later, 0), fallback.ErrOpen, "one probe only")
+	prober.f.sh().Done(k, later, executor.OutcomeFailure) // the probe failed: reopen, for longer
 	prober.round(later)
 	other.round(later)
-	assert.ErrorIs(t, other.f.Admit(k, later.Add(3*time.Second), 0), fallback.ErrOpen)
+	assert.ErrorIs(t, other.f.sh().Admit(k, later.Add(3*time.Second), 0), fallback.ErrOpen)
 	ks := other.f.state(k)
 	ks.mu.Lock()
 	assert.Equal(t, 4*time.Second, ks.interval)
@@ -179,7 +182,7 @@ func TestBreakerShared(t *testing.T) {
 	end := later.Add(5 * time.Second)
 	r1.round(end)
 	r2.round(end)
-	e1, e2 = r1.f.Admit(k, end, 0), r2.f.Admit(k, end, 0)
+	e1, e2 = r1.f.sh().Admit(k, end, 0), r2.f.sh().Admit(k, end, 0)
 	require.True(t, (e1 == nil) != (e2 == nil), "%v, %v", e1, e2)
 	prober, other = r1, r2
 	if e2 == nil {
@@ -188,16 +191,16 @@ func TestBreakerShared(t *testing.T) {
 	// A probe that failed by the caller's fault learned nothing: the
 	// breaker stays half-open, the other replica stays out, and the same
 	// replica probes again.
-	prober.f.Done(k, end, executor.OutcomeExcluded)
+	prober.f.sh().Done(k, end, executor.OutcomeExcluded)
 	prober.round(end)
 	other.round(end)
-	assert.ErrorIs(t, other.f.Admit(k, end, 0), fallback.ErrOpen, "an excluded probe does not close the breaker")
-	require.NoError(t, prober.f.Admit(k, end, 0), "the prober probes again")
-	prober.f.Done(k, end, executor.OutcomeSuccess)
+	assert.ErrorIs(t, other.f.sh().Admit(k, end, 0), fallback.ErrOpen, "an excluded probe does not close the breaker")
+	require.NoError(t, prober.f.sh().Admit(k, end, 0), "the prober probes again")
+	prober.f.sh().Done(k, end, executor.OutcomeSuccess)
 	prober.round(end)
 	other.round(end)
-	assert.NoError(t, other.f.Admit(k, end, 0))
-	assert.Equal(t, route.BreakerClosed, other.f.Breaker(k, end))
+	assert.NoError(t, other.f.sh().Admit(k, end, 0))
+	assert.Equal(t, route.BreakerClosed, other.f.sh().Breaker(k, end))
 	assert.False(t, mr.Exists("tpsroute:v1:test:breaker:slow//m"))
 }
 
@@ -217,7 +220,7 @@ func TestLimitShared(t *testing.T) {
 		mr.SetTime(now)
 		for _, r := range rs {
 			r.f.syncAt(context.Background(), now, false)
-			if r.f.Admit(k, now, 0) == nil {
+			if r.f.sh().Admit(k, now, 0) == nil {
 				admitted++
 			}
 		}
@@ -254,10 +257,10 @@ func TestRedisDown(t *testing.T) {
 	now := t0
 	r1.round(now)
 	r2.round(now)
-	r1.f.Opened(slow.Key(), time.Now(), time.Now().Add(time.Hour))
+	r1.f.sh().Opened(slow.Key(), time.Now(), time.Now().Add(time.Hour))
 	r1.round(now)
 	r2.round(now)
-	require.ErrorIs(t, r2.f.Admit(slow.Key(), time.Now(), 0), fallback.ErrOpen)
+	require.ErrorIs(t, r2.f.sh().Admit(slow.Key(), time.Now(), 0), fallback.ErrOpen)
 
 	addr := mr.Addr()
 	mr.Close()
@@ -270,8 +273,8 @@ func TestRedisDown(t *testing.T) {
 	assert.False(t, st.Connected)
 	assert.Equal(t, int64(3), st.Failures)
 	assert.Equal(t, 1, strings.Count(r2.logs.String(), "Redis unreachable"), r2.logs.String())
-	assert.NoError(t, r2.f.Admit(slow.Key(), time.Now(), 0), "alone, the local breaker decides")
-	assert.Equal(t, route.BreakerClosed, r2.f.Breaker(slow.Key(), time.Now()))
+	assert.NoError(t, r2.f.sh().Admit(slow.Key(), time.Now(), 0), "alone, the local breaker decides")
+	assert.Equal(t, route.BreakerClosed, r2.f.sh().Breaker(slow.Key(), time.Now()))
 
 	mr2 := miniredis.NewMiniRedis()
 	require.NoError(t, mr2.StartAddr(addr))
@@ -358,18 +361,18 @@ func TestOpenedGrowth(t *testing.T) {
 		defer ks.mu.Unlock()
 		return ks.interval
 	}
-	r1.f.Opened(k, now, now.Add(2*time.Second))
-	r1.f.Opened(k, now.Add(time.Second), now.Add(3*time.Second)) // in-flight calls failing
+	r1.f.sh().Opened(k, now, now.Add(2*time.Second))
+	r1.f.sh().Opened(k, now.Add(time.Second), now.Add(3*time.Second)) // in-flight calls failing
 	assert.Equal(t, 2*time.Second, interval(r1))
-	r1.f.Opened(k, now.Add(4*time.Second), now.Add(5*time.Second))
+	r1.f.sh().Opened(k, now.Add(4*time.Second), now.Add(5*time.Second))
 	assert.Equal(t, time.Second, interval(r1), "its breaker's interval, not twice the last")
 
 	// r1's own probe fails: its breaker reopens it (Opened), then Done.
 	at := now.Add(6 * time.Second)
 	r1.round(at)
-	require.NoError(t, r1.f.Admit(k, at, 0), "r1 holds the probe")
-	r1.f.Opened(k, at, at.Add(3*time.Second))
-	r1.f.Done(k, at, executor.OutcomeFailure)
+	require.NoError(t, r1.f.sh().Admit(k, at, 0), "r1 holds the probe")
+	r1.f.sh().Opened(k, at, at.Add(3*time.Second))
+	r1.f.sh().Done(k, at, executor.OutcomeFailure)
 	assert.Equal(t, 3*time.Second, interval(r1), "its breaker's interval stands")
 	r1.round(at)
 	r2.round(at)
@@ -377,7 +380,7 @@ func TestOpenedGrowth(t *testing.T) {
 
 	for i := range 8 {
 		at := now.Add(time.Duration(10+i*100) * time.Second)
-		r2.f.Opened(k, at, at.Add(2*time.Second))
+		r2.f.sh().Opened(k, at, at.Add(2*time.Second))
 	}
 	assert.Equal(t, MaxOpen, interval(r2), "another replica's trips double it")
 }

@@ -35,14 +35,14 @@ func TestRealRedis(t *testing.T) {
 		r1.reg.RecordAt(now, slow.Key(), sample(3*time.Second, 5))
 	}
 	r1.f.Served("fleet:xyz", fast.Key(), now)
-	r1.f.Opened(slow.Key(), now, now.Add(time.Hour))
+	r1.f.sh().Opened(slow.Key(), now, now.Add(time.Hour))
 	for _, r := range []*replica{r1, r2, r3} {
 		r.round(now)
 	}
 	e, ok := r2.reg.Estimate(slow.Key())
 	require.True(t, ok)
 	assert.Greater(t, e.TTFTP50, 2.9)
-	assert.ErrorIs(t, r3.f.Admit(slow.Key(), now, 0), fallback.ErrOpen)
+	assert.ErrorIs(t, r3.f.sh().Admit(slow.Key(), now, 0), fallback.ErrOpen)
 	r2.mu.Lock()
 	assert.Equal(t, fast.Key(), r2.learned["fleet:xyz"])
 	r2.mu.Unlock()
@@ -55,7 +55,7 @@ func TestRealRedis(t *testing.T) {
 	for time.Since(start) < 1500*time.Millisecond {
 		for _, r := range []*replica{r1, r2, r3} {
 			r.f.syncAt(context.Background(), time.Now(), false)
-			if r.f.Admit(fast.Key(), time.Now(), 0) == nil {
+			if r.f.sh().Admit(fast.Key(), time.Now(), 0) == nil {
 				admitted++
 			}
 		}

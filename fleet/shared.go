@@ -80,6 +80,12 @@ func redisKeyPart(k measure.Key) string {
 	return esc.Replace(k.Provider) + "/" + esc.Replace(k.Region) + "/" + esc.Replace(k.Model)
 }
 
+// shared is the executor.Shared a Fleet gives the Client it joins
+// (JoinClient): the fleet-wide breakers and limits. Its methods are the
+// executor's, on an unexported type, so that they are no part of the
+// Fleet's API. It is safe for concurrent use.
+type shared struct{ *Fleet }
+
 // state returns the keyState of k, or nil for a key the Client did not
 // configure (wildcard deployments): those are not shared.
 func (f *Fleet) state(k measure.Key) *keyState {
@@ -90,7 +96,7 @@ func (f *Fleet) state(k measure.Key) *keyState {
 
 // Admit implements executor.Shared. While Redis is unreachable it admits
 // everything: each replica's own breakers and limiters decide.
-func (f *Fleet) Admit(k measure.Key, now time.Time, tokens int64) error {
+func (f shared) Admit(k measure.Key, now time.Time, tokens int64) error {
 	ks := f.state(k)
 	if ks == nil || !f.connected.Load() {
 		return nil
@@ -130,7 +136,7 @@ func (f *Fleet) Admit(k measure.Key, now time.Time, tokens int64) error {
 // (success) or reopens (failure) the fleet's breaker; an excluded outcome
 // (the caller's fault, a cancellation) leaves it half-open with the probe
 // still this replica's to send.
-func (f *Fleet) Done(k measure.Key, now time.Time, o executor.Outcome) {
+func (f shared) Done(k measure.Key, now time.Time, o executor.Outcome) {
 	ks := f.state(k)
 	if ks == nil {
 		return
@@ -170,7 +176,7 @@ func (f *Fleet) Done(k measure.Key, now time.Time, o executor.Outcome) {
 // of this replica's calls) when that breaker set the record's interval,
 // else for at least twice the record's interval, at most MaxOpen: a breaker
 // that did not may not know how long the deployment has been down.
-func (f *Fleet) Opened(k measure.Key, now, until time.Time) {
+func (f shared) Opened(k measure.Key, now, until time.Time) {
 	ks := f.state(k)
 	if ks == nil {
 		return
@@ -198,7 +204,7 @@ func (f *Fleet) Opened(k measure.Key, now, until time.Time) {
 // Breaker implements executor.Shared: open while a record's interval runs,
 // half-open after it until a probe ends, closed otherwise or while Redis is
 // unreachable.
-func (f *Fleet) Breaker(k measure.Key, now time.Time) route.BreakerState {
+func (f shared) Breaker(k measure.Key, now time.Time) route.BreakerState {
 	ks := f.state(k)
 	if ks == nil || !f.connected.Load() {
 		return route.BreakerClosed
@@ -217,7 +223,7 @@ func (f *Fleet) Breaker(k measure.Key, now time.Time) route.BreakerState {
 	return route.BreakerHalfOpen
 }
 
-var _ executor.Shared = (*Fleet)(nil)
+var _ executor.Shared = shared{}
 
 // syncBreakers writes this replica's pending breaker changes, reads every
 // key's record, and claims the probe of half-open keys.

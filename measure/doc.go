@@ -1,6 +1,6 @@
 // Package measure is the vocabulary of tpsroute's statistics: what a user
 // writes to configure them (Options, WindowOptions, Price) and reads back
-// (Snapshot, Stats, Estimate, Money), and the names they are kept under
+// (Snapshot, Stats, Money), and the names they are kept under
 // (Key, the error classes).
 //
 // # Overview
@@ -9,16 +9,15 @@
 // it, for each tps.CacheState (unknown, cold, warm): sliding windows of
 // TTFT, TPS, TPOT and E2E and of each stream's mean gap between output
 // chunks, answering p50/p90/p95/p99 within 1% relative error (WindowOptions);
-// time-decayed averages (Options.HalfLife); change detection, so that an
-// Estimate describes a deployment's new level two samples after it fell 3×;
-// counts of requests, successes, errors by tps.Phase and by class; an
-// in-flight gauge and a load model (Estimate.LoadK, LoadFactor); per
-// prompt-size class (InputClass) figures (Estimate.Input); and token meters
-// and exact cost from per-key prices (Price, Money).
+// time-decayed averages (Options.HalfLife); change detection, so that the
+// figures routing reads describe a deployment's new level two samples after
+// it fell 3×; counts of requests, successes, errors by tps.Phase and by
+// class; an in-flight gauge and a load model; per prompt-size class figures;
+// and token meters and exact cost from per-key prices (Price, Money).
 //
 // tpsroute.Config.Measure configures it; Client.Stats returns a Snapshot of
-// everything, which marshals to JSON; route reads an Estimate per
-// deployment on every pick (internal/picker's Source). The engine that does the
+// everything, which marshals to JSON; the picker reads a per-deployment
+// summary (internal/registry's Estimate) on every pick. The engine that does the
 // measuring (the Registry, its windows and averages, fleet deltas, state
 // files) is internal to the module (internal/registry): docs/METRICS.md
 // describes what it measures, docs/STATE.md its state file.

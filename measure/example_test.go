@@ -37,25 +37,3 @@ func ExampleMoney() {
 	fmt.Println(m.Float(), string(b))
 	// Output: 2.5 {"dollars":2,"picodollars":500000000000}
 }
-
-// InputClass buckets prompts by size; an Estimate holds figures per warm
-// class (Estimate.Input).
-func ExampleInputClass() {
-	for _, tokens := range []int64{100, 1_000, 100_000, 1 << 20} {
-		fmt.Print(measure.InputClass(tokens), " ")
-	}
-	fmt.Println()
-	// Output: 0 3 10 11
-}
-
-// An Estimate without a load model (LoadK 0) scales nothing; with one, a
-// call that starts among more calls in flight expects a lower TPS.
-func ExampleEstimate_LoadFactor() {
-	e := measure.Estimate{TPSP50: 100, LoadK: 8, LoadRef: 2}
-	fmt.Printf("%.2f %.2f\n", e.LoadFactor(2), e.LoadFactor(6))
-	var zero measure.Estimate
-	fmt.Println(zero.LoadFactor(6))
-	// Output:
-	// 1.00 0.71
-	// 1
-}

@@ -18,8 +18,8 @@ type Options struct {
 	// 100 s, fast against the five-minute window yet smoothing the
 	// call-to-call noise of LLM latencies at a few calls per minute.
 	HalfLife time.Duration
-	// MinSamples is the number of successful samples inside the window for an
-	// Estimate to be OK. Default 10: ten calls make the median meaningful and
+	// MinSamples is the number of successful samples inside the window for a
+	// key to be warm (routing treats it as cold until then). Default 10: ten calls make the median meaningful and
 	// put the p95 between the two slowest, enough to rank deployments; fewer
 	// would let one lucky call win all the traffic.
 	MinSamples int
@@ -27,9 +27,9 @@ type Options struct {
 	// Default 15 minutes: three default windows, after which a key's windows
 	// are long empty and only its totals would be kept.
 	TTL time.Duration
-	// Refresh bounds how stale a published Estimate is while samples arrive:
-	// the longest interval, in sample time, between two publications of a
-	// key's Estimate. Default 100 ms.
+	// Refresh bounds how stale the figures routing reads are while samples
+	// arrive: the longest interval, in sample time, between two publications
+	// of a key's summary. Default 100 ms.
 	Refresh time.Duration
 	// Prices gives each key's price; a key not in the map costs nothing.
 	// The map is copied. Nil means no costs.

@@ -86,7 +86,7 @@ type Stats struct {
 
 	// Fleet is what other replicas measured for this key and this one
 	// merged (fleet mode, package fleet), nil when nothing was: everything
-	// above is this process's own. Routing (Estimate) reads both.
+	// above is this process's own. Routing (the Registry's Estimate) reads both.
 	Fleet *FleetStats `json:"fleet,omitempty"`
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tpsroute/tpsroute/internal/sse"
 	"github.com/tpsroute/tpsroute/tps"
 )
 
@@ -91,12 +92,12 @@ func TestProfileAPIStyles(t *testing.T) {
 func deltaText(raw []byte, proto tps.Protocol) string {
 	var b []byte
 	var c tps.Chunk
-	tps.ForEachData(raw, func(data []byte) {
+	sse.ForEachData(raw, func(data []byte) {
 		var err error
 		if proto == tps.ProtocolResponses {
-			err = tps.ParseResponsesEvent(data, &c)
+			err = tps.ProtocolResponses.Parse(data, &c)
 		} else {
-			err = tps.ParseMessagesEvent(data, &c)
+			err = tps.ProtocolMessages.Parse(data, &c)
 		}
 		if err == nil && c.Output {
 			b = c.AppendText(b)

@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/tpsroute/tpsroute/internal/sse"
 	"github.com/tpsroute/tpsroute/tps"
 )
 
@@ -273,7 +274,7 @@ func (c *Cassette) plan(*request) *plan {
 				raw = string(b)
 			}
 			ev.kind, ev.data = eventRaw, raw
-			tps.ForEachData([]byte(raw), func(d []byte) {
+			sse.ForEachData([]byte(raw), func(d []byte) {
 				ev.output = ev.output || output(d)
 			})
 		}
@@ -296,7 +297,7 @@ func (c *Cassette) plan(*request) *plan {
 // markAnswer marks the output event of an embeddings answer, which is
 // never streamed: the tap reads the answer whole, as one event, so its
 // output is the last raw event of a body that parses as an answer
-// (tps.ParseEmbeddingsEvent), and SlowFirstToken delays the answer.
+// (tps.ProtocolEmbeddings.Parse), and SlowFirstToken delays the answer.
 func markAnswer(p *plan) {
 	var all []byte
 	last := -1
@@ -307,7 +308,7 @@ func markAnswer(p *plan) {
 		}
 	}
 	var chunk tps.Chunk
-	if last >= 0 && tps.ParseEmbeddingsEvent(all, &chunk) == nil && chunk.Output {
+	if last >= 0 && tps.ProtocolEmbeddings.Parse(all, &chunk) == nil && chunk.Output {
 		p.events[last].output = true
 	}
 }

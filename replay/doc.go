@@ -19,10 +19,10 @@
 //     selected by attempt number or elapsed time.
 //
 // A request that does not ask for a stream gets the accumulated
-// chat.completion (tps.Accumulator: every choice of an n>1 answer, each with
+// chat.completion (internal/answer's Accumulator: every choice of an n>1 answer, each with
 // its text, reasoning, refusal and tool calls), with usage, at the time the
 // stream would have ended; a Responses or Messages stream gives the API's
-// own answer (tps.ResponsesAnswer, tps.MessagesAnswer).
+// own answer (internal/answer: ResponsesAnswer, MessagesAnswer).
 //
 // # Fake time
 //

@@ -13,8 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/tpsroute/tpsroute/tps"
+	"github.com/tpsroute/tpsroute/internal/sse"
 )
 
 // recWrite is one Write a Handler made, with its virtual time offset.
@@ -82,7 +81,7 @@ func groupCassette(t *testing.T) *Cassette {
 func chunkNumbers(data string) string {
 	var out []string
 	for _, blk := range strings.Split(strings.TrimSuffix(data, "\n\n"), "\n\n") {
-		ev := tps.ParseEvent([]byte(blk + "\n\n"))
+		ev := sse.ParseEvent([]byte(blk + "\n\n"))
 		switch {
 		case ev.Data == "[DONE]":
 			out = append(out, "D")

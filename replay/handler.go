@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tpsroute/tpsroute/route"
+	"github.com/tpsroute/tpsroute/internal/redact"
 	"github.com/tpsroute/tpsroute/tps"
 )
 
@@ -214,7 +214,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	mt, _ := body.maxTokens()
 	a := &Attempt{
 		N: n, Time: start, Model: body.Model, Method: r.Method, Path: r.URL.Path,
-		Header: route.RedactHeader(r.Header, h.redact...), Messages: len(body.Messages), LastRole: body.lastRole(),
+		Header: redact.Header(r.Header, h.redact...), Messages: len(body.Messages), LastRole: body.lastRole(),
 		Stream: body.Stream, IncludeUsage: body.includeUsage(), MaxTokens: mt,
 	}
 	h.attempts = append(h.attempts, a)

@@ -14,9 +14,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/require"
+	"github.com/tpsroute/tpsroute/internal/sse"
 	"go.uber.org/goleak"
-
-	"github.com/tpsroute/tpsroute/tps"
 )
 
 func TestMain(m *testing.M) {
@@ -27,7 +26,7 @@ func TestMain(m *testing.M) {
 type rawEvent struct {
 	at    time.Duration
 	block string
-	ev    tps.Event
+	ev    sse.Event
 }
 
 // rawResult is everything a raw HTTP client saw of one call.
@@ -108,14 +107,14 @@ func rawCall(ctx context.Context, client *http.Client, url string, body any) raw
 		n, err := resp.Body.Read(chunk)
 		buf = append(buf, chunk[:n]...)
 		for {
-			i := tps.EventEnd(buf)
+			i := sse.EventEnd(buf)
 			if err != nil && i < 0 && len(buf) > 0 {
 				i = len(buf) // the tail of an unterminated block
 			}
 			if i < 0 {
 				break
 			}
-			res.events = append(res.events, rawEvent{at: time.Since(start), block: string(buf[:i]), ev: tps.ParseEvent(buf[:i])})
+			res.events = append(res.events, rawEvent{at: time.Since(start), block: string(buf[:i]), ev: sse.ParseEvent(buf[:i])})
 			buf = buf[i:]
 		}
 		if err != nil {

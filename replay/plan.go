@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tpsroute/tpsroute/internal/answer"
+	"github.com/tpsroute/tpsroute/internal/sse"
 	"github.com/tpsroute/tpsroute/tps"
 )
 
@@ -238,7 +240,7 @@ func accumulate(p *plan) *plan {
 	// The answer is tps's accumulation of the chunks (every choice, tool
 	// calls, usage), as the tpsroute Client builds its own.
 	var (
-		acc     tps.Accumulator
+		acc     answer.Accumulator
 		chunk   tps.Chunk
 		errBody []byte
 		errCode int
@@ -263,7 +265,7 @@ func accumulate(p *plan) *plan {
 			continue
 		case eventRaw:
 			rawBody.WriteString(e.data)
-			tps.ForEachData([]byte(e.data), fold)
+			sse.ForEachData([]byte(e.data), fold)
 		default:
 			allRaw = false
 			if !e.done() {
@@ -296,8 +298,8 @@ func accumulate(p *plan) *plan {
 
 // accumulateAPI finishes q, the non-streaming answer to p, a Responses or
 // Messages stream: the API's own answer, as the tpsroute Client folds it
-// (tps.ResponsesAnswer: the response object of response.completed;
-// tps.MessagesAnswer: the message), or, for an error event, the error as
+// (answer.ResponsesAnswer: the response object of response.completed;
+// answer.MessagesAnswer: the message), or, for an error event, the error as
 // an error status in the API's shape (Anthropic's {"type":"error",
 // "error":{...}} with 529 for overloaded_error). A recorded body that is no
 // such stream is played as is.
@@ -311,7 +313,7 @@ func accumulateAPI(p, q *plan) *plan {
 		b := e.bytes()
 		stream = append(stream, b...)
 		if errRaw == nil {
-			tps.ForEachData(b, func(data []byte) {
+			sse.ForEachData(b, func(data []byte) {
 				if errRaw == nil && p.proto.Parse(data, &chunk) == nil && chunk.Error {
 					errRaw = append([]byte{}, chunk.ErrorBody...)
 					if len(errRaw) == 0 {
@@ -325,11 +327,11 @@ func accumulateAPI(p, q *plan) *plan {
 	q.header.Set("Content-Type", "application/json")
 	q.header.Del("Cache-Control")
 	q.end = endEOF
-	answer := tps.ResponsesAnswer
+	fold := answer.ResponsesAnswer
 	if p.proto == tps.ProtocolMessages {
-		answer = tps.MessagesAnswer
+		fold = answer.MessagesAnswer
 	}
-	switch body, err := answer(stream); {
+	switch body, err := fold(stream); {
 	case errRaw != nil && p.proto == tps.ProtocolMessages:
 		// errRaw is the event's data, {"type":"error","error":{...}}, or
 		// its error object.

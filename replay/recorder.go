@@ -14,8 +14,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tpsroute/tpsroute/internal/redact"
+	"github.com/tpsroute/tpsroute/internal/sse"
 	"github.com/tpsroute/tpsroute/route"
-	"github.com/tpsroute/tpsroute/tps"
 )
 
 // RecorderOption configures a Recorder at construction. Options are pure
@@ -148,7 +149,7 @@ func (r *Recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	name := r.name(seq, req, model.Model)
 	// The credentials this request carries: nothing the cassette holds may
 	// repeat them, whatever the upstream echoes (docs/SECURITY.md).
-	sc := route.RequestScrubber(req)
+	sc := redact.RequestScrubber(req)
 	c := &Cassette{
 		Version:    CassetteVersion,
 		Name:       strings.TrimSuffix(name, ".json"),
@@ -182,8 +183,8 @@ func (r *Recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 // redactHeader returns h for a cassette: credential headers and the named
 // ones read REDACTED, and any other value that holds a credential of sc, in
 // any form, reads REDACTED too.
-func (r *Recorder) redactHeader(h http.Header, sc *route.Scrubber) http.Header {
-	out := route.RedactHeader(h, r.headers...)
+func (r *Recorder) redactHeader(h http.Header, sc *redact.Scrubber) http.Header {
+	out := redact.Header(h, r.headers...)
 	for _, vs := range out {
 		for i, v := range vs {
 			if sc.Contains([]byte(v)) {
@@ -272,7 +273,7 @@ type recBody struct {
 	c     *Cassette
 	start time.Time
 	sse   bool
-	sc    *route.Scrubber // the request's credentials
+	sc    *redact.Scrubber // the request's credentials
 
 	mu   sync.Mutex
 	buf  []byte // bytes of an event not yet complete
@@ -308,7 +309,7 @@ func (b *recBody) split(at time.Duration) {
 		return
 	}
 	for {
-		i := tps.EventEnd(b.buf)
+		i := sse.EventEnd(b.buf)
 		if i < 0 {
 			return
 		}
@@ -336,7 +337,7 @@ func (b *recBody) event(block string) (kind eventKind, name, data string) {
 			data = string(out)
 		}
 	case eventRaw:
-		if ev := tps.ParseEvent([]byte(block)); ev.HasData {
+		if ev := sse.ParseEvent([]byte(block)); ev.HasData {
 			if out, changed, ok := b.rec.redactJSON([]byte(ev.Data)); ok && changed {
 				kind, name, data = eventData, ev.Name, string(out)
 			}
@@ -346,7 +347,7 @@ func (b *recBody) event(block string) (kind eventKind, name, data string) {
 }
 
 // add appends e with every credential of the request scrubbed from it:
-// data as JSON (route.Scrubber.ScrubJSON), the rest as text.
+// data as JSON (redact.Scrubber.ScrubJSON), the rest as text.
 func (b *recBody) add(e Event) {
 	scrub := func(p *string, json bool) {
 		if p == nil || !b.sc.Contains([]byte(*p)) {

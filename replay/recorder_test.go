@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tpsroute/tpsroute/internal/redact"
 	"github.com/tpsroute/tpsroute/route"
 )
 
@@ -243,7 +244,7 @@ func TestRecorderScrubsEchoedKey(t *testing.T) {
 			require.Len(t, files, 1)
 			raw, err := os.ReadFile(files[0])
 			require.NoError(t, err)
-			sc := route.NewScrubber(route.Deployment{APIKey: key})
+			sc := redact.NewScrubber(route.Deployment{APIKey: key})
 			assert.False(t, sc.Contains(raw), "form %d, streamed %v:\n%s", i, streamed, raw)
 			_, err = LoadCassette(files[0])
 			require.NoError(t, err, "the scrubbed cassette still loads")

@@ -3,13 +3,13 @@ package replay
 import (
 	"bytes"
 
-	"github.com/tpsroute/tpsroute/tps"
+	"github.com/tpsroute/tpsroute/internal/sse"
 )
 
 // canonical returns the cassette event for block: data or comment when
 // rendering it reproduces the block byte for byte, raw otherwise.
 func canonical(block []byte) (kind eventKind, name, data string) {
-	ev := tps.ParseEvent(block)
+	ev := sse.ParseEvent(block)
 	e := event{kind: eventRaw}
 	switch {
 	case ev.OnlyComment:

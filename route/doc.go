@@ -84,7 +84,7 @@
 // min(1, unseen/50 s), so that at r picks/s a demoted leader is re-measured
 // about every sqrt(100/r) seconds (10 s at 1/s, 3 s at 10/s) and regains
 // the lead within seconds of recovering: when its newest sample begins a
-// change back toward its best (measure.Estimate.TPSPending), the next pick
+// change back toward its best (registry.Estimate.TPSPending), the next pick
 // that finds it with no call in flight re-measures it, until the change is
 // confirmed or refuted. Under Cost a cheaper deployment that would comply is
 // judged by its margin inside the SLO, and a dearer deployment is

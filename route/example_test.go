@@ -20,13 +20,13 @@ func (cheapFast) Score(d route.Deployment, e route.Expected, _ *route.Request) f
 	return e.CallTPS() / max(d.Price.Output, 0.01)
 }
 
-// A Scorer sees a deployment and its Expected statistics, which Blend makes
-// from a measure.Estimate as the picker does.
+// A Scorer sees a deployment and its Expected statistics; a test of one
+// builds them as literals.
 func ExampleScorer() {
 	groq := route.Deployment{Provider: "groq", Region: "us", Model: "llama-70b", Price: measure.Price{Output: 0.79}}
 	vllm := route.Deployment{Provider: "vllm", Region: "eu", Model: "llama-70b", Price: measure.Price{Output: 0.2}}
-	fast := route.Blend(measure.Estimate{TPSP50: 280, TPSEWMA: 300, Samples: 40, OK: true}, true, 0, 0)
-	slow := route.Blend(measure.Estimate{TPSP50: 40, TPSEWMA: 38, Samples: 40, OK: true}, true, 0, 0)
+	fast := route.Expected{TPS: 280, TPSOK: true, Samples: 40, OK: true}
+	slow := route.Expected{TPS: 38, TPSOK: true, Samples: 40, OK: true}
 
 	var s route.Scorer = cheapFast{}
 	fmt.Printf("groq %.0f, vllm %.0f, cold %.0f\n", s.Score(groq, fast, nil), s.Score(vllm, slow, nil), s.Score(vllm, route.Expected{}, nil))

@@ -1,6 +1,7 @@
 package route
 
 import (
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/internal/routekit"
 	"github.com/tpsroute/tpsroute/measure"
 )
@@ -15,28 +16,17 @@ func init() { routekit.Kernel = kernel{} }
 // so users never see them. It is stateless and safe for concurrent use.
 type kernel struct{}
 
-// Blend sets *x to the Expected view of e; see Blend.
-func (kernel) Blend(x *Expected, e *measure.Estimate, ok bool, ttftAt, tpsAt Percentile) {
+// Blend sets *x to the Expected view of e (see blend).
+func (kernel) Blend(x *Expected, e *registry.Estimate, ok bool, ttftAt, tpsAt Percentile) {
 	blend(x, e, ok, ttftAt, tpsAt)
 }
 
-// Shape fits x to the call (see shape).
-func (kernel) Shape(x *Expected, e *measure.Estimate, inFlight, in int64) { shape(x, e, inFlight, in) }
-
-// ShapeAnswer fits x to an embeddings call of in input tokens (see
-// shapeAnswer).
-func (kernel) ShapeAnswer(x *Expected, e *measure.Estimate, in int64) { shapeAnswer(x, e, in) }
-
-// Live lowers x's call TPS to what h's streams show (see live).
-func (kernel) Live(x *Expected, h measure.EstimateHandle) { live(x, h) }
-
-// Overdue lowers x's call TPS by how overdue h's calls are at now, in Unix
-// nanoseconds (see overdue).
-func (kernel) Overdue(x *Expected, h measure.EstimateHandle, now int64) { overdue(x, h, now) }
-
-// ApplyPrior shrinks e toward pr, worth priorSamples samples (see applyPrior).
-func (kernel) ApplyPrior(e *Expected, pr Prior, warmed bool, priorSamples float64) {
-	applyPrior(e, pr, warmed, priorSamples)
+// Factors returns pointers to x's call factors (0 means 1): the TPS and
+// TTFT factors behind CallTPS and CallTTFT, MarginalTPS's factor, and the
+// TTFT at the window percentile alone that the SLO check reads. The picker
+// fits them to the call (internal/picker/fit.go); x must outlive their use.
+func (kernel) Factors(x *Expected) (tpsF, ttftF, marginal *float32, ttftQ *float64) {
+	return &x.tpsF, &x.ttftF, &x.marginal, &x.ttftQ
 }
 
 // Score is p's score of d with e for r (see Policy.Score), without copies.

@@ -4,8 +4,8 @@ import (
 	"math"
 	"strings"
 
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/internal/routekit"
-	"github.com/tpsroute/tpsroute/measure"
 )
 
 // Policy is a built-in way to order deployments. The zero Policy means "the
@@ -118,9 +118,9 @@ type Scorer interface {
 // two samples (see the package documentation, Estimates). TTFT and TPS are
 // the deployment's figures; the picker also fits them to the call, a warm
 // prompt-size class's figures and the deployment's current load
-// (measure.Estimate.Input, LoadFactor), which CallTPS, CallTTFT and
-// MarginalTPS return and the built-in policies rank by (Blend alone does
-// not fit). It is a value, safe to copy and for concurrent reads.
+// (registry.Estimate.Input, LoadFactor), which CallTPS, CallTTFT and
+// MarginalTPS return and the built-in policies rank by. It is a value,
+// safe to copy and for concurrent reads.
 type Expected struct {
 	TTFT      float64 // seconds; valid only if TTFTOK
 	TPS       float64 // generation-phase tokens/s; valid only if TPSOK
@@ -130,7 +130,7 @@ type Expected struct {
 	TPSOK     bool    // a finite positive TPS was available
 	OK        bool    // warm: TTFTOK or TPSOK, and the source had enough samples, or the picker compared the deployment before (its window has emptied since: the figures are its last level), or a prior (Deployment.Expected) gives them
 
-	// The call's figures over the deployment's (estimates.go's shape): TPS
+	// The call's figures over the deployment's (internal/picker/fit.go's shape): TPS
 	// for the prompt's size class at the current load, TTFT for the class,
 	// and MarginalTPS over the call's TPS. 0 means 1. float32, and tpsF in
 	// the bools' padding, to keep the Plan's candidates small.
@@ -141,18 +141,13 @@ type Expected struct {
 	ttftF, marginal float32
 }
 
-// Blend returns the Expected view of e, reading TTFT at ttftAt and TPS at
-// tpsAt (zero Percentiles mean P95 and P50). ok is the source's found flag (measure had statistics for the key).
-// NaN, infinite, zero and negative inputs are treated as missing.
-func Blend(e measure.Estimate, ok bool, ttftAt, tpsAt Percentile) Expected {
-	var x Expected
-	blend(&x, &e, ok, ttftAt, tpsAt)
-	return x
-}
-
-// blend sets *x to the Expected view of e; see Blend. It writes in place
-// because a pick calls it once per candidate.
-func blend(x *Expected, e *measure.Estimate, ok bool, ttftAt, tpsAt Percentile) {
+// blend sets *x to the Expected view of e, reading TTFT at ttftAt and TPS
+// at tpsAt (zero Percentiles mean P95 and P50); ok is the source's found
+// flag (measure had statistics for the key). NaN, infinite, zero and
+// negative inputs are treated as missing. It writes in place because a pick
+// calls it once per candidate; internal/picker calls it through
+// internal/routekit.
+func blend(x *Expected, e *registry.Estimate, ok bool, ttftAt, tpsAt Percentile) {
 	*x = Expected{Samples: max(e.Samples, 0)}
 	if r := e.ErrorRate; r > 0 && r <= 1 {
 		x.ErrorRate = r
@@ -256,13 +251,8 @@ func (e Expected) CallTTFT() float64 { return e.TTFT * one(e.ttftF) }
 // Throughput policy ranks by it. Valid only if TPSOK.
 func (e Expected) MarginalTPS() float64 { return e.CallTPS() * one(e.marginal) }
 
-// one returns f, or 1 for 0 (unset).
-func one(f float32) float64 {
-	if f > 0 {
-		return float64(f)
-	}
-	return 1
-}
+// one is routekit.One: f, or 1 for 0 (unset).
+func one(f float32) float64 { return routekit.One(f) }
 
 // completion returns TTFT + out/TPS in seconds.
 func completion(e *Expected, out int64) (float64, bool) {

@@ -11,7 +11,7 @@ import (
 var ErrMalformed = errors.New("tps: malformed chunk JSON")
 
 // Chunk is what one streamed chat-completion payload says, as far as timing,
-// counting and assembling the answer (Accumulator) need. ParseChunk fills
+// counting and assembling the answer (internal/answer's Accumulator) need. ParseChunk fills
 // it; Tap and Stream also set Done, Malformed, Error and Event from the SSE
 // framing.
 //
@@ -202,7 +202,7 @@ type Usage struct {
 	// ReasoningTokens is completion_tokens_details.reasoning_tokens.
 	ReasoningTokens int64
 	// CacheCreationTokens is a Messages stream's cache_creation_input_tokens:
-	// input tokens written to the provider's cache (ParseMessagesEvent).
+	// input tokens written to the provider's cache (ProtocolMessages).
 	CacheCreationTokens int64
 	// CompletionReported reports whether completion_tokens was present.
 	CompletionReported bool

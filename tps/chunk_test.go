@@ -209,3 +209,27 @@ func TestParseChunkSkipsLogprobsOfAnotherType(t *testing.T) {
 		assert.Equal(t, "a", string(c.Content), v)
 	}
 }
+
+// TestParseChunkAnswerFields: ParseChunk reads what internal/answer's Accumulator needs
+// besides the text: id, created, service_tier, the usage object as sent,
+// logprobs elements, and a tool call's position when it has no index.
+func TestParseChunkAnswerFields(t *testing.T) {
+	var c tps.Chunk
+	require.NoError(t, tps.ParseChunk([]byte(`{"id":"c-1","created":17,"service_tier":"flex","choices":[{"index":0,"logprobs":{"content":[ {"token":"a"}, {"token":"b"} ],"refusal":null},"delta":{"tool_calls":[{"id":"x","function":{"name":"f"}},{"id":"y","function":{"name":"g"}}]}}],"usage":{"total_tokens":3, "cost":0.1}}`), &c))
+	assert.Equal(t, "c-1", string(c.ID))
+	assert.EqualValues(t, 17, c.Created)
+	assert.Equal(t, "flex", string(c.ServiceTier))
+	assert.Equal(t, `{"total_tokens":3, "cost":0.1}`, string(c.UsageRaw))
+	require.Len(t, c.Choices, 1)
+	assert.True(t, c.Choices[0].Logprobs)
+	assert.Equal(t, `{"token":"a"}, {"token":"b"}`, string(c.Choices[0].LogprobsContent))
+	assert.Nil(t, c.Choices[0].LogprobsRefusal)
+	require.Len(t, c.ToolCalls, 2)
+	assert.EqualValues(t, 0, c.ToolCalls[0].Index)
+	assert.EqualValues(t, 1, c.ToolCalls[1].Index, "its position, without an index")
+
+	require.NoError(t, tps.ParseChunk([]byte(`{"choices":[{"logprobs":{"content":[]}}],"usage":null}`), &c))
+	assert.NotNil(t, c.Choices[0].LogprobsContent, "an empty array is not null")
+	assert.Empty(t, c.Choices[0].LogprobsContent)
+	assert.Nil(t, c.UsageRaw)
+}

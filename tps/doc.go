@@ -48,12 +48,11 @@
 //
 // # Framing and accumulation
 //
-// ForEachData splits a raw SSE body into its data payloads, and Accumulator
-// folds chunks, as ParseChunk scanned them, into the chat.completion a
-// non-streaming call answers (every choice, tool calls, logprobs, the last
-// usage), joining their strings as sent without decoding them. fallback
-// builds a non-streaming call's answer with it from each chunk a Tap's
-// observer sees; replay's non-streamed answers use it too.
+// The Tap frames with the library's one SSE framer (internal/sse, whose
+// buffer and reader forms the root's Stream, the executor and replay use).
+// The chunks ParseChunk scans are folded into the chat.completion a
+// non-streaming call answers by internal/answer's Accumulator, which the
+// Client feeds from a Tap's observer.
 //
 // # Observers
 //

@@ -1,15 +1,15 @@
 package tps
 
-// ParseEmbeddingsEvent parses an OpenAI embeddings answer (the JSON body of
+// parseEmbeddingsEvent parses an OpenAI embeddings answer (the JSON body of
 // POST /v1/embeddings, which never streams: the executor hands it to a Tap
-// as one event, AppendEvent) into c, overwriting everything c held: a
+// as one event) into c, overwriting everything c held: a
 // non-empty "data" array is the output (one output event: TTFT is the
 // answer's latency) and ends the answer (FinishReason "stop");
 // usage.prompt_tokens is Usage.PromptTokens; a non-null top-level "error"
 // is an Error. The vectors themselves, floats or base64, are skipped, never
 // decoded. It does not allocate, and it never panics; the only error is
 // ErrMalformed, for data that is not one well-formed JSON object.
-func ParseEmbeddingsEvent(data []byte, c *Chunk) error {
+func parseEmbeddingsEvent(data []byte, c *Chunk) error {
 	c.reset()
 	s := scanner{b: data}
 	if !s.open('{') {
@@ -70,21 +70,3 @@ func ParseEmbeddingsEvent(data []byte, c *Chunk) error {
 }
 
 var stop = []byte("stop")
-
-// AppendEvent appends data framed as one SSE event ("data: " before each of
-// its lines, a blank line after), so that a Tap reads data back with its
-// line ends (LF, CRLF or a lone CR) made LF: a JSON answer read whole (an
-// embeddings answer) is timed and checked by the one framer.
-func AppendEvent(dst, data []byte) []byte {
-	dst = append(dst, "data: "...)
-	for i, b := range data {
-		switch {
-		case b == '\n', b == '\r' && (i+1 == len(data) || data[i+1] != '\n'):
-			dst = append(dst, "\ndata: "...)
-		case b == '\r':
-		default:
-			dst = append(dst, b)
-		}
-	}
-	return append(dst, "\n\n"...)
-}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tpsroute/tpsroute/internal/sse"
 	"github.com/tpsroute/tpsroute/tps"
 )
 
@@ -31,7 +32,7 @@ func TestParseEmbeddingsEvent(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var c tps.Chunk
-			err := tps.ParseEmbeddingsEvent([]byte(tt.data), &c)
+			err := tps.ProtocolEmbeddings.Parse([]byte(tt.data), &c)
 			if tt.bad {
 				assert.ErrorIs(t, err, tps.ErrMalformed)
 				return
@@ -42,7 +43,7 @@ func TestParseEmbeddingsEvent(t *testing.T) {
 	}
 }
 
-// TestAppendEventRoundTrip: a JSON answer framed by AppendEvent reads back
+// TestAppendEventRoundTrip: a JSON answer framed by sse.AppendEvent reads back
 // through a Tap as one event whose data is the answer, line ends made LF.
 func TestAppendEventRoundTrip(t *testing.T) {
 	for _, data := range []string{
@@ -51,10 +52,10 @@ func TestAppendEventRoundTrip(t *testing.T) {
 		"{}\n",
 	} {
 		var got [][]byte
-		tap := tps.NewTap(io.NopCloser(bytes.NewReader(tps.AppendEvent(nil, []byte(data)))), time.Now(), nil,
+		tap := tps.NewTap(io.NopCloser(bytes.NewReader(sse.AppendEvent(nil, []byte(data)))), time.Now(), nil,
 			tps.WithProtocol(tps.ProtocolEmbeddings), tps.WithObserver(func(_ time.Time, c *tps.Chunk) { got = append(got, c.UsageRaw) }))
 		var data2 []byte
-		tps.ForEachData(tps.AppendEvent(nil, []byte(data)), func(d []byte) { data2 = append([]byte(nil), d...) })
+		sse.ForEachData(sse.AppendEvent(nil, []byte(data)), func(d []byte) { data2 = append([]byte(nil), d...) })
 		_, err := io.ReadAll(tap)
 		require.NoError(t, err)
 		require.Len(t, got, 1, "one event")

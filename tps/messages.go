@@ -1,6 +1,6 @@
 package tps
 
-// ParseMessagesEvent parses the data of one Anthropic Messages stream event
+// parseMessagesEvent parses the data of one Anthropic Messages stream event
 // (POST /v1/messages with "stream": true) into c, overwriting everything c
 // held, by the rules chat chunks follow (docs/METRICS.md). The event's kind
 // is read from the data's "type", which repeats the SSE event name:
@@ -32,7 +32,7 @@ package tps
 // Unknown events and keys are skipped. It does not allocate, and it never
 // panics; the only error is ErrMalformed, for data that is not one
 // well-formed JSON object.
-func ParseMessagesEvent(data []byte, c *Chunk) error {
+func parseMessagesEvent(data []byte, c *Chunk) error {
 	if c.tmpl.read(ProtocolMessages, data, c) {
 		return nil
 	}

@@ -10,15 +10,21 @@ const (
 	// ProtocolChat is an OpenAI Chat Completions stream: every event is a
 	// chat.completion.chunk, parsed by ParseChunk.
 	ProtocolChat Protocol = iota
-	// ProtocolResponses is an OpenAI Responses stream (POST /v1/responses),
-	// parsed by ParseResponsesEvent.
+	// ProtocolResponses is an OpenAI Responses stream (POST /v1/responses):
+	// the output_text, refusal, reasoning and function-call argument deltas
+	// are output, response.completed and response.incomplete end it with
+	// their usage, response.failed and "error" are errors.
 	ProtocolResponses
-	// ProtocolMessages is an Anthropic Messages stream (POST /v1/messages),
-	// parsed by ParseMessagesEvent.
+	// ProtocolMessages is an Anthropic Messages stream (POST /v1/messages):
+	// non-empty text, thinking and input_json deltas are output, usage is
+	// split between message_start (input) and message_delta (output),
+	// message_stop is the end and "error" an error.
 	ProtocolMessages
 	// ProtocolEmbeddings is an OpenAI embeddings answer (POST
 	// /v1/embeddings), which never streams: read whole and framed as one
-	// event (AppendEvent), parsed by ParseEmbeddingsEvent.
+	// event: a non-empty "data" array is the one output event (TTFT is the
+	// answer's latency), usage.prompt_tokens the input tokens; the vectors
+	// are skipped, never decoded.
 	ProtocolEmbeddings
 )
 
@@ -38,17 +44,20 @@ func WithProtocol(p Protocol) Option {
 }
 
 // Parse parses one event's data as protocol p's payload into c, as a Tap
-// with WithProtocol(p) does: ParseChunk, ParseResponsesEvent,
-// ParseMessagesEvent or ParseEmbeddingsEvent. An unknown Protocol parses as
+// with WithProtocol(p) does, overwriting everything c held: ParseChunk for
+// ProtocolChat, and for the others the same rules mapped onto the same
+// Chunk fields (docs/METRICS.md, "Responses and Messages streams"). It does
+// not allocate and never panics; the only error is ErrMalformed, for data
+// that is not one well-formed JSON object. An unknown Protocol parses as
 // ProtocolChat.
 func (p Protocol) Parse(data []byte, c *Chunk) error {
 	switch p {
 	case ProtocolResponses:
-		return ParseResponsesEvent(data, c)
+		return parseResponsesEvent(data, c)
 	case ProtocolMessages:
-		return ParseMessagesEvent(data, c)
+		return parseMessagesEvent(data, c)
 	case ProtocolEmbeddings:
-		return ParseEmbeddingsEvent(data, c)
+		return parseEmbeddingsEvent(data, c)
 	}
 	return ParseChunk(data, c)
 }

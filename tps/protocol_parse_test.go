@@ -67,7 +67,7 @@ func TestParseResponsesEvent(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var c tps.Chunk
-			err := tps.ParseResponsesEvent([]byte(tt.data), &c)
+			err := tps.ProtocolResponses.Parse([]byte(tt.data), &c)
 			if tt.bad {
 				assert.ErrorIs(t, err, tps.ErrMalformed)
 				return
@@ -111,7 +111,7 @@ func TestParseMessagesEvent(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var c tps.Chunk
-			err := tps.ParseMessagesEvent([]byte(tt.data), &c)
+			err := tps.ProtocolMessages.Parse([]byte(tt.data), &c)
 			if tt.bad {
 				assert.ErrorIs(t, err, tps.ErrMalformed)
 				return
@@ -136,7 +136,7 @@ func TestMessagesUsageMergedByTimer(t *testing.T) {
 		`{"type":"message_delta","delta":{"stop_reason":null},"usage":{"output_tokens":2}}`,
 		`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":4}}`,
 	} {
-		require.NoError(t, tps.ParseMessagesEvent([]byte(ev), &c))
+		require.NoError(t, tps.ProtocolMessages.Parse([]byte(ev), &c))
 		tm.Event(start.Add(time.Duration(i+1)*time.Second), &c)
 	}
 	s := tm.Finish(start.Add(10 * time.Second))
@@ -153,8 +153,8 @@ func TestProtocolParsersDoNotAllocate(t *testing.T) {
 	var c tps.Chunk
 	resp, msg := []byte(benchResponsesEvent), []byte(benchMessagesEvent)
 	for name, parse := range map[string]func() error{
-		"responses": func() error { return tps.ParseResponsesEvent(resp, &c) },
-		"messages":  func() error { return tps.ParseMessagesEvent(msg, &c) },
+		"responses": func() error { return tps.ProtocolResponses.Parse(resp, &c) },
+		"messages":  func() error { return tps.ProtocolMessages.Parse(msg, &c) },
 	} {
 		require.NoError(t, parse())
 		assert.Zero(t, testing.AllocsPerRun(100, func() { _ = parse() }), name)
@@ -175,8 +175,8 @@ func BenchmarkParseProtocols(b *testing.B) {
 		parse func([]byte, *tps.Chunk) error
 	}{
 		{"chat", benchChunk, tps.ParseChunk},
-		{"responses", benchResponsesEvent, tps.ParseResponsesEvent},
-		{"messages", benchMessagesEvent, tps.ParseMessagesEvent},
+		{"responses", benchResponsesEvent, tps.ProtocolResponses.Parse},
+		{"messages", benchMessagesEvent, tps.ProtocolMessages.Parse},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			data := []byte(bc.data)
@@ -312,7 +312,7 @@ func FuzzParseResponsesEvent(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var c tps.Chunk
 		orig := bytes.Clone(data)
-		if err := tps.ParseResponsesEvent(data, &c); err == nil {
+		if err := tps.ProtocolResponses.Parse(data, &c); err == nil {
 			checkViews(t, data, &c)
 		}
 		require.Equal(t, orig, data, "the parser never writes to data")
@@ -330,7 +330,7 @@ func FuzzParseMessagesEvent(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var c tps.Chunk
 		orig := bytes.Clone(data)
-		if err := tps.ParseMessagesEvent(data, &c); err == nil {
+		if err := tps.ProtocolMessages.Parse(data, &c); err == nil {
 			checkViews(t, data, &c)
 		}
 		require.Equal(t, orig, data, "the parser never writes to data")

@@ -1,6 +1,6 @@
 package tps
 
-// ParseResponsesEvent parses the data of one OpenAI Responses stream event
+// parseResponsesEvent parses the data of one OpenAI Responses stream event
 // (POST /v1/responses with "stream": true) into c, overwriting everything c
 // held, by the rules chat chunks follow (docs/METRICS.md):
 //
@@ -32,7 +32,7 @@ package tps
 // "sequence_number" and unknown events and keys are skipped. It does not
 // allocate, and it never panics; the only error is ErrMalformed, for data
 // that is not one well-formed JSON object.
-func ParseResponsesEvent(data []byte, c *Chunk) error {
+func parseResponsesEvent(data []byte, c *Chunk) error {
 	if c.tmpl.read(ProtocolResponses, data, c) {
 		return nil
 	}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"sync"
 	"time"
+
+	"github.com/tpsroute/tpsroute/internal/sse"
 )
 
 // MaxEvent is the default of WithMaxEvent: the longest SSE line, and the
@@ -14,7 +16,11 @@ import (
 // are under 10 KiB; a provider that sends its whole answer as one chunk
 // (docs/STREAM_QUIRKS.md Q13) stays well under 1 MiB even for a 32k-token
 // answer with logprobs.
-const MaxEvent = 4 << 20
+const MaxEvent = sse.MaxEvent
+
+// ErrEventTooLarge means an SSE line, or the data of one event, passed the
+// cap of the framer that read it (a Client's Stream returns it).
+var ErrEventTooLarge = sse.ErrEventTooLarge
 
 // NewTap returns an io.ReadCloser that passes body's bytes through unchanged
 // and times the Server-Sent Events stream they carry. It reads only when its
@@ -160,7 +166,7 @@ func (t *tap) feed(now time.Time, b []byte) {
 				continue
 			}
 		}
-		i := lineEnd(b)
+		i := sse.LineEnd(b)
 		if i < 0 {
 			t.carry(now, b, base+total)
 			return
@@ -196,18 +202,6 @@ func (t *tap) feed(now time.Time, b []byte) {
 		t.line = t.line[:0]
 		t.over = false
 	}
-}
-
-// lineEnd returns the index of the first CR or LF in b, or -1.
-func lineEnd(b []byte) int {
-	i := bytes.IndexByte(b, '\n')
-	if i < 0 {
-		return bytes.IndexByte(b, '\r')
-	}
-	if j := bytes.IndexByte(b[:i], '\r'); j >= 0 {
-		return j
-	}
-	return i
 }
 
 // carry keeps b, the start of a line, until its end arrives; past the cap
@@ -256,7 +250,7 @@ func (t *tap) processLine(now time.Time, line []byte) {
 		}
 		return
 	}
-	name, value := splitField(line)
+	name, value := sse.SplitField(line)
 	switch string(name) {
 	case "data":
 		if len(t.data)+len(value) >= t.maxEvent { // many data lines, no blank line

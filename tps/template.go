@@ -1,7 +1,7 @@
 package tps
 
 // template remembers the last lone text delta of a Responses or Messages
-// stream (ParseResponsesEvent, ParseMessagesEvent): an event whose whole
+// stream (parseResponsesEvent, parseMessagesEvent): an event whose whole
 // result is its text, with nothing else recorded (no identity, usage,
 // finish reason or error). Its bytes are kept as literal runs around holes:
 // the text, and every string or number value the parser skipped (a

@@ -19,14 +19,14 @@ func TestTemplateLearnedAndUsed(t *testing.T) {
 		return fmt.Appendf(nil, `{"type":"response.output_text.delta","sequence_number":%d,"item_id":"%s","output_index":0,"content_index":0,"delta":"%s","logprobs":[],"obfuscation":"o%d"}`, seq, item, text, seq)
 	}
 	var c Chunk
-	require.NoError(t, ParseResponsesEvent(ev(1, "msg_1", "a"), &c))
+	require.NoError(t, parseResponsesEvent(ev(1, "msg_1", "a"), &c))
 	require.Len(t, c.tmpl.holes, 6, "sequence_number, item_id, two indexes, the text, obfuscation")
 	assert.Equal(t, `{"type":"response.output_text.delta","sequence_number":,"item_id":,"output_index":,"content_index":,"delta":,"logprobs":[],"obfuscation":}`, string(c.tmpl.lits))
 	assert.Equal(t, []byte{'0', '"', '0', '0', 't', '"'}, kinds(c.tmpl.holes))
 
 	read := func(data []byte) bool {
 		c.tmpl.reasoning = true // a mark only the template sets
-		require.NoError(t, ParseResponsesEvent(data, &c))
+		require.NoError(t, parseResponsesEvent(data, &c))
 		c.tmpl.reasoning = false
 		return c.Reasoning
 	}
@@ -52,17 +52,17 @@ func TestTemplateLearnedAndUsed(t *testing.T) {
 		"another type":          strings.Replace(string(ev(108, "msg_2", "j")), "output_text", "refusal", 1),
 	} {
 		c.tmpl.reasoning = true
-		_ = ParseResponsesEvent([]byte(data), &c)
+		_ = parseResponsesEvent([]byte(data), &c)
 		c.tmpl.reasoning = false
 		assert.False(t, c.Reasoning, "%s: scanned, not read from the template", name)
 	}
 
 	var m Chunk
-	require.NoError(t, ParseMessagesEvent([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"x"}}`), &m))
+	require.NoError(t, parseMessagesEvent([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"x"}}`), &m))
 	assert.True(t, m.tmpl.reasoning)
 	assert.Equal(t, []byte{'0', 't'}, kinds(m.tmpl.holes))
 	assert.False(t, m.tmpl.read(ProtocolResponses, []byte(`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"y"}}`), &m), "another protocol")
-	require.NoError(t, ParseMessagesEvent([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"y"}}`), &m))
+	require.NoError(t, parseMessagesEvent([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"y"}}`), &m))
 	assert.True(t, m.Reasoning)
 	assert.Equal(t, 1, m.ReasoningBytes)
 }
@@ -79,11 +79,11 @@ func TestTemplateBounds(t *testing.T) {
 		"identity":   `{"type":"response.output_text.delta","delta":"a","response":{"id":"r"}}`,
 	} {
 		var c Chunk
-		require.NoError(t, ParseResponsesEvent([]byte(data), &c), name)
+		require.NoError(t, parseResponsesEvent([]byte(data), &c), name)
 		assert.Empty(t, c.tmpl.holes, name)
 	}
 	var c Chunk
-	require.NoError(t, ParseResponsesEvent([]byte(`{"type":"response.output_text.delta","x":[`+strings.TrimSuffix(strings.Repeat("1,", maxTemplateHoles-1), ",")+`],"delta":"a"}`), &c))
+	require.NoError(t, parseResponsesEvent([]byte(`{"type":"response.output_text.delta","x":[`+strings.TrimSuffix(strings.Repeat("1,", maxTemplateHoles-1), ",")+`],"delta":"a"}`), &c))
 	assert.Len(t, c.tmpl.holes, maxTemplateHoles, "at the bound")
 }
 

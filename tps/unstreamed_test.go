@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tpsroute/tpsroute/internal/answer"
 	"github.com/tpsroute/tpsroute/tps"
 )
 
@@ -76,20 +77,20 @@ func answerFields(t *testing.T, b []byte) map[string]any {
 // TestCompletionEventsRoundTrip: the events of an answer, accumulated
 // again, give the same answer, and the Tap reads them as a finished stream.
 func TestCompletionEventsRoundTrip(t *testing.T) {
-	for name, answer := range plainAnswers {
+	for name, body := range plainAnswers {
 		t.Run(name, func(t *testing.T) {
-			sse, err := tps.AppendCompletionEvents([]byte("prefix"), []byte(answer))
+			sse, err := tps.AppendCompletionEvents([]byte("prefix"), []byte(body))
 			require.NoError(t, err)
 			require.True(t, bytes.HasPrefix(sse, []byte("prefix")))
 			sse = sse[len("prefix"):]
 			data, types := events(t, sse)
 			require.Equal(t, "[DONE]", string(data[len(data)-1]))
-			var acc tps.Accumulator
+			var acc answer.Accumulator
 			for i, d := range data {
 				assert.Empty(t, types[i])
 				acc.Add(d)
 			}
-			assert.Equal(t, answerFields(t, []byte(answer)), answerFields(t, acc.JSON()))
+			assert.Equal(t, answerFields(t, []byte(body)), answerFields(t, acc.JSON()))
 		})
 	}
 }

@@ -13,8 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/tpsroute/tpsroute/route"
+	"github.com/tpsroute/tpsroute/internal/redact"
 )
 
 // TestGatewayRelaysNoUpstreamKey: an upstream that echoes its own key, raw
@@ -65,7 +64,7 @@ func TestGatewayRelaysNoUpstreamKey(t *testing.T) {
 	var logs bytes.Buffer
 	var logMu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &logMu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	sc := route.NewScrubber(d)
+	sc := redact.NewScrubber(d)
 	for cname, tc := range cases {
 		for fname, form := range forms {
 			for _, streamed := range []bool{true, false} {

@@ -3,11 +3,12 @@ package executor
 import (
 	"time"
 
+	"github.com/tpsroute/tpsroute/internal/answer"
 	"github.com/tpsroute/tpsroute/tps"
 )
 
 // This file is the assembled answer of a non-streaming call with
-// Call.Assemble: the run folds each chunk into a tps.Accumulator as the tap
+// Call.Assemble: the run folds each chunk into a answer.Accumulator as the tap
 // scans it (assemble, from observe), reads the stream through a scratch
 // buffer that holds nothing (fillAnswer), and once the stream has ended
 // cleanly puts the chat.completion, scrubbed of the deployment's
@@ -84,11 +85,11 @@ const maxPooledAnswer = 64 << 10
 // text is then copied without the growth of the text buffers, about 17 KB
 // of garbage for a 1,000-token answer.
 func (a *run) takeAccumulator() {
-	if acc, _ := a.cl.e.accs.Get().(*tps.Accumulator); acc != nil {
+	if acc, _ := a.cl.e.accs.Get().(*answer.Accumulator); acc != nil {
 		a.acc = acc
 		return
 	}
-	a.acc = new(tps.Accumulator)
+	a.acc = new(answer.Accumulator)
 }
 
 // releaseAccumulator returns the run's Accumulator, which no chunk can reach

@@ -3,7 +3,6 @@ package executor
 import (
 	"errors"
 	"strconv"
-	"strings"
 
 	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/internal/fallbackseam"
@@ -35,7 +34,7 @@ func (e *attemptError) Error() string {
 	if e.cause == nil || e.cause == e.sentinel {
 		return e.sentinel.Error()
 	}
-	return e.sentinel.Error() + ": " + safeMessage(e.cause)
+	return e.sentinel.Error() + ": " + fallbackseam.Message(e.cause)
 }
 
 func (e *attemptError) Unwrap() []error {
@@ -46,12 +45,6 @@ func (e *attemptError) Unwrap() []error {
 }
 
 func wrap(sentinel, cause error) error { return &attemptError{sentinel: sentinel, cause: cause} }
-
-// safeMessage renders err without its "fallback: " prefix, as
-// fallback.Error's message does.
-func safeMessage(err error) string {
-	return strings.TrimPrefix(err.Error(), "fallback: ")
-}
 
 // noContinuation adds to orig, the call's error at the mid-stream failure of
 // prev (class), why no continuation was made (why, from the continuation

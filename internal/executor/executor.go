@@ -36,7 +36,7 @@ type Executor struct {
 	states    map[measure.Key]*keyState
 	bufs      sync.Pool // *[]byte stream buffers
 	reads     sync.Pool // *[]byte read buffers of assembling runs, answerRead bytes
-	accs      sync.Pool // *tps.Accumulator of assembling runs, Reset, buffers kept
+	accs      sync.Pool // *answer.Accumulator of assembling runs, Reset, buffers kept
 	noPrefill sync.Map  // measure.Key -> struct{}: rejected a prefill
 
 	rngMu sync.Mutex

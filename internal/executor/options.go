@@ -266,7 +266,7 @@ type Call struct {
 	Stream bool
 	// Assemble, for a non-streaming call, makes Result.Body the
 	// chat.completion JSON that the stream's chunks add up to
-	// (tps.Accumulator), built from each chunk as the tap scans it, instead
+	// (answer.Accumulator), built from each chunk as the tap scans it, instead
 	// of the buffered stream: the call holds the answer and none of the
 	// stream, fallback.Limits.Answer bounds both the stream read and the answer, and
 	// Result.ContentLength is the answer's length. A string of the answer
@@ -292,7 +292,7 @@ type Call struct {
 	// fallback.ContinuationUnsupported.
 	// Every attempt of a tps.ProtocolEmbeddings call is a plain call (its
 	// answer never streams), framed for the tap as one event
-	// (tps.AppendEvent); its Sample is not Unstreamed: its TTFT is the
+	// (sse.AppendEvent); its Sample is not Unstreamed: its TTFT is the
 	// answer's latency, which routing compares.
 	Protocol tps.Protocol
 	// Deadlines override fallback.Options.Deadlines for this call, field by field:

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tidwall/sjson"
 
+	"github.com/tpsroute/tpsroute/internal/sse"
 	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
 )
@@ -72,7 +73,7 @@ func (a *run) unstream(resp *http.Response) int {
 	switch {
 	case b == nil:
 	case a.cl.protocol == tps.ProtocolEmbeddings: // one event: the answer
-		ev = tps.AppendEvent(nil, b)
+		ev = sse.AppendEvent(nil, b)
 	default:
 		if ev, err = tps.AppendCompletionEvents(nil, b); err != nil {
 			a.malformed = true

@@ -5,30 +5,31 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/tpsroute/tpsroute/internal/redact"
 	"github.com/tpsroute/tpsroute/route"
 )
 
 // This file is where an upstream's bytes leave the package: the headers a
 // Result and an error carry, and the stream events a Result's Body releases.
-// Each passes the deployment's route.Scrubber here and nowhere else, so no
+// Each passes the deployment's redact.Scrubber here and nowhere else, so no
 // door (the Client, Do, the Transport, the gateway) can relay a credential
 // the upstream echoed (docs/SECURITY.md).
 
-// scrubber is a deployment's route.Scrubber with the API key it was made
+// scrubber is a deployment's redact.Scrubber with the API key it was made
 // for.
 type scrubber struct {
 	key string
-	sc  *route.Scrubber
+	sc  *redact.Scrubber
 }
 
 // scrubberFor returns the Scrubber of d's credentials, made once per key
 // state and again only when d's API key changed (a caller that rotates
 // keys in the deployments it plans). Credential headers are read with it.
-func (st *keyState) scrubberFor(d *route.Deployment) *route.Scrubber {
+func (st *keyState) scrubberFor(d *route.Deployment) *redact.Scrubber {
 	if s := st.scrub.Load(); s != nil && s.key == d.APIKey {
 		return s.sc
 	}
-	s := &scrubber{key: d.APIKey, sc: route.NewScrubber(*d)}
+	s := &scrubber{key: d.APIKey, sc: redact.NewScrubber(*d)}
 	st.scrub.Store(s)
 	return s.sc
 }
@@ -58,7 +59,7 @@ const maxRelayedHeader = 512
 // allow-listed ones (relayedHeaders, relayedPrefixes), one value each of at
 // most maxRelayedHeader bytes, with a value that holds a credential of sc in
 // any form reading route.Redacted.
-func relayHeader(h http.Header, sc *route.Scrubber) http.Header {
+func relayHeader(h http.Header, sc *redact.Scrubber) http.Header {
 	out := make(http.Header, 4)
 	for k, vs := range h {
 		if len(vs) == 0 || len(vs[0]) > maxRelayedHeader || !relayed(k) {
@@ -89,12 +90,12 @@ func relayed(k string) bool {
 // scrubEvents returns b, whole SSE events, with every credential of sc
 // removed, and whether it changed anything. It returns b itself when b holds
 // none, which costs a substring
-// search per credential (route.Scrubber.Contains). Otherwise, line by line:
+// search per credential (redact.Scrubber.Contains). Otherwise, line by line:
 // a data line keeps its JSON with the strings that held a credential reading
-// route.Redacted (route.Scrubber.ScrubJSON); any other line that holds one
+// route.Redacted (redact.Scrubber.ScrubJSON); any other line that holds one
 // (a comment, an id, an event name, an unknown field) is dropped. Line ends
 // (LF, CR, CRLF) are kept as they were.
-func scrubEvents(sc *route.Scrubber, b []byte) ([]byte, bool) {
+func scrubEvents(sc *redact.Scrubber, b []byte) ([]byte, bool) {
 	if !sc.Contains(b) {
 		return b, false
 	}
@@ -125,11 +126,11 @@ func scrubEvents(sc *route.Scrubber, b []byte) ([]byte, bool) {
 }
 
 // scrub replaces the credentials of sc in every field of pe, in any form
-// (route.Scrubber), so that neither the error's message nor the
+// (redact.Scrubber), so that neither the error's message nor the
 // *openai.Error decoded from Raw (Message, Type, Param, Code, RawJSON)
 // repeats a key the provider echoed: Raw is scrubbed string by string before
 // anything decodes it.
-func (pe *providerError) scrub(sc *route.Scrubber) {
+func (pe *providerError) scrub(sc *redact.Scrubber) {
 	pe.Code, pe.Type = sc.Scrub(pe.Code), sc.Scrub(pe.Type)
 	pe.Message, pe.Param = sc.Scrub(pe.Message), sc.Scrub(pe.Param)
 	pe.Raw = string(sc.ScrubJSON([]byte(pe.Raw)))

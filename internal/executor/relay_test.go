@@ -11,12 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/redact"
 	"github.com/tpsroute/tpsroute/route"
 )
 
 func TestScrubEvents(t *testing.T) {
 	const key = "sk-relay-0123456789"
-	sc := route.NewScrubber(route.Deployment{APIKey: key})
+	sc := redact.NewScrubber(route.Deployment{APIKey: key})
 	for _, c := range []struct{ name, in, want string }{
 		{"clean", "data: {\"a\":1}\n\n", "data: {\"a\":1}\n\n"},
 		{"comment", ": " + key + "\n\ndata: {}\n\n", "\ndata: {}\n\n"},
@@ -40,7 +41,7 @@ func TestScrubEvents(t *testing.T) {
 
 func TestRelayHeader(t *testing.T) {
 	const key = "sk-relay-0123456789"
-	sc := route.NewScrubber(route.Deployment{APIKey: key})
+	sc := redact.NewScrubber(route.Deployment{APIKey: key})
 	long := make([]byte, maxRelayedHeader+1)
 	for i := range long {
 		long[i] = 'a'
@@ -70,7 +71,7 @@ func TestRelayHeader(t *testing.T) {
 // chunk, one whose text a server escaped (ensure_ascii), and one that holds
 // the key.
 func BenchmarkScrubEvents(b *testing.B) {
-	sc := route.NewScrubber(route.Deployment{APIKey: "sk-proj-0123456789abcdefghijklmnopqrstuvwxyz"})
+	sc := redact.NewScrubber(route.Deployment{APIKey: "sk-proj-0123456789abcdefghijklmnopqrstuvwxyz"})
 	for _, c := range []struct{ name, ev string }{
 		{"clean", `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" word"},"finish_reason":null}],"usage":null}` + "\n\n"},
 		{"escaped", `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" caf\u00e9 \u4f60\u597d"},"finish_reason":null}],"usage":null}` + "\n\n"},
@@ -103,7 +104,7 @@ func FuzzParseErrorBody(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	sc := route.NewScrubber(route.Deployment{APIKey: key})
+	sc := redact.NewScrubber(route.Deployment{APIKey: key})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		pe := parseErrorBody(b)
 		pe.scrub(sc)

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/answer"
+	"github.com/tpsroute/tpsroute/internal/redact"
+	"github.com/tpsroute/tpsroute/internal/sse"
 
 	"github.com/openai/openai-go/v3"
 
@@ -32,9 +35,9 @@ type run struct {
 	i      int
 	d      *route.Deployment
 	st     *keyState
-	sc     *route.Scrubber // d's credentials: nothing of the upstream's leaves unscrubbed
-	done   func(error)     // breaker outcome (local and Hooks.Shared)
-	fb     Done            // the call's Feedback handle for this attempt; may be nil
+	sc     *redact.Scrubber // d's credentials: nothing of the upstream's leaves unscrubbed
+	done   func(error)      // breaker outcome (local and Hooks.Shared)
+	fb     Done             // the call's Feedback handle for this attempt; may be nil
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	start  time.Time
@@ -43,7 +46,7 @@ type run struct {
 
 	resp *http.Response
 	tap  io.ReadCloser
-	acc  *tps.Accumulator // the answer of an assembling call (Call.Assemble), from observe
+	acc  *answer.Accumulator // the answer of an assembling call (Call.Assemble), from observe
 
 	clock
 	seen
@@ -353,7 +356,7 @@ func (a *run) streamFailure(err error) (fallback.Class, error) {
 			// deployment may well do better.
 			class = fallback.ClassNext
 		}
-		api := newAPIError(cmp.Or(pe.Status, http.StatusOK), &pe, route.RedactRequest(a.resp.Request), nil)
+		api := newAPIError(cmp.Or(pe.Status, http.StatusOK), &pe, redact.Request(a.resp.Request), nil)
 		return class, wrap(fallback.ErrStreamError, withReason(api, class, &pe))
 	case a.tooLarge:
 		return fallback.ClassNext, fallback.ErrTooLarge
@@ -410,7 +413,7 @@ func (a *run) httpError(req *http.Request, resp *http.Response) {
 	// The error keeps a copy of the response whose Request is redacted too:
 	// resp.Request is the request as sent, credentials included.
 	rc := *resp
-	rc.Request, rc.Body = route.RedactRequest(req), http.NoBody
+	rc.Request, rc.Body = redact.Request(req), http.NoBody
 	rc.Header = relayHeader(resp.Header, a.sc)
 	err := withReason(newAPIError(resp.StatusCode, &pe, rc.Request, &rc), class, &pe)
 	ra, hasRA := retryAfter(resp.Header, now)
@@ -603,7 +606,7 @@ func (a *run) fill() error {
 		// one or anything after it.
 		a.release(min(int(a.stopAt-a.base), len(a.buf)))
 	case len(a.buf) > from:
-		a.release(tps.LastEventEnd(a.buf, max(from-1, a.rel)))
+		a.release(sse.LastEventEnd(a.buf, max(from-1, a.rel)))
 	}
 	if len(a.marks) > 0 {
 		a.releaseText()

@@ -15,3 +15,9 @@ func Example() {
 	// Output:
 	// 2
 }
+
+func ExampleMessage() {
+	fmt.Println(fallbackseam.Message(fallback.ErrStall))
+	// Output:
+	// stream stalled
+}

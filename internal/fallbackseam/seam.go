@@ -1,5 +1,7 @@
 package fallbackseam
 
+import "strings"
+
 var (
 	// SetCause is a func(e *fallback.Error, cause error): it sets why
 	// nothing in the call's plan could be tried (route.ErrNoDeployment, or
@@ -16,3 +18,10 @@ var (
 	// them.
 	CountAttempts any
 )
+
+// Message renders err without its "fallback: " prefix: the one rule for
+// naming a cause inside a message that already starts with one, which both
+// *fallback.Error's message and the executor's attempt errors follow.
+func Message(err error) string {
+	return strings.TrimPrefix(err.Error(), "fallback: ")
+}

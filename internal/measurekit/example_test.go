@@ -15,10 +15,3 @@ func ExampleTokenPrice_Cost() {
 	fmt.Println(pico, float64(pico)/measurekit.PicoPerDollar)
 	// Output: 2400000000 0.0024
 }
-
-// LoadFactor scales a TPS measured at ref other calls in flight to x of
-// them, for a deployment whose TPS halves at k.
-func ExampleLoadFactor() {
-	fmt.Printf("%.2f %.2f %.0f\n", measurekit.LoadFactor(8, 2, 2), measurekit.LoadFactor(8, 2, 6), measurekit.LoadFactor(0, 2, 6))
-	// Output: 1.00 0.71 1
-}

@@ -73,37 +73,11 @@ func (p TokenPrice) Cost(input, cached, output int64) int64 {
 	return AddCapped(c, MulCapped(output, p.output), MaxCount)
 }
 
-// LoadFactor returns (1 + ref/k) / (1 + x/k): how a stream's TPS at x other
-// calls in flight compares with its TPS at ref. 1 when k is not positive.
-func LoadFactor(k, ref, x float64) float64 {
-	if !(k > 0) || math.IsInf(k, 0) {
-		return 1
-	}
-	return (1 + max(ref, 0)/k) / (1 + max(x, 0)/k)
-}
-
-// InputClasses is the number of prompt-size classes per key (measure's
-// InputClasses, InputClass).
-const InputClasses = 12
-
-// Inputs is the published figures of every prompt-size class of a key,
-// immutable once published; a nil *Inputs has none warm.
-type Inputs struct {
-	TPS  [InputClasses]float64 // at the Estimate's LoadRef; 0: not warm for TPS
-	TTFT [InputClasses]float64 // ratio to the key's mean TTFT; 0: not warm for TTFT
-	Mean [InputClasses]float64 // the class's mean TTFT, seconds; 0 when TTFT is 0
-	N    [InputClasses]int32   // samples since the key's latest change of level
-}
-
-// Hooks that package measure sets at its initialisation, before any
-// package importing it runs, and internal/registry asserts to their typed
-// form once:
+// NewSnapshot is the hook that package measure sets at its initialisation,
+// before any package importing it runs, and internal/registry asserts to its
+// typed form once:
 //
-//	SetInputs   func(*measure.Estimate, *Inputs)
-//	NewSnapshot func(at time.Time, keys []measure.Key, stats map[measure.Key]measure.Stats) measure.Snapshot
+//	func(at time.Time, keys []measure.Key, stats map[measure.Key]measure.Stats) measure.Snapshot
 //
-// They are typed any because this package cannot name measure's types.
-var (
-	SetInputs   any
-	NewSnapshot any
-)
+// It is typed any because this package cannot name measure's types.
+var NewSnapshot any

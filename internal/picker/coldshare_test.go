@@ -242,7 +242,7 @@ func TestColdProbeOneInFlight(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ds, src := coldSetup(2)
 			for i, n := range tt.inFlight {
-				src.set(ds[1+i].Key(), measure.Estimate{InFlight: n})
+				src.set(ds[1+i].Key(), registry.Estimate{InFlight: n})
 			}
 			p := newPicker(t, ds, src, route.Options{Exploration: -1, Band: -1, Seed: 1})
 			first := mustPick(t, p, route.Request{Model: "m"}, t0).Deployments[0]

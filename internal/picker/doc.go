@@ -18,9 +18,9 @@
 //
 // # Sources and handles
 //
-// A Source gives a deployment's measure.Estimate by key; *registry.Registry
+// A Source gives a deployment's registry.Estimate by key; *registry.Registry
 // is one. A Source that is also a HandleSource (the Registry is) hands out a
-// measure.EstimateHandle per key: the Picker keeps one per configured
+// registry.EstimateHandle per key: the Picker keeps one per configured
 // deployment, resolved the first time it is needed and again when it stops
 // being Live (the key was pruned), so a pick reads each estimate through an
 // atomic pointer instead of hashing its key. New decides once which kind of

@@ -6,8 +6,8 @@ import (
 	"github.com/tpsroute/tpsroute/route"
 )
 
-// hbox holds a resolved measure.EstimateHandle behind an atomic pointer.
-type hbox struct{ h measure.EstimateHandle }
+// hbox holds a resolved registry.EstimateHandle behind an atomic pointer.
+type hbox struct{ h registry.EstimateHandle }
 
 // readEstimate sets it's Expected from the Source: through the deployment's
 // handle when the Source hands them out (decided once, in New), else
@@ -15,9 +15,9 @@ type hbox struct{ h measure.EstimateHandle }
 // is the request's estimated prompt tokens, 0 when unknown (see shape).
 // Through a handle it also reads how overdue the deployment's calls in
 // flight are at now, in Unix nanoseconds (see overdue).
-func (p *Picker) readEstimate(s *scratch, it *item, est *measure.Estimate, in, now int64) {
+func (p *Picker) readEstimate(s *scratch, it *item, est *registry.Estimate, in, now int64) {
 	var ok bool
-	var h measure.EstimateHandle
+	var h registry.EstimateHandle
 	switch {
 	case p.hsrc == nil && p.meta[it.idx].wild:
 		*est, ok = p.src.Estimate(p.keyOf(s, it))
@@ -31,8 +31,8 @@ func (p *Picker) readEstimate(s *scratch, it *item, est *measure.Estimate, in, n
 				it.flight = n
 				p.shape(it, pe, n, in)
 				if n > 0 {
-					rk.Live(&it.exp, b.h)
-					rk.Overdue(&it.exp, b.h, now)
+					live(&it.exp, b.h)
+					overdue(&it.exp, b.h, now)
 				}
 				return
 			}
@@ -47,26 +47,26 @@ func (p *Picker) readEstimate(s *scratch, it *item, est *measure.Estimate, in, n
 	it.flight = est.InFlight
 	p.shape(it, est, est.InFlight, in)
 	if h != nil && it.flight > 0 {
-		rk.Live(&it.exp, h)
-		rk.Overdue(&it.exp, h, now)
+		live(&it.exp, h)
+		overdue(&it.exp, h, now)
 	}
 }
 
 // shape fits it's Expected to the call of in prompt tokens (0 unknown) with
-// inFlight calls in flight on its deployment: route's call fit, or for
+// inFlight calls in flight on its deployment: the call fit (fit.go), or for
 // embeddings (p.answered) the fit of an answer's latency to its input
 // tokens.
-func (p *Picker) shape(it *item, e *measure.Estimate, inFlight, in int64) {
+func (p *Picker) shape(it *item, e *registry.Estimate, inFlight, in int64) {
 	if p.answered {
-		rk.ShapeAnswer(&it.exp, e, in)
+		shapeAnswer(&it.exp, e, in)
 		return
 	}
-	rk.Shape(&it.exp, e, inFlight, in)
+	shape(&it.exp, e, inFlight, in)
 }
 
-// blend sets it's Expected from e (Blend at the Picker's percentiles) and
+// blend sets it's Expected from e (route's blend at the Picker's percentiles) and
 // what exploration notes of e.
-func (p *Picker) blend(it *item, e *measure.Estimate, ok bool) {
+func (p *Picker) blend(it *item, e *registry.Estimate, ok bool) {
 	rk.Blend(&it.exp, e, ok, p.opts.TTFTPercentile, p.opts.TPSPercentile)
 	it.note(e)
 }
@@ -75,7 +75,7 @@ func (p *Picker) blend(it *item, e *measure.Estimate, ok bool) {
 // alone (its blend and what exploration notes), kept per scratch until
 // measure publishes a new one.
 type derived struct {
-	est    *measure.Estimate // the published Estimate it was derived from; nil none
+	est    *registry.Estimate // the published Estimate it was derived from; nil none
 	exp    route.Expected
 	newest int64
 	spread float64
@@ -86,7 +86,7 @@ type derived struct {
 // Estimate e, through s's cache: a Registry republishes a key's Estimate
 // only when its figures change, so most picks find every deployment's
 // derivation done. s.derived has a slot per deployment (pick makes it).
-func (p *Picker) derive(s *scratch, it *item, e *measure.Estimate) {
+func (p *Picker) derive(s *scratch, it *item, e *registry.Estimate) {
 	d := &s.derived[it.idx]
 	if d.est != e {
 		p.blend(it, e, e.OK)
@@ -100,7 +100,7 @@ func (p *Picker) derive(s *scratch, it *item, e *measure.Estimate) {
 // no live handle, and returns their ok: a wildcard deployment (whose key
 // depends on the request) always reads Source.Estimate; any other asks the
 // HandleSource for a handle and keeps it for the next picks.
-func (p *Picker) resolveEstimate(s *scratch, it *item, est *measure.Estimate) bool {
+func (p *Picker) resolveEstimate(s *scratch, it *item, est *registry.Estimate) bool {
 	var ok bool
 	if p.meta[it.idx].wild {
 		*est, ok = p.src.Estimate(p.keyOf(s, it))
@@ -110,7 +110,7 @@ func (p *Picker) resolveEstimate(s *scratch, it *item, est *measure.Estimate) bo
 	// handle stored last is not Live and is resolved again next time.
 	h := p.hsrc.Handle(p.keys[it.idx])
 	if h == nil {
-		*est = measure.Estimate{}
+		*est = registry.Estimate{}
 		return false
 	}
 	p.handles[it.idx].Store(&hbox{h: h})

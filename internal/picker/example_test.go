@@ -6,20 +6,21 @@ import (
 	"time"
 
 	"github.com/tpsroute/tpsroute/internal/picker"
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 )
 
 // stats is a fixed Source; in the Client it is a *registry.Registry.
-type stats map[measure.Key]measure.Estimate
+type stats map[measure.Key]registry.Estimate
 
-func (s stats) Estimate(k measure.Key) (measure.Estimate, bool) {
+func (s stats) Estimate(k measure.Key) (registry.Estimate, bool) {
 	e, ok := s[k]
 	return e, ok
 }
 
-func estimate(ttft, tps float64) measure.Estimate {
-	return measure.Estimate{TTFTP50: ttft, TTFTP95: ttft, TTFTEWMA: ttft, TPSP50: tps, TPSP95: tps, TPSEWMA: tps, Samples: 40, OK: true}
+func estimate(ttft, tps float64) registry.Estimate {
+	return registry.Estimate{TTFTP50: ttft, TTFTP95: ttft, TTFTEWMA: ttft, TPSP50: tps, TPSP95: tps, TPSEWMA: tps, Samples: 40, OK: true}
 }
 
 func example() ([]route.Deployment, stats) {

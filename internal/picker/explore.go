@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/route"
 )
 
@@ -27,7 +27,7 @@ import (
 // sqrt(2·revertTime/r) seconds (10 s at 1/s, 3 s at 10/s, 1 s at 100/s),
 // which is what lets a recovered leader regain its share within seconds;
 // and a contender whose newest sample began a change of level back toward
-// its best (measure.Estimate.TPSPending: the change detector's statistic
+// its best (registry.Estimate.TPSPending: the change detector's statistic
 // toward it holds more than an allowance, and the samples point at least
 // halfway back) is re-measured by the next pick that finds it with no call
 // in flight, so the samples that confirm or refute a recovery (a 2× one
@@ -379,7 +379,7 @@ func variance1(it *item, e *route.Expected, now int64) float64 {
 // which slow periods (changes of level, for change detection) inflate up
 // to the cap: with it taken too, deployments 10% apart were explored
 // toward the 20% cap in the simulator's noisy scenario (docs/ROUTING.md).
-func (it *item) note(e *measure.Estimate) {
+func (it *item) note(e *registry.Estimate) {
 	it.newest, it.spread = 0, 0
 	it.pend = [2]float32{float32(e.TPSPending), float32(e.TTFTPending)}
 	if !e.Newest.IsZero() {

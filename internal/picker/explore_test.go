@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 )
@@ -26,7 +27,7 @@ func spread(n int) ([]route.Deployment, *fakeSource) {
 }
 
 // at returns e as last sampled at t.
-func at(e measure.Estimate, t time.Time) measure.Estimate {
+func at(e registry.Estimate, t time.Time) registry.Estimate {
 	e.Newest = t
 	return e
 }
@@ -251,7 +252,7 @@ func TestColdStart(t *testing.T) {
 		for _, d := range ds[:3] {
 			src.set(d.Key(), warm(0.2, 100))
 		}
-		src.set(cold.Key(), measure.Estimate{TTFTP95: 0.2, TTFTP50: 0.2, TPSP50: 900, TTFTEWMA: 0.2, TPSEWMA: 900, Samples: 1, TPSSamples: 1})
+		src.set(cold.Key(), registry.Estimate{TTFTP95: 0.2, TTFTP50: 0.2, TPSP50: 900, TTFTEWMA: 0.2, TPSEWMA: 900, Samples: 1, TPSSamples: 1})
 		p := newPicker(t, ds, src, route.Options{ColdProbes: -1, Exploration: -1, Seed: 1})
 		plan := mustPick(t, p, route.Request{Model: "m"}, t0)
 		equal(t, plan.Deployments[0].Key(), cold.Key(), "the fast one leads after one sample")
@@ -264,7 +265,7 @@ func TestColdStart(t *testing.T) {
 		}
 		// A not-OK estimate with tiny numbers and no sample must not win
 		// Latency (one sample is compared: minCompare).
-		src.set(cold.Key(), measure.Estimate{TTFTP95: 0.001, TPSP50: 1e6, Samples: 0})
+		src.set(cold.Key(), registry.Estimate{TTFTP95: 0.001, TPSP50: 1e6, Samples: 0})
 		p := newPicker(t, ds, src, route.Options{Policy: route.Latency, ColdProbes: -1, Exploration: -1, Seed: 1})
 		plan := mustPick(t, p, route.Request{Model: "m"}, t0)
 		last := plan.Deployments[len(plan.Deployments)-1]
@@ -285,7 +286,7 @@ func TestPickNeverNaN(t *testing.T) {
 		health := fakeHealth{}
 		for _, d := range ds {
 			k := d.ForModel("m").Key()
-			src.set(k, measure.Estimate{
+			src.set(k, registry.Estimate{
 				TTFTP50: pickVal(), TTFTP95: pickVal(), TPSP50: pickVal(), TPSP95: pickVal(),
 				TTFTEWMA: pickVal(), TPSEWMA: pickVal(), ErrorRate: pickVal(),
 				Samples: int64(rng.IntN(3)) - 1, OK: rng.IntN(3) > 0, InFlight: int64(rng.IntN(3)) - 1,
@@ -332,7 +333,7 @@ func FuzzPick(f *testing.F) {
 	f.Add(math.NaN(), math.Inf(1), -1.0, 1e308, int64(-5), false, uint8(3))
 	f.Fuzz(func(t *testing.T, ttft, tps, errRate, ewma float64, samples int64, ok bool, policy uint8) {
 		ds, src := spread(3)
-		src.set(ds[0].Key(), measure.Estimate{TTFTP95: ttft, TTFTP50: ttft, TPSP50: tps, TPSP95: tps,
+		src.set(ds[0].Key(), registry.Estimate{TTFTP95: ttft, TTFTP50: ttft, TPSP50: tps, TPSP95: tps,
 			TTFTEWMA: ewma, TPSEWMA: ewma, ErrorRate: errRate, Samples: samples, OK: ok})
 		p := newPicker(t, ds, src, route.Options{Seed: 9})
 		plan, err := p.PickAt(route.Request{Model: "m", Policy: route.Policy(policy % 4), LatencyMetric: route.LatencyCompletion,
@@ -506,7 +507,7 @@ func TestCostCold(t *testing.T) {
 // TPS has one, so that slow periods, which lift TTFT's p95 (its slow tail),
 // do not read as noise; TTFT's only when TPS has none.
 func TestNoteSpread(t *testing.T) {
-	e := measure.Estimate{TPSP50: 1000, TPSP95: 1200, TTFTP50: 0.2, TTFTP95: 1}
+	e := registry.Estimate{TPSP50: 1000, TPSP95: 1200, TTFTP50: 0.2, TTFTP95: 1}
 	var it item
 	it.note(&e)
 	if it.spread != 1.2 {

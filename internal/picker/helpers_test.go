@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 	"go.uber.org/goleak"
@@ -28,11 +29,11 @@ type fakeSource struct {
 }
 
 type fakeEntry struct {
-	est atomic.Pointer[measure.Estimate]
+	est atomic.Pointer[registry.Estimate]
 }
 
-func (e *fakeEntry) Estimate() (measure.Estimate, bool) { return *e.est.Load(), true }
-func (e *fakeEntry) Live() bool                         { return true }
+func (e *fakeEntry) Estimate() (registry.Estimate, bool) { return *e.est.Load(), true }
+func (e *fakeEntry) Live() bool                          { return true }
 
 func newSource() *fakeSource {
 	f := &fakeSource{}
@@ -41,15 +42,15 @@ func newSource() *fakeSource {
 	return f
 }
 
-func (f *fakeSource) Estimate(k measure.Key) (measure.Estimate, bool) {
+func (f *fakeSource) Estimate(k measure.Key) (registry.Estimate, bool) {
 	e := (*f.snap.Load())[k]
 	if e == nil {
-		return measure.Estimate{}, false
+		return registry.Estimate{}, false
 	}
 	return e.Estimate()
 }
 
-func (f *fakeSource) Handle(k measure.Key) measure.EstimateHandle {
+func (f *fakeSource) Handle(k measure.Key) registry.EstimateHandle {
 	e := (*f.snap.Load())[k]
 	if e == nil {
 		return nil
@@ -57,7 +58,7 @@ func (f *fakeSource) Handle(k measure.Key) measure.EstimateHandle {
 	return e
 }
 
-func (f *fakeSource) set(k measure.Key, e measure.Estimate) {
+func (f *fakeSource) set(k measure.Key, e registry.Estimate) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if old := (*f.snap.Load())[k]; old != nil {
@@ -75,7 +76,7 @@ func (f *fakeSource) set(k measure.Key, e measure.Estimate) {
 // through Source.Estimate alone.
 type estimateOnly struct{ s Source }
 
-func (e estimateOnly) Estimate(k measure.Key) (measure.Estimate, bool) { return e.s.Estimate(k) }
+func (e estimateOnly) Estimate(k measure.Key) (registry.Estimate, bool) { return e.s.Estimate(k) }
 
 // fakeHealth is an in-memory Health.
 type fakeHealth map[measure.Key]route.Status
@@ -83,8 +84,8 @@ type fakeHealth map[measure.Key]route.Status
 func (f fakeHealth) Status(k measure.Key, _ time.Time) route.Status { return f[k] }
 
 // warm returns an OK estimate whose pessimistic blend is ttft seconds and tps tokens/s.
-func warm(ttft, tps float64) measure.Estimate {
-	return measure.Estimate{
+func warm(ttft, tps float64) registry.Estimate {
+	return registry.Estimate{
 		TTFTP50: ttft * 0.8, TTFTP95: ttft, TTFTEWMA: ttft * 0.9,
 		TPSP50: tps, TPSP95: tps * 1.3, TPSEWMA: tps * 1.1,
 		Samples: 50, OK: true,

@@ -1,6 +1,7 @@
 package picker
 
 import (
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/internal/routekit"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
@@ -13,12 +14,8 @@ import (
 // so the Picker passes only pointers into its heap (p.ds, the pooled
 // scratch), never to a local.
 type kernel interface {
-	Blend(x *route.Expected, e *measure.Estimate, ok bool, ttftAt, tpsAt route.Percentile)
-	Shape(x *route.Expected, e *measure.Estimate, inFlight, in int64)
-	ShapeAnswer(x *route.Expected, e *measure.Estimate, in int64)
-	Live(x *route.Expected, h measure.EstimateHandle)
-	Overdue(x *route.Expected, h measure.EstimateHandle, now int64)
-	ApplyPrior(e *route.Expected, pr route.Prior, warmed bool, priorSamples float64)
+	Blend(x *route.Expected, e *registry.Estimate, ok bool, ttftAt, tpsAt route.Percentile)
+	Factors(x *route.Expected) (tpsF, ttftF, marginal *float32, ttftQ *float64)
 	Score(p route.Policy, d *route.Deployment, e *route.Expected, r *route.Request) float64
 	Merge(s, def route.SLO) route.SLO
 	Check(s *route.SLO, priceOut float64, e *route.Expected) route.Violation

@@ -22,7 +22,7 @@ import (
 // Implementations must be safe for concurrent use and must not block: Pick
 // calls Estimate once per candidate deployment.
 type Source interface {
-	Estimate(k measure.Key) (measure.Estimate, bool)
+	Estimate(k measure.Key) (registry.Estimate, bool)
 }
 
 // HandleSource is a Source that also hands out stable per-key handles, so
@@ -37,7 +37,7 @@ type HandleSource interface {
 	Source
 	// Handle returns a handle on k's Estimate, or nil when k has no
 	// statistics (Estimate would report the zero Estimate and false).
-	Handle(k measure.Key) measure.EstimateHandle
+	Handle(k measure.Key) registry.EstimateHandle
 }
 
 // Defaults for the zero fields of route.Options; the fields' comments

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 )
@@ -103,7 +104,7 @@ func TestCostTiesGoToThroughput(t *testing.T) {
 func TestBlendIsPessimistic(t *testing.T) {
 	tests := []struct {
 		name       string
-		e          measure.Estimate
+		e          registry.Estimate
 		ok         bool
 		ttftAt     route.Percentile
 		tpsAt      route.Percentile
@@ -113,18 +114,19 @@ func TestBlendIsPessimistic(t *testing.T) {
 		errorRate  float64
 		wantSample int64
 	}{
-		{"ewma shows degradation", measure.Estimate{TTFTP95: 0.5, TTFTEWMA: 2, TPSP50: 100, TPSEWMA: 20, Samples: 9, OK: true}, true, 0, 0, 2, 20, true, true, true, 0, 9},
-		{"percentile more pessimistic", measure.Estimate{TTFTP95: 3, TTFTEWMA: 1, TPSP50: 10, TPSEWMA: 50, OK: true}, true, 0, 0, 3, 10, true, true, true, 0, 0},
-		{"p50 ttft", measure.Estimate{TTFTP50: 0.3, TTFTP95: 3, TTFTEWMA: 0.2, TPSP50: 10, OK: true}, true, route.P50, 0, 0.3, 10, true, true, true, 0, 0},
-		{"p95 tps", measure.Estimate{TTFTP95: 1, TPSP50: 10, TPSP95: 30, OK: true}, true, 0, route.P95, 1, 30, true, true, true, 0, 0},
-		{"not ok", measure.Estimate{TTFTP95: 1, TPSP50: 10}, true, 0, 0, 1, 10, false, true, true, 0, 0},
-		{"not found", measure.Estimate{}, false, 0, 0, 0, 0, false, false, false, 0, 0},
-		{"NaN and Inf ignored", measure.Estimate{TTFTP95: nan(), TTFTEWMA: inf(), TPSP50: -1, TPSEWMA: nan(), ErrorRate: nan(), OK: true}, true, 0, 0, 0, 0, false, false, false, 0, 0},
-		{"error rate clamped", measure.Estimate{TTFTP95: 1, ErrorRate: 7, Samples: -3, OK: true}, true, 0, 0, 1, 0, true, true, false, 1, 0},
+		{"ewma shows degradation", registry.Estimate{TTFTP95: 0.5, TTFTEWMA: 2, TPSP50: 100, TPSEWMA: 20, Samples: 9, OK: true}, true, 0, 0, 2, 20, true, true, true, 0, 9},
+		{"percentile more pessimistic", registry.Estimate{TTFTP95: 3, TTFTEWMA: 1, TPSP50: 10, TPSEWMA: 50, OK: true}, true, 0, 0, 3, 10, true, true, true, 0, 0},
+		{"p50 ttft", registry.Estimate{TTFTP50: 0.3, TTFTP95: 3, TTFTEWMA: 0.2, TPSP50: 10, OK: true}, true, route.P50, 0, 0.3, 10, true, true, true, 0, 0},
+		{"p95 tps", registry.Estimate{TTFTP95: 1, TPSP50: 10, TPSP95: 30, OK: true}, true, 0, route.P95, 1, 30, true, true, true, 0, 0},
+		{"not ok", registry.Estimate{TTFTP95: 1, TPSP50: 10}, true, 0, 0, 1, 10, false, true, true, 0, 0},
+		{"not found", registry.Estimate{}, false, 0, 0, 0, 0, false, false, false, 0, 0},
+		{"NaN and Inf ignored", registry.Estimate{TTFTP95: nan(), TTFTEWMA: inf(), TPSP50: -1, TPSEWMA: nan(), ErrorRate: nan(), OK: true}, true, 0, 0, 0, 0, false, false, false, 0, 0},
+		{"error rate clamped", registry.Estimate{TTFTP95: 1, ErrorRate: 7, Samples: -3, OK: true}, true, 0, 0, 1, 0, true, true, false, 1, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			x := route.Blend(tt.e, tt.ok, tt.ttftAt, tt.tpsAt)
+			var x route.Expected
+			rk.Blend(&x, &tt.e, tt.ok, tt.ttftAt, tt.tpsAt)
 			equal(t, x.TTFT, tt.ttft, "TTFT")
 			equal(t, x.TPS, tt.tps, "TPS")
 			equal(t, x.OK, tt.warm, "OK")

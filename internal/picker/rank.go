@@ -4,7 +4,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/route"
 )
 
@@ -17,9 +17,9 @@ type item struct {
 	cost   float64
 	dist   float64    // SLO.distance when viol != 0
 	prior  float64    // samples the deployment's prior adds to exp (0 or priorSamples)
-	newest int64      // unix ns of the newest sample (measure.Estimate.Newest); 0 unknown
+	newest int64      // unix ns of the newest sample (registry.Estimate.Newest); 0 unknown
 	spread float64    // p95/p50 of TPS, else of TTFT: the per-sample spread; 0 unknown
-	pend   [2]float32 // levels of TPS's and TTFT's changes measure has begun to see (measure.Estimate.TPSPending); 0 none
+	pend   [2]float32 // levels of TPS's and TTFT's changes measure has begun to see (registry.Estimate.TPSPending); 0 none
 	flight int64      // calls in flight to it, read at this pick
 	exp    route.Expected
 	idx    int32 // into p.ds
@@ -135,7 +135,7 @@ type scratch struct {
 	// would move locals to the heap: a wildcard's concrete deployment and
 	// an estimate being read (scoreItems), and a remembered best (chance).
 	wd  route.Deployment
-	est measure.Estimate
+	est registry.Estimate
 	opt route.Expected
 }
 

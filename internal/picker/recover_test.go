@@ -198,7 +198,7 @@ func TestPriorRanksNewDeployment(t *testing.T) {
 }
 
 // A former leader whose newest sample began a change back toward its best
-// (measure.Estimate.TPSPending) is re-measured by every pick that finds it
+// (registry.Estimate.TPSPending) is re-measured by every pick that finds it
 // with no call in flight, one confirming call at a time; a pending
 // change that points only a little way back (noise) gets no such call, nor
 // does a rise of a deployment at its best.
@@ -217,7 +217,7 @@ func TestPendingRecoveryConfirmedAtOnce(t *testing.T) {
 	now := t0.Add(time.Second)
 	src.set(kl, at(warm(0.2, 300), now))
 	equal(t, first(now), "next", "slowed, it lost the lead")
-	slow := func(pend float64, inFlight int64, now time.Time) measure.Estimate {
+	slow := func(pend float64, inFlight int64, now time.Time) registry.Estimate {
 		e := at(warm(0.2, 300), now)
 		e.TPSPending, e.InFlight = pend, inFlight
 		return e

@@ -157,7 +157,7 @@ func (p *Picker) warmUp(it *item, mt *meta, d *route.Deployment, now int64) {
 	}
 	if mt.prior {
 		it.prior = priorSamples
-		rk.ApplyPrior(e, d.Expected, warmed, priorSamples)
+		applyPrior(e, d.Expected, warmed, priorSamples)
 		has = true
 	}
 	it.cold = !has || !(e.OK || e.Samples >= minCompare)

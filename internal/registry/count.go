@@ -52,10 +52,6 @@ func addMoney(m *measure.Money, o measure.Money) {
 	addPico(m, o.Picodollars)
 }
 
-// The published Estimate's prompt-size table and a Snapshot's contents are
-// unexported in measure; measure's init hands over the functions that set
-// them (measurekit's hooks).
-var (
-	setInputs   = measurekit.SetInputs.(func(*measure.Estimate, *measurekit.Inputs))
-	newSnapshot = measurekit.NewSnapshot.(func(time.Time, []measure.Key, map[measure.Key]measure.Stats) measure.Snapshot)
-)
+// A Snapshot's contents are unexported in measure; measure's init hands over
+// the function that sets them (measurekit's hook).
+var newSnapshot = measurekit.NewSnapshot.(func(time.Time, []measure.Key, map[measure.Key]measure.Stats) measure.Snapshot)

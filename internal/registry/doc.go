@@ -1,6 +1,6 @@
 // Package registry is the statistics engine behind package measure: the
 // Registry, which keeps per-deployment statistics of LLM streams and
-// publishes the cheap summary (measure.Estimate) that routing reads on
+// publishes the cheap summary (Estimate) that routing reads on
 // every call, and its plumbing (windows, EWMAs, change detectors, the load
 // model, calls in flight, fleet deltas, state files).
 //
@@ -11,7 +11,7 @@
 // internal/bench drive it on a virtual clock. It is internal so that the
 // public API stays the vocabulary: users write measure.Options and
 // measure.Key, and read measure.Snapshot, measure.Stats and
-// measure.Estimate (through tpsroute.Client), never the engine.
+// Estimate (through tpsroute.Client), never the engine.
 // docs/ARCHITECTURE.md, "The public surface", says which names went where.
 //
 // # Overview

@@ -124,3 +124,25 @@ func ExampleRegistry_SaveState() {
 	fmt.Printf("restored %d key(s): TTFT p50 %.2f s, TPS p50 %.0f, OK %v\n", info.Keys, e.TTFTP50, e.TPSP50, ok)
 	// Output: restored 1 key(s): TTFT p50 0.30 s, TPS p50 120, OK true
 }
+
+// InputClass buckets prompts by size; an Estimate holds figures per warm
+// class (Estimate.Input).
+func ExampleInputClass() {
+	for _, tokens := range []int64{100, 1_000, 100_000, 1 << 20} {
+		fmt.Print(registry.InputClass(tokens), " ")
+	}
+	fmt.Println()
+	// Output: 0 3 10 11
+}
+
+// An Estimate without a load model (LoadK 0) scales nothing; with one, a
+// call that starts among more calls in flight expects a lower TPS.
+func ExampleEstimate_LoadFactor() {
+	e := registry.Estimate{TPSP50: 100, LoadK: 8, LoadRef: 2}
+	fmt.Printf("%.2f %.2f\n", e.LoadFactor(2), e.LoadFactor(6))
+	var zero registry.Estimate
+	fmt.Println(zero.LoadFactor(6))
+	// Output:
+	// 1.00 0.71
+	// 1
+}

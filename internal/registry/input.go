@@ -2,9 +2,6 @@ package registry
 
 import (
 	"time"
-
-	"github.com/tpsroute/tpsroute/internal/measurekit"
-	"github.com/tpsroute/tpsroute/measure"
 )
 
 // inputClass is one class's statistics. The entry's lock guards it.
@@ -18,8 +15,8 @@ type inputClass struct {
 // published is what refresh stores: the Estimate and the table it points
 // to, in one allocation.
 type published struct {
-	est measure.Estimate
-	tab measurekit.Inputs
+	est Estimate
+	tab inputTable
 }
 
 // addInput adds one sample of input class c at now: unloaded TPS u (0 when
@@ -69,9 +66,9 @@ func (e *entry) classNorm(c, minSamples int) float64 {
 
 // fillInputs fills tab with the warm classes' figures at now and reports
 // whether any is warm. k and ref are the key's load model.
-func (e *entry) fillInputs(tab *measurekit.Inputs, now int64, minSamples int, window int64, k, ref float64) bool {
+func (e *entry) fillInputs(tab *inputTable, now int64, minSamples int, window int64, k, ref float64) bool {
 	var any bool
-	var es [measure.InputClasses]*EWMA
+	var es [InputClasses]*EWMA
 	for i := range e.inputs {
 		es[i] = &e.inputs[i].ttft
 	}
@@ -97,7 +94,7 @@ func (e *entry) fillInputs(tab *measurekit.Inputs, now int64, minSamples int, wi
 }
 
 // sanitize replaces the NaN and infinite figures of e by 0.
-func sanitize(e *measure.Estimate) {
+func sanitize(e *Estimate) {
 	for _, p := range []*float64{&e.TTFTP50, &e.TTFTP95, &e.TPSP50, &e.TPSP95, &e.TTFTEWMA, &e.TPSEWMA, &e.ErrorRate, &e.LoadK, &e.LoadRef, &e.TPSPending, &e.TTFTPending} {
 		*p = finite(*p)
 	}

@@ -19,7 +19,7 @@ func TestInputClass(t *testing.T) {
 		{-5, 0}, {0, 0}, {1, 0}, {127, 0}, {128, 1}, {255, 1}, {256, 2}, {4095, 5}, {4096, 6}, {6000, 6},
 		{1 << 16, 10}, {1<<17 - 1, 10}, {1 << 17, 11}, {1 << 40, 11},
 	} {
-		assert.Equal(t, c.class, measure.InputClass(c.tokens), "%d tokens", c.tokens)
+		assert.Equal(t, c.class, InputClass(c.tokens), "%d tokens", c.tokens)
 	}
 }
 
@@ -63,7 +63,7 @@ func TestInputClassFigures(t *testing.T) {
 	assert.False(t, ok)
 	_, ok = est.Input(0)
 	assert.False(t, ok)
-	var none measure.Estimate
+	var none Estimate
 	_, ok = none.Input(150)
 	assert.False(t, ok, "an Estimate not from a Registry")
 	// The mix does not read as a change of level: both classes are mapped

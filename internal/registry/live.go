@@ -94,7 +94,7 @@ func (e *entry) addTokensPerGap(tps float64, gen time.Duration, gaps int64) {
 // slowdown of the deployment slows every running stream, while one slow
 // stream is that stream's own noise. It takes no lock and allocates
 // nothing.
-func LiveTPS(h measure.EstimateHandle) (float64, int) {
+func LiveTPS(h EstimateHandle) (float64, int) {
 	rh, ok := h.(*handle)
 	if !ok {
 		return 0, 0

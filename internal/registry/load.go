@@ -2,8 +2,6 @@ package registry
 
 import (
 	"math"
-
-	"github.com/tpsroute/tpsroute/internal/measurekit"
 )
 
 // Load dependence. A provider batches concurrent streams, so each stream's
@@ -198,6 +196,11 @@ func (f *loadFit) model() (k, ref float64) {
 }
 
 // loadFactor returns (1 + ref/k) / (1 + x/k): how a stream's TPS at x other
-// calls in flight compares with its TPS at ref (measurekit.LoadFactor, which
-// measure's Estimate.LoadFactor shares).
-func loadFactor(k, ref, x float64) float64 { return measurekit.LoadFactor(k, ref, x) }
+// calls in flight compares with its TPS at ref (the load model's rule, which
+// Estimate.LoadFactor applies). 1 when k is not positive.
+func loadFactor(k, ref, x float64) float64 {
+	if !(k > 0) || math.IsInf(k, 0) {
+		return 1
+	}
+	return (1 + max(ref, 0)/k) / (1 + max(x, 0)/k)
+}

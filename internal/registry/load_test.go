@@ -256,7 +256,7 @@ func TestStateShapeRoundTrip(t *testing.T) {
 		// model, no class, the rest restored.
 		e := orig.lookup(kA)
 		e.mu.Lock()
-		e.fit, e.inU, e.inputs = loadFit{}, EWMA{HalfLife: e.inU.HalfLife}, [measure.InputClasses]inputClass{}
+		e.fit, e.inU, e.inputs = loadFit{}, EWMA{HalfLife: e.inU.HalfLife}, [InputClasses]inputClass{}
 		require.False(t, e.hasShape())
 		e.mu.Unlock()
 		var old bytes.Buffer

@@ -82,7 +82,7 @@ func (r *Registry) BeginCallAt(now time.Time, k measure.Key, out int64) (end fun
 // calls begun with BeginCallAt that the Registry tracks, and returns 0 when
 // there are none, when ttft or tps is not positive and finite, and for a
 // handle not from Registry.Handle. It takes no lock and allocates nothing.
-func Overdue(h measure.EstimateHandle, now time.Time, ttft, tps float64) float64 {
+func Overdue(h EstimateHandle, now time.Time, ttft, tps float64) float64 {
 	rh, ok := h.(*handle)
 	if !ok || !(ttft >= 0) || !(tps > 0) || math.IsInf(ttft, 0) || math.IsInf(tps, 0) {
 		return 0

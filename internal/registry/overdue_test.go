@@ -79,8 +79,8 @@ func TestOverdueSlots(t *testing.T) {
 // fixedHandle is an EstimateHandle that is not a Registry's.
 type fixedHandle struct{}
 
-func (fixedHandle) Estimate() (measure.Estimate, bool) { return measure.Estimate{}, false }
-func (fixedHandle) Live() bool                         { return true }
+func (fixedHandle) Estimate() (Estimate, bool) { return Estimate{}, false }
+func (fixedHandle) Live() bool                 { return true }
 
 func BenchmarkOverdue(b *testing.B) {
 	t0 := time.Unix(1_700_000_000, 0)

@@ -102,7 +102,7 @@ type entry struct {
 	key      measure.Key
 	price    measurekit.TokenPrice
 	inflight atomic.Int64
-	est      atomic.Pointer[measure.Estimate]
+	est      atomic.Pointer[Estimate]
 	pruned   atomic.Bool // set with dead; read by handles without the lock
 
 	mu          sync.Mutex
@@ -119,12 +119,12 @@ type entry struct {
 	tpsSince    int64    // UnixNano of the latest TPS change; 0 none
 	ttftSince   int64    // UnixNano of the latest TTFT change; 0 none
 	classes     map[string]int64
-	implausible int64                            // samples whose usage tps found implausible (Stats.ImplausibleUsage)
-	remote      *folded                          // merged from other Registries (MergeAt); nil until then
-	load        loadTrack                        // in flight over time (load.go)
-	fit         loadFit                          // TPS against load (load.go)
-	inputs      [measure.InputClasses]inputClass // by prompt size (input.go)
-	inU         EWMA                             // unloaded TPS over every class
+	implausible int64                    // samples whose usage tps found implausible (Stats.ImplausibleUsage)
+	remote      *folded                  // merged from other Registries (MergeAt); nil until then
+	load        loadTrack                // in flight over time (load.go)
+	fit         loadFit                  // TPS against load (load.go)
+	inputs      [InputClasses]inputClass // by prompt size (input.go)
+	inU         EWMA                     // unloaded TPS over every class
 	// flights are the calls in flight with an output cap (overdue.go),
 	// last: between inflight and est they put the two that Estimate and
 	// every pick read on different cache lines (docs/PERFORMANCE.md, "After
@@ -383,7 +383,7 @@ func (r *Registry) RecordClassAt(now time.Time, k measure.Key, s tps.Sample, cla
 	addPico(&st.cost, e.price.Cost(s.InputTokens, s.CachedTokens, s.OutputTokens))
 
 	shifted := false
-	ic := measure.InputClass(s.InputTokens)
+	ic := InputClass(s.InputTokens)
 	var classTTFT float64
 	if s.TTFT > 0 && !s.Unstreamed {
 		v := s.TTFT.Seconds()
@@ -546,8 +546,8 @@ func (r *Registry) sampleLoad(e *entry, s *tps.Sample) (float64, bool) {
 // samples by at most Options.Refresh of sample time while samples arrive;
 // when they stop, it is refreshed by the next Record, SweepAt, Snapshot or
 // Prune, so check Estimate.Newest for the age of the data.
-func (r *Registry) Estimate(k measure.Key) (measure.Estimate, bool) {
-	var est measure.Estimate
+func (r *Registry) Estimate(k measure.Key) (Estimate, bool) {
+	var est Estimate
 	e := (*r.keys.Load())[k]
 	if e == nil {
 		return est, false
@@ -561,7 +561,7 @@ func (r *Registry) Estimate(k measure.Key) (measure.Estimate, bool) {
 // once, straight into *est, rather than through a return value; est can
 // stay on the caller's stack. route's Picker reads one per candidate on
 // every pick.
-func ReadEstimate(h measure.EstimateHandle, est *measure.Estimate) bool {
+func ReadEstimate(h EstimateHandle, est *Estimate) bool {
 	if rh, ok := h.(*handle); ok {
 		return rh.read(est)
 	}
@@ -579,7 +579,7 @@ func ReadEstimate(h measure.EstimateHandle, est *measure.Estimate) bool {
 // change of the key's figures publishes a new Estimate, so a caller that
 // reads the same keys on every request can keep what it derives from one,
 // keyed by the pointer, until the pointer changes: route's Picker does.
-func PublishedEstimate(h measure.EstimateHandle) (e *measure.Estimate, inFlight int64) {
+func PublishedEstimate(h EstimateHandle) (e *Estimate, inFlight int64) {
 	rh, ok := h.(*handle)
 	if !ok || rh.pruned.Load() {
 		return nil, 0
@@ -593,7 +593,7 @@ func PublishedEstimate(h measure.EstimateHandle) (e *measure.Estimate, inFlight 
 // Handle returns a handle on k's Estimate, or nil when k is not kept (never
 // recorded or begun, or pruned since). The handle stays valid until k is
 // pruned; see EstimateHandle.Live. It takes no lock and allocates nothing.
-func (r *Registry) Handle(k measure.Key) measure.EstimateHandle {
+func (r *Registry) Handle(k measure.Key) EstimateHandle {
 	e := (*r.keys.Load())[k]
 	if e == nil {
 		return nil
@@ -604,17 +604,17 @@ func (r *Registry) Handle(k measure.Key) measure.EstimateHandle {
 // handle is an entry seen through EstimateHandle.
 type handle entry
 
-func (h *handle) Estimate() (measure.Estimate, bool) {
-	var est measure.Estimate
+func (h *handle) Estimate() (Estimate, bool) {
+	var est Estimate
 	ok := h.read(&est)
 	return est, ok
 }
 
-func (h *handle) read(est *measure.Estimate) bool {
+func (h *handle) read(est *Estimate) bool {
 	if p := h.est.Load(); p != nil {
 		*est = *p
 	} else {
-		*est = measure.Estimate{}
+		*est = Estimate{}
 	}
 	est.InFlight = h.inflight.Load()
 	return est.OK
@@ -627,7 +627,7 @@ var estimateQs = []float64{0.5, 0.95}
 // refresh publishes e's Estimate at now. e.mu must be held.
 func (r *Registry) refresh(e *entry, now time.Time) {
 	t := now.UnixNano()
-	var est measure.Estimate
+	var est Estimate
 	var tq, pq query
 	var ok, fail int64
 	for _, st := range e.states {
@@ -705,7 +705,7 @@ func (r *Registry) refresh(e *entry, now time.Time) {
 	if warm {
 		// On pub.est, not est: est passed to a function value would escape
 		// to the heap, one allocation more per refresh.
-		setInputs(&pub.est, &pub.tab)
+		pub.est.inputs = &pub.tab
 	}
 	e.est.Store(&pub.est)
 }

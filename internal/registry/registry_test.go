@@ -312,7 +312,7 @@ func TestEstimate(t *testing.T) {
 	t.Run("unknown", func(t *testing.T) {
 		e, ok := r.Estimate(kA)
 		assert.False(t, ok)
-		assert.Equal(t, measure.Estimate{}, e)
+		assert.Equal(t, Estimate{}, e)
 	})
 	t.Run("not_ok_until_min_samples", func(t *testing.T) {
 		for i := range 4 {
@@ -564,7 +564,7 @@ func TestHandle(t *testing.T) {
 		}()
 		go func() {
 			defer wg.Done()
-			var h measure.EstimateHandle
+			var h EstimateHandle
 			for range 2000 {
 				if h == nil || !h.Live() {
 					h = r.Handle(kA)
@@ -594,26 +594,26 @@ func TestReadEstimate(t *testing.T) {
 	require.NotNil(t, h)
 	for i := range 3 {
 		want, wantOK := h.Estimate()
-		got := measure.Estimate{TTFTP50: 99, Samples: 99, InFlight: 99, OK: !wantOK}
+		got := Estimate{TTFTP50: 99, Samples: 99, InFlight: 99, OK: !wantOK}
 		gotOK := ReadEstimate(h, &got)
 		assert.Equal(t, wantOK, gotOK, "ok after %d samples", i)
 		assert.Equal(t, want, got, "estimate after %d samples", i)
 		r.RecordAt(t0.Add(time.Duration(i+1)*time.Second), kA, okSample(time.Second, 100+float64(i), tps.CacheCold))
 	}
-	var got measure.Estimate
+	var got Estimate
 	assert.True(t, ReadEstimate(h, &got), "warm at two samples")
 	assert.EqualValues(t, 1, got.InFlight, "the begun call is still in flight")
 
-	other := otherHandle{est: measure.Estimate{TPSP50: 7, Samples: 3, OK: true}}
+	other := otherHandle{est: Estimate{TPSP50: 7, Samples: 3, OK: true}}
 	assert.True(t, ReadEstimate(other, &got), "another EstimateHandle's ok")
 	assert.Equal(t, other.est, got, "another EstimateHandle's Estimate")
 }
 
 // otherHandle is an EstimateHandle that is not a Registry's.
-type otherHandle struct{ est measure.Estimate }
+type otherHandle struct{ est Estimate }
 
-func (o otherHandle) Estimate() (measure.Estimate, bool) { return o.est, o.est.OK }
-func (o otherHandle) Live() bool                         { return true }
+func (o otherHandle) Estimate() (Estimate, bool) { return o.est, o.est.OK }
+func (o otherHandle) Live() bool                 { return true }
 
 // TestSweepAt checks that SweepAt keeps an idle key's Estimate fresh: once
 // its only sample has left the window the key turns cold, with no Record and

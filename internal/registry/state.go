@@ -901,13 +901,13 @@ func decodeShapeSection(d *decoder, e *entry, rb *stateRebase) {
 	}
 	f.last = rb.time(d.time("load fit time"))
 	d.ewma("class EWMA", &e.inU, rb)
-	n := d.count("prompt-size classes", measure.InputClasses)
+	n := d.count("prompt-size classes", InputClasses)
 	for range n {
 		c := d.byte("prompt-size class")
 		if d.err != nil {
 			return
 		}
-		if int(c) >= measure.InputClasses {
+		if int(c) >= InputClasses {
 			d.fail("prompt-size class %d", c)
 			return
 		}

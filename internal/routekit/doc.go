@@ -7,6 +7,7 @@
 // implementation to Kernel when it is initialised, and internal/picker,
 // which imports route, reads it once through an interface of its own.
 //
-// It also holds the two numeric rules both packages apply, so that each
+// It also holds the numeric rules both packages apply (Clamp, Valid, One:
+// how a call factor reads), so that each
 // has one home and stays inlinable.
 package routekit

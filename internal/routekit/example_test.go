@@ -22,3 +22,9 @@ func ExampleValid() {
 	// Output:
 	// true false false false
 }
+
+func ExampleOne() {
+	fmt.Println(routekit.One(0), routekit.One(0.5))
+	// Output:
+	// 1 0.5
+}

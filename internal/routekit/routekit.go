@@ -34,3 +34,11 @@ func Clamp(v float64) float64 {
 
 // Valid reports whether v is finite and positive (NaN compares false).
 func Valid(v float64) bool { return v > 0 && v <= math.MaxFloat64 }
+
+// One returns f, or 1 for 0 (unset): how an Expected's call factors read.
+func One(f float32) float64 {
+	if f > 0 {
+		return float64(f)
+	}
+	return 1
+}

@@ -102,7 +102,7 @@ func allChecks() []check {
 	}
 }
 
-// magnitudes spans what Blend can produce: tiny to huge, all finite and positive.
+// magnitudes spans what the picker's blend can produce: tiny to huge, all finite and positive.
 func magnitudes() []float64 {
 	return []float64{1e-300, 1e-9, 0.001, 0.05, 0.3, 1, 2.5, 40, 250, 1e4, 1e9, 1e300, math.MaxFloat64}
 }

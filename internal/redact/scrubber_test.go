@@ -1,4 +1,4 @@
-package route
+package redact
 
 import (
 	"encoding/base64"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tpsroute/tpsroute/route"
 )
 
 const testKey = "sk-live/abc_0123456789"
@@ -45,7 +46,7 @@ func keyForms() map[string]string {
 }
 
 func TestScrubberFindsEveryForm(t *testing.T) {
-	sc := NewScrubber(Deployment{APIKey: testKey})
+	sc := NewScrubber(route.Deployment{APIKey: testKey})
 	for name, form := range keyForms() {
 		t.Run(name, func(t *testing.T) {
 			for _, wrap := range []string{"%s", "Incorrect API key provided: %s.", `{"error":{"type":"%s"}}`, "\U0001F600 %s \u00e9"} {
@@ -53,7 +54,7 @@ func TestScrubberFindsEveryForm(t *testing.T) {
 				assert.True(t, sc.Contains([]byte(in)), in)
 				out := sc.Scrub(in)
 				assert.False(t, sc.Contains([]byte(out)), out)
-				assert.Contains(t, out, Redacted)
+				assert.Contains(t, out, route.Redacted)
 				js := sc.ScrubJSON([]byte(in))
 				assert.False(t, sc.Contains(js), string(js))
 			}
@@ -62,7 +63,7 @@ func TestScrubberFindsEveryForm(t *testing.T) {
 }
 
 func TestScrubberKeepsWhatHoldsNoKey(t *testing.T) {
-	sc := NewScrubber(Deployment{APIKey: testKey})
+	sc := NewScrubber(route.Deployment{APIKey: testKey})
 	for _, in := range []string{
 		"",
 		`{"choices":[{"delta":{"content":"50% of \"sk-live\" \u00e9\n"}}]}`,
@@ -80,7 +81,7 @@ func TestScrubberKeepsWhatHoldsNoKey(t *testing.T) {
 }
 
 func TestScrubJSONKeepsJSONValid(t *testing.T) {
-	sc := NewScrubber(Deployment{APIKey: testKey, Headers: map[string]string{"X-Api-Key": "hdr-secret-42"}})
+	sc := NewScrubber(route.Deployment{APIKey: testKey, Headers: map[string]string{"X-Api-Key": "hdr-secret-42"}})
 	for name, form := range keyForms() {
 		t.Run(name, func(t *testing.T) {
 			in := fmt.Sprintf(`{"error":{"message":"bad","type":"%s","param":"%s","code":"x%sy","%s":1},"id":"hdr-secret-42"}`, form, form, form, form)
@@ -94,28 +95,28 @@ func TestScrubJSONKeepsJSONValid(t *testing.T) {
 			}
 			require.NoError(t, json.Unmarshal(out, &v))
 			assert.Equal(t, "bad", v.Error["message"])
-			assert.Equal(t, Redacted, v.Error["type"])
-			assert.Equal(t, Redacted, v.Error["param"])
-			assert.Equal(t, "x"+Redacted+"y", v.Error["code"])
-			assert.Contains(t, v.Error, Redacted)
-			assert.Equal(t, Redacted, v.ID)
+			assert.Equal(t, route.Redacted, v.Error["type"])
+			assert.Equal(t, route.Redacted, v.Error["param"])
+			assert.Equal(t, "x"+route.Redacted+"y", v.Error["code"])
+			assert.Contains(t, v.Error, route.Redacted)
+			assert.Equal(t, route.Redacted, v.ID)
 		})
 	}
 }
 
 func TestScrubberUnicodeEscapes(t *testing.T) {
-	sc := NewScrubber(Deployment{APIKey: "key-\U0001F600-long"})
+	sc := NewScrubber(route.Deployment{APIKey: "key-\U0001F600-long"})
 	in := `{"x":"key-\ud83d\ude00-long"}`
 	assert.True(t, sc.Contains([]byte(in)))
 	assert.Equal(t, `{"x":"REDACTED"}`, string(sc.ScrubJSON([]byte(in))))
 	// A risky credential (it holds a quote) hides behind any backslash.
-	risky := NewScrubber(Deployment{APIKey: `ab"cd-1234`})
+	risky := NewScrubber(route.Deployment{APIKey: `ab"cd-1234`})
 	assert.True(t, risky.Contains([]byte(`{"x":"ab\"cd-1234"}`)))
 	assert.False(t, risky.Contains(risky.ScrubJSON([]byte(`{"x":"ab\"cd-1234"}`))))
 }
 
 func TestScrubberDeepNestingReadsRedacted(t *testing.T) {
-	sc := NewScrubber(Deployment{APIKey: testKey})
+	sc := NewScrubber(route.Deployment{APIKey: testKey})
 	s := testKey
 	for range 6 { // deeper than maxDecodeRounds
 		s = url.QueryEscape(s)
@@ -137,7 +138,7 @@ func FuzzScrubber(f *testing.F) {
 	f.Add(`{"choices":[{"delta":{"content":"hi \u00e9 50%"}}]}`)
 	f.Add(`\`)
 	f.Add(`"\`)
-	sc := NewScrubber(Deployment{APIKey: testKey, Headers: map[string]string{"Api-Key": "k\"ey\\9"}})
+	sc := NewScrubber(route.Deployment{APIKey: testKey, Headers: map[string]string{"Api-Key": "k\"ey\\9"}})
 	f.Fuzz(func(t *testing.T, in string) {
 		out := sc.Scrub(in)
 		js := sc.ScrubJSON([]byte(in))
@@ -158,7 +159,7 @@ func FuzzScrubber(f *testing.F) {
 // and control characters escaped; every other string keeps its escapes, and
 // a string cut at the end of the input is closed.
 func TestScrubJSONExact(t *testing.T) {
-	sc := NewScrubber(Deployment{APIKey: testKey})
+	sc := NewScrubber(route.Deployment{APIKey: testKey})
 	esc := `sk\u002dlive/abc_0123456789`
 	for _, tt := range []struct{ name, in, want string }{
 		{"other strings keep their escapes", `{"a":"say \"hi\"\n","b":"` + esc + `"}`, `{"a":"say \"hi\"\n","b":"REDACTED"}`},
@@ -177,7 +178,7 @@ func TestScrubJSONExact(t *testing.T) {
 // TestScrubberPartialPercent: a '%' without two hex digits after it, at the
 // end of the text or before one digit, is kept as it is.
 func TestScrubberPartialPercent(t *testing.T) {
-	sc := NewScrubber(Deployment{APIKey: testKey})
+	sc := NewScrubber(route.Deployment{APIKey: testKey})
 	for _, in := range []string{"50%", "50%4", "%", "%a", "%4g %", "a%2"} {
 		assert.False(t, sc.Contains([]byte(in)), in)
 		assert.Equal(t, in, sc.Scrub(in))
@@ -185,7 +186,7 @@ func TestScrubberPartialPercent(t *testing.T) {
 	in := url.QueryEscape(testKey)[:len(url.QueryEscape(testKey))-1] + "%39" // the last byte encoded, at the end
 	require.True(t, strings.HasSuffix(in, "%39"))
 	assert.True(t, sc.Contains([]byte(in)))
-	assert.Equal(t, Redacted, sc.Scrub(in))
+	assert.Equal(t, route.Redacted, sc.Scrub(in))
 }
 
 // TestScrubberRisky: a credential holding a quote, a backslash or a control
@@ -207,7 +208,7 @@ func TestScrubberRisky(t *testing.T) {
 		{"ab\x1fcd-1234", true, `ab\u001fcd-1234`},
 	} {
 		t.Run(tt.key, func(t *testing.T) {
-			sc := NewScrubber(Deployment{APIKey: tt.key})
+			sc := NewScrubber(route.Deployment{APIKey: tt.key})
 			assert.Equal(t, tt.risky, sc.risky)
 			assert.Equal(t, tt.risky, sc.mayHide([]byte(`say \n`)), "a one-letter escape")
 			assert.True(t, sc.mayHide([]byte(`\u0041`)))

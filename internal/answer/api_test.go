@@ -1,4 +1,4 @@
-package tps_test
+package answer_test
 
 import (
 	"encoding/json"
@@ -6,8 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/tpsroute/tpsroute/tps"
+	"github.com/tpsroute/tpsroute/internal/answer"
 )
 
 // messagesStream is a Messages stream with a text block, a thinking block
@@ -32,33 +31,33 @@ const messagesStream = "event: message_start\ndata: {\"type\":\"message_start\",
 // with the message folded from its events; a stream without its final
 // answer, blocks out of order or a tool input that is not JSON are errors.
 func TestAPIAnswers(t *testing.T) {
-	msg, err := tps.MessagesAnswer([]byte(messagesStream))
+	msg, err := answer.MessagesAnswer([]byte(messagesStream))
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"id":"msg_1","type":"message","role":"assistant","model":"c","stop_reason":"tool_use","stop_sequence":null,
 		"usage":{"input_tokens":3,"cache_read_input_tokens":5,"output_tokens":9},
 		"content":[{"type":"thinking","thinking":"hmm","signature":"sig"},{"type":"text","text":"Hi there"},
 		{"type":"tool_use","id":"t","name":"f","input":{"a":1}}]}`, string(msg))
 
-	resp, err := tps.ResponsesAnswer([]byte("event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"r\",\"status\":\"in_progress\"}}\n\n" +
+	resp, err := answer.ResponsesAnswer([]byte("event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"r\",\"status\":\"in_progress\"}}\n\n" +
 		"event: response.incomplete\ndata: {\"type\":\"response.incomplete\",\"response\":{\"id\":\"r\",\"status\":\"incomplete\"}}\n\n"))
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"id":"r","status":"incomplete"}`, string(resp))
 
 	for name, bad := range map[string]func() error{
 		"responses without completed": func() error {
-			_, err := tps.ResponsesAnswer([]byte("data: {\"type\":\"response.created\",\"response\":{}}\n\n"))
+			_, err := answer.ResponsesAnswer([]byte("data: {\"type\":\"response.created\",\"response\":{}}\n\n"))
 			return err
 		},
 		"messages without start": func() error {
-			_, err := tps.MessagesAnswer([]byte("data: {\"type\":\"message_delta\",\"delta\":{}}\n\n"))
+			_, err := answer.MessagesAnswer([]byte("data: {\"type\":\"message_delta\",\"delta\":{}}\n\n"))
 			return err
 		},
 		"block out of order": func() error {
-			_, err := tps.MessagesAnswer([]byte("data: {\"type\":\"message_start\",\"message\":{}}\n\ndata: {\"type\":\"content_block_start\",\"index\":2,\"content_block\":{}}\n\n"))
+			_, err := answer.MessagesAnswer([]byte("data: {\"type\":\"message_start\",\"message\":{}}\n\ndata: {\"type\":\"content_block_start\",\"index\":2,\"content_block\":{}}\n\n"))
 			return err
 		},
 		"tool input not JSON": func() error {
-			_, err := tps.MessagesAnswer([]byte("data: {\"type\":\"message_start\",\"message\":{}}\n\n" +
+			_, err := answer.MessagesAnswer([]byte("data: {\"type\":\"message_start\",\"message\":{}}\n\n" +
 				"data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\"}}\n\n" +
 				"data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\"}}\n\n"))
 			return err
@@ -76,7 +75,7 @@ func FuzzAPIAnswers(f *testing.F) {
 	f.Add([]byte("data: {\"type\":\"message_start\",\"message\":{}}\n\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":1}}\n\n"))
 	f.Add([]byte("data: {\"type\":\"content_block_delta\",\"index\":-1}\n\n"))
 	f.Fuzz(func(t *testing.T, stream []byte) {
-		for _, answer := range []func([]byte) ([]byte, error){tps.ResponsesAnswer, tps.MessagesAnswer} {
+		for _, answer := range []func([]byte) ([]byte, error){answer.ResponsesAnswer, answer.MessagesAnswer} {
 			out, err := answer(stream)
 			if err != nil {
 				continue

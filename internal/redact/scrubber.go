@@ -1,4 +1,4 @@
-package route
+package redact
 
 import (
 	"bytes"
@@ -8,8 +8,13 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
 )
+
+// minSecretLen is the shortest value Scrubber replaces: shorter values are not
+// credentials and replacing them would mangle the message.
+const minSecretLen = 4
 
 // Scrubber replaces the credentials of a set of deployments (API keys and
 // credential header values of 4 bytes or more) in bytes that may echo them:
@@ -32,12 +37,12 @@ type Scrubber struct {
 
 // NewScrubber returns a Scrubber for the credentials of ds: each API key and
 // each credential header value (IsCredentialName).
-func NewScrubber(ds ...Deployment) *Scrubber {
+func NewScrubber(ds ...route.Deployment) *Scrubber {
 	var secrets []string
 	for _, d := range ds {
 		secrets = append(secrets, d.APIKey)
 		for k, v := range d.Headers {
-			if IsCredentialName(k) {
+			if route.IsCredentialName(k) {
 				secrets = append(secrets, v)
 			}
 		}
@@ -48,7 +53,7 @@ func NewScrubber(ds ...Deployment) *Scrubber {
 // RequestScrubber returns a Scrubber for the credentials req carries, for
 // code that relays or records what answers it without knowing the
 // deployment (replay's Recorder): each credential header's value (see
-// IsCredentialName), also without its scheme ("Bearer sk-1" gives "sk-1";
+// route.IsCredentialName), also without its scheme ("Bearer sk-1" gives "sk-1";
 // a "Basic" value gives its decoded user and password too), each credential
 // query parameter's value and the URL's password. A nil req gives a Scrubber
 // that replaces nothing.
@@ -58,7 +63,7 @@ func RequestScrubber(req *http.Request) *Scrubber {
 	}
 	var secrets []string
 	for k, vs := range req.Header {
-		if !IsCredentialName(k) {
+		if !route.IsCredentialName(k) {
 			continue
 		}
 		for _, v := range vs {
@@ -82,7 +87,7 @@ func RequestScrubber(req *http.Request) *Scrubber {
 			secrets = append(secrets, pass)
 		}
 		for k, vs := range u.Query() {
-			if IsCredentialName(k) {
+			if route.IsCredentialName(k) {
 				secrets = append(secrets, vs...)
 			}
 		}
@@ -104,7 +109,7 @@ func newScrubber(secrets []string) *Scrubber {
 	pairs := make([]string, 0, 2*len(secrets))
 	for i, v := range secrets {
 		s.secrets[i] = []byte(v)
-		pairs = append(pairs, v, Redacted)
+		pairs = append(pairs, v, route.Redacted)
 		s.risky = s.risky || strings.ContainsFunc(v, func(r rune) bool { return r == '"' || r == '\\' || r < 0x20 })
 	}
 	s.r = strings.NewReplacer(pairs...)
@@ -149,12 +154,12 @@ func (s *Scrubber) hidden(b, scratch []byte) bool {
 	return false
 }
 
-// Scrub returns str with every credential replaced by Redacted. A credential
+// Scrub returns str with every credential replaced by route.Redacted. A credential
 // found only in an encoded form is replaced in the decoded text: the result
 // is then the text with its escapes decoded, which reads the same to a
 // person and holds no escape that would bring the credential back. Text so
 // deeply encoded that the credential still hides in it after
-// maxDecodeRounds reads Redacted whole. Contains is false for the result.
+// maxDecodeRounds reads route.Redacted whole. Contains is false for the result.
 func (s *Scrubber) Scrub(str string) string {
 	if s == nil || s.r == nil {
 		return str
@@ -176,7 +181,7 @@ func (s *Scrubber) Scrub(str string) string {
 		b = d
 	}
 	if s.Contains([]byte(str)) {
-		return Redacted
+		return route.Redacted
 	}
 	return str
 }

@@ -1,4 +1,4 @@
-package tps_test
+package answer_test
 
 import (
 	"encoding/json"
@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tpsroute/tpsroute/internal/answer"
 	"github.com/tpsroute/tpsroute/tps"
 )
 
@@ -44,7 +45,7 @@ type completion struct {
 
 func accumulate(t *testing.T, chunks ...string) (completion, []byte) {
 	t.Helper()
-	var a tps.Accumulator
+	var a answer.Accumulator
 	for _, c := range chunks {
 		a.Add([]byte(c))
 	}
@@ -173,7 +174,7 @@ func TestAccumulatorAllocs(t *testing.T) {
 	}
 	var c tps.Chunk
 	allocs := testing.AllocsPerRun(20, func() {
-		var a tps.Accumulator
+		var a answer.Accumulator
 		for _, data := range chunks {
 			_ = tps.ParseChunk(data, &c)
 			a.AddChunk(&c)
@@ -206,10 +207,10 @@ func TestAccumulatorReset(t *testing.T) {
 		}},
 		{"nothing", []string{`[DONE]`}},
 	}
-	var reused tps.Accumulator
+	var reused answer.Accumulator
 	for range 2 {
 		for _, ans := range answers {
-			var fresh tps.Accumulator
+			var fresh answer.Accumulator
 			reused.Reset()
 			for _, c := range ans.chunks {
 				fresh.Add([]byte(c))
@@ -251,7 +252,7 @@ func FuzzAccumulator(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		var a tps.Accumulator
+		var a answer.Accumulator
 		want := map[int64]string{}
 		var c tps.Chunk
 		for line := range strings.SplitSeq(in, "\n") {
@@ -283,30 +284,6 @@ func FuzzAccumulator(f *testing.F) {
 			}
 		}
 	})
-}
-
-// TestParseChunkAnswerFields: ParseChunk reads what the Accumulator needs
-// besides the text: id, created, service_tier, the usage object as sent,
-// logprobs elements, and a tool call's position when it has no index.
-func TestParseChunkAnswerFields(t *testing.T) {
-	var c tps.Chunk
-	require.NoError(t, tps.ParseChunk([]byte(`{"id":"c-1","created":17,"service_tier":"flex","choices":[{"index":0,"logprobs":{"content":[ {"token":"a"}, {"token":"b"} ],"refusal":null},"delta":{"tool_calls":[{"id":"x","function":{"name":"f"}},{"id":"y","function":{"name":"g"}}]}}],"usage":{"total_tokens":3, "cost":0.1}}`), &c))
-	assert.Equal(t, "c-1", string(c.ID))
-	assert.EqualValues(t, 17, c.Created)
-	assert.Equal(t, "flex", string(c.ServiceTier))
-	assert.Equal(t, `{"total_tokens":3, "cost":0.1}`, string(c.UsageRaw))
-	require.Len(t, c.Choices, 1)
-	assert.True(t, c.Choices[0].Logprobs)
-	assert.Equal(t, `{"token":"a"}, {"token":"b"}`, string(c.Choices[0].LogprobsContent))
-	assert.Nil(t, c.Choices[0].LogprobsRefusal)
-	require.Len(t, c.ToolCalls, 2)
-	assert.EqualValues(t, 0, c.ToolCalls[0].Index)
-	assert.EqualValues(t, 1, c.ToolCalls[1].Index, "its position, without an index")
-
-	require.NoError(t, tps.ParseChunk([]byte(`{"choices":[{"logprobs":{"content":[]}}],"usage":null}`), &c))
-	assert.NotNil(t, c.Choices[0].LogprobsContent, "an empty array is not null")
-	assert.Empty(t, c.Choices[0].LogprobsContent)
-	assert.Nil(t, c.UsageRaw)
 }
 
 // TestAccumulatorRefusalContent: a refusal streamed after a role chunk

@@ -1,9 +1,7 @@
-package measure
+package registry
 
 import (
 	"math/bits"
-
-	"github.com/tpsroute/tpsroute/internal/measurekit"
 )
 
 // Input-size classes. A long prompt fills the KV cache and slows every decode
@@ -29,7 +27,7 @@ import (
 // InputClasses is the number of prompt-size classes per key: class 0 holds
 // prompts under 128 tokens, class c (1 <= c < InputClasses-1) prompts of
 // [2^(c+6), 2^(c+7)) tokens, and the last class everything from 128Ki tokens.
-const InputClasses = measurekit.InputClasses
+const InputClasses = 12
 
 // InputClass returns the class of a prompt of tokens input tokens, in
 // [0, InputClasses). Zero or negative counts are class 0.
@@ -84,9 +82,14 @@ func (e *Estimate) Input(tokens int64) (InputFigures, bool) {
 // no load dependence is measured (LoadK 0). Multiply TPSP50, TPSEWMA or an
 // InputFigures.TPS by it.
 func (e *Estimate) LoadFactor(inflight int64) float64 {
-	return measurekit.LoadFactor(e.LoadK, e.LoadRef, float64(inflight))
+	return loadFactor(e.LoadK, e.LoadRef, float64(inflight))
 }
 
-func init() {
-	measurekit.SetInputs = func(e *Estimate, t *measurekit.Inputs) { e.inputs = t }
+// inputTable is the published figures of every prompt-size class of a key,
+// immutable once published; a nil *inputTable has none warm.
+type inputTable struct {
+	TPS  [InputClasses]float64 // at the Estimate's LoadRef; 0: not warm for TPS
+	TTFT [InputClasses]float64 // ratio to the key's mean TTFT; 0: not warm for TTFT
+	Mean [InputClasses]float64 // the class's mean TTFT, seconds; 0 when TTFT is 0
+	N    [InputClasses]int32   // samples since the key's latest change of level
 }

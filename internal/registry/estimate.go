@@ -1,9 +1,7 @@
-package measure
+package registry
 
 import (
 	"time"
-
-	"github.com/tpsroute/tpsroute/internal/measurekit"
 )
 
 // Estimate is the cheap per-key summary that route reads on every pick,
@@ -51,7 +49,7 @@ type Estimate struct {
 	// once.
 	TPSPending, TTFTPending float64
 
-	inputs *measurekit.Inputs // warm prompt-size classes (input.go); nil: none
+	inputs *inputTable // warm prompt-size classes (input.go); nil: none
 }
 
 // EstimateHandle reads one key's published Estimate without looking the key

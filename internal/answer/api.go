@@ -1,4 +1,4 @@
-package tps
+package answer
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/tpsroute/tpsroute/internal/sse"
 )
 
 // This file folds a buffered Responses or Messages stream into the answer
@@ -23,7 +25,7 @@ var errNoAnswer = errors.New("tps: the stream holds no final answer")
 // ForEachData; a stream without either event as valid JSON is an error.
 func ResponsesAnswer(stream []byte) ([]byte, error) {
 	var out []byte
-	ForEachData(stream, func(data []byte) {
+	sse.ForEachData(stream, func(data []byte) {
 		switch gjson.GetBytes(data, "type").Str {
 		case "response.completed", "response.incomplete":
 			if v := gjson.GetBytes(data, "response"); v.IsObject() && json.Valid(data) {
@@ -55,7 +57,7 @@ func MessagesAnswer(stream []byte) ([]byte, error) {
 	}
 	var blocks []*block
 	var bad error
-	ForEachData(stream, func(data []byte) {
+	sse.ForEachData(stream, func(data []byte) {
 		if bad != nil {
 			return
 		}

@@ -1,12 +1,14 @@
-package tps
+package answer
 
 import (
 	"slices"
 	"strconv"
+
+	"github.com/tpsroute/tpsroute/tps"
 )
 
 // Accumulator builds the chat.completion a non-streaming call answers from
-// the chunks of a stream, as ParseChunk scanned them: text, reasoning,
+// the chunks of a stream, as tps.ParseChunk scanned them: text, reasoning,
 // refusal, tool calls and logprobs per choice (every choice of an n>1
 // request, in index order) with each choice's finish reason; id, model,
 // created, system_fingerprint and service_tier; and the last usage object,
@@ -24,7 +26,7 @@ type Accumulator struct {
 	choices                             []choiceAcc // in order of arrival
 	byIndex                             positions
 	size                                int
-	chunk                               Chunk // Add's scratch
+	chunk                               tps.Chunk // Add's scratch
 }
 
 // positions finds an element by its index among the elements of a slice in
@@ -119,14 +121,14 @@ type toolAcc struct {
 // and folds it in as AddChunk does. A payload that is not a JSON object,
 // and [DONE], adds nothing.
 func (a *Accumulator) Add(data []byte) {
-	if ParseChunk(data, &a.chunk) == nil {
+	if tps.ParseChunk(data, &a.chunk) == nil {
 		a.AddChunk(&a.chunk)
 	}
 }
 
-// AddChunk folds in one chunk as ParseChunk (or a Tap's observer) read it.
+// AddChunk folds in one chunk as tps.ParseChunk (or a Tap's observer) read it.
 // It copies what it keeps: c may be reused once AddChunk returns.
-func (a *Accumulator) AddChunk(c *Chunk) {
+func (a *Accumulator) AddChunk(c *tps.Chunk) {
 	if len(c.ID) > 0 && len(a.id) == 0 {
 		a.id = a.keep(a.id, c.ID)
 	}
@@ -225,7 +227,7 @@ const (
 	toolFrame   = 160
 )
 
-func (a *Accumulator) addChoice(d *ChoiceDelta) {
+func (a *Accumulator) addChoice(d *tps.ChoiceDelta) {
 	ch := a.choice(d.Index)
 	if d.Content != nil {
 		ch.content = a.add(ch.content, d.Content)
@@ -266,7 +268,7 @@ func (a *Accumulator) elements(dst []byte, had bool, v []byte) ([]byte, bool) {
 
 var comma = []byte{','}
 
-func (a *Accumulator) addTool(t *ToolCallDelta) {
+func (a *Accumulator) addTool(t *tps.ToolCallDelta) {
 	ch := a.choice(t.Choice)
 	p := ch.byIndex.find(t.Index, len(ch.tools), ch.toolIndex)
 	if p < 0 {

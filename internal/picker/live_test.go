@@ -1,4 +1,4 @@
-package route
+package picker
 
 import (
 	"testing"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
 )
 
@@ -42,13 +43,13 @@ func TestLiveLowersCallTPS(t *testing.T) {
 					f.Gap(g)
 				}
 			}
-			x := Expected{TPS: 100, TPSOK: true}
+			x := route.Expected{TPS: 100, TPSOK: true}
 			live(&x, h)
 			assert.InDelta(t, tc.want, x.CallTPS(), 1e-3)
 			assert.Equal(t, 100.0, x.TPS, "the deployment's figure is left alone")
 		})
 	}
-	x := Expected{}
+	x := route.Expected{}
 	live(&x, h)
 	assert.False(t, x.TPSOK)
 }

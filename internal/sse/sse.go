@@ -1,4 +1,4 @@
-package tps
+package sse
 
 import (
 	"bytes"
@@ -12,14 +12,20 @@ import (
 // a block holds (ParseEvent, ForEachData), and the events of a stream read
 // one at a time (EventReader). Line ends are LF, CRLF or a lone CR, as the
 // SSE specification allows; a final event without its blank line is flushed
-// at EOF (docs/STREAM_QUIRKS.md Q4). The streaming Tap frames line by line
-// with the same rules (tap.go). fallback releases whole events with
-// LastEventEnd; the root's Stream reads them with an EventReader; replay's
-// recorder splits and re-reads events with EventEnd and ParseEvent; the root
-// and replay read buffered answers with ForEachData.
+// at EOF (docs/STREAM_QUIRKS.md Q4). tps's streaming Tap frames line by line
+// with the same rules (LineEnd, SplitField). The executor releases whole
+// events with LastEventEnd; the root's Stream reads them with an
+// EventReader; replay's recorder splits and re-reads events with EventEnd and
+// ParseEvent; the root and replay read buffered answers with ForEachData.
+
+// MaxEvent is the default cap, in bytes, on one SSE line and on the data of
+// one event: an EventReader's when its limit is zero, and tps's Tap's
+// (tps.MaxEvent, tps.WithMaxEvent).
+const MaxEvent = 4 << 20
 
 // ErrEventTooLarge means an SSE line, or the data of one event, passed an
-// EventReader's limit.
+// EventReader's limit. tps.ErrEventTooLarge is this error, the one callers
+// match: the root's Stream returns it.
 var ErrEventTooLarge = errors.New("tps: SSE event larger than the limit")
 
 // EventReader reads the events of an SSE stream one at a time by this
@@ -85,7 +91,7 @@ func (d *EventReader) Next() bool {
 		if line[0] == ':' {
 			continue
 		}
-		name, value := splitField(line)
+		name, value := SplitField(line)
 		switch string(name) {
 		case "data":
 			if len(d.data)+len(value) >= d.max {
@@ -135,7 +141,7 @@ func (d *EventReader) readLine() ([]byte, bool) {
 			}
 		}
 		b := d.buf[d.off:d.n]
-		if i := lineEnd(b); i >= 0 {
+		if i := LineEnd(b); i >= 0 {
 			if i > d.max { // whole in one read, but past the limit all the same
 				d.err = ErrEventTooLarge
 				return nil, false
@@ -195,7 +201,7 @@ func (d *EventReader) readLine() ([]byte, bool) {
 func EventEnd(b []byte) int {
 	content := false // the block has a non-blank line
 	for i := 0; i < len(b); {
-		j := lineEnd(b[i:])
+		j := LineEnd(b[i:])
 		if j < 0 {
 			return -1
 		}
@@ -299,7 +305,7 @@ func ForEachData(b []byte, fn func(data []byte)) {
 			flush()
 			continue
 		}
-		name, v := splitField(line)
+		name, v := SplitField(line)
 		if string(name) != "data" {
 			continue
 		}
@@ -316,10 +322,10 @@ func ForEachData(b []byte, fn func(data []byte)) {
 	flush()
 }
 
-// splitField splits a non-comment line into its field name and value: the
+// SplitField splits a non-comment line into its field name and value: the
 // name runs to the first colon (the whole line without one), and one space
 // after the colon is dropped.
-func splitField(line []byte) (name, value []byte) {
+func SplitField(line []byte) (name, value []byte) {
 	name, value, _ = bytes.Cut(line, []byte(":"))
 	if len(value) > 0 && value[0] == ' ' {
 		value = value[1:]
@@ -330,7 +336,7 @@ func splitField(line []byte) (name, value []byte) {
 // nextLine returns the first line of b without its end (LF, CRLF or CR) and
 // the bytes after it.
 func nextLine(b []byte) (line, rest []byte) {
-	j := lineEnd(b)
+	j := LineEnd(b)
 	if j < 0 {
 		return b, nil
 	}
@@ -339,4 +345,34 @@ func nextLine(b []byte) (line, rest []byte) {
 		rest = rest[1:]
 	}
 	return line, rest
+}
+
+// LineEnd returns the index of the first CR or LF in b, or -1.
+func LineEnd(b []byte) int {
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 {
+		return bytes.IndexByte(b, '\r')
+	}
+	if j := bytes.IndexByte(b[:i], '\r'); j >= 0 {
+		return j
+	}
+	return i
+}
+
+// AppendEvent appends data framed as one SSE event ("data: " before each of
+// its lines, a blank line after), so that tps's Tap reads data back with its
+// line ends (LF, CRLF or a lone CR) made LF: a JSON answer read whole (an
+// embeddings answer) is timed and checked by the one framer.
+func AppendEvent(dst, data []byte) []byte {
+	dst = append(dst, "data: "...)
+	for i, b := range data {
+		switch {
+		case b == '\n', b == '\r' && (i+1 == len(data) || data[i+1] != '\n'):
+			dst = append(dst, "\ndata: "...)
+		case b == '\r':
+		default:
+			dst = append(dst, b)
+		}
+	}
+	return append(dst, "\n\n"...)
 }

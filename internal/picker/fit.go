@@ -1,17 +1,18 @@
-package route
+package picker
 
 import (
 	"math"
 	"time"
 
 	"github.com/tpsroute/tpsroute/internal/registry"
-	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/internal/routekit"
+	"github.com/tpsroute/tpsroute/route"
 )
 
 // This file fits an Expected to the call being picked: the factors behind
-// CallTPS, CallTTFT and MarginalTPS, and a deployment's prior. They set
-// Expected's unexported fields, so they live with Expected; internal/picker
-// calls them through internal/routekit (kernel.go).
+// CallTPS, CallTTFT and MarginalTPS, and a deployment's prior. The factors
+// are Expected's unexported fields, reached through route's kernel
+// (rk.Factors, kernel.go).
 
 // overdueAfter is how many times the time its deployment's figures give it
 // a call in flight must have run before overdue counts it: the figures are
@@ -34,12 +35,13 @@ const overdueAfter = 2
 // LatencyCompletion rank by the call TPS; TTFT, the SLO check and
 // exploration's memory read the deployment's figures, which it leaves
 // alone.
-func overdue(x *Expected, h measure.EstimateHandle, now int64) {
+func overdue(x *route.Expected, h registry.EstimateHandle, now int64) {
 	if !x.TPSOK || !x.TTFTOK {
 		return
 	}
 	if r := registry.Overdue(h, time.Unix(0, now), x.CallTTFT(), x.CallTPS()); r >= overdueAfter {
-		x.tpsF = float32(one(x.tpsF) / r)
+		tpsF, _, _, _ := rk.Factors(x)
+		*tpsF = float32(routekit.One(*tpsF) / r)
 	}
 }
 
@@ -58,7 +60,7 @@ const liveMinStreams = 2
 // the samples, which confirm them at their end. Throughput and
 // LatencyCompletion rank by the call TPS; the deployment's figures, which
 // exploration remembers and the SLO check reads, are left alone.
-func live(x *Expected, h measure.EstimateHandle) {
+func live(x *route.Expected, h registry.EstimateHandle) {
 	if !x.TPSOK {
 		return
 	}
@@ -67,27 +69,29 @@ func live(x *Expected, h measure.EstimateHandle) {
 		return
 	}
 	if c := x.CallTPS(); v < c && c > 0 {
-		x.tpsF = float32(one(x.tpsF) * v / c)
+		tpsF, _, _, _ := rk.Factors(x)
+		*tpsF = float32(routekit.One(*tpsF) * v / c)
 	}
 }
 
 // shape fits a blended Expected to the call about to be made, leaving its
 // TPS and TTFT (the deployment's figures, which exploration remembers and
 // the SLO check reads) and setting the factors behind CallTPS, CallTTFT and
-// MarginalTPS. With a load model (measure.Estimate.LoadK) the call's TPS is
+// MarginalTPS. With a load model (registry.Estimate.LoadK) the call's TPS is
 // the EWMA, the figure the model refers to (a window's p50 over a mix of
 // loads is not the speed at any one load), scaled to the deployment's calls
-// in flight now, inFlight (measure.Estimate.LoadFactor), so that traffic spreads
+// in flight now, inFlight (registry.Estimate.LoadFactor), so that traffic spreads
 // before a load-sensitive leader saturates; MarginalTPS takes off the
 // slowdown the call causes those calls. A warm prompt-size class of in
 // tokens gives the call its class's TPS, scaled the same way, and scales
-// its TTFT by the class's ratio (measure.Estimate.Input). An Estimate
+// its TTFT by the class's ratio (registry.Estimate.Input). An Estimate
 // without classes or load model (a source other than measure's Registry,
 // or too few samples) sets no factor.
-func shape(x *Expected, e *measure.Estimate, inFlight, in int64) {
+func shape(x *route.Expected, e *registry.Estimate, inFlight, in int64) {
 	if !x.TPSOK && !x.TTFTOK {
 		return
 	}
+	tpsF, ttftF, marginal, _ := rk.Factors(x)
 	load := e.LoadK > 0
 	tps := x.TPS
 	if load && x.TPSOK && valid(e.TPSEWMA) {
@@ -98,7 +102,7 @@ func shape(x *Expected, e *measure.Estimate, inFlight, in int64) {
 			tps = f.TPS
 		}
 		if valid(f.TTFTRatio) && x.TTFTOK {
-			x.ttftF = float32(f.TTFTRatio)
+			*ttftF = float32(f.TTFTRatio)
 		}
 	}
 	if !x.TPSOK {
@@ -109,11 +113,11 @@ func shape(x *Expected, e *measure.Estimate, inFlight, in int64) {
 		lf := e.LoadFactor(inFlight)
 		tps *= lf
 		if n := inFlight; n > 0 {
-			x.marginal = float32(max(float64(n+1)-float64(n)*e.LoadFactor(n-1)/lf, 1e-9))
+			*marginal = float32(max(float64(n+1)-float64(n)*e.LoadFactor(n-1)/lf, 1e-9))
 		}
 	}
 	if tps != x.TPS {
-		x.tpsF = float32(tps / x.TPS)
+		*tpsF = float32(tps / x.TPS)
 	}
 }
 
@@ -124,7 +128,7 @@ func shape(x *Expected, e *measure.Estimate, inFlight, in int64) {
 // which mixes every batch size the deployment served (the more pessimistic
 // of a window's p95 and the EWMA over small calls and big batches alike).
 // A warm prompt-size class's latency is its mean TTFT
-// (measure.InputFigures.TTFT). The call's own class, when
+// (registry.InputFigures.TTFT). The call's own class, when
 // warm, gives its latency. Otherwise the nearest warm classes below and
 // above it, lo and hi, taken at their typical sizes (classTokens): between
 // the two, the latency is interpolated in tokens (a fixed start plus a time
@@ -137,7 +141,7 @@ func shape(x *Expected, e *measure.Estimate, inFlight, in int64) {
 // unknown size, too few samples, an Estimate from another Source) leaves
 // the key's figure. TPS stays unset: an embeddings answer has no output
 // tokens.
-func shapeAnswer(x *Expected, e *measure.Estimate, in int64) {
+func shapeAnswer(x *route.Expected, e *registry.Estimate, in int64) {
 	if !x.TTFTOK || in <= 0 || !(x.TTFT > 0) {
 		return
 	}
@@ -146,7 +150,7 @@ func shapeAnswer(x *Expected, e *measure.Estimate, in int64) {
 		f, ok := e.Input(classTokens(k))
 		return f.TTFT, ok && valid(f.TTFT)
 	}
-	c := measure.InputClass(in)
+	c := registry.InputClass(in)
 	t, ok := latency(c)
 	if !ok {
 		lo, hi := c-1, c+1
@@ -155,7 +159,7 @@ func shapeAnswer(x *Expected, e *measure.Estimate, in int64) {
 		for ; lo >= 0 && !okLo; lo-- {
 			tlo, okLo = latency(lo)
 		}
-		for ; hi < measure.InputClasses && !okHi; hi++ {
+		for ; hi < registry.InputClasses && !okHi; hi++ {
 			thi, okHi = latency(hi)
 		}
 		lo, hi = lo+1, hi-1 // the loops stepped past the class they found
@@ -173,12 +177,13 @@ func shapeAnswer(x *Expected, e *measure.Estimate, in int64) {
 		}
 	}
 	if t > 0 {
-		x.ttftF = float32(t / x.TTFT)
+		_, ttftF, _, _ := rk.Factors(x)
+		*ttftF = float32(t / x.TTFT)
 	}
 }
 
 // classTokens returns a typical size, in tokens, of prompt-size class c
-// (measure.InputClass): 64 for class 0 (under 128 tokens), else the
+// (registry.InputClass): 64 for class 0 (under 128 tokens), else the
 // geometric middle of [2^(c+6), 2^(c+7)), 2^(c+6.5), rounded down.
 func classTokens(c int) int64 {
 	if c <= 0 {
@@ -191,7 +196,7 @@ func classTokens(c int) int64 {
 // worth priorSamples samples against e's (at least measure's default
 // MinSamples once the deployment has been compared: its window may have
 // emptied since), and makes e OK.
-func applyPrior(e *Expected, pr Prior, warmed bool, priorSamples float64) {
+func applyPrior(e *route.Expected, pr route.Prior, warmed bool, priorSamples float64) {
 	n := float64(e.Samples)
 	if warmed {
 		n = max(n, registry.DefaultMinSamples)
@@ -202,8 +207,8 @@ func applyPrior(e *Expected, pr Prior, warmed bool, priorSamples float64) {
 	}
 	if pr.TTFT > 0 {
 		v := pr.TTFT.Seconds()
-		if e.ttftQ > 0 {
-			e.ttftQ = shrink(e.ttftQ, true, v, w)
+		if _, _, _, ttftQ := rk.Factors(e); *ttftQ > 0 {
+			*ttftQ = shrink(*ttftQ, true, v, w)
 		}
 		e.TTFT, e.TTFTOK = shrink(e.TTFT, e.TTFTOK, v, w), true
 	}
