@@ -19,7 +19,7 @@ func TestTemplateLearnedAndUsed(t *testing.T) {
 		return fmt.Appendf(nil, `{"type":"response.output_text.delta","sequence_number":%d,"item_id":"%s","output_index":0,"content_index":0,"delta":"%s","logprobs":[],"obfuscation":"o%d"}`, seq, item, text, seq)
 	}
 	var c Chunk
-	require.NoError(t, parseResponsesEvent(ev(1, "msg_1", "a"), &c))
+	require.NoError(t, parseResponsesEvent(ev(1, "msg_1", "abc"), &c))
 	require.Len(t, c.tmpl.holes, 6, "sequence_number, item_id, two indexes, the text, obfuscation")
 	assert.Equal(t, `{"type":"response.output_text.delta","sequence_number":,"item_id":,"output_index":,"content_index":,"delta":,"logprobs":[],"obfuscation":}`, string(c.tmpl.lits))
 	assert.Equal(t, []byte{'0', '"', '0', '0', 't', '"'}, kinds(c.tmpl.holes))
@@ -38,8 +38,8 @@ func TestTemplateLearnedAndUsed(t *testing.T) {
 	assert.Contains(t, string(c.tmpl.lits), `"item_id":"msg_1","output_index":0,"content_index":0,"delta":`)
 	assert.True(t, read(ev(100, "msg_1", "d")))
 
-	assert.False(t, read(ev(101, "msg_2", "e")), "another item id: scanned")
-	assert.Equal(t, "e", string(c.Content))
+	assert.False(t, read(ev(101, "msg_2", "efg")), "another item id: scanned")
+	assert.Equal(t, "efg", string(c.Content))
 	assert.Len(t, c.tmpl.holes, 6, "and relearned at once, the template having served")
 	assert.True(t, read(ev(102, "msg_2", "f")))
 
@@ -85,6 +85,73 @@ func TestTemplateBounds(t *testing.T) {
 	var c Chunk
 	require.NoError(t, parseResponsesEvent([]byte(`{"type":"response.output_text.delta","x":[`+strings.TrimSuffix(strings.Repeat("1,", maxTemplateHoles-1), ",")+`],"delta":"a"}`), &c))
 	assert.Len(t, c.tmpl.holes, maxTemplateHoles, "at the bound")
+}
+
+// TestTemplateNumbers: a number hole takes any JSON number, whatever digit
+// or sign it starts with, and one that repeats the learned value is
+// compared only when nothing after it could continue it (1 is not the
+// start of 100).
+func TestTemplateNumbers(t *testing.T) {
+	ev := func(seq string) []byte {
+		return []byte(`{"type":"content_block_delta","index":` + seq + `,"delta":{"type":"text_delta","text":"xy"}}`)
+	}
+	var c Chunk
+	require.NoError(t, parseMessagesEvent(ev("5"), &c))
+	require.Len(t, c.tmpl.holes, 2)
+	for _, seq := range []string{"0", "9", "-3", "1", "100", "1.5e3", "5"} {
+		c.tmpl.reasoning = true
+		require.NoError(t, parseMessagesEvent(ev(seq), &c))
+		c.tmpl.reasoning = false
+		assert.True(t, c.Reasoning, "index %s read from the template", seq)
+		assert.Equal(t, "xy", string(c.Content))
+	}
+	for _, seq := range []string{"+1", "x", `"1"`, "-"} {
+		c.tmpl.reasoning = true
+		_ = parseMessagesEvent(ev(seq), &c)
+		c.tmpl.reasoning = false
+		assert.False(t, c.Reasoning, "index %s scanned", seq)
+	}
+	assert.True(t, continuesNumber([]byte("12"), 1))
+	assert.False(t, continuesNumber([]byte("12"), 2), "past the end")
+	for _, b := range "0123456789.eE+-" {
+		assert.True(t, continuesNumber([]byte{byte(b)}, 0), "%c", b)
+	}
+	for _, b := range ",}] \"a" {
+		assert.False(t, continuesNumber([]byte{byte(b)}, 0), "%c", b)
+	}
+}
+
+// TestTemplateShortEvents: an event that stops inside a literal run or a
+// learned value, in a slice with no capacity beyond it, misses without
+// reading past its end.
+func TestTemplateShortEvents(t *testing.T) {
+	full := `{"type":"content_block_delta","index":7,"delta":{"type":"text_delta","text":"xy"}}`
+	var c Chunk
+	require.NoError(t, parseMessagesEvent([]byte(full), &c))
+	for n := range len(full) {
+		data := []byte(full[:n])
+		data = data[:n:n]
+		c.tmpl.reasoning = true
+		_ = parseMessagesEvent(data, &c)
+		c.tmpl.reasoning = false
+		assert.False(t, c.Reasoning, "%q", data)
+	}
+}
+
+// TestTemplateSizeBound: an event of exactly maxTemplate bytes is learned,
+// one byte longer is not.
+func TestTemplateSizeBound(t *testing.T) {
+	for _, tt := range []struct {
+		size    int
+		learned bool
+	}{{maxTemplate, true}, {maxTemplate + 1, false}} {
+		head, tail := `{"type":"content_block_delta","index":0,"pad":"`, `","delta":{"type":"text_delta","text":"xy"}}`
+		data := head + strings.Repeat("p", tt.size-len(head)-len(tail)) + tail
+		require.Len(t, data, tt.size)
+		var c Chunk
+		require.NoError(t, parseMessagesEvent([]byte(data), &c))
+		assert.Equal(t, tt.learned, len(c.tmpl.holes) > 0, "%d bytes", tt.size)
+	}
 }
 
 func kinds(hs []hole) []byte {
