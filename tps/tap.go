@@ -172,16 +172,11 @@ func (t *tap) feed(now time.Time, b []byte) {
 			return
 		}
 		seg := b[:i]
-		if b[i] == '\r' {
-			if i+1 < len(b) {
-				if b[i+1] == '\n' {
-					i++
-				}
-			} else {
-				t.skipLF = true
-			}
+		n, pendingLF := sse.Terminator(b, i)
+		if pendingLF {
+			t.skipLF = true
 		}
-		b = b[i+1:]
+		b = b[i+n:]
 		t.at = base + total - int64(len(b))
 		switch {
 		case t.over: // reported when the cap was passed

@@ -146,17 +146,11 @@ func (d *EventReader) readLine() ([]byte, bool) {
 				d.err = ErrEventTooLarge
 				return nil, false
 			}
-			adv := i + 1
-			if b[i] == '\r' {
-				if i+1 < len(b) {
-					if b[i+1] == '\n' {
-						adv++
-					}
-				} else {
-					d.skipLF = true
-				}
+			n, pendingLF := Terminator(b, i)
+			if pendingLF {
+				d.skipLF = true
 			}
-			d.off += adv
+			d.off += i + n
 			return b[:i], true
 		}
 		if len(b) > d.max {
@@ -340,11 +334,8 @@ func nextLine(b []byte) (line, rest []byte) {
 	if j < 0 {
 		return b, nil
 	}
-	line, rest = b[:j], b[j+1:]
-	if b[j] == '\r' && len(rest) > 0 && rest[0] == '\n' {
-		rest = rest[1:]
-	}
-	return line, rest
+	n, _ := Terminator(b, j)
+	return b[:j], b[j+n:]
 }
 
 // LineEnd returns the index of the first CR or LF in b, or -1.
@@ -357,6 +348,22 @@ func LineEnd(b []byte) int {
 		return j
 	}
 	return i
+}
+
+// Terminator returns how many bytes the line end at b[i], a CR or LF that
+// LineEnd found, takes: 2 for CRLF, 1 otherwise. pendingLF reports a CR
+// that ends b: the LF that may complete it is the next read's first byte,
+// which a streaming reader then skips.
+func Terminator(b []byte, i int) (n int, pendingLF bool) {
+	switch {
+	case b[i] != '\r':
+		return 1, false
+	case i+1 == len(b):
+		return 1, true
+	case b[i+1] == '\n':
+		return 2, false
+	}
+	return 1, false
 }
 
 // AppendEvent appends data framed as one SSE event ("data: " before each of

@@ -199,3 +199,24 @@ func TestEventReaderBrokenReader(t *testing.T) {
 		assert.Equal(t, []string{"ok"}, got)
 	}
 }
+
+// TestTerminator: the bytes a line end takes, and a CR that ends the bytes
+// read so far, whose LF may come with the next read.
+func TestTerminator(t *testing.T) {
+	for _, tt := range []struct {
+		b         string
+		n         int
+		pendingLF bool
+	}{
+		{"a\nb", 1, false},
+		{"a\r\nb", 2, false},
+		{"a\rb", 1, false},
+		{"a\r", 1, true},
+		{"a\n", 1, false},
+		{"a\r\n", 2, false},
+	} {
+		n, pending := Terminator([]byte(tt.b), LineEnd([]byte(tt.b)))
+		assert.Equal(t, tt.n, n, "%q", tt.b)
+		assert.Equal(t, tt.pendingLF, pending, "%q", tt.b)
+	}
+}
