@@ -29,15 +29,15 @@ var benchSSE = func() []byte {
 	return b.Bytes()
 }()
 
-// memRT answers every request with benchSSE, in memory.
-type memRT struct{}
+// memRT answers every request with its stream, in memory.
+type memRT []byte
 
-func (memRT) RoundTrip(req *http.Request) (*http.Response, error) {
+func (m memRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Body != nil {
 		req.Body.Close()
 	}
 	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}},
-		Body: io.NopCloser(bytes.NewReader(benchSSE)), Request: req}, nil
+		Body: io.NopCloser(bytes.NewReader(m)), Request: req}, nil
 }
 
 // BenchmarkExecutor measures one call end to end over an in-memory transport
@@ -55,7 +55,7 @@ func BenchmarkExecutor(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		resp, err := memRT{}.RoundTrip(req)
+		resp, err := memRT(benchSSE).RoundTrip(req)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -95,7 +95,7 @@ func BenchmarkExecutor(b *testing.B) {
 		pd := dep("b", "b-m")
 		pd.Capabilities.AssistantPrefill = true
 		pplan := planOf(d, pd)
-		ex := executor.New(fallback.Options{}, executor.Hooks{Transport: memRT{}})
+		ex := executor.New(fallback.Options{}, executor.Hooks{Transport: memRT(benchSSE)})
 		c := executor.Call{Body: body, Stream: true}
 		b.ReportAllocs()
 		defer cputime.PerOp(b)()
@@ -114,7 +114,7 @@ func BenchmarkExecutor(b *testing.B) {
 	})
 	for _, stream := range []bool{true, false} {
 		b.Run(fmt.Sprintf("executor/stream=%v", stream), func(b *testing.B) {
-			ex := executor.New(fallback.Options{}, executor.Hooks{Transport: memRT{}})
+			ex := executor.New(fallback.Options{}, executor.Hooks{Transport: memRT(benchSSE)})
 			c := executor.Call{Body: body, Stream: stream}
 			b.ReportAllocs()
 			defer cputime.PerOp(b)()
@@ -136,17 +136,6 @@ var benchMsgSSE = func() []byte {
 	return b.Bytes()
 }()
 
-// msgRT answers every request with benchMsgSSE, in memory.
-type msgRT struct{}
-
-func (msgRT) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Body != nil {
-		req.Body.Close()
-	}
-	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}},
-		Body: io.NopCloser(bytes.NewReader(benchMsgSSE)), Request: req}, nil
-}
-
 // BenchmarkExecutorMessages is one streaming Messages call through the
 // executor: "no_prefill_plan" keeps no text, "prefill_plan" may continue,
 // so its runs keep the text and read the released events for the splice
@@ -164,7 +153,7 @@ func BenchmarkExecutorMessages(b *testing.B) {
 			pd := dep("b", "b-m")
 			pd.Capabilities.AssistantPrefill = prefill
 			plan := planOf(dep("a", "a-m"), pd)
-			ex := executor.New(fallback.Options{}, executor.Hooks{Transport: msgRT{}})
+			ex := executor.New(fallback.Options{}, executor.Hooks{Transport: memRT(benchMsgSSE)})
 			b.ReportAllocs()
 			defer cputime.PerOp(b)()
 			for b.Loop() {
