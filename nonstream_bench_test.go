@@ -2,10 +2,13 @@ package tpsroute
 
 import (
 	"context"
+	"flag"
 	"io"
 	"net/http"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,15 +29,24 @@ import (
 // newBlock calls of each door in turn, after a garbage collection outside
 // the count, so that one door's garbage is not collected on another's
 // time; each door reports its CPU µs per call (its own collections
-// included) and its ratio to plain openai-go. allocs/op and B/op are those
-// of one iteration: newBlock calls of all five.
+// included), its ratio to plain openai-go over the whole run ("door/plain")
+// and the median of its blocks' ratios to the plain block of the same
+// iteration ("door/plain-median"), which a slow spell of a few blocks does
+// not move. allocs/op and B/op are those of one iteration: newBlock calls
+// of every door run.
+//
+// -new.doors=plain,transport (test flag) runs only the named doors, in
+// that order, for a profile of one door in the same conditions
+// (-cpuprofile, with -new.doors=transport alone); the ratios need plain.
 func BenchmarkNew1000(b *testing.B) {
 	url := benchServer(b)
-	doors := nonStreamDoors(b, url, "m", benchChunks)
+	doors := selectDoors(b, nonStreamDoors(b, url, "m", benchChunks), *newDoors)
 	for _, d := range doors { // warm connections and statistics
 		d.call()
 	}
-	var cpu [5]time.Duration
+	cpu := make([]time.Duration, len(doors))
+	block := make([]time.Duration, len(doors))
+	ratios := make([][]float64, len(doors))
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -46,17 +58,45 @@ func BenchmarkNew1000(b *testing.B) {
 			for range newBlock {
 				d.call()
 			}
-			cpu[i] += cpuTime() - t0
+			block[i] = cpuTime() - t0
+			cpu[i] += block[i]
+		}
+		if doors[0].name == "plain" {
+			for i := 1; i < len(doors); i++ {
+				ratios[i] = append(ratios[i], float64(block[i])/float64(block[0]))
+			}
 		}
 	}
 	b.StopTimer()
 	n := float64(b.N * newBlock)
 	for i, d := range doors {
 		b.ReportMetric(float64(cpu[i].Microseconds())/n, d.name+"-cpu-µs/call")
-		if i > 0 {
+		if i > 0 && doors[0].name == "plain" {
 			b.ReportMetric(float64(cpu[i])/float64(cpu[0]), d.name+"/plain")
+			b.ReportMetric(medianOf(ratios[i]), d.name+"/plain-median")
 		}
 	}
+}
+
+// newDoors is BenchmarkNew1000's -new.doors: the doors to run, comma
+// separated; empty means all.
+var newDoors = flag.String("new.doors", "", "BenchmarkNew1000: the doors to run, comma separated (plain, client, do, transport, plainup); empty means all")
+
+// selectDoors returns the doors of all named in list (comma separated), in
+// list's order; all of them when list is empty.
+func selectDoors(b *testing.B, all []door, list string) []door {
+	if list == "" {
+		return all
+	}
+	var out []door
+	for name := range strings.SplitSeq(list, ",") {
+		i := slices.IndexFunc(all, func(d door) bool { return d.name == name })
+		if i < 0 {
+			b.Fatalf("-new.doors: no door %q", name)
+		}
+		out = append(out, all[i])
+	}
+	return out
 }
 
 // newBlock is how many calls of one door BenchmarkNew1000 makes in a row.
