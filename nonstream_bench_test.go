@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,9 +36,10 @@ import (
 // not move. allocs/op and B/op are those of one iteration: newBlock calls
 // of every door run.
 //
-// -new.doors=plain,transport (test flag) runs only the named doors, in
-// that order, for a profile of one door in the same conditions
-// (-cpuprofile, with -new.doors=transport alone); the ratios need plain.
+// Each block runs under the profiler label door=<name>: with -cpuprofile,
+// `go tool pprof -tagfocus door=^transport$` shows one door's blocks alone,
+// without the collections between them. -new.doors=plain,transport (test
+// flag) runs only the named doors, in that order; the ratios need plain.
 func BenchmarkNew1000(b *testing.B) {
 	url := benchServer(b)
 	doors := selectDoors(b, nonStreamDoors(b, url, "m", benchChunks), *newDoors)
@@ -55,9 +57,11 @@ func BenchmarkNew1000(b *testing.B) {
 			runtime.GC()
 			b.StartTimer()
 			t0 := cpuTime()
-			for range newBlock {
-				d.call()
-			}
+			pprof.Do(context.Background(), d.labels, func(context.Context) {
+				for range newBlock {
+					d.call()
+				}
+			})
 			block[i] = cpuTime() - t0
 			cpu[i] += block[i]
 		}
@@ -104,8 +108,9 @@ const newBlock = 4
 
 // door is one way of making a non-streaming call.
 type door struct {
-	name string
-	call func()
+	name   string
+	call   func()
+	labels pprof.LabelSet // door=name, for profiles (BenchmarkNew1000)
 }
 
 // nonStreamDoors returns the four doors of a non-streaming call to the
@@ -137,10 +142,10 @@ func nonStreamDoors(b *testing.B, url, m string, chunks int) []door {
 		}
 	}
 	buf := make([]byte, 64<<10)
-	return []door{
-		{"plain", func() { check(plain.Chat.Completions.New(ctx, params)) }},
-		{"client", func() { check(c.Chat.Completions.New(ctx, params)) }},
-		{"do", func() {
+	doors := []door{
+		{name: "plain", call: func() { check(plain.Chat.Completions.New(ctx, params)) }},
+		{name: "client", call: func() { check(c.Chat.Completions.New(ctx, params)) }},
+		{name: "do", call: func() {
 			r, err := c.Do(ctx, body)
 			if err != nil {
 				b.Fatal(err)
@@ -151,9 +156,13 @@ func nonStreamDoors(b *testing.B, url, m string, chunks int) []door {
 				b.Fatalf("Do: %d bytes, %v", n, err)
 			}
 		}},
-		{"transport", func() { check(viaTransport.Chat.Completions.New(ctx, params)) }},
-		{"plainup", func() { check(c.Chat.Completions.New(ctx, params, WithPlainUpstream())) }},
+		{name: "transport", call: func() { check(viaTransport.Chat.Completions.New(ctx, params)) }},
+		{name: "plainup", call: func() { check(c.Chat.Completions.New(ctx, params, WithPlainUpstream())) }},
 	}
+	for i := range doors {
+		doors[i].labels = pprof.Labels("door", doors[i].name)
+	}
+	return doors
 }
 
 // onlyReader hides every method but Read.
