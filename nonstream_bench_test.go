@@ -2,10 +2,14 @@ package tpsroute
 
 import (
 	"context"
+	"flag"
 	"io"
 	"net/http"
 	"runtime"
+	"runtime/pprof"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,15 +30,25 @@ import (
 // newBlock calls of each door in turn, after a garbage collection outside
 // the count, so that one door's garbage is not collected on another's
 // time; each door reports its CPU µs per call (its own collections
-// included) and its ratio to plain openai-go. allocs/op and B/op are those
-// of one iteration: newBlock calls of all five.
+// included), its ratio to plain openai-go over the whole run ("door/plain")
+// and the median of its blocks' ratios to the plain block of the same
+// iteration ("door/plain-median"), which a slow spell of a few blocks does
+// not move. allocs/op and B/op are those of one iteration: newBlock calls
+// of every door run.
+//
+// Each block runs under the profiler label door=<name>: with -cpuprofile,
+// `go tool pprof -tagfocus door=^transport$` shows one door's blocks alone,
+// without the collections between them. -new.doors=plain,transport (test
+// flag) runs only the named doors, in that order; the ratios need plain.
 func BenchmarkNew1000(b *testing.B) {
 	url := benchServer(b)
-	doors := nonStreamDoors(b, url, "m", benchChunks)
+	doors := selectDoors(b, nonStreamDoors(b, url, "m", benchChunks), *newDoors)
 	for _, d := range doors { // warm connections and statistics
 		d.call()
 	}
-	var cpu [5]time.Duration
+	cpu := make([]time.Duration, len(doors))
+	block := make([]time.Duration, len(doors))
+	ratios := make([][]float64, len(doors))
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -43,20 +57,50 @@ func BenchmarkNew1000(b *testing.B) {
 			runtime.GC()
 			b.StartTimer()
 			t0 := cpuTime()
-			for range newBlock {
-				d.call()
+			pprof.Do(context.Background(), d.labels, func(context.Context) {
+				for range newBlock {
+					d.call()
+				}
+			})
+			block[i] = cpuTime() - t0
+			cpu[i] += block[i]
+		}
+		if doors[0].name == "plain" {
+			for i := 1; i < len(doors); i++ {
+				ratios[i] = append(ratios[i], float64(block[i])/float64(block[0]))
 			}
-			cpu[i] += cpuTime() - t0
 		}
 	}
 	b.StopTimer()
 	n := float64(b.N * newBlock)
 	for i, d := range doors {
 		b.ReportMetric(float64(cpu[i].Microseconds())/n, d.name+"-cpu-µs/call")
-		if i > 0 {
+		if i > 0 && doors[0].name == "plain" {
 			b.ReportMetric(float64(cpu[i])/float64(cpu[0]), d.name+"/plain")
+			b.ReportMetric(medianOf(ratios[i]), d.name+"/plain-median")
 		}
 	}
+}
+
+// newDoors is BenchmarkNew1000's -new.doors: the doors to run, comma
+// separated; empty means all.
+var newDoors = flag.String("new.doors", "", "BenchmarkNew1000: the doors to run, comma separated (plain, client, do, transport, plainup); empty means all")
+
+// selectDoors returns the doors of all named in list (comma separated), in
+// list's order; all of them when list is empty.
+func selectDoors(b *testing.B, all []door, list string) []door {
+	if list == "" {
+		return all
+	}
+	var out []door
+	for name := range strings.SplitSeq(list, ",") {
+		i := slices.IndexFunc(all, func(d door) bool { return d.name == name })
+		if i < 0 {
+			b.Fatalf("-new.doors: no door %q", name)
+		}
+		out = append(out, all[i])
+	}
+	return out
 }
 
 // newBlock is how many calls of one door BenchmarkNew1000 makes in a row.
@@ -64,8 +108,9 @@ const newBlock = 4
 
 // door is one way of making a non-streaming call.
 type door struct {
-	name string
-	call func()
+	name   string
+	call   func()
+	labels pprof.LabelSet // door=name, for profiles (BenchmarkNew1000)
 }
 
 // nonStreamDoors returns the four doors of a non-streaming call to the
@@ -97,10 +142,10 @@ func nonStreamDoors(b *testing.B, url, m string, chunks int) []door {
 		}
 	}
 	buf := make([]byte, 64<<10)
-	return []door{
-		{"plain", func() { check(plain.Chat.Completions.New(ctx, params)) }},
-		{"client", func() { check(c.Chat.Completions.New(ctx, params)) }},
-		{"do", func() {
+	doors := []door{
+		{name: "plain", call: func() { check(plain.Chat.Completions.New(ctx, params)) }},
+		{name: "client", call: func() { check(c.Chat.Completions.New(ctx, params)) }},
+		{name: "do", call: func() {
 			r, err := c.Do(ctx, body)
 			if err != nil {
 				b.Fatal(err)
@@ -111,9 +156,13 @@ func nonStreamDoors(b *testing.B, url, m string, chunks int) []door {
 				b.Fatalf("Do: %d bytes, %v", n, err)
 			}
 		}},
-		{"transport", func() { check(viaTransport.Chat.Completions.New(ctx, params)) }},
-		{"plainup", func() { check(c.Chat.Completions.New(ctx, params, WithPlainUpstream())) }},
+		{name: "transport", call: func() { check(viaTransport.Chat.Completions.New(ctx, params)) }},
+		{name: "plainup", call: func() { check(c.Chat.Completions.New(ctx, params, WithPlainUpstream())) }},
 	}
+	for i := range doors {
+		doors[i].labels = pprof.Labels("door", doors[i].name)
+	}
+	return doors
 }
 
 // onlyReader hides every method but Read.

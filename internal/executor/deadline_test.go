@@ -123,6 +123,41 @@ func TestKeepAlivesAreNotProgress(t *testing.T) {
 	})
 }
 
+// TestStallAfterHeadersDeadline: the stall deadline that starts at the first
+// output chunk ends a silent stream at its last output plus Stall, whether
+// it falls before the headers deadline the timer was armed for (the timer is
+// reset) or after it (the timer fires at the headers deadline and onTimer
+// rearms it), for a streaming and an assembled call.
+func TestStallAfterHeadersDeadline(t *testing.T) {
+	a := dep("a", "a-m")
+	for _, tc := range []struct {
+		name  string
+		stall time.Duration
+	}{
+		{"before_headers_deadline", 2 * time.Second},
+		{"after_headers_deadline", executor.DefaultHeadersTimeout + 5*time.Second},
+	} {
+		for _, stream := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/stream=%v", tc.name, stream), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					tp := (&tape{}).role()
+					tp.words(5)
+					lastOut := tp.at
+					e := newEnv(map[string]replay.Script{"a-m": tp.cassette("hang")}, fallback.Options{})
+					start := time.Now()
+					res, err := e.do(t, planOf(a), executor.Call{Stream: stream, Assemble: !stream, Deadlines: fallback.Deadlines{Stall: tc.stall}})
+					if stream {
+						require.NoError(t, err)
+						err = drain(t, res.Body).err
+					}
+					assert.ErrorIs(t, err, fallback.ErrStall)
+					assert.Equal(t, lastOut+tc.stall, time.Since(start))
+				})
+			})
+		}
+	}
+}
+
 // TestFinishGrace: a stream that has finished but never ends (no [DONE], no
 // EOF, keep-alives for ever: docs/STREAM_QUIRKS.md Q2, Q5) ends promptly as a success with its
 // usage (the never-ending variant of TestScenarios/11_no_done), including a usage chunk that trails the finish

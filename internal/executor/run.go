@@ -71,9 +71,10 @@ type clock struct {
 
 	tmu        sync.Mutex
 	timersOff  bool
-	timer      *time.Timer // see onTimer
-	outputSeen atomic.Bool // the first output chunk arrived: stall, not TTFT
-	finished   atomic.Bool // a finish_reason for every choice, or [DONE]: grace, not stall
+	timer      *time.Timer   // see onTimer
+	firesAt    time.Duration // when timer fires, as time since start; 0: not armed (stopped, or fired and not reset)
+	outputSeen atomic.Bool   // the first output chunk arrived: stall, not TTFT
+	finished   atomic.Bool   // a finish_reason for every choice, or [DONE]: grace, not stall
 	headersIn  atomic.Bool
 	lastOut    atomic.Int64 // ns since start of the last output chunk
 	lastEvent  atomic.Int64 // ns since start of the last data event (comments excluded)
@@ -201,37 +202,51 @@ func (a *run) due(el time.Duration) (wait time.Duration, cause error) {
 func (a *run) onTimer() {
 	a.tmu.Lock()
 	defer a.tmu.Unlock()
+	a.firesAt = 0 // it fired
 	if a.timersOff {
 		return
 	}
-	if wait, cause := a.due(time.Since(a.start)); cause != nil {
+	el := time.Since(a.start)
+	if wait, cause := a.due(el); cause != nil {
 		a.cancel(cause)
 	} else if wait > 0 {
 		a.timer.Reset(wait)
+		a.firesAt = el + wait
 	}
 }
 
 // rearm points the timer at the next deadline after a phase change (start,
-// first output, finish). Deadlines that only move later (the stall and grace
-// deadlines on every chunk) need no rearm: onTimer checks again when it fires.
+// first output, finish). A deadline that moves later needs no rearm (the
+// stall and grace deadlines on every chunk; the stall deadline that follows
+// the headers or TTFT deadline at the first output): the timer fires first,
+// and onTimer checks again. Only an earlier deadline (the finish grace)
+// resets it: each start or reset of a timer may wake the runtime's network
+// poller (on Linux a system call and a woken thread), which a short call
+// then pays twice instead of three times.
 func (a *run) rearm() {
 	a.tmu.Lock()
 	defer a.tmu.Unlock()
 	if a.timersOff {
 		return
 	}
-	wait, cause := a.due(time.Since(a.start))
+	el := time.Since(a.start)
+	wait, cause := a.due(el)
 	switch {
 	case cause != nil:
 		a.cancel(cause)
 	case wait < 0:
 		if a.timer != nil {
 			a.timer.Stop()
+			a.firesAt = 0
 		}
+	case a.firesAt > 0 && a.firesAt <= el+wait:
+		// Armed for no later than the new deadline: onTimer rearms then.
 	case a.timer == nil:
 		a.timer = time.AfterFunc(wait, a.onTimer)
+		a.firesAt = el + wait
 	default:
 		a.timer.Reset(wait)
+		a.firesAt = el + wait
 	}
 }
 
@@ -748,6 +763,7 @@ func (a *run) finalize(err error) {
 	a.timersOff = true
 	if a.timer != nil {
 		a.timer.Stop()
+		a.firesAt = 0
 	}
 	a.tmu.Unlock()
 	if err != nil {
