@@ -16,7 +16,7 @@ import (
 // or Close has returned.
 type Stream struct {
 	s     *ssestream.Stream[openai.ChatCompletionChunk]
-	t     Timer
+	t     timer
 	c     Chunk
 	raw   []byte
 	ended bool
@@ -139,15 +139,4 @@ func (s *Stream) Close() error {
 // stream ended now (End is EndNone).
 func (s *Stream) Sample() Sample {
 	return s.t.Snapshot(time.Now())
-}
-
-// SetIncludeUsage sets stream_options.include_usage on p, so that servers
-// that support it send a final usage chunk and OutputTokens come from usage.
-// It never sets vLLM's continuous_usage_stats (usage on every chunk), which
-// costs bandwidth and server time. A nil p is a no-op.
-func SetIncludeUsage(p *openai.ChatCompletionNewParams) {
-	if p == nil {
-		return
-	}
-	p.StreamOptions.IncludeUsage = openai.Bool(true)
 }

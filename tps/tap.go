@@ -11,12 +11,12 @@ import (
 	"github.com/tpsroute/tpsroute/internal/sse"
 )
 
-// MaxEvent is the default of WithMaxEvent: the longest SSE line, and the
-// most data one event may gather, in bytes, that a Tap parses. Real chunks
-// are under 10 KiB; a provider that sends its whole answer as one chunk
-// (docs/STREAM_QUIRKS.md Q13) stays well under 1 MiB even for a 32k-token
-// answer with logprobs.
-const MaxEvent = sse.MaxEvent
+// maxEvent is the default of WithMaxEvent, 4 MiB (internal/sse.MaxEvent):
+// the longest SSE line, and the most data one event may gather, in bytes,
+// that a Tap parses. Real chunks are under 10 KiB; a provider that sends its
+// whole answer as one chunk (docs/STREAM_QUIRKS.md Q13) stays well under
+// 1 MiB even for a 32k-token answer with logprobs.
+const maxEvent = sse.MaxEvent
 
 // ErrEventTooLarge means an SSE line, or the data of one event, passed the
 // cap of the framer that read it (a Client's Stream returns it).
@@ -46,7 +46,7 @@ var ErrEventTooLarge = sse.ErrEventTooLarge
 // that is not a JSON object counts in Sample.Malformed and is otherwise
 // ignored.
 //
-// A line longer than the event cap (WithMaxEvent, default MaxEvent), or an
+// A line longer than the event cap (WithMaxEvent, default 4 MiB), or an
 // event whose data lines together pass it, is reported to the observer the
 // moment the cap is passed, as one Chunk with Malformed and Unframed set,
 // not at its end, which may never come: a caller such as fallback stops
@@ -58,7 +58,7 @@ var ErrEventTooLarge = sse.ErrEventTooLarge
 func NewTap(body io.ReadCloser, start time.Time, done func(Sample), opts ...Option) io.ReadCloser {
 	t := &tap{body: body, done: done}
 	t.t.begin(start, time.Now(), opts)
-	t.maxEvent = cmp.Or(t.t.opts.maxEvent, MaxEvent)
+	t.maxEvent = cmp.Or(t.t.opts.maxEvent, maxEvent)
 	return t
 }
 
@@ -68,7 +68,7 @@ type tap struct {
 
 	mu       sync.Mutex
 	finished bool
-	t        Timer
+	t        timer
 	c        Chunk
 
 	line     []byte // carried partial line
