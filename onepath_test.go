@@ -17,7 +17,6 @@ import (
 
 	"github.com/tpsroute/tpsroute/internal/sse"
 	"github.com/tpsroute/tpsroute/route"
-	"github.com/tpsroute/tpsroute/tps"
 )
 
 // loneCRStream is a legal SSE stream whose every line ends with a lone CR

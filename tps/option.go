@@ -1,6 +1,10 @@
 package tps
 
-import "time"
+import (
+	"time"
+
+	"github.com/tpsroute/tpsroute/internal/payload"
+)
 
 // Tokenizer counts the tokens in a piece of text. tps has no built-in
 // vocabulary; supply one (for example a tiktoken port) to count the first
@@ -21,7 +25,7 @@ type Option func(*options)
 
 type options struct {
 	tokenizer Tokenizer
-	observer  func(now time.Time, c *Chunk)
+	observer  func(now time.Time, c *payload.Chunk)
 	comment   func(now time.Time, text []byte)
 	headers   time.Time
 	maxEvent  int
@@ -53,7 +57,7 @@ func WithTokenizer(t Tokenizer) Option {
 // time the event was read. c and its byte slices are valid only until fn
 // returns. fn runs on the reading goroutine and must not block; it must not
 // call back into the Tap or Stream. A nil fn means no observer.
-func WithObserver(fn func(now time.Time, c *Chunk)) Option {
+func WithObserver(fn func(now time.Time, c *payload.Chunk)) Option {
 	return func(o *options) { o.observer = fn }
 }
 

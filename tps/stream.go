@@ -7,6 +7,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/ssestream"
+	"github.com/tpsroute/tpsroute/internal/payload"
 )
 
 // Stream wraps an openai-go chat-completion stream and times it. It has the
@@ -17,7 +18,7 @@ import (
 type Stream struct {
 	s     *ssestream.Stream[openai.ChatCompletionChunk]
 	t     timer
-	c     Chunk
+	c     payload.Chunk
 	raw   []byte
 	ended bool
 }
@@ -54,8 +55,8 @@ func (s *Stream) Next() bool {
 	}
 	now := time.Now()
 	s.raw = append(s.raw[:0], s.s.Current().RawJSON()...)
-	if ParseChunk(s.raw, &s.c) != nil {
-		s.c.reset()
+	if payload.ParseChunk(s.raw, &s.c) != nil {
+		s.c.Reset()
 		s.c.Malformed = true
 	}
 	s.t.observe(now, &s.c)
@@ -73,8 +74,8 @@ func (s *Stream) stop(now time.Time) {
 	case err == nil:
 	case errors.As(err, &se):
 		c := &s.c
-		if ParseChunk(se.Event.Data, c) != nil {
-			c.reset()
+		if payload.ParseChunk(se.Event.Data, c) != nil {
+			c.Reset()
 		}
 		if !c.Error {
 			c.Error = true

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tpsroute/tpsroute/internal/payload"
 	"github.com/tpsroute/tpsroute/internal/sse"
 )
 
@@ -69,7 +70,7 @@ type tap struct {
 	mu       sync.Mutex
 	finished bool
 	t        timer
-	c        Chunk
+	c        payload.Chunk
 
 	line     []byte // carried partial line
 	over     bool   // the current line or event passed the cap; drop it
@@ -222,7 +223,7 @@ func (t *tap) overlong(now time.Time) {
 	t.hasData = false
 	t.event = t.event[:0]
 	t.errField = false
-	t.c.reset()
+	t.c.Reset()
 	t.c.Malformed = true
 	t.c.Unframed = true
 	t.c.Start, t.c.End = t.evStart, t.at
@@ -333,10 +334,10 @@ func (t *tap) dispatchData(now time.Time, data []byte) {
 	isErr := t.errField || string(t.event) == "error"
 	switch {
 	case len(data) >= 6 && string(data[:6]) == "[DONE]": // as openai-go matches it
-		c.reset()
+		c.Reset()
 		c.Done = true
-	case t.t.opts.protocol.Parse(data, c) != nil:
-		c.reset()
+	case t.t.opts.protocol.parse(data, c) != nil:
+		c.Reset()
 		c.Malformed = !isErr
 	}
 	if isErr {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"cmp"
 	"time"
+
+	"github.com/tpsroute/tpsroute/internal/payload"
 )
 
 // timer is the measurement core: it is fed exact times and events, and
@@ -24,7 +26,7 @@ type timer struct {
 	outBytes           int64 // Chunk.OutputBytes of the output chunks
 	reasonBytes        int64 // Chunk.ReasoningBytes of the output chunks
 
-	usage    Usage
+	usage    payload.Usage
 	hasUsage bool
 
 	text     []byte // output text, kept only with a tokenizer
@@ -116,7 +118,7 @@ func (t *timer) NonStandard(now time.Time) {
 // with its phase. It allocates nothing for an ordinary output chunk unless a
 // Tokenizer is set (then it appends the text to an internal buffer). Events
 // after Finish are ignored.
-func (t *timer) Event(now time.Time, c *Chunk) {
+func (t *timer) Event(now time.Time, c *payload.Chunk) {
 	if t.ended {
 		return
 	}
@@ -169,14 +171,14 @@ func (t *timer) Event(now time.Time, c *Chunk) {
 	}
 	if c.HasUsage {
 		if t.opts.protocol == ProtocolMessages && t.hasUsage {
-			t.usage.mergeMessages(&c.Usage) // split across message_start and message_delta
+			t.usage.MergeMessages(&c.Usage) // split across message_start and message_delta
 		} else {
 			t.usage = c.Usage
 		}
 		t.hasUsage = true
 	}
 	if c.HasServer {
-		mergeServer(&t.s.Server, &c.Server)
+		mergeServer(&t.s.Server, (*ServerTiming)(&c.Server)) // the same fields, in the same order
 	}
 	if c.Error && t.s.Err == nil {
 		t.fail(newStreamError(c.ErrorBody, c.Event), PhaseNone)
@@ -185,7 +187,7 @@ func (t *timer) Event(now time.Time, c *Chunk) {
 
 // observe records the data event c with Event, then shows it to the
 // WithObserver function, as a Tap or Stream does for every data event.
-func (t *timer) observe(now time.Time, c *Chunk) {
+func (t *timer) observe(now time.Time, c *payload.Chunk) {
 	t.Event(now, c)
 	if fn := t.opts.observer; fn != nil {
 		fn(now, c)
