@@ -17,6 +17,7 @@ import (
 
 	"github.com/tpsroute/tpsroute/internal/payload"
 	"github.com/tpsroute/tpsroute/internal/sse"
+	"github.com/tpsroute/tpsroute/internal/tpsseam"
 	"github.com/tpsroute/tpsroute/tps"
 )
 
@@ -61,7 +62,7 @@ func TestProfileAPIStyles(t *testing.T) {
 				var sample tps.Sample
 				var names []string
 				tap := tps.NewTap(resp.Body, start, func(s tps.Sample) { sample = s }, tps.WithProtocol(tt.proto),
-					tps.WithObserver(func(_ time.Time, c *payload.Chunk) { names = append(names, string(c.Event)) }))
+					tpsseam.WithObserver.(func(func(time.Time, *payload.Chunk)) tps.Option)(func(_ time.Time, c *payload.Chunk) { names = append(names, string(c.Event)) }))
 				raw, err := io.ReadAll(tap)
 				require.NoError(t, err)
 				require.NoError(t, tap.Close())

@@ -10,8 +10,8 @@
 // and keeps its Next/Current/Err/Close shape. NewTap times a raw
 // Server-Sent Events body (an io.ReadCloser) for HTTP transports and
 // gateways; its bytes pass through unchanged. Both decode every chunk with
-// ParseChunk and feed one measurement core, so they measure identically. Each ends with a
-// Sample.
+// the module's one chunk parser (internal/payload) and feed one measurement
+// core, so they measure identically. Each ends with a Sample.
 //
 // # The measurement core
 //
@@ -47,17 +47,21 @@
 // without a finish_reason is flagged as Sample.Truncated. Nothing in this
 // package panics on any input.
 //
-// # Framing and accumulation
+// # Framing, parsing and accumulation
 //
 // The Tap frames with the library's one SSE framer (internal/sse, whose
-// buffer and reader forms the root's Stream, the executor and replay use).
-// The chunks ParseChunk scans are folded into the chat.completion a
-// non-streaming call answers by internal/answer's Accumulator, which the
-// Client feeds from a Tap's observer.
+// buffer and reader forms the root's Stream, the executor and replay use)
+// and parses with its one chunk parser (internal/payload, which the root's
+// Stream, the executor and replay use too). The chunks it parses are
+// folded into the chat.completion a non-streaming call answers by
+// internal/answer's Accumulator, which the Client feeds from a Tap's
+// observer.
 //
 // # Observers
 //
-// WithObserver and WithCommentObserver call a function synchronously for every
-// data event or comment, after the measurement saw it. The fallback package uses
-// them for its commit point, stall deadlines and in-stream error detection.
+// WithCommentObserver calls a function synchronously for every SSE comment,
+// after the measurement saw it. The observer of every parsed chunk, through
+// which the Client's executor finds its commit point, stall deadlines and
+// in-stream errors, is internal (internal/tpsseam), since the chunk it hands
+// over is the internal parser's.
 package tps

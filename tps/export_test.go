@@ -31,3 +31,6 @@ var ParseChunk = payload.ParseChunk
 
 // Parse is the unexported parse, for tests.
 func (p Protocol) Parse(data []byte, c *Chunk) error { return p.parse(data, c) }
+
+// WithObserver is the unexported withObserver, for tests.
+var WithObserver = withObserver

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/tpsroute/tpsroute/internal/payload"
+	"github.com/tpsroute/tpsroute/internal/tpsseam"
 )
 
 // Tokenizer counts the tokens in a piece of text. tps has no built-in
@@ -51,13 +52,13 @@ func WithTokenizer(t Tokenizer) Option {
 	return func(o *options) { o.tokenizer = t }
 }
 
-// WithObserver calls fn synchronously for every data event, after the measurement
-// has recorded it: decoded chunks, in-stream errors, malformed events
-// (c.Malformed) and, for a Tap, the "[DONE]" sentinel (c.Done). now is the
-// time the event was read. c and its byte slices are valid only until fn
-// returns. fn runs on the reading goroutine and must not block; it must not
-// call back into the Tap or Stream. A nil fn means no observer.
-func WithObserver(fn func(now time.Time, c *payload.Chunk)) Option {
+// The module's doors reach withObserver through internal/tpsseam.
+func init() { tpsseam.WithObserver = withObserver }
+
+// withObserver calls fn for every data event, after the measurement has
+// recorded it: internal/tpsseam.WithObserver, set by init, documents it. It
+// is unexported since the chunk it hands over is internal/payload's.
+func withObserver(fn func(now time.Time, c *payload.Chunk)) Option {
 	return func(o *options) { o.observer = fn }
 }
 

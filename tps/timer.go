@@ -39,7 +39,7 @@ type timer struct {
 }
 
 // newTimer returns a timer for a stream whose request was written at start.
-// WithTokenizer is honoured; WithObserver, WithCommentObserver and
+// WithTokenizer is honoured; the observers and
 // WithHeaders are for Tap and Stream and are ignored here.
 func newTimer(start time.Time, opts ...Option) *timer {
 	t := &timer{}
@@ -186,7 +186,7 @@ func (t *timer) Event(now time.Time, c *payload.Chunk) {
 }
 
 // observe records the data event c with Event, then shows it to the
-// WithObserver function, as a Tap or Stream does for every data event.
+// observer (withObserver), as a Tap or Stream does for every data event.
 func (t *timer) observe(now time.Time, c *payload.Chunk) {
 	t.Event(now, c)
 	if fn := t.opts.observer; fn != nil {

@@ -312,7 +312,7 @@ func BenchmarkAssemble1000(b *testing.B) {
 		defer cputime.PerOp(b)()
 		for b.Loop() {
 			resp, _ := sseRT{body}.RoundTrip(&http.Request{})
-			tap := tps.NewTap(resp.Body, time.Now(), func(tps.Sample) {}, tps.WithObserver(func(time.Time, *payload.Chunk) {}))
+			tap := tps.NewTap(resp.Body, time.Now(), func(tps.Sample) {}, withObserver(func(time.Time, *payload.Chunk) {}))
 			read(b, tap)
 			tap.Close()
 		}

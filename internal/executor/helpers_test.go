@@ -53,7 +53,7 @@ func drain(t testing.TB, body io.ReadCloser) drained {
 	t.Helper()
 	var d drained
 	var text []byte
-	tap := tps.NewTap(io.NopCloser(body), time.Now(), nil, tps.WithObserver(func(_ time.Time, c *payload.Chunk) {
+	tap := tps.NewTap(io.NopCloser(body), time.Now(), nil, withObserver(func(_ time.Time, c *payload.Chunk) {
 		if c.Done {
 			d.done = true
 			return

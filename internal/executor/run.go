@@ -268,9 +268,9 @@ func (a *run) open(stream bool) bool {
 	maxEvent := tps.WithMaxEvent(limit)
 	proto := tps.WithProtocol(a.cl.protocol)
 	if tk := a.cl.e.hooks.Tokenizer; tk != nil {
-		a.tap = tps.NewTap(resp.Body, a.start, a.onSample, tps.WithObserver(a.observe), maxEvent, proto, tps.WithTokenizer(tk))
+		a.tap = tps.NewTap(resp.Body, a.start, a.onSample, withObserver(a.observe), maxEvent, proto, tps.WithTokenizer(tk))
 	} else {
-		a.tap = tps.NewTap(resp.Body, a.start, a.onSample, tps.WithObserver(a.observe), maxEvent, proto)
+		a.tap = tps.NewTap(resp.Body, a.start, a.onSample, withObserver(a.observe), maxEvent, proto)
 	}
 	return a.readToCommit(stream)
 }

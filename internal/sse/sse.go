@@ -20,7 +20,7 @@ import (
 
 // MaxEvent is the default cap, in bytes, on one SSE line and on the data of
 // one event: an EventReader's when its limit is zero, and tps's Tap's
-// (tps.MaxEvent, tps.WithMaxEvent).
+// (tps.WithMaxEvent's default).
 const MaxEvent = 4 << 20
 
 // ErrEventTooLarge means an SSE line, or the data of one event, passed an
