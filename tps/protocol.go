@@ -3,14 +3,14 @@ package tps
 import "github.com/tpsroute/tpsroute/internal/payload"
 
 // Protocol says which API's stream a Tap reads, and so how each SSE event's
-// data is parsed into a Chunk. The framing (lines, events, comments, the
+// data is parsed (by the module's one chunk parser). The framing (lines, events, comments, the
 // event cap) is the same for every protocol; only the payload differs. The
 // zero Protocol is ProtocolChat.
 type Protocol uint8
 
 const (
 	// ProtocolChat is an OpenAI Chat Completions stream: every event is a
-	// chat.completion.chunk, parsed by ParseChunk.
+	// chat.completion.chunk.
 	ProtocolChat Protocol = iota
 	// ProtocolResponses is an OpenAI Responses stream (POST /v1/responses):
 	// the output_text, refusal, reasoning and function-call argument deltas

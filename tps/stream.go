@@ -28,7 +28,7 @@ type Stream struct {
 // response headers arrived, so Headers is taken as time.Now() at Wrap unless
 // WithHeaders says otherwise.
 //
-// Each chunk is measured with ParseChunk on its RawJSON, so a Stream and a
+// Each chunk is measured with the Tap's parser on its RawJSON, so a Stream and a
 // Tap measure identically, including fields the typed chunk lacks
 // (reasoning_content, reasoning, x_groq, timings). openai-go drops SSE
 // comments and the "[DONE]" sentinel before a Stream sees them, so Comments

@@ -48,8 +48,9 @@ var ErrEventTooLarge = sse.ErrEventTooLarge
 // ignored.
 //
 // A line longer than the event cap (WithMaxEvent, default 4 MiB), or an
-// event whose data lines together pass it, is reported to the observer the
-// moment the cap is passed, as one Chunk with Malformed and Unframed set,
+// event whose data lines together pass it, is counted as malformed (and
+// shown to the module's chunk observer, with Malformed and Unframed set) the
+// moment the cap is passed,
 // not at its end, which may never come: a caller such as fallback stops
 // reading there. The Tap's own buffers never hold more than the cap; the
 // rest of such a line still passes through and is otherwise ignored.

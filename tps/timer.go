@@ -113,7 +113,7 @@ func (t *timer) NonStandard(now time.Time) {
 }
 
 // Event records one data event read at now, as described by c: a decoded
-// chunk (ParseChunk), c.Done for "[DONE]", c.Malformed for undecodable data.
+// chunk (payload.ParseChunk), c.Done for "[DONE]", c.Malformed for undecodable data.
 // A chunk with c.Error records a *StreamError as Err (the first error wins)
 // with its phase. It allocates nothing for an ordinary output chunk unless a
 // Tokenizer is set (then it appends the text to an internal buffer). Events

@@ -21,4 +21,3 @@ func BenchmarkParseChunk(b *testing.B) {
 		}
 	}
 }
-
