@@ -17,7 +17,6 @@ import (
 
 	"github.com/tpsroute/tpsroute/internal/sse"
 	"github.com/tpsroute/tpsroute/route"
-	"github.com/tpsroute/tpsroute/tps"
 )
 
 // loneCRStream is a legal SSE stream whose every line ends with a lone CR
@@ -191,15 +190,15 @@ func TestOneUpstreamHeaderSet(t *testing.T) {
 
 // TestStreamReadsEventsUpToTheExecutorsLimit: an event the executor accepts
 // under a raised Limits.Event is read by the Stream too, not refused at
-// tps.MaxEvent.
+// sse.MaxEvent.
 func TestStreamReadsEventsUpToTheExecutorsLimit(t *testing.T) {
-	big := strings.Repeat("x", tps.MaxEvent+1024)
+	big := strings.Repeat("x", sse.MaxEvent+1024)
 	up := &upstreamRecorder{body: `data: {"choices":[{"index":0,"delta":{"content":"` + big + `"},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n"}
 	srv := httptest.NewServer(up)
 	t.Cleanup(srv.Close)
 	cfg := Config{HTTPClient: srv.Client(),
 		Deployments: []route.Deployment{{Provider: "p", Region: "r", Model: "m", BaseURL: srv.URL + "/v1", APIKey: "sk-p-12345"}}}
-	cfg.Fallback.Limits.Event = 2 * tps.MaxEvent
+	cfg.Fallback.Limits.Event = 2 * sse.MaxEvent
 	c := mustNew(t, cfg)
 	_, text, err := streamOnce(t, c, "m")
 	require.NoError(t, err)

@@ -13,10 +13,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tpsroute/tpsroute/internal/payload"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
-	"github.com/tpsroute/tpsroute/tps"
 )
 
 // TestReplayAPIStylesThroughClient: replay's Responses and Messages styles
@@ -143,8 +143,8 @@ func TestReplayRecordsAPIs(t *testing.T) {
 			// few ms under the race detector on a loaded machine).
 			first := -1.0
 			for _, e := range c.Response.Events {
-				var ch tps.Chunk
-				if tt.api == route.APIEmbeddings || e.Data != nil && protocol(tt.api).Parse([]byte(*e.Data), &ch) == nil && ch.Output {
+				var ch payload.Chunk
+				if tt.api == route.APIEmbeddings || e.Data != nil && payload.ParseEvent(uint8(protocol(tt.api)), []byte(*e.Data), &ch) == nil && ch.Output {
 					first = e.AtMS
 					break
 				}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/internal/executor"
+	"github.com/tpsroute/tpsroute/internal/payload"
 	"github.com/tpsroute/tpsroute/internal/sse"
 	"github.com/tpsroute/tpsroute/tps"
 )
@@ -94,7 +95,7 @@ type Stream struct {
 	cancel context.CancelFunc
 
 	sse     sse.EventReader // the one SSE framer's rules, as the Tap frames the same bytes
-	chunk   tps.Chunk
+	chunk   payload.Chunk
 	cur     *openai.ChatCompletionChunk // allocated by the first Current
 	decoded bool                        // cur holds the current chunk
 	delta   Delta
@@ -169,7 +170,7 @@ func (s *Stream) Next() bool {
 				Event:   ev,
 			})
 			return false
-		case tps.ParseChunk(data, &s.chunk) != nil:
+		case payload.ParseChunk(data, &s.chunk) != nil:
 			s.ended.Store(true)
 			var cur openai.ChatCompletionChunk
 			err := json.Unmarshal(data, &cur)
@@ -234,8 +235,6 @@ type Delta struct {
 	FinishReason []byte
 	// Usage is the chunk's usage block, nil when it carried none.
 	Usage *tps.Usage
-	// Chunk is everything tps scanned from the chunk, per choice, raw.
-	Chunk *tps.Chunk
 }
 
 // ToolCallDelta is one tool-call fragment of a Delta, text decoded. Arguments
@@ -268,7 +267,7 @@ func (s *Stream) Delta() Delta {
 		span[f][0] = len(text)
 		for i := range c.Choices {
 			ch := &c.Choices[i]
-			text = tps.AppendUnescaped(text, [3][]byte{ch.Content, ch.Reasoning, ch.Refusal}[f])
+			text = payload.AppendUnescaped(text, [3][]byte{ch.Content, ch.Reasoning, ch.Refusal}[f])
 		}
 		span[f][1] = len(text)
 	}
@@ -277,12 +276,12 @@ func (s *Stream) Delta() Delta {
 	ends := s.ends[:0]
 	for _, t := range c.ToolCalls {
 		for _, raw := range [4][]byte{t.ID, t.Type, t.Name, t.Arguments} {
-			text = tps.AppendUnescaped(text, raw)
+			text = payload.AppendUnescaped(text, raw)
 			ends = append(ends, len(text))
 		}
 	}
 	field := func(from, to int) []byte { return text[from:to:to] }
-	d := Delta{Chunk: c, FinishReason: c.FinishReason,
+	d := Delta{FinishReason: c.FinishReason,
 		Content:   field(span[0][0], span[0][1]),
 		Reasoning: field(span[1][0], span[1][1]),
 		Refusal:   field(span[2][0], span[2][1]),
@@ -299,7 +298,7 @@ func (s *Stream) Delta() Delta {
 		d.ToolCalls = tools
 	}
 	if c.HasUsage {
-		d.Usage = &c.Usage
+		d.Usage = (*tps.Usage)(&c.Usage) // the parser's usage block has tps.Usage's fields
 	}
 	s.text, s.tools, s.ends = text, tools, ends
 	s.delta = d

@@ -280,7 +280,7 @@ type Options struct {
 type Limits struct {
 	// Event bounds one SSE line, and the data lines of one event together,
 	// in bytes; the stream fails when the cap is passed, not at the line's
-	// end. Default tps.MaxEvent, 4 MiB. A plain JSON answer (embeddings, a
+	// end. Default 4 MiB, a Tap's default (tps.WithMaxEvent). A plain JSON answer (embeddings, a
 	// plain upstream call, a provider that ignored "stream") is bounded by
 	// Answer instead, as one body: an embeddings batch may be one answer
 	// of tens of MiB.

@@ -21,7 +21,7 @@
 //     probe. A failed probe reopens it for the interval the prober's own
 //     breaker reports when that breaker set the record's interval
 //     (fallback.BreakerSettings: traffic-proportional), else for twice as
-//     long, at most MaxOpen.
+//     long, at most 60 s.
 //   - Limits: Deployment.Limits.RPM and TPM hold across the fleet. Each
 //     replica leases small batches of units from a GCRA kept in Redis (a Lua
 //     script, atomic) and spends them locally.
@@ -58,7 +58,7 @@
 // routing.
 //
 // Redis cannot exhaust the process: every reply is checked as it is read,
-// and the replies to one request may declare at most MaxReplyBytes (go-redis
+// and the replies to one request may declare at most 64 MiB (go-redis
 // would otherwise allocate what a reply header claims, 4.9 GiB for
 // "*2000000000"). A reply past a limit, or one that is not RESP2, fails the
 // round like an unreachable Redis, and the replicas route on local data.

@@ -156,7 +156,7 @@ func New(o Options) (*Fleet, error) {
 	ro.PoolSize = 4
 	ro.DisableIdentity = true
 	ro.Protocol = 2
-	// Every reply is checked as it is read, against MaxReplyBytes (resp.go).
+	// Every reply is checked as it is read, against maxReplyBytes (resp.go).
 	ro.Dialer = limitDialer(ro.NewDialer())
 	f := &Fleet{
 		opts:    o,

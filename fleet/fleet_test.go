@@ -382,7 +382,7 @@ func TestOpenedGrowth(t *testing.T) {
 		at := now.Add(time.Duration(10+i*100) * time.Second)
 		r2.f.sh().Opened(k, at, at.Add(2*time.Second))
 	}
-	assert.Equal(t, MaxOpen, interval(r2), "another replica's trips double it")
+	assert.Equal(t, maxOpen, interval(r2), "another replica's trips double it")
 }
 
 // TestRestoredStateNotRepublished: a replica restarted from a state file

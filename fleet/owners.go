@@ -28,7 +28,7 @@ const maxIDBytes = 256
 // encoded measure.Key is four names with their lengths, tens of bytes in
 // practice. Owner reads at most one byte more (GETRANGE), so a value that
 // some other writer made huge costs this replica 4 KiB, not the 64 MiB a
-// reply may otherwise declare (MaxReplyBytes); Owned does not share a key
+// reply may otherwise declare (maxReplyBytes); Owned does not share a key
 // that encodes longer.
 const maxOwnerValue = 4 << 10
 

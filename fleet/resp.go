@@ -17,12 +17,12 @@ import (
 // arrive and fails the connection (and so the round, which then routes on
 // local data) at the first one past these limits.
 const (
-	// MaxReplyBytes bounds what the replies to one request (a command or a
+	// maxReplyBytes bounds what the replies to one request (a command or a
 	// pipeline) may declare: the bytes of their bulk strings plus
 	// replyElemCost per array element. A round's largest request is one
 	// XREAD of 16 stream entries, so an entry may hold 4 MiB (see
 	// streamBatch).
-	MaxReplyBytes = 64 << 20
+	maxReplyBytes = 64 << 20
 	// maxReplyLine bounds a status, error or integer line.
 	maxReplyLine = 64 << 10
 	// replyElemCost is what one declared array element may cost go-redis
@@ -31,7 +31,8 @@ const (
 )
 
 // ErrReplyTooLarge is the error a connection to Redis fails with when a
-// reply declares more than MaxReplyBytes, or a line longer than 64 KiB.
+// reply declares more than 64 MiB (bulk bytes plus 64 bytes per array
+// element), or a line longer than 64 KiB.
 var ErrReplyTooLarge = errors.New("fleet: Redis reply too large")
 
 // errNotRESP2 is the error for a byte that cannot start a RESP2 reply: the
@@ -68,7 +69,7 @@ func (c *rawReplyLimiter) SyscallConn() (syscall.RawConn, error) { return c.sc.S
 
 // replyLimiter is a connection to Redis (after TLS, if any) whose reads are
 // checked as RESP2: each reply's declared lengths count against a budget of
-// MaxReplyBytes that every write (a new request) refills, and a line may
+// maxReplyBytes that every write (a new request) refills, and a line may
 // not exceed maxReplyLine. The first violation fails every later read. go-redis
 // uses one connection from one goroutine at a time; the budget is atomic
 // so that a write racing a read stays well defined.
@@ -96,7 +97,7 @@ const (
 
 // Write sends a request and refills the budget of its replies.
 func (c *replyLimiter) Write(p []byte) (int, error) {
-	c.budget.Store(MaxReplyBytes)
+	c.budget.Store(maxReplyBytes)
 	return c.Conn.Write(p)
 }
 
@@ -182,10 +183,10 @@ func (c *replyLimiter) lenByte(x byte) error {
 	}
 	cost := c.n + 2 // a bulk string and its CRLF
 	if c.kind == '*' {
-		cost = min(c.n, MaxReplyBytes) * replyElemCost
+		cost = min(c.n, maxReplyBytes) * replyElemCost
 	}
 	if c.budget.Add(-cost) < 0 {
-		return fmt.Errorf("%w: the replies to one request declare more than %d bytes", ErrReplyTooLarge, MaxReplyBytes)
+		return fmt.Errorf("%w: the replies to one request declare more than %d bytes", ErrReplyTooLarge, maxReplyBytes)
 	}
 	if c.kind == '$' {
 		c.state, c.payload = scanBulk, c.n+2

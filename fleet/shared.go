@@ -24,11 +24,11 @@ import (
 // SET probe:<key> NX, and only the winner sends the one probe. A successful
 // probe deletes the record; a failed one reopens it for the interval the
 // prober's own breaker reports when that breaker set the record's interval
-// (see Opened), else for twice the interval, at most MaxOpen.
+// (see Opened), else for twice the interval, at most maxOpen.
 const (
-	// MaxOpen caps the open interval of a breaker reopened by failed
+	// maxOpen caps the open interval of a breaker reopened by failed
 	// probes.
-	MaxOpen = 60 * time.Second
+	maxOpen = 60 * time.Second
 	// breakerGrace is how long a half-open record outlives its open
 	// interval when no replica probes (no traffic): then it expires and the
 	// deployment is closed again.
@@ -158,7 +158,7 @@ func (f shared) Done(k measure.Key, now time.Time, o executor.Outcome) {
 		// This replica's breaker reopened it for this probe (Opened
 		// comes first): its interval stands.
 	case failure:
-		iv := min(max(2*ks.interval, time.Second), MaxOpen)
+		iv := min(max(2*ks.interval, time.Second), maxOpen)
 		ks.wantOpen, ks.wantIntvl, ks.wantClose = now.Add(iv), iv, false
 		ks.openUntil, ks.interval, ks.opener, ks.own = now.Add(iv), iv, f.opts.Replica, false
 	default:
@@ -174,7 +174,7 @@ func (f shared) Done(k measure.Key, now time.Time, o executor.Outcome) {
 // interval reopens it for the interval this replica's breaker reports
 // (fallback's rule: doubling, at most a quarter of the outage and about 50
 // of this replica's calls) when that breaker set the record's interval,
-// else for at least twice the record's interval, at most MaxOpen: a breaker
+// else for at least twice the record's interval, at most maxOpen: a breaker
 // that did not may not know how long the deployment has been down.
 func (f shared) Opened(k measure.Key, now, until time.Time) {
 	ks := f.state(k)
@@ -192,7 +192,7 @@ func (f shared) Opened(k measure.Key, now, until time.Time) {
 			return
 		}
 	case ks.recorded && ks.interval > 0 && !ks.own:
-		iv = max(iv, min(2*ks.interval, MaxOpen)) // tripped again after it: grow
+		iv = max(iv, min(2*ks.interval, maxOpen)) // tripped again after it: grow
 		until, grown = now.Add(iv), true
 	}
 	ks.wantOpen, ks.wantIntvl, ks.wantClose = until, iv, false

@@ -41,7 +41,7 @@ const maxPendingAffinity = 10000
 // A round reads the stream in at most streamBatches XREADs of streamBatch
 // entries: 1,600 entries, a five-minute window of five replicas at the
 // default 1 s sync (a larger fleet catches up over a few rounds). One XREAD
-// may declare MaxReplyBytes, so an entry may hold 4 MiB: at about 242 bytes
+// may declare maxReplyBytes, so an entry may hold 4 MiB: at about 242 bytes
 // per deployment key that had calls and about 90 per cache key served (at
 // most maxPendingAffinity, 0.9 MB), that is some 13,000 busy keys.
 const (

@@ -15,7 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tpsroute/tpsroute/internal/payload"
 	"github.com/tpsroute/tpsroute/internal/sse"
+	"github.com/tpsroute/tpsroute/internal/tpsseam"
 	"github.com/tpsroute/tpsroute/tps"
 )
 
@@ -60,7 +62,7 @@ func TestProfileAPIStyles(t *testing.T) {
 				var sample tps.Sample
 				var names []string
 				tap := tps.NewTap(resp.Body, start, func(s tps.Sample) { sample = s }, tps.WithProtocol(tt.proto),
-					tps.WithObserver(func(_ time.Time, c *tps.Chunk) { names = append(names, string(c.Event)) }))
+					tpsseam.WithObserver.(func(func(time.Time, *payload.Chunk)) tps.Option)(func(_ time.Time, c *payload.Chunk) { names = append(names, string(c.Event)) }))
 				raw, err := io.ReadAll(tap)
 				require.NoError(t, err)
 				require.NoError(t, tap.Close())
@@ -91,13 +93,13 @@ func TestProfileAPIStyles(t *testing.T) {
 // deltaText joins the text deltas of a Responses or Messages stream.
 func deltaText(raw []byte, proto tps.Protocol) string {
 	var b []byte
-	var c tps.Chunk
+	var c payload.Chunk
 	sse.ForEachData(raw, func(data []byte) {
 		var err error
 		if proto == tps.ProtocolResponses {
-			err = tps.ProtocolResponses.Parse(data, &c)
+			err = payload.ParseResponsesEvent(data, &c)
 		} else {
-			err = tps.ProtocolMessages.Parse(data, &c)
+			err = payload.ParseMessagesEvent(data, &c)
 		}
 		if err == nil && c.Output {
 			b = c.AppendText(b)

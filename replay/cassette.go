@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/tpsroute/tpsroute/internal/payload"
 	"github.com/tpsroute/tpsroute/internal/sse"
 	"github.com/tpsroute/tpsroute/tps"
 )
@@ -255,8 +256,8 @@ func (c *Cassette) plan(*request) *plan {
 		return p
 	}
 	p.events = make([]event, 0, len(r.Events))
-	var chunk tps.Chunk
-	output := func(data []byte) bool { return p.proto.Parse(data, &chunk) == nil && chunk.Output }
+	var chunk payload.Chunk
+	output := func(data []byte) bool { return payload.ParseEvent(uint8(p.proto), data, &chunk) == nil && chunk.Output }
 	for _, e := range r.Events {
 		ev := event{at: c.ms(e.AtMS)}
 		switch {
@@ -307,8 +308,8 @@ func markAnswer(p *plan) {
 			last = i
 		}
 	}
-	var chunk tps.Chunk
-	if last >= 0 && tps.ProtocolEmbeddings.Parse(all, &chunk) == nil && chunk.Output {
+	var chunk payload.Chunk
+	if last >= 0 && payload.ParseEmbeddingsEvent(all, &chunk) == nil && chunk.Output {
 		p.events[last].output = true
 	}
 }

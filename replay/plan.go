@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tpsroute/tpsroute/internal/answer"
+	"github.com/tpsroute/tpsroute/internal/payload"
 	"github.com/tpsroute/tpsroute/internal/sse"
 	"github.com/tpsroute/tpsroute/tps"
 )
@@ -241,7 +242,7 @@ func accumulate(p *plan) *plan {
 	// calls, usage), as the tpsroute Client builds its own.
 	var (
 		acc     answer.Accumulator
-		chunk   tps.Chunk
+		chunk   payload.Chunk
 		errBody []byte
 		errCode int
 		seen    bool
@@ -249,7 +250,7 @@ func accumulate(p *plan) *plan {
 		allRaw  = true
 	)
 	fold := func(data []byte) {
-		if errBody != nil || tps.ParseChunk(data, &chunk) != nil {
+		if errBody != nil || payload.ParseChunk(data, &chunk) != nil {
 			return
 		}
 		seen = true
@@ -306,7 +307,7 @@ func accumulate(p *plan) *plan {
 func accumulateAPI(p, q *plan) *plan {
 	var (
 		stream []byte
-		chunk  tps.Chunk
+		chunk  payload.Chunk
 		errRaw []byte
 	)
 	for _, e := range p.events {
@@ -314,7 +315,7 @@ func accumulateAPI(p, q *plan) *plan {
 		stream = append(stream, b...)
 		if errRaw == nil {
 			sse.ForEachData(b, func(data []byte) {
-				if errRaw == nil && p.proto.Parse(data, &chunk) == nil && chunk.Error {
+				if errRaw == nil && payload.ParseEvent(uint8(p.proto), data, &chunk) == nil && chunk.Error {
 					errRaw = append([]byte{}, chunk.ErrorBody...)
 					if len(errRaw) == 0 {
 						errRaw = []byte("{}")

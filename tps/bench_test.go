@@ -17,20 +17,9 @@ import (
 	"github.com/tpsroute/tpsroute/tps"
 )
 
-// benchChunk is a typical OpenAI output chunk, obfuscation field included.
+// benchChunk is a typical OpenAI output chunk, obfuscation field included
+// (internal/payload's BenchmarkParseChunk parses the same one).
 const benchChunk = `{"id":"chatcmpl-AbCdEfGh","object":"chat.completion.chunk","created":1730000000,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_0ba0d124f1","choices":[{"index":0,"delta":{"content":" token"},"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"Xy12"}`
-
-func BenchmarkParseChunk(b *testing.B) {
-	data := []byte(benchChunk)
-	var c tps.Chunk
-	b.SetBytes(int64(len(data)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := tps.ParseChunk(data, &c); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
 
 // BenchmarkTimerEvent is the Timer's cost per output chunk (budget: 100 ns,
 // 0 allocs).

@@ -10,15 +10,15 @@
 // and keeps its Next/Current/Err/Close shape. NewTap times a raw
 // Server-Sent Events body (an io.ReadCloser) for HTTP transports and
 // gateways; its bytes pass through unchanged. Both decode every chunk with
-// ParseChunk and feed a Timer, so they measure identically. Each ends with a
-// Sample.
+// the module's one chunk parser (internal/payload) and feed one measurement
+// core, so they measure identically. Each ends with a Sample.
 //
-// # Timer
+// # The measurement core
 //
-// Timer is the core. It is fed exact times (Headers, Comment, Event, Fail,
-// Finish), so every metric can be tested, and replayed, on exact values.
-// Recording an output chunk takes a few tens of nanoseconds and does not
-// allocate.
+// Under both doors an unexported timer is fed exact times (headers,
+// comments, events, failures, the end), so every metric is tested on exact
+// values. Recording an output chunk takes a few tens of nanoseconds and
+// does not allocate.
 //
 // # What counts as output
 //
@@ -30,12 +30,13 @@
 // # Tokens
 //
 // OutputTokens is the last usage.completion_tokens seen (never summed), else a
-// Tokenizer's count (WithTokenizer), else the number of output deltas.
-// SetIncludeUsage asks the server for usage. Sample.TokenSource says which
-// was used. Usage is used only when the stream could have carried it: the
+// Tokenizer's count (WithTokenizer), else the number of output deltas;
+// Sample.TokenSource says which was used. stream_options.include_usage asks
+// the server for usage (the Client sets it; with Wrap, set it on the
+// params). Usage is used only when the stream could have carried it: the
 // visible tokens it reports, less reasoning that was never streamed
 // (Sample.HiddenTokens, left out of TPS), fit in the output bytes streamed
-// plus UsageSlack; otherwise Sample.Implausible says why
+// plus a slack of 32 tokens; otherwise Sample.Implausible says why
 // (docs/METRICS.md, "Plausible usage").
 //
 // # Errors and endings
@@ -46,17 +47,21 @@
 // without a finish_reason is flagged as Sample.Truncated. Nothing in this
 // package panics on any input.
 //
-// # Framing and accumulation
+// # Framing, parsing and accumulation
 //
 // The Tap frames with the library's one SSE framer (internal/sse, whose
-// buffer and reader forms the root's Stream, the executor and replay use).
-// The chunks ParseChunk scans are folded into the chat.completion a
-// non-streaming call answers by internal/answer's Accumulator, which the
-// Client feeds from a Tap's observer.
+// buffer and reader forms the root's Stream, the executor and replay use)
+// and parses with its one chunk parser (internal/payload, which the root's
+// Stream, the executor and replay use too). The chunks it parses are
+// folded into the chat.completion a non-streaming call answers by
+// internal/answer's Accumulator, which the Client feeds from a Tap's
+// observer.
 //
 // # Observers
 //
-// WithObserver and WithCommentObserver call a function synchronously for every
-// data event or comment, after the Timer saw it. The fallback package uses
-// them for its commit point, stall deadlines and in-stream error detection.
+// WithCommentObserver calls a function synchronously for every SSE comment,
+// after the measurement saw it. The observer of every parsed chunk, through
+// which the Client's executor finds its commit point, stall deadlines and
+// in-stream errors, is internal (internal/tpsseam), since the chunk it hands
+// over is the internal parser's.
 package tps

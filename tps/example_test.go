@@ -44,7 +44,7 @@ func ExampleWrap() {
 		Model:    "m",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Say hello")},
 	}
-	tps.SetIncludeUsage(&params)
+	params.StreamOptions.IncludeUsage = openai.Bool(true) // a final usage chunk gives OutputTokens
 	start := time.Now()
 	stream := tps.Wrap(client.Chat.Completions.NewStreaming(context.Background(), params), start)
 	defer stream.Close()
@@ -89,28 +89,4 @@ func ExampleNewTap() {
 	// output tokens: 4 from usage
 	// chunks: 5 comments: 1
 	// end: done truncated: false err: <nil>
-}
-
-// A Timer fed exact times gives exact metrics.
-func ExampleTimer() {
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	at := func(ms int) time.Time { return start.Add(time.Duration(ms) * time.Millisecond) }
-	t := tps.NewTimer(start)
-	t.Headers(at(100))
-	var c tps.Chunk
-	for i, data := range []string{
-		`{"choices":[{"delta":{"content":"one"}}]}`,
-		`{"choices":[{"delta":{"content":" two"}}]}`,
-		`{"choices":[{"delta":{"content":" three"}}]}`,
-		`{"choices":[],"usage":{"completion_tokens":9}}`,
-	} {
-		_ = tps.ParseChunk([]byte(data), &c)
-		t.Event(at(300+100*i), &c)
-	}
-	s := t.Finish(at(700))
-	fmt.Println("TTFT:", s.TTFT, "TPS:", s.TPS, "TPOT:", s.TPOT, "E2E:", s.E2E)
-	fmt.Printf("E2E TPS: %.1f\n", s.E2ETPS)
-	// Output:
-	// TTFT: 300ms TPS: 40 TPOT: 25ms E2E: 500ms
-	// E2E TPS: 18.0
 }

@@ -139,7 +139,7 @@ func runWrap(t *testing.T, steps []step, readErr error, opts ...tps.Option) (tps
 		start := time.Now()
 		client := scriptClient(start, steps, readErr)
 		params := openai.ChatCompletionNewParams{Model: "m", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}}
-		tps.SetIncludeUsage(&params)
+		params.StreamOptions.IncludeUsage = openai.Bool(true)
 		s := tps.Wrap(client.Chat.Completions.NewStreaming(context.Background(), params), start, opts...)
 		for s.Next() {
 			n++

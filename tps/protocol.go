@@ -1,14 +1,16 @@
 package tps
 
+import "github.com/tpsroute/tpsroute/internal/payload"
+
 // Protocol says which API's stream a Tap reads, and so how each SSE event's
-// data is parsed into a Chunk. The framing (lines, events, comments, the
+// data is parsed (by the module's one chunk parser). The framing (lines, events, comments, the
 // event cap) is the same for every protocol; only the payload differs. The
 // zero Protocol is ProtocolChat.
 type Protocol uint8
 
 const (
 	// ProtocolChat is an OpenAI Chat Completions stream: every event is a
-	// chat.completion.chunk, parsed by ParseChunk.
+	// chat.completion.chunk.
 	ProtocolChat Protocol = iota
 	// ProtocolResponses is an OpenAI Responses stream (POST /v1/responses):
 	// the output_text, refusal, reasoning and function-call argument deltas
@@ -43,21 +45,9 @@ func WithProtocol(p Protocol) Option {
 	return func(o *options) { o.protocol = p }
 }
 
-// Parse parses one event's data as protocol p's payload into c, as a Tap
-// with WithProtocol(p) does, overwriting everything c held: ParseChunk for
-// ProtocolChat, and for the others the same rules mapped onto the same
-// Chunk fields (docs/METRICS.md, "Responses and Messages streams"). It does
-// not allocate and never panics; the only error is ErrMalformed, for data
-// that is not one well-formed JSON object. An unknown Protocol parses as
-// ProtocolChat.
-func (p Protocol) Parse(data []byte, c *Chunk) error {
-	switch p {
-	case ProtocolResponses:
-		return parseResponsesEvent(data, c)
-	case ProtocolMessages:
-		return parseMessagesEvent(data, c)
-	case ProtocolEmbeddings:
-		return parseEmbeddingsEvent(data, c)
-	}
-	return ParseChunk(data, c)
+// parse parses one event's data as protocol p's payload into c, as a Tap
+// with WithProtocol(p) does: internal/payload's ParseEvent, which reads a
+// Protocol's value (TestProtocolValues pins them).
+func (p Protocol) parse(data []byte, c *payload.Chunk) error {
+	return payload.ParseEvent(uint8(p), data, c)
 }

@@ -27,7 +27,7 @@ func protoSummary(c *tps.Chunk) protoParsed {
 	return protoParsed{
 		Output: c.Output, ToolCall: c.ToolCall, Reasoning: c.Reasoning, Error: c.Error, Done: c.Done, HasUsage: c.HasUsage,
 		Content: string(c.Content), Finish: string(c.FinishReason), ErrorBody: string(c.ErrorBody), ID: string(c.ID), Model: string(c.Model),
-		OutputBytes: c.OutputBytes, Usage: c.Usage,
+		OutputBytes: c.OutputBytes, Usage: tps.Usage(c.Usage),
 	}
 }
 

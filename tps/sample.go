@@ -30,7 +30,7 @@ const (
 	ImplausibleNone Implausible = iota
 	// ImplausibleOverStreamed means the reported count, less the reasoning
 	// tokens that were not streamed, is more than the output bytes streamed
-	// plus UsageSlack: more tokens than the stream could have carried.
+	// plus a slack of 32 tokens: more tokens than the stream could have carried.
 	ImplausibleOverStreamed
 	// ImplausibleNegative means a negative completion_tokens or
 	// reasoning_tokens.
@@ -41,13 +41,13 @@ const (
 	ImplausibleNoVisible
 )
 
-// UsageSlack is how many more tokens than streamed output bytes a stream's
+// usageSlack is how many more tokens than streamed output bytes a stream's
 // visible output may be reported to hold: tokens that real servers count
 // but do not stream, such as chat-template and channel markers (gpt-oss's
 // harmony format adds about ten per answer), the end-of-sequence token and
 // the <think> tags a reasoning parser strips (docs/METRICS.md, "Plausible
 // usage"). Tool calls need none: their streamed JSON is counted whole.
-const UsageSlack = 32
+const usageSlack = 32
 
 // CacheState says whether the provider served the prompt from its prefix cache.
 type CacheState uint8

@@ -7,6 +7,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/ssestream"
+	"github.com/tpsroute/tpsroute/internal/payload"
 )
 
 // Stream wraps an openai-go chat-completion stream and times it. It has the
@@ -16,8 +17,8 @@ import (
 // or Close has returned.
 type Stream struct {
 	s     *ssestream.Stream[openai.ChatCompletionChunk]
-	t     Timer
-	c     Chunk
+	t     timer
+	c     payload.Chunk
 	raw   []byte
 	ended bool
 }
@@ -27,7 +28,7 @@ type Stream struct {
 // response headers arrived, so Headers is taken as time.Now() at Wrap unless
 // WithHeaders says otherwise.
 //
-// Each chunk is measured with ParseChunk on its RawJSON, so a Stream and a
+// Each chunk is measured with the Tap's parser on its RawJSON, so a Stream and a
 // Tap measure identically, including fields the typed chunk lacks
 // (reasoning_content, reasoning, x_groq, timings). openai-go drops SSE
 // comments and the "[DONE]" sentinel before a Stream sees them, so Comments
@@ -54,8 +55,8 @@ func (s *Stream) Next() bool {
 	}
 	now := time.Now()
 	s.raw = append(s.raw[:0], s.s.Current().RawJSON()...)
-	if ParseChunk(s.raw, &s.c) != nil {
-		s.c.reset()
+	if payload.ParseChunk(s.raw, &s.c) != nil {
+		s.c.Reset()
 		s.c.Malformed = true
 	}
 	s.t.observe(now, &s.c)
@@ -73,8 +74,8 @@ func (s *Stream) stop(now time.Time) {
 	case err == nil:
 	case errors.As(err, &se):
 		c := &s.c
-		if ParseChunk(se.Event.Data, c) != nil {
-			c.reset()
+		if payload.ParseChunk(se.Event.Data, c) != nil {
+			c.Reset()
 		}
 		if !c.Error {
 			c.Error = true
@@ -139,15 +140,4 @@ func (s *Stream) Close() error {
 // stream ended now (End is EndNone).
 func (s *Stream) Sample() Sample {
 	return s.t.Snapshot(time.Now())
-}
-
-// SetIncludeUsage sets stream_options.include_usage on p, so that servers
-// that support it send a final usage chunk and OutputTokens come from usage.
-// It never sets vLLM's continuous_usage_stats (usage on every chunk), which
-// costs bandwidth and server time. A nil p is a no-op.
-func SetIncludeUsage(p *openai.ChatCompletionNewParams) {
-	if p == nil {
-		return
-	}
-	p.StreamOptions.IncludeUsage = openai.Bool(true)
 }

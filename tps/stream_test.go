@@ -135,13 +135,3 @@ func TestWrapLifecycle(t *testing.T) {
 		require.NoError(t, s.Close())
 	})
 }
-
-func TestSetIncludeUsage(t *testing.T) {
-	var p openai.ChatCompletionNewParams
-	tps.SetIncludeUsage(&p)
-	tps.SetIncludeUsage(nil)
-	b, err := p.StreamOptions.MarshalJSON()
-	require.NoError(t, err)
-	assert.JSONEq(t, `{"include_usage":true}`, string(b))
-	assert.NotContains(t, string(b), "continuous_usage_stats")
-}

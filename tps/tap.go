@@ -8,15 +8,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tpsroute/tpsroute/internal/payload"
 	"github.com/tpsroute/tpsroute/internal/sse"
 )
 
-// MaxEvent is the default of WithMaxEvent: the longest SSE line, and the
-// most data one event may gather, in bytes, that a Tap parses. Real chunks
-// are under 10 KiB; a provider that sends its whole answer as one chunk
-// (docs/STREAM_QUIRKS.md Q13) stays well under 1 MiB even for a 32k-token
-// answer with logprobs.
-const MaxEvent = sse.MaxEvent
+// maxEvent is the default of WithMaxEvent, 4 MiB (internal/sse.MaxEvent):
+// the longest SSE line, and the most data one event may gather, in bytes,
+// that a Tap parses. Real chunks are under 10 KiB; a provider that sends its
+// whole answer as one chunk (docs/STREAM_QUIRKS.md Q13) stays well under
+// 1 MiB even for a 32k-token answer with logprobs.
+const maxEvent = sse.MaxEvent
 
 // ErrEventTooLarge means an SSE line, or the data of one event, passed the
 // cap of the framer that read it (a Client's Stream returns it).
@@ -46,9 +47,10 @@ var ErrEventTooLarge = sse.ErrEventTooLarge
 // that is not a JSON object counts in Sample.Malformed and is otherwise
 // ignored.
 //
-// A line longer than the event cap (WithMaxEvent, default MaxEvent), or an
-// event whose data lines together pass it, is reported to the observer the
-// moment the cap is passed, as one Chunk with Malformed and Unframed set,
+// A line longer than the event cap (WithMaxEvent, default 4 MiB), or an
+// event whose data lines together pass it, is counted as malformed (and
+// shown to the module's chunk observer, with Malformed and Unframed set) the
+// moment the cap is passed,
 // not at its end, which may never come: a caller such as fallback stops
 // reading there. The Tap's own buffers never hold more than the cap; the
 // rest of such a line still passes through and is otherwise ignored.
@@ -58,7 +60,7 @@ var ErrEventTooLarge = sse.ErrEventTooLarge
 func NewTap(body io.ReadCloser, start time.Time, done func(Sample), opts ...Option) io.ReadCloser {
 	t := &tap{body: body, done: done}
 	t.t.begin(start, time.Now(), opts)
-	t.maxEvent = cmp.Or(t.t.opts.maxEvent, MaxEvent)
+	t.maxEvent = cmp.Or(t.t.opts.maxEvent, maxEvent)
 	return t
 }
 
@@ -68,8 +70,8 @@ type tap struct {
 
 	mu       sync.Mutex
 	finished bool
-	t        Timer
-	c        Chunk
+	t        timer
+	c        payload.Chunk
 
 	line     []byte // carried partial line
 	over     bool   // the current line or event passed the cap; drop it
@@ -222,7 +224,7 @@ func (t *tap) overlong(now time.Time) {
 	t.hasData = false
 	t.event = t.event[:0]
 	t.errField = false
-	t.c.reset()
+	t.c.Reset()
 	t.c.Malformed = true
 	t.c.Unframed = true
 	t.c.Start, t.c.End = t.evStart, t.at
@@ -333,10 +335,10 @@ func (t *tap) dispatchData(now time.Time, data []byte) {
 	isErr := t.errField || string(t.event) == "error"
 	switch {
 	case len(data) >= 6 && string(data[:6]) == "[DONE]": // as openai-go matches it
-		c.reset()
+		c.Reset()
 		c.Done = true
-	case t.t.opts.protocol.Parse(data, c) != nil:
-		c.reset()
+	case t.t.opts.protocol.parse(data, c) != nil:
+		c.Reset()
 		c.Malformed = !isErr
 	}
 	if isErr {

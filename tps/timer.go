@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"cmp"
 	"time"
+
+	"github.com/tpsroute/tpsroute/internal/payload"
 )
 
-// Timer is the measurement core: it is fed exact times and events, and
+// timer is the measurement core: it is fed exact times and events, and
 // computes every Sample field as docs/METRICS.md defines it. Tap and Stream
-// drive a Timer with time.Now(); tests and replays drive it with exact times.
-// A Timer is not safe for concurrent use; it is driven by one goroutine.
-type Timer struct {
+// drive a timer with time.Now(); tests drive it with exact times (through
+// export_test.go). It is unexported since Tap and Wrap are the doors users
+// measure through. A timer is not safe for concurrent use; it is driven by
+// one goroutine.
+type timer struct {
 	opts  options
 	start time.Time
 	s     Sample
@@ -22,7 +26,7 @@ type Timer struct {
 	outBytes           int64 // Chunk.OutputBytes of the output chunks
 	reasonBytes        int64 // Chunk.ReasoningBytes of the output chunks
 
-	usage    Usage
+	usage    payload.Usage
 	hasUsage bool
 
 	text     []byte // output text, kept only with a tokenizer
@@ -34,20 +38,20 @@ type Timer struct {
 	ended                      bool
 }
 
-// NewTimer returns a Timer for a stream whose request was written at start.
-// WithTokenizer is honoured; WithObserver, WithCommentObserver and
+// newTimer returns a timer for a stream whose request was written at start.
+// WithTokenizer is honoured; the observers and
 // WithHeaders are for Tap and Stream and are ignored here.
-func NewTimer(start time.Time, opts ...Option) *Timer {
-	t := &Timer{}
+func newTimer(start time.Time, opts ...Option) *timer {
+	t := &timer{}
 	t.opts = buildOptions(opts)
 	t.Reset(start)
 	return t
 }
 
-// Reset starts a new measurement from start, keeping the Timer's options and
+// Reset starts a new measurement from start, keeping the timer's options and
 // buffers.
-func (t *Timer) Reset(start time.Time) {
-	*t = Timer{
+func (t *timer) Reset(start time.Time) {
+	*t = timer{
 		opts:        t.opts,
 		start:       start,
 		text:        t.text[:0],
@@ -59,9 +63,9 @@ func (t *Timer) Reset(start time.Time) {
 	t.s.Start = start
 }
 
-// begin sets up a Timer that a Tap or Stream embeds, for a request written
+// begin sets up a timer that a Tap or Stream embeds, for a request written
 // at start whose headers arrived now, or at WithHeaders's time.
-func (t *Timer) begin(start, now time.Time, opts []Option) {
+func (t *timer) begin(start, now time.Time, opts []Option) {
 	t.opts = buildOptions(opts)
 	t.Reset(start)
 	if h := t.opts.headers; !h.IsZero() {
@@ -72,7 +76,7 @@ func (t *Timer) begin(start, now time.Time, opts []Option) {
 
 // Headers records that the response headers arrived at now. Only the first
 // call counts.
-func (t *Timer) Headers(now time.Time) {
+func (t *timer) Headers(now time.Time) {
 	if t.headers || t.ended {
 		return
 	}
@@ -80,7 +84,7 @@ func (t *Timer) Headers(now time.Time) {
 	t.s.Headers = now.Sub(t.start)
 }
 
-func (t *Timer) byteAt(now time.Time) {
+func (t *timer) byteAt(now time.Time) {
 	if !t.firstByte {
 		t.firstByte = true
 		t.s.FirstByte = now.Sub(t.start)
@@ -90,7 +94,7 @@ func (t *Timer) byteAt(now time.Time) {
 // Comment records an SSE comment (a keep-alive) read at now. It sets
 // FirstByte if nothing came before, and never counts as output, TTFT or
 // progress (docs/STREAM_QUIRKS.md Q1, Q27).
-func (t *Timer) Comment(now time.Time) {
+func (t *timer) Comment(now time.Time) {
 	if t.ended {
 		return
 	}
@@ -100,7 +104,7 @@ func (t *Timer) Comment(now time.Time) {
 
 // NonStandard records an SSE line whose field name is not data, event, id
 // or retry (docs/STREAM_QUIRKS.md Q3). It sets FirstByte if nothing came before.
-func (t *Timer) NonStandard(now time.Time) {
+func (t *timer) NonStandard(now time.Time) {
 	if t.ended {
 		return
 	}
@@ -109,12 +113,12 @@ func (t *Timer) NonStandard(now time.Time) {
 }
 
 // Event records one data event read at now, as described by c: a decoded
-// chunk (ParseChunk), c.Done for "[DONE]", c.Malformed for undecodable data.
+// chunk (payload.ParseChunk), c.Done for "[DONE]", c.Malformed for undecodable data.
 // A chunk with c.Error records a *StreamError as Err (the first error wins)
 // with its phase. It allocates nothing for an ordinary output chunk unless a
 // Tokenizer is set (then it appends the text to an internal buffer). Events
 // after Finish are ignored.
-func (t *Timer) Event(now time.Time, c *Chunk) {
+func (t *timer) Event(now time.Time, c *payload.Chunk) {
 	if t.ended {
 		return
 	}
@@ -167,14 +171,14 @@ func (t *Timer) Event(now time.Time, c *Chunk) {
 	}
 	if c.HasUsage {
 		if t.opts.protocol == ProtocolMessages && t.hasUsage {
-			t.usage.mergeMessages(&c.Usage) // split across message_start and message_delta
+			t.usage.MergeMessages(&c.Usage) // split across message_start and message_delta
 		} else {
 			t.usage = c.Usage
 		}
 		t.hasUsage = true
 	}
 	if c.HasServer {
-		mergeServer(&t.s.Server, &c.Server)
+		mergeServer(&t.s.Server, (*ServerTiming)(&c.Server)) // the same fields, in the same order
 	}
 	if c.Error && t.s.Err == nil {
 		t.fail(newStreamError(c.ErrorBody, c.Event), PhaseNone)
@@ -182,8 +186,8 @@ func (t *Timer) Event(now time.Time, c *Chunk) {
 }
 
 // observe records the data event c with Event, then shows it to the
-// WithObserver function, as a Tap or Stream does for every data event.
-func (t *Timer) observe(now time.Time, c *Chunk) {
+// observer (withObserver), as a Tap or Stream does for every data event.
+func (t *timer) observe(now time.Time, c *payload.Chunk) {
 	t.Event(now, c)
 	if fn := t.opts.observer; fn != nil {
 		fn(now, c)
@@ -202,16 +206,16 @@ func mergeServer(dst, src *ServerTiming) {
 
 // Fail records err as the stream's failure. The first error wins; a nil
 // err is ignored. phase PhaseNone means "derive it": PhaseMidStream if
-// output was seen, else PhaseFirstToken. Fail does not end the Timer: call
+// output was seen, else PhaseFirstToken. Fail does not end the timer: call
 // Finish with the time the failure was seen.
-func (t *Timer) Fail(err error, phase Phase) {
+func (t *timer) Fail(err error, phase Phase) {
 	if t.ended || err == nil || t.s.Err != nil {
 		return
 	}
 	t.fail(err, phase)
 }
 
-func (t *Timer) fail(err error, phase Phase) {
+func (t *timer) fail(err error, phase Phase) {
 	if phase == PhaseNone {
 		phase = PhaseFirstToken
 		if t.s.OutputChunks > 0 {
@@ -222,17 +226,17 @@ func (t *Timer) fail(err error, phase Phase) {
 }
 
 // Output reports whether an output chunk has been seen: the commit point.
-func (t *Timer) Output() bool { return t.s.OutputChunks > 0 }
+func (t *timer) Output() bool { return t.s.OutputChunks > 0 }
 
 // Finish ends the measurement at now and returns the Sample. End is EndError
 // if an error was recorded, EndDone if "[DONE]" was seen, else EndEOF.
 // Later calls return the same Sample.
-func (t *Timer) Finish(now time.Time) Sample { return t.end(now, EndEOF) }
+func (t *timer) Finish(now time.Time) Sample { return t.end(now, EndEOF) }
 
 // Abandon ends the measurement at now because the consumer stopped reading
 // (EndClosed, unless an error or "[DONE]" came first) and returns the Sample.
 // Later calls, and later calls to Finish, return the same Sample.
-func (t *Timer) Abandon(now time.Time) Sample { return t.end(now, EndClosed) }
+func (t *timer) Abandon(now time.Time) Sample { return t.end(now, EndClosed) }
 
 // end computes the derived fields once. end is how the stream ended unless
 // an error was recorded (EndError) or "[DONE]" was seen (EndDone).
@@ -241,7 +245,7 @@ func (t *Timer) Abandon(now time.Time) Sample { return t.end(now, EndClosed) }
 // field of the Sample at one moment, with each metric's documented fallback
 // (usage, tokenizer, deltas; TPS only when measurable); docs/METRICS.md is
 // the list it follows.
-func (t *Timer) end(now time.Time, end End) Sample {
+func (t *timer) end(now time.Time, end End) Sample {
 	if t.ended {
 		return t.s
 	}
@@ -332,10 +336,10 @@ func (t *Timer) end(now time.Time, end End) Sample {
 // reasoning tokens were streamed and at least ReasoningTokens - reasonBytes
 // were not. Those belong to the phase before the first output; the rest,
 // the visible count, must fit in the output bytes streamed, plus
-// UsageSlack. A server that counts reasoning outside completion_tokens
+// usageSlack. A server that counts reasoning outside completion_tokens
 // (total_tokens = prompt + completion + reasoning, as xAI does) has no
 // hidden part inside it.
-func (t *Timer) plausible() (hidden int64, why Implausible) {
+func (t *timer) plausible() (hidden int64, why Implausible) {
 	u := &t.usage
 	c, r := u.CompletionTokens, u.ReasoningTokens
 	if c < 0 || r < 0 {
@@ -345,7 +349,7 @@ func (t *Timer) plausible() (hidden int64, why Implausible) {
 		hidden = min(max(r-t.reasonBytes, 0), c)
 	}
 	switch visible := c - hidden; {
-	case visible > t.outBytes+UsageSlack:
+	case visible > t.outBytes+usageSlack:
 		return 0, ImplausibleOverStreamed
 	case visible == 0 && t.s.OutputChunks > 0:
 		return 0, ImplausibleNoVisible
@@ -354,9 +358,9 @@ func (t *Timer) plausible() (hidden int64, why Implausible) {
 }
 
 // Snapshot returns the Sample as if the stream ended at now, without ending
-// the Timer: End is EndNone and Truncated false while it runs. After the end
+// the timer: End is EndNone and Truncated false while it runs. After the end
 // it returns the final Sample.
-func (t *Timer) Snapshot(now time.Time) Sample {
+func (t *timer) Snapshot(now time.Time) Sample {
 	if t.ended {
 		return t.s
 	}

@@ -183,3 +183,28 @@ func TestEndString(t *testing.T) {
 		assert.Equal(t, want, e.String())
 	}
 }
+
+// TestTimerExactMetrics: a timer fed exact times gives exact metrics (it was
+// the package's ExampleTimer while the timer was exported).
+func TestTimerExactMetrics(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return start.Add(time.Duration(ms) * time.Millisecond) }
+	tm := tps.NewTimer(start)
+	tm.Headers(at(100))
+	var c tps.Chunk
+	for i, data := range []string{
+		`{"choices":[{"delta":{"content":"one"}}]}`,
+		`{"choices":[{"delta":{"content":" two"}}]}`,
+		`{"choices":[{"delta":{"content":" three"}}]}`,
+		`{"choices":[],"usage":{"completion_tokens":9}}`,
+	} {
+		require.NoError(t, tps.ParseChunk([]byte(data), &c))
+		tm.Event(at(300+100*i), &c)
+	}
+	s := tm.Finish(at(700))
+	assert.Equal(t, 300*time.Millisecond, s.TTFT)
+	assert.InDelta(t, 40, s.TPS, 1e-9)
+	assert.Equal(t, 25*time.Millisecond, s.TPOT)
+	assert.Equal(t, 500*time.Millisecond, s.E2E)
+	assert.InDelta(t, 18.0, s.E2ETPS, 1e-9)
+}

@@ -4,11 +4,11 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/tpsroute/tpsroute/tps"
+	"github.com/tpsroute/tpsroute/internal/payload"
 )
 
 // Accumulator builds the chat.completion a non-streaming call answers from
-// the chunks of a stream, as tps.ParseChunk scanned them: text, reasoning,
+// the chunks of a stream, as payload.ParseChunk scanned them: text, reasoning,
 // refusal, tool calls and logprobs per choice (every choice of an n>1
 // request, in index order) with each choice's finish reason; id, model,
 // created, system_fingerprint and service_tier; and the last usage object,
@@ -26,7 +26,7 @@ type Accumulator struct {
 	choices                             []choiceAcc // in order of arrival
 	byIndex                             positions
 	size                                int
-	chunk                               tps.Chunk // Add's scratch
+	chunk                               payload.Chunk // Add's scratch
 }
 
 // positions finds an element by its index among the elements of a slice in
@@ -121,14 +121,14 @@ type toolAcc struct {
 // and folds it in as AddChunk does. A payload that is not a JSON object,
 // and [DONE], adds nothing.
 func (a *Accumulator) Add(data []byte) {
-	if tps.ParseChunk(data, &a.chunk) == nil {
+	if payload.ParseChunk(data, &a.chunk) == nil {
 		a.AddChunk(&a.chunk)
 	}
 }
 
-// AddChunk folds in one chunk as tps.ParseChunk (or a Tap's observer) read it.
+// AddChunk folds in one chunk as payload.ParseChunk (or a Tap's observer) read it.
 // It copies what it keeps: c may be reused once AddChunk returns.
-func (a *Accumulator) AddChunk(c *tps.Chunk) {
+func (a *Accumulator) AddChunk(c *payload.Chunk) {
 	if len(c.ID) > 0 && len(a.id) == 0 {
 		a.id = a.keep(a.id, c.ID)
 	}
@@ -227,7 +227,7 @@ const (
 	toolFrame   = 160
 )
 
-func (a *Accumulator) addChoice(d *tps.ChoiceDelta) {
+func (a *Accumulator) addChoice(d *payload.ChoiceDelta) {
 	ch := a.choice(d.Index)
 	if d.Content != nil {
 		ch.content = a.add(ch.content, d.Content)
@@ -268,7 +268,7 @@ func (a *Accumulator) elements(dst []byte, had bool, v []byte) ([]byte, bool) {
 
 var comma = []byte{','}
 
-func (a *Accumulator) addTool(t *tps.ToolCallDelta) {
+func (a *Accumulator) addTool(t *payload.ToolCallDelta) {
 	ch := a.choice(t.Choice)
 	p := ch.byIndex.find(t.Index, len(ch.tools), ch.toolIndex)
 	if p < 0 {

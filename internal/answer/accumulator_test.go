@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tpsroute/tpsroute/internal/answer"
-	"github.com/tpsroute/tpsroute/tps"
+	"github.com/tpsroute/tpsroute/internal/payload"
 )
 
 // completion is the part of a chat.completion the Accumulator tests read.
@@ -172,11 +172,11 @@ func TestAccumulatorAllocs(t *testing.T) {
 	for i := range chunks {
 		chunks[i] = []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o","system_fingerprint":"fp_1","choices":[{"index":0,"delta":{"content":"tok` + strconv.Itoa(i) + ` "},"logprobs":null,"finish_reason":null}],"usage":null}`)
 	}
-	var c tps.Chunk
+	var c payload.Chunk
 	allocs := testing.AllocsPerRun(20, func() {
 		var a answer.Accumulator
 		for _, data := range chunks {
-			_ = tps.ParseChunk(data, &c)
+			_ = payload.ParseChunk(data, &c)
 			a.AddChunk(&c)
 		}
 	})
@@ -225,11 +225,11 @@ func TestAccumulatorReset(t *testing.T) {
 	for i := range chunks {
 		chunks[i] = []byte(head + `{"index":0,"delta":{"content":"tok` + strconv.Itoa(i) + ` "},"logprobs":null,"finish_reason":null}],"usage":null}`)
 	}
-	var c tps.Chunk
+	var c payload.Chunk
 	fill := func() {
 		reused.Reset()
 		for _, data := range chunks {
-			_ = tps.ParseChunk(data, &c)
+			_ = payload.ParseChunk(data, &c)
 			reused.AddChunk(&c)
 		}
 	}
@@ -254,10 +254,10 @@ func FuzzAccumulator(f *testing.F) {
 	f.Fuzz(func(t *testing.T, in string) {
 		var a answer.Accumulator
 		want := map[int64]string{}
-		var c tps.Chunk
+		var c payload.Chunk
 		for line := range strings.SplitSeq(in, "\n") {
 			a.Add([]byte(line))
-			if tps.ParseChunk([]byte(line), &c) == nil {
+			if payload.ParseChunk([]byte(line), &c) == nil {
 				for _, ch := range c.Choices {
 					want[ch.Index] += string(ch.Content)
 				}

@@ -17,7 +17,7 @@ import (
 // non-streaming calls and replay's non-streamed playback both use it.
 
 // errNoAnswer is returned for a stream that holds no final answer.
-var errNoAnswer = errors.New("tps: the stream holds no final answer")
+var errNoAnswer = errors.New("answer: the stream holds no final answer")
 
 // ResponsesAnswer returns the response object of a Responses stream's
 // response.completed (or response.incomplete) event: the object the API
@@ -72,14 +72,14 @@ func MessagesAnswer(stream []byte) ([]byte, error) {
 			}
 			i := int(ev.Get("index").Int())
 			if i < 0 || i > len(blocks) {
-				bad = fmt.Errorf("tps: content block %d out of order", i)
+				bad = fmt.Errorf("answer: content block %d out of order", i)
 				return
 			}
 			blocks = append(blocks[:i], b)
 		case "content_block_delta":
 			i := int(ev.Get("index").Int())
 			if i < 0 || i >= len(blocks) {
-				bad = fmt.Errorf("tps: delta for content block %d that did not start", i)
+				bad = fmt.Errorf("answer: delta for content block %d that did not start", i)
 				return
 			}
 			b, d := blocks[i], ev.Get("delta")
@@ -136,7 +136,7 @@ func MessagesAnswer(stream []byte) ([]byte, error) {
 		case "tool_use", "server_tool_use":
 			if in := strings.TrimSpace(b.input.String()); in != "" {
 				if !json.Valid([]byte(in)) {
-					return nil, fmt.Errorf("tps: content block %d: tool input is not JSON", i)
+					return nil, fmt.Errorf("answer: content block %d: tool input is not JSON", i)
 				}
 				h["input"] = json.RawMessage(in)
 			}

@@ -1,6 +1,6 @@
 // Package answer builds the answer an API gives a call that did not ask
 // for a stream from the events of the stream that was read instead: the
-// Accumulator folds chat-completion chunks, as tps.ParseChunk scanned them,
+// Accumulator folds chat-completion chunks, as payload.ParseChunk scanned them,
 // into one chat.completion (every choice, tool calls, logprobs, the last
 // usage), and ResponsesAnswer and MessagesAnswer fold a buffered Responses
 // or Messages stream into that API's own answer.

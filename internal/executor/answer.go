@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/tpsroute/tpsroute/internal/answer"
-	"github.com/tpsroute/tpsroute/tps"
+	"github.com/tpsroute/tpsroute/internal/payload"
 )
 
 // This file is the assembled answer of a non-streaming call with
@@ -22,7 +22,7 @@ const answerRead = 32 << 10
 // assemble folds the chunk c, which observe found to be neither an error
 // nor malformed, into the answer, and fails the run with ErrTooLarge once
 // the answer would pass Limits.Answer.
-func (a *run) assemble(c *tps.Chunk) {
+func (a *run) assemble(c *payload.Chunk) {
 	a.acc.AddChunk(c)
 	if a.acc.Size() > a.cl.e.opts.Limits.Answer {
 		a.tooLarge = true

@@ -18,6 +18,7 @@ import (
 	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/internal/cputime"
 	"github.com/tpsroute/tpsroute/internal/executor"
+	"github.com/tpsroute/tpsroute/internal/payload"
 	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
@@ -311,7 +312,7 @@ func BenchmarkAssemble1000(b *testing.B) {
 		defer cputime.PerOp(b)()
 		for b.Loop() {
 			resp, _ := sseRT{body}.RoundTrip(&http.Request{})
-			tap := tps.NewTap(resp.Body, time.Now(), func(tps.Sample) {}, tps.WithObserver(func(time.Time, *tps.Chunk) {}))
+			tap := tps.NewTap(resp.Body, time.Now(), func(tps.Sample) {}, withObserver(func(time.Time, *payload.Chunk) {}))
 			read(b, tap)
 			tap.Close()
 		}

@@ -10,7 +10,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/internal/jsoncheck"
-	"github.com/tpsroute/tpsroute/tps"
+	"github.com/tpsroute/tpsroute/internal/payload"
 )
 
 // breakerFailure reports whether the class counts as the provider's failure
@@ -35,11 +35,11 @@ type providerError struct {
 	Raw     string // the JSON object the fields came from
 }
 
-// parseErrorBody reads an error body of any shape with tps.ParseErrorBody,
+// parseErrorBody reads an error body of any shape with payload.ParseErrorBody,
 // the module's one reader of provider error bodies (docs/STREAM_QUIRKS.md
 // Q17, Q18, Q25).
 func parseErrorBody(body []byte) providerError {
-	eb := tps.ParseErrorBody(body)
+	eb := payload.ParseErrorBody(body)
 	return providerError{Code: eb.Code, Type: eb.Type, Message: eb.Message, Param: eb.Param, Status: eb.Status, Raw: string(eb.Raw)}
 }
 

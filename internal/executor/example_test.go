@@ -13,6 +13,7 @@ import (
 
 	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/internal/executor"
+	"github.com/tpsroute/tpsroute/internal/payload"
 	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
@@ -23,7 +24,7 @@ import (
 func text(body io.ReadCloser) (string, error) {
 	defer body.Close()
 	var out []byte
-	tap := tps.NewTap(io.NopCloser(body), time.Now(), nil, tps.WithObserver(func(_ time.Time, c *tps.Chunk) {
+	tap := tps.NewTap(io.NopCloser(body), time.Now(), nil, withObserver(func(_ time.Time, c *payload.Chunk) {
 		out = c.AppendText(out)
 	}))
 	_, err := io.Copy(io.Discard, tap)

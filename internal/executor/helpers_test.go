@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/tpsroute/tpsroute/internal/payload"
 	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
@@ -52,7 +53,7 @@ func drain(t testing.TB, body io.ReadCloser) drained {
 	t.Helper()
 	var d drained
 	var text []byte
-	tap := tps.NewTap(io.NopCloser(body), time.Now(), nil, tps.WithObserver(func(_ time.Time, c *tps.Chunk) {
+	tap := tps.NewTap(io.NopCloser(body), time.Now(), nil, withObserver(func(_ time.Time, c *payload.Chunk) {
 		if c.Done {
 			d.done = true
 			return

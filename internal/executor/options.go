@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/sse"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
@@ -64,8 +65,8 @@ const (
 	// and is all a caller loses to a provider that never closes the stream
 	// (Q2, Q5).
 	defaultFinishGrace = 2 * time.Second
-	// defaultMaxEvent is Limits.Event's default: tps.MaxEvent, 4 MiB.
-	defaultMaxEvent = tps.MaxEvent
+	// defaultMaxEvent is Limits.Event's default: sse.MaxEvent, 4 MiB.
+	defaultMaxEvent = sse.MaxEvent
 	// defaultMaxHeld is Limits.Held's default, 1 MiB: what a streaming
 	// call holds before its first output chunk is a role chunk, a few
 	// annotations and keep-alive comments, a few KiB even after minutes in

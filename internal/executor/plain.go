@@ -8,6 +8,7 @@ import (
 
 	"github.com/tidwall/sjson"
 
+	"github.com/tpsroute/tpsroute/internal/payload"
 	"github.com/tpsroute/tpsroute/internal/sse"
 	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
@@ -18,7 +19,7 @@ import (
 // a non-streaming call that asked for it (Call.Plain), and the JSON answer
 // to any attempt (a provider that ignores "stream": true). The answer is
 // read whole, bounded by Limits.Answer, and handed to the tap as the stream
-// that carries it (tps.AppendCompletionEvents), so that one framer times and
+// that carries it (payload.AppendCompletionEvents), so that one framer times and
 // checks every attempt; the Sample says Unstreamed, since its TTFT is the
 // whole answer's latency and its speed was not seen (docs/CONFIG.md,
 // "Plain upstream calls").
@@ -75,7 +76,7 @@ func (a *run) unstream(resp *http.Response) int {
 	case a.cl.protocol == tps.ProtocolEmbeddings: // one event: the answer
 		ev = sse.AppendEvent(nil, b)
 	default:
-		if ev, err = tps.AppendCompletionEvents(nil, b); err != nil {
+		if ev, err = payload.AppendCompletionEvents(nil, b); err != nil {
 			a.malformed = true
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/internal/answer"
+	"github.com/tpsroute/tpsroute/internal/payload"
 	"github.com/tpsroute/tpsroute/internal/redact"
 	"github.com/tpsroute/tpsroute/internal/sse"
 
@@ -282,9 +283,9 @@ func (a *run) open(stream bool) bool {
 	maxEvent := tps.WithMaxEvent(limit)
 	proto := tps.WithProtocol(a.cl.protocol)
 	if tk := a.cl.e.hooks.Tokenizer; tk != nil {
-		a.tap = tps.NewTap(resp.Body, a.start, a.onSample, tps.WithObserver(a.observe), maxEvent, proto, tps.WithTokenizer(tk))
+		a.tap = tps.NewTap(resp.Body, a.start, a.onSample, withObserver(a.observe), maxEvent, proto, tps.WithTokenizer(tk))
 	} else {
-		a.tap = tps.NewTap(resp.Body, a.start, a.onSample, tps.WithObserver(a.observe), maxEvent, proto)
+		a.tap = tps.NewTap(resp.Body, a.start, a.onSample, withObserver(a.observe), maxEvent, proto)
 	}
 	return a.readToCommit(stream)
 }
@@ -477,7 +478,7 @@ func withReason(api *openai.Error, class fallback.Class, pe *providerError) erro
 // observe is the tap's observer: it runs inside Read. The times a deadline
 // reads (lastOut, lastEvent) are stored before the phase flags, so that the
 // timer never pairs a new phase with an old time.
-func (a *run) observe(now time.Time, c *tps.Chunk) {
+func (a *run) observe(now time.Time, c *payload.Chunk) {
 	if a.stopped {
 		return // what follows a failing event is never delivered
 	}
@@ -532,7 +533,7 @@ func (a *run) observe(now time.Time, c *tps.Chunk) {
 // outputChunk notes an output chunk el ns after the start: the output gap
 // for Feedback, the switch from the TTFT to the stall deadline, what kind of
 // output it was and, when a continuation may follow, its text.
-func (a *run) outputChunk(el int64, c *tps.Chunk) {
+func (a *run) outputChunk(el int64, c *payload.Chunk) {
 	if a.output && a.cl.fb != nil {
 		a.cl.fb.OutputGap(a.i, time.Duration(el-a.lastOut.Load()))
 	}

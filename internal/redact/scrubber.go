@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tpsroute/tpsroute/internal/payload"
 	"github.com/tpsroute/tpsroute/route"
-	"github.com/tpsroute/tpsroute/tps"
 )
 
 // minSecretLen is the shortest value Scrubber replaces: shorter values are not
@@ -139,7 +139,7 @@ func (s *Scrubber) Contains(b []byte) bool {
 // decoding never writes ahead of what it has read.
 func (s *Scrubber) hidden(b, scratch []byte) bool {
 	for range maxDecodeRounds {
-		d := unpercent(tps.AppendUnescaped(scratch[:0], b))
+		d := unpercent(payload.AppendUnescaped(scratch[:0], b))
 		if len(d) == len(b) { // nothing decoded: a fixed point
 			return false
 		}
@@ -208,7 +208,7 @@ func (s *Scrubber) ScrubJSON(b []byte) []byte {
 				inner = tok[1 : len(tok)-1]
 			}
 			out = append(out, b[last:i]...)
-			out = appendQuoted(out, s.Scrub(string(tps.AppendUnescaped(nil, inner))))
+			out = appendQuoted(out, s.Scrub(string(payload.AppendUnescaped(nil, inner))))
 			last = j
 		}
 		i = j - 1
@@ -250,7 +250,7 @@ func (s *Scrubber) mayHide(b []byte) bool {
 // of percent-encoding decoded. It never returns a longer slice, and returns
 // one of the same length only when nothing was decoded.
 func decode(b []byte) []byte {
-	return unpercent(tps.AppendUnescaped(make([]byte, 0, len(b)), b))
+	return unpercent(payload.AppendUnescaped(make([]byte, 0, len(b)), b))
 }
 
 func unhex(c byte) (byte, bool) {

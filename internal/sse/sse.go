@@ -20,12 +20,13 @@ import (
 
 // MaxEvent is the default cap, in bytes, on one SSE line and on the data of
 // one event: an EventReader's when its limit is zero, and tps's Tap's
-// (tps.MaxEvent, tps.WithMaxEvent).
+// (tps.WithMaxEvent's default).
 const MaxEvent = 4 << 20
 
 // ErrEventTooLarge means an SSE line, or the data of one event, passed an
 // EventReader's limit. tps.ErrEventTooLarge is this error, the one callers
-// match: the root's Stream returns it.
+// match: the root's Stream returns it. Its message keeps the "tps: "
+// prefix for that reason: users meet it as tps's.
 var ErrEventTooLarge = errors.New("tps: SSE event larger than the limit")
 
 // EventReader reads the events of an SSE stream one at a time by this

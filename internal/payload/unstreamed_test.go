@@ -1,4 +1,4 @@
-package tps_test
+package payload_test
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tpsroute/tpsroute/internal/answer"
-	"github.com/tpsroute/tpsroute/tps"
+	"github.com/tpsroute/tpsroute/internal/payload"
 )
 
 // plainAnswers are non-streaming answers as providers send them.
@@ -79,7 +79,7 @@ func answerFields(t *testing.T, b []byte) map[string]any {
 func TestCompletionEventsRoundTrip(t *testing.T) {
 	for name, body := range plainAnswers {
 		t.Run(name, func(t *testing.T) {
-			sse, err := tps.AppendCompletionEvents([]byte("prefix"), []byte(body))
+			sse, err := payload.AppendCompletionEvents([]byte("prefix"), []byte(body))
 			require.NoError(t, err)
 			require.True(t, bytes.HasPrefix(sse, []byte("prefix")))
 			sse = sse[len("prefix"):]
@@ -98,14 +98,14 @@ func TestCompletionEventsRoundTrip(t *testing.T) {
 // TestCompletionEventsKeepText: the text keeps the provider's own escapes
 // (no \u003c for <), so a streaming caller reads what was sent.
 func TestCompletionEventsKeepText(t *testing.T) {
-	sse, err := tps.AppendCompletionEvents(nil, []byte(plainAnswers["text"]))
+	sse, err := payload.AppendCompletionEvents(nil, []byte(plainAnswers["text"]))
 	require.NoError(t, err)
 	assert.Contains(t, string(sse), `"content":"Hi <b> & \"you\"\n"`)
 	assert.Contains(t, string(sse), `"annotations":[]`, "message fields beyond the text are kept")
 	data, _ := events(t, sse)
 	require.Len(t, data, 3, "the answer, the usage, [DONE]")
-	var c tps.Chunk
-	require.NoError(t, tps.ParseChunk(data[1], &c))
+	var c payload.Chunk
+	require.NoError(t, payload.ParseChunk(data[1], &c))
 	assert.True(t, c.HasUsage)
 	assert.Equal(t, int64(4), c.Usage.CachedTokens)
 	assert.Empty(t, c.Choices)
@@ -114,12 +114,12 @@ func TestCompletionEventsKeepText(t *testing.T) {
 // TestCompletionEventsError: an error answered with a 200 is an error
 // event; what is not a JSON object is ErrMalformed and appends nothing.
 func TestCompletionEventsError(t *testing.T) {
-	sse, err := tps.AppendCompletionEvents(nil, []byte("{\"error\":{\"message\":\"overloaded\",\n\"code\":529}}"))
+	sse, err := payload.AppendCompletionEvents(nil, []byte("{\"error\":{\"message\":\"overloaded\",\n\"code\":529}}"))
 	require.NoError(t, err)
 	assert.Equal(t, "event: error\ndata: {\"error\":{\"message\":\"overloaded\",\"code\":529}}\n\n", string(sse))
 	for _, bad := range []string{"", "null", "[]", `"x"`, "{", `{"choices":{}}`, `{"choices":[{"message":[]}]}`, `{"choices":[{"message":{"tool_calls":{}}}]}`, `{"choices":[{"message":{"tool_calls":[1]}}]}`} {
-		got, err := tps.AppendCompletionEvents([]byte("kept"), []byte(bad))
-		assert.ErrorIs(t, err, tps.ErrMalformed, bad)
+		got, err := payload.AppendCompletionEvents([]byte("kept"), []byte(bad))
+		assert.ErrorIs(t, err, payload.ErrMalformed, bad)
 		assert.Equal(t, "kept", string(got), bad)
 	}
 }
@@ -133,7 +133,7 @@ func FuzzAppendCompletionEvents(f *testing.F) {
 	}
 	f.Add([]byte(`{"error":"x"}`))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		out, err := tps.AppendCompletionEvents(nil, in)
+		out, err := payload.AppendCompletionEvents(nil, in)
 		if err != nil {
 			if len(out) != 0 {
 				t.Fatalf("error with output %q", out)
@@ -145,8 +145,8 @@ func FuzzAppendCompletionEvents(f *testing.F) {
 			if string(d) == "[DONE]" {
 				continue
 			}
-			var c tps.Chunk
-			if err := tps.ParseChunk(d, &c); err != nil {
+			var c payload.Chunk
+			if err := payload.ParseChunk(d, &c); err != nil {
 				t.Fatalf("event %q of %q: %v", d, in, err)
 			}
 			if !json.Valid(d) {
@@ -166,7 +166,7 @@ func BenchmarkAppendCompletionEvents(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		var err error
-		if dst, err = tps.AppendCompletionEvents(dst[:0], answer); err != nil {
+		if dst, err = payload.AppendCompletionEvents(dst[:0], answer); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -176,7 +176,7 @@ func BenchmarkAppendCompletionEvents(b *testing.B) {
 // text's, wherever it stands, also right before the closing quote; the
 // space outside strings goes.
 func TestCompletionEventsKeepSpaceAtTheEnd(t *testing.T) {
-	sse, err := tps.AppendCompletionEvents(nil, []byte("{ \"choices\" : [ { \"message\" : { \"content\" : \"a \" } } ] }"))
+	sse, err := payload.AppendCompletionEvents(nil, []byte("{ \"choices\" : [ { \"message\" : { \"content\" : \"a \" } } ] }"))
 	require.NoError(t, err)
 	data, _ := events(t, sse)
 	assert.Equal(t, `{"object":"chat.completion.chunk","choices":[{"delta":{"content":"a "},"index":0}]}`, string(data[0]))
@@ -191,7 +191,7 @@ func TestCompletionEventsToolCallIndex(t *testing.T) {
 		`{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}},` +
 		`{"id":"b","index":7,"type":"function"},` +
 		`{}]},"finish_reason":"tool_calls"}]}`
-	sse, err := tps.AppendCompletionEvents(nil, []byte(answer))
+	sse, err := payload.AppendCompletionEvents(nil, []byte(answer))
 	require.NoError(t, err)
 	data, _ := events(t, sse)
 	require.True(t, json.Valid(data[0]), "%s", data[0])

@@ -1,6 +1,6 @@
-package tps
+package payload
 
-// parseEmbeddingsEvent parses an OpenAI embeddings answer (the JSON body of
+// ParseEmbeddingsEvent parses an OpenAI embeddings answer (the JSON body of
 // POST /v1/embeddings, which never streams: the executor hands it to a Tap
 // as one event) into c, overwriting everything c held: a
 // non-empty "data" array is the output (one output event: TTFT is the
@@ -9,8 +9,8 @@ package tps
 // is an Error. The vectors themselves, floats or base64, are skipped, never
 // decoded. It does not allocate, and it never panics; the only error is
 // ErrMalformed, for data that is not one well-formed JSON object.
-func parseEmbeddingsEvent(data []byte, c *Chunk) error {
-	c.reset()
+func ParseEmbeddingsEvent(data []byte, c *Chunk) error {
+	c.Reset()
 	s := scanner{b: data}
 	if !s.open('{') {
 		return ErrMalformed

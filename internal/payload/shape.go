@@ -1,4 +1,4 @@
-package tps
+package payload
 
 // shape remembers the bytes around the text of the last lone text delta
 // ParseChunk read: a payload whose members before "choices" set nothing

@@ -1,4 +1,4 @@
-package tps
+package payload
 
 import (
 	"errors"
@@ -7,7 +7,8 @@ import (
 )
 
 // ErrMalformed is returned by ParseChunk for a payload that is not one
-// well-formed JSON object.
+// well-formed JSON object. Its message begins "tps: " since users see it as
+// tps.ErrMalformed (a Client's Stream returns it).
 var ErrMalformed = errors.New("tps: malformed chunk JSON")
 
 // Chunk is what one streamed chat-completion payload says, as far as timing,
@@ -187,8 +188,23 @@ type ToolCallDelta struct {
 // raw[:0], to decode in place.
 func AppendUnescaped(dst, raw []byte) []byte { return appendUnescaped(dst, raw) }
 
-// Usage is a usage block. Zero fields were absent or zero. A Usage is a
-// value and safe to copy.
+// ServerTiming holds the timings one payload reported about the server
+// (llama.cpp "timings", Groq "x_groq.usage"); zero fields were not
+// reported. It has tps.ServerTiming's fields, in its order, so that tps
+// converts one to the other: a Sample reports what the chunks said. A
+// ServerTiming is a value and safe to copy.
+type ServerTiming struct {
+	Queue              time.Duration
+	Prompt             time.Duration
+	Completion         time.Duration
+	Total              time.Duration
+	PredictedPerSecond float64
+	CacheN             int64
+}
+
+// Usage is a usage block. Zero fields were absent or zero. It has
+// tps.Usage's fields, in its order, so that one converts to the other. A
+// Usage is a value and safe to copy.
 type Usage struct {
 	PromptTokens     int64 // usage.prompt_tokens
 	CompletionTokens int64 // usage.completion_tokens, includes reasoning tokens
@@ -202,10 +218,29 @@ type Usage struct {
 	// ReasoningTokens is completion_tokens_details.reasoning_tokens.
 	ReasoningTokens int64
 	// CacheCreationTokens is a Messages stream's cache_creation_input_tokens:
-	// input tokens written to the provider's cache (ProtocolMessages).
+	// input tokens written to the provider's cache (tps.ProtocolMessages).
 	CacheCreationTokens int64
 	// CompletionReported reports whether completion_tokens was present.
 	CompletionReported bool
+}
+
+// ParseEvent parses one event's data as protocol's payload into c,
+// overwriting everything c held: ParseChunk for a chat stream, and for the
+// others the same rules mapped onto the same Chunk fields (docs/METRICS.md,
+// "Responses and Messages streams"). protocol is a tps.Protocol's value (0
+// chat, 1 Responses, 2 Messages, 3 embeddings); an unknown one parses as
+// chat. It does not allocate and never panics; the only error is
+// ErrMalformed, for data that is not one well-formed JSON object.
+func ParseEvent(protocol uint8, data []byte, c *Chunk) error {
+	switch proto(protocol) {
+	case protoResponses:
+		return ParseResponsesEvent(data, c)
+	case protoMessages:
+		return ParseMessagesEvent(data, c)
+	case protoEmbeddings:
+		return ParseEmbeddingsEvent(data, c)
+	}
+	return ParseChunk(data, c)
 }
 
 // ParseChunk parses one chat-completion chunk payload (the data of one SSE
@@ -222,7 +257,7 @@ type Usage struct {
 // text repeat those of an earlier one is read from that parse through the
 // end of "choices"; either way with the same result.
 func ParseChunk(data []byte, c *Chunk) error {
-	c.reset()
+	c.Reset()
 	s := scanner{b: data}
 	var usage Usage
 	usageHas := false
@@ -336,13 +371,13 @@ func (c *Chunk) AppendText(dst []byte) []byte {
 	return appendUnescaped(dst, c.Content)
 }
 
-// reset clears every field but the scratch buffers (buf, and Choices and
+// Reset clears every field but the scratch buffers (buf, and Choices and
 // ToolCalls, emptied) and the memos (env, shape). It clears them one by
 // one rather than by assigning a new Chunk, which copied all 800 bytes,
 // the memos twice, with a write barrier on each pointer while the
 // collector ran: a third of a remembered chunk's parse. TestResetClears
 // holds it to every field.
-func (c *Chunk) reset() {
+func (c *Chunk) Reset() {
 	c.Output, c.OutputDeltas, c.Content, c.ToolCall, c.Reasoning = false, 0, nil, false, false
 	c.OutputBytes, c.ReasoningBytes, c.FinishReason = 0, 0, nil
 	c.HasUsage, c.Usage, c.HasServer, c.Server = false, Usage{}, false, ServerTiming{}

@@ -1,7 +1,7 @@
-package tps
+package payload
 
 // template remembers the last lone text delta of a Responses or Messages
-// stream (parseResponsesEvent, parseMessagesEvent): an event whose whole
+// stream (ParseResponsesEvent, ParseMessagesEvent): an event whose whole
 // result is its text, with nothing else recorded (no identity, usage,
 // finish reason or error). Its bytes are kept as literal runs around holes:
 // the text, and every string or number value the parser skipped (a
@@ -20,7 +20,7 @@ package tps
 // events of a 1,000-token answer are scanned once and read from the
 // template 999 times.
 type template struct {
-	proto     Protocol
+	proto     proto
 	reasoning bool   // the text is reasoning (Chunk.Reasoning)
 	lits      []byte // the literal runs, end to end
 	vals      []byte // the values learned in the holes but the text, end to end
@@ -47,6 +47,20 @@ type hole struct {
 // miss relearns it with the hole.
 const settled = 4
 
+// proto is a protocol's value, as ParseEvent reads it: tps.Protocol's
+// values (ProtocolChat 0, ProtocolResponses 1, ProtocolMessages 2,
+// ProtocolEmbeddings 3). A template keeps the protocol whose events it
+// learned, so that a Chunk reused across protocols never reads one with
+// the other's template.
+type proto uint8
+
+const (
+	protoChat proto = iota
+	protoResponses
+	protoMessages
+	protoEmbeddings
+)
+
 // maxTemplate bounds the literal bytes and holes a template remembers.
 const (
 	maxTemplate      = 2048
@@ -56,7 +70,7 @@ const (
 // read fills c from data, as the parser of t.proto would, when data
 // repeats t around another text, and reports whether it did; otherwise it
 // changes nothing in c.
-func (t *template) read(p Protocol, data []byte, c *Chunk) bool {
+func (t *template) read(p proto, data []byte, c *Chunk) bool {
 	if t.proto != p || len(t.holes) == 0 {
 		return false
 	}
@@ -112,7 +126,7 @@ func (t *template) read(p Protocol, data []byte, c *Chunk) bool {
 	if settle {
 		t.compact()
 	}
-	c.reset()
+	c.Reset()
 	c.outputText(text, true, t.reasoning)
 	return true
 }
@@ -163,7 +177,7 @@ func (t *template) begin(s *scanner) {
 // learn remembers data, which the parser of p read into c with s, when c
 // is a lone text delta: Output with raw text within data, nothing else
 // recorded, and a ToolCall never.
-func (t *template) learn(p Protocol, data []byte, s *scanner, c *Chunk) {
+func (t *template) learn(p proto, data []byte, s *scanner, c *Chunk) {
 	if s.skipped == nil {
 		return
 	}

@@ -1,4 +1,4 @@
-package tps
+package payload
 
 import (
 	"fmt"
@@ -19,14 +19,14 @@ func TestTemplateLearnedAndUsed(t *testing.T) {
 		return fmt.Appendf(nil, `{"type":"response.output_text.delta","sequence_number":%d,"item_id":"%s","output_index":0,"content_index":0,"delta":"%s","logprobs":[],"obfuscation":"o%d"}`, seq, item, text, seq)
 	}
 	var c Chunk
-	require.NoError(t, parseResponsesEvent(ev(1, "msg_1", "abc"), &c))
+	require.NoError(t, ParseResponsesEvent(ev(1, "msg_1", "abc"), &c))
 	require.Len(t, c.tmpl.holes, 6, "sequence_number, item_id, two indexes, the text, obfuscation")
 	assert.Equal(t, `{"type":"response.output_text.delta","sequence_number":,"item_id":,"output_index":,"content_index":,"delta":,"logprobs":[],"obfuscation":}`, string(c.tmpl.lits))
 	assert.Equal(t, []byte{'0', '"', '0', '0', 't', '"'}, kinds(c.tmpl.holes))
 
 	read := func(data []byte) bool {
 		c.tmpl.reasoning = true // a mark only the template sets
-		require.NoError(t, parseResponsesEvent(data, &c))
+		require.NoError(t, ParseResponsesEvent(data, &c))
 		c.tmpl.reasoning = false
 		return c.Reasoning
 	}
@@ -52,17 +52,17 @@ func TestTemplateLearnedAndUsed(t *testing.T) {
 		"another type":          strings.Replace(string(ev(108, "msg_2", "j")), "output_text", "refusal", 1),
 	} {
 		c.tmpl.reasoning = true
-		_ = parseResponsesEvent([]byte(data), &c)
+		_ = ParseResponsesEvent([]byte(data), &c)
 		c.tmpl.reasoning = false
 		assert.False(t, c.Reasoning, "%s: scanned, not read from the template", name)
 	}
 
 	var m Chunk
-	require.NoError(t, parseMessagesEvent([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"x"}}`), &m))
+	require.NoError(t, ParseMessagesEvent([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"x"}}`), &m))
 	assert.True(t, m.tmpl.reasoning)
 	assert.Equal(t, []byte{'0', 't'}, kinds(m.tmpl.holes))
-	assert.False(t, m.tmpl.read(ProtocolResponses, []byte(`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"y"}}`), &m), "another protocol")
-	require.NoError(t, parseMessagesEvent([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"y"}}`), &m))
+	assert.False(t, m.tmpl.read(protoResponses, []byte(`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"y"}}`), &m), "another protocol")
+	require.NoError(t, ParseMessagesEvent([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"y"}}`), &m))
 	assert.True(t, m.Reasoning)
 	assert.Equal(t, 1, m.ReasoningBytes)
 }
@@ -79,11 +79,11 @@ func TestTemplateBounds(t *testing.T) {
 		"identity":   `{"type":"response.output_text.delta","delta":"a","response":{"id":"r"}}`,
 	} {
 		var c Chunk
-		require.NoError(t, parseResponsesEvent([]byte(data), &c), name)
+		require.NoError(t, ParseResponsesEvent([]byte(data), &c), name)
 		assert.Empty(t, c.tmpl.holes, name)
 	}
 	var c Chunk
-	require.NoError(t, parseResponsesEvent([]byte(`{"type":"response.output_text.delta","x":[`+strings.TrimSuffix(strings.Repeat("1,", maxTemplateHoles-1), ",")+`],"delta":"a"}`), &c))
+	require.NoError(t, ParseResponsesEvent([]byte(`{"type":"response.output_text.delta","x":[`+strings.TrimSuffix(strings.Repeat("1,", maxTemplateHoles-1), ",")+`],"delta":"a"}`), &c))
 	assert.Len(t, c.tmpl.holes, maxTemplateHoles, "at the bound")
 }
 
@@ -96,18 +96,18 @@ func TestTemplateNumbers(t *testing.T) {
 		return []byte(`{"type":"content_block_delta","index":` + seq + `,"delta":{"type":"text_delta","text":"xy"}}`)
 	}
 	var c Chunk
-	require.NoError(t, parseMessagesEvent(ev("5"), &c))
+	require.NoError(t, ParseMessagesEvent(ev("5"), &c))
 	require.Len(t, c.tmpl.holes, 2)
 	for _, seq := range []string{"0", "9", "-3", "1", "100", "1.5e3", "5"} {
 		c.tmpl.reasoning = true
-		require.NoError(t, parseMessagesEvent(ev(seq), &c))
+		require.NoError(t, ParseMessagesEvent(ev(seq), &c))
 		c.tmpl.reasoning = false
 		assert.True(t, c.Reasoning, "index %s read from the template", seq)
 		assert.Equal(t, "xy", string(c.Content))
 	}
 	for _, seq := range []string{"+1", "x", `"1"`, "-"} {
 		c.tmpl.reasoning = true
-		_ = parseMessagesEvent(ev(seq), &c)
+		_ = ParseMessagesEvent(ev(seq), &c)
 		c.tmpl.reasoning = false
 		assert.False(t, c.Reasoning, "index %s scanned", seq)
 	}
@@ -127,12 +127,12 @@ func TestTemplateNumbers(t *testing.T) {
 func TestTemplateShortEvents(t *testing.T) {
 	full := `{"type":"content_block_delta","index":7,"delta":{"type":"text_delta","text":"xy"}}`
 	var c Chunk
-	require.NoError(t, parseMessagesEvent([]byte(full), &c))
+	require.NoError(t, ParseMessagesEvent([]byte(full), &c))
 	for n := range len(full) {
 		data := []byte(full[:n])
 		data = data[:n:n]
 		c.tmpl.reasoning = true
-		_ = parseMessagesEvent(data, &c)
+		_ = ParseMessagesEvent(data, &c)
 		c.tmpl.reasoning = false
 		assert.False(t, c.Reasoning, "%q", data)
 	}
@@ -149,7 +149,7 @@ func TestTemplateSizeBound(t *testing.T) {
 		data := head + strings.Repeat("p", tt.size-len(head)-len(tail)) + tail
 		require.Len(t, data, tt.size)
 		var c Chunk
-		require.NoError(t, parseMessagesEvent([]byte(data), &c))
+		require.NoError(t, ParseMessagesEvent([]byte(data), &c))
 		assert.Equal(t, tt.learned, len(c.tmpl.holes) > 0, "%d bytes", tt.size)
 	}
 }

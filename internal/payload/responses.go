@@ -1,6 +1,6 @@
-package tps
+package payload
 
-// parseResponsesEvent parses the data of one OpenAI Responses stream event
+// ParseResponsesEvent parses the data of one OpenAI Responses stream event
 // (POST /v1/responses with "stream": true) into c, overwriting everything c
 // held, by the rules chat chunks follow (docs/METRICS.md):
 //
@@ -32,11 +32,11 @@ package tps
 // "sequence_number" and unknown events and keys are skipped. It does not
 // allocate, and it never panics; the only error is ErrMalformed, for data
 // that is not one well-formed JSON object.
-func parseResponsesEvent(data []byte, c *Chunk) error {
-	if c.tmpl.read(ProtocolResponses, data, c) {
+func ParseResponsesEvent(data []byte, c *Chunk) error {
+	if c.tmpl.read(protoResponses, data, c) {
 		return nil
 	}
-	c.reset()
+	c.Reset()
 	s := scanner{b: data}
 	c.tmpl.begin(&s)
 	if !s.open('{') {
@@ -138,7 +138,7 @@ func parseResponsesEvent(data []byte, c *Chunk) error {
 		c.Error = true
 		c.ErrorBody = data
 	}
-	c.tmpl.learn(ProtocolResponses, data, &s, c)
+	c.tmpl.learn(protoResponses, data, &s, c)
 	return nil
 }
 

@@ -1,4 +1,4 @@
-package tps
+package payload
 
 import (
 	"reflect"
@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// TestResetClears sets every field of a Chunk and holds reset to clearing
+// TestResetClears sets every field of a Chunk and holds Reset to clearing
 // all but the scratch buffers and the memos, so that a field added to
 // Chunk cannot outlive the payload it was read from.
 func TestResetClears(t *testing.T) {
@@ -16,7 +16,7 @@ func TestResetClears(t *testing.T) {
 	for i := range v.NumField() {
 		setNonZero(reflect.NewAt(v.Field(i).Type(), v.Field(i).Addr().UnsafePointer()).Elem())
 	}
-	c.reset()
+	c.Reset()
 	kept := map[string]bool{"env": true, "shape": true, "tmpl": true}
 	for i := range v.NumField() {
 		name, f := v.Type().Field(i).Name, v.Field(i)

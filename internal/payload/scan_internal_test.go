@@ -1,4 +1,4 @@
-package tps
+package payload
 
 import (
 	"math/rand/v2"

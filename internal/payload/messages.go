@@ -1,6 +1,6 @@
-package tps
+package payload
 
-// parseMessagesEvent parses the data of one Anthropic Messages stream event
+// ParseMessagesEvent parses the data of one Anthropic Messages stream event
 // (POST /v1/messages with "stream": true) into c, overwriting everything c
 // held, by the rules chat chunks follow (docs/METRICS.md). The event's kind
 // is read from the data's "type", which repeats the SSE event name:
@@ -19,8 +19,8 @@ package tps
 //     CacheCreationTokens cache_creation_input_tokens; its output_tokens is a
 //     placeholder and is not reported. message_delta's usage.output_tokens
 //     is the real, cumulative output count (CompletionReported), with the
-//     input side again when it repeats it. A Timer with
-//     WithProtocol(ProtocolMessages) merges the two (usage split and
+//     input side again when it repeats it. tps's timer with
+//     tps.WithProtocol(tps.ProtocolMessages) merges the two (usage split and
 //     cumulative: never added up).
 //   - the end: message_delta's delta.stop_reason is FinishReason, and
 //     message_stop sets Done, as "[DONE]" does in a chat stream.
@@ -32,11 +32,11 @@ package tps
 // Unknown events and keys are skipped. It does not allocate, and it never
 // panics; the only error is ErrMalformed, for data that is not one
 // well-formed JSON object.
-func parseMessagesEvent(data []byte, c *Chunk) error {
-	if c.tmpl.read(ProtocolMessages, data, c) {
+func ParseMessagesEvent(data []byte, c *Chunk) error {
+	if c.tmpl.read(protoMessages, data, c) {
 		return nil
 	}
-	c.reset()
+	c.Reset()
 	s := scanner{b: data}
 	c.tmpl.begin(&s)
 	if !s.open('{') {
@@ -117,7 +117,7 @@ func parseMessagesEvent(data []byte, c *Chunk) error {
 		c.Error = true
 		c.ErrorBody = data
 	}
-	c.tmpl.learn(ProtocolMessages, data, &s, c)
+	c.tmpl.learn(protoMessages, data, &s, c)
 	return nil
 }
 
@@ -193,10 +193,10 @@ func (s *scanner) messagesUsage(u *Usage, output bool) bool {
 	return !s.bad
 }
 
-// mergeMessages folds a Messages stream's later usage src into u: the input
+// MergeMessages folds a Messages stream's later usage src into u: the input
 // side when src reports it (PromptTokens or a cached count), the output count
 // when src reports it. Counts are totals, never added up.
-func (u *Usage) mergeMessages(src *Usage) {
+func (u *Usage) MergeMessages(src *Usage) {
 	if src.PromptTokens > 0 || src.CachedReported {
 		u.PromptTokens, u.CachedTokens, u.CachedReported = src.PromptTokens, src.CachedTokens, src.CachedReported
 		u.CacheCreationTokens = src.CacheCreationTokens
