@@ -178,6 +178,8 @@ var dumpFlag = flag.String("sim.dump", "", "TestRandomFleets: write each fleet's
 
 var leanFlag = flag.Bool("sim.lean", false, "TestRandomFleets: score only the defaults, the oracle and mean10 (about half the CPU), while exploring a change")
 
+var classFlag = flag.String("sim.class", "", "TestRandomFleets: draw only fleets of this class (sim.Space.Class), while exploring a change that concerns one")
+
 var fromFlag = flag.Uint64("sim.from", 1, "TestRandomFleets: the first seed (1001 scores a range disjoint from the default's)")
 
 // randomFleets is how many generated fleets TestRandomFleets scores.
@@ -221,11 +223,15 @@ func TestRandomFleets(t *testing.T) {
 		n = *randomFlag
 	}
 	cpu0, ok := processCPU()
-	d := scoreRandom(t, *fromFlag, n, Space{}, func(sc *Scenario) []Policy {
+	d := scoreRandom(t, *fromFlag, n, Space{Class: *classFlag}, func(sc *Scenario) []Policy {
+		p := testBaselines(sc.Seed)
 		if *leanFlag {
-			return []Policy{Defaults(), Oracle(), Mean10(sc.Seed)}
+			p = []Policy{Defaults(), Oracle(), Mean10(sc.Seed)}
 		}
-		return testBaselines(sc.Seed)
+		if sc.Class == ClassBatching { // the class's check: the defaults over the best static split
+			p = append(p, Splits(sc)...)
+		}
+		return p
 	})
 	if *dumpFlag != "" {
 		js, err := json.Marshal(d.Fleets)
