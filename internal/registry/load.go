@@ -11,11 +11,15 @@ import (
 //
 //	1/TPS = a + b·x,   that is   TPS = (1/a) / (1 + x/K),  K = a/b,
 //
-// with x the other calls in flight when the stream starts. The Registry
-// tracks each key's in-flight count over time (loadTrack: Begin and end
-// mark it), reads every successful TPS sample's x at its start, and fits
-// the line online by weighted least squares with four times the Registry's
-// half-life (loadFit). A load dependence is reported only when the line
+// with x the other calls in flight. The Registry tracks each key's
+// in-flight count over time (loadTrack: Begin and end mark it), reads every
+// successful TPS sample's x two ways, at its start and as the mean over its
+// generation (meanOver), and fits a line on each online by weighted least
+// squares with four times the Registry's half-life (loadFit). The one whose
+// line explains more of the variance of 1/TPS is used (entry.loadModel): a
+// provider that batches live slows every running stream as others join, so
+// the mean over the stream's life is its load; one whose streams keep the
+// speed they began with is read at the start. A load dependence is reported only when the line
 // explains at least 40% of the variance of 1/TPS (loadMinExplained), and
 // the slope used is the fit's lower 95% confidence bound, so noise, slow
 // outliers or a narrow spread of x give no load dependence rather than a
