@@ -86,6 +86,37 @@ func BenchmarkRecord(b *testing.B) {
 	reportCPU(b, cpu)
 }
 
+// BenchmarkRecordLoaded is BenchmarkRecord with calls in flight: 8 begun
+// and ended in turn, and every sample's generation within the key's
+// in-flight marks, so that both load fits take it (the mean over the
+// generation walks the marks it spans).
+func BenchmarkRecordLoaded(b *testing.B) {
+	r := New(measure.Options{Prices: benchPrices})
+	ss := samples(4096, 1)
+	now := t0
+	var ends [8]func()
+	step := func(i int) {
+		now = now.Add(time.Millisecond) // 1000 calls/s on one key
+		if e := ends[i&7]; e != nil {
+			e()
+		}
+		ends[i&7] = r.BeginAt(now, kA)
+		s := ss[i&4095]
+		s.Start, s.TTFT, s.Last = now.Add(-20*time.Millisecond), 2*time.Millisecond, 19*time.Millisecond
+		r.RecordAt(now, kA, s)
+	}
+	for i := range 20_000 {
+		step(i)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := cpuTime()
+	for i := 0; b.Loop(); i++ {
+		step(i)
+	}
+	reportCPU(b, cpu)
+}
+
 func BenchmarkRecordParallel(b *testing.B) {
 	r := New(measure.Options{Prices: benchPrices})
 	ss := samples(4096, 2)

@@ -33,7 +33,8 @@
 //     timeouts and cancellations, and a windowed error rate;
 //   - an in-flight gauge (Registry.Begin), followed over time, and a load
 //     model fitted from it: how a stream's TPS falls with the other calls in
-//     flight at its start, 1/TPS linear in their number (Estimate.LoadK,
+//     flight, at its start or on average over its generation, whichever
+//     explains more, 1/TPS linear in their number (Estimate.LoadK,
 //     LoadFactor);
 //   - the start and output cap of up to 4 calls in flight
 //     (Registry.BeginCallAt), so that a reader can ask how overdue the most

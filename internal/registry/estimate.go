@@ -30,7 +30,8 @@ type Estimate struct {
 	InFlight         int64     // calls begun and not ended, read live
 	OK               bool      // Samples >= Options.MinSamples
 	// LoadK is the number of other calls in flight at which a stream's TPS
-	// halves, fitted online from the load each sample started at
+	// halves, fitted online from the load each sample started at or its mean
+	// over the sample's generation, whichever explains more
 	// (internal/registry/load.go); 0 when no load dependence is measured. See
 	// LoadFactor.
 	LoadK float64

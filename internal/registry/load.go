@@ -11,11 +11,15 @@ import (
 //
 //	1/TPS = a + b·x,   that is   TPS = (1/a) / (1 + x/K),  K = a/b,
 //
-// with x the other calls in flight when the stream starts. The Registry
-// tracks each key's in-flight count over time (loadTrack: Begin and end
-// mark it), reads every successful TPS sample's x at its start, and fits
-// the line online by weighted least squares with four times the Registry's
-// half-life (loadFit). A load dependence is reported only when the line
+// with x the other calls in flight. The Registry tracks each key's
+// in-flight count over time (loadTrack: Begin and end mark it), reads every
+// successful TPS sample's x two ways, at its start and as the mean over its
+// generation (meanOver), and fits a line on each online by weighted least
+// squares with four times the Registry's half-life (loadFit). The one whose
+// line explains more of the variance of 1/TPS is used (entry.loadModel): a
+// provider that batches live slows every running stream as others join, so
+// the mean over the stream's life is its load; one whose streams keep the
+// speed they began with is read at the start. A load dependence is reported only when the line
 // explains at least 40% of the variance of 1/TPS (loadMinExplained), and
 // the slope used is the fit's lower 95% confidence bound, so noise, slow
 // outliers or a narrow spread of x give no load dependence rather than a
@@ -123,6 +127,41 @@ func (l *loadTrack) countAt(t int64) (int32, bool) {
 	return l.marks[(first+lo-1)%loadMarks].n, true
 }
 
+// meanOver returns the time-weighted mean of the in-flight count over
+// [t0, t1], and false when t0 is before the oldest mark or nothing was ever
+// begun. When t1 is not after t0 it is the count just after t0.
+func (l *loadTrack) meanOver(t0, t1 int64) (float64, bool) {
+	n0, ok := l.countAt(t0)
+	if !ok {
+		return 0, false
+	}
+	if t1 <= t0 || t0 >= l.last {
+		return float64(n0), true
+	}
+	// The first mark after t0 (marks are in time order from the oldest).
+	first := (int(l.next) - int(l.count) + loadMarks) % loadMarks
+	lo, hi := 0, int(l.count)
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if l.marks[(first+mid)%loadMarks].t <= t0 {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	sum, at, n := 0.0, t0, float64(n0)
+	for i := lo; i < int(l.count); i++ {
+		m := l.marks[(first+i)%loadMarks]
+		if m.t >= t1 {
+			break
+		}
+		sum += n * float64(m.t-at)
+		at, n = m.t, float64(m.n)
+	}
+	sum += n * float64(t1-at)
+	return sum / float64(t1-t0), true
+}
+
 // loadFit is a time-decayed weighted least-squares fit of 1/TPS on x. The
 // entry's lock guards it.
 type loadFit struct {
@@ -157,29 +196,37 @@ func (f *loadFit) add(t int64, halfLife float64, x, tps float64) {
 // of TPS holds), so that mean TPS × loadFactor(K, ref, x) is the line's TPS
 // at x. Without load dependence ref is the samples' mean x.
 func (f *loadFit) model() (k, ref float64) {
+	k, ref, _ = f.modelR2()
+	return k, ref
+}
+
+// modelR2 is model, with the share of the variance of 1/TPS the line
+// explains (its R²; 0 without a load dependence).
+func (f *loadFit) modelR2() (k, ref, r2 float64) {
 	if f.w <= 0 {
-		return 0, 0
+		return 0, 0, 0
 	}
 	mx, my := f.x/f.w, f.y/f.w
 	if f.w < loadMinWeight {
-		return 0, mx
+		return 0, mx, 0
 	}
 	sxx := f.xx/f.w - mx*mx
 	if !(sxx >= loadMinSpread) {
-		return 0, mx
+		return 0, mx, 0
 	}
 	sxy := f.xy/f.w - mx*my
 	syy := f.yy/f.w - my*my
 	b := sxy / sxx
 	// b·sxy is the part of 1/TPS's variance the line explains.
 	if !(b*sxy >= loadMinExplained*syy) {
-		return 0, mx
+		return 0, mx, 0
 	}
+	r2 = b * sxy / syy
 	resid := max(0, syy-b*sxy) // residual variance per unit weight
 	se := math.Sqrt(resid / (sxx * max(f.w-2, 1)))
 	b -= 2 * se
 	if !(b > 0) {
-		return 0, mx
+		return 0, mx, 0
 	}
 	a := my - b*mx
 	k = loadMinK
@@ -192,7 +239,7 @@ func (f *loadFit) model() (k, ref float64) {
 	if !(ref >= 0) || math.IsInf(ref, 0) {
 		ref = 0
 	}
-	return k, ref
+	return k, ref, r2
 }
 
 // loadFactor returns (1 + ref/k) / (1 + x/k): how a stream's TPS at x other

@@ -62,6 +62,39 @@ func TestLoadTrackOldestMark(t *testing.T) {
 	assert.Equal(t, int32(11), n)
 }
 
+func TestLoadTrackMeanOver(t *testing.T) {
+	var l loadTrack
+	_, ok := l.meanOver(ns(0), ns(time.Second))
+	assert.False(t, ok, "nothing begun")
+	// As in TestLoadTrackCount: 1 in flight from 0, 2 from 1 s, 3 from 2 s,
+	// 2 from 3 s, 1 from 4 s.
+	l.begin(ns(0))
+	l.begin(ns(time.Second))
+	l.begin(ns(2 * time.Second))
+	l.end(ns(3 * time.Second))
+	l.end(ns(4 * time.Second))
+	for _, c := range []struct {
+		name     string
+		from, to time.Duration
+		want     float64
+	}{
+		{"whole", 0, 4 * time.Second, 2},
+		{"across one mark", 500 * time.Millisecond, 1500 * time.Millisecond, 1.5},
+		{"within one count", 2100 * time.Millisecond, 2900 * time.Millisecond, 3},
+		{"past the last mark", 3500 * time.Millisecond, 10 * time.Second, 7 / 6.5},
+		{"empty interval: the count at its start", 2500 * time.Millisecond, 2500 * time.Millisecond, 3},
+		{"reversed interval: the count at its start", 3500 * time.Millisecond, time.Second, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m, ok := l.meanOver(ns(c.from), ns(c.to))
+			require.True(t, ok)
+			assert.InDelta(t, c.want, m, 1e-9)
+		})
+	}
+	_, ok = l.meanOver(ns(-time.Second), ns(time.Second))
+	assert.False(t, ok, "from before the first mark")
+}
+
 // fitSamples feeds f with TPS = base/(1+x/k) at loads x, times 100 ms apart,
 // with log-normal noise sigma.
 func fitSamples(f *loadFit, r *rand.Rand, base, k, sigma float64, xs []float64) {
@@ -211,6 +244,84 @@ func TestRegistryLoadModel(t *testing.T) {
 		e.mu.Lock()
 		assert.Zero(t, e.tpsSince, "a load swing is not a change of level")
 		e.mu.Unlock()
+	})
+}
+
+// joinedRun records n streams of 400 tokens on one key as a provider that
+// batches live would serve them: in groups of 1 to 8, the first stream
+// begins alone and the others join it as its first token arrives, and every
+// stream of a group runs at TPS = 2000/(1+(g-1)/2) to the end, slowed by
+// the streams that joined it. The load at the first stream's start (0) says
+// nothing of its speed; the mean over its generation (g-1) does.
+func joinedRun(t *testing.T, r *Registry, k measure.Key, n int) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(5, 6))
+	ttft := 100 * time.Millisecond
+	for done := 0; done < n; {
+		g := 1 + rng.IntN(8)
+		rate := 2000 / (1 + float64(g-1)/2)
+		gen := time.Duration(400 / rate * float64(time.Second))
+		start := time.Now()
+		ends := []func(){r.Begin(k)}
+		time.Sleep(ttft)
+		join := time.Now()
+		for range g - 1 {
+			ends = append(ends, r.Begin(k))
+		}
+		time.Sleep(ttft + gen)
+		for i, end := range ends {
+			end()
+			s := tps.Sample{Start: join, TTFT: ttft, Last: ttft + gen, Total: ttft + gen,
+				TPS: rate, TPSOK: true, OutputTokens: 400, InputTokens: 256}
+			if i == 0 {
+				s.Start, s.Last, s.Total = start, 2*ttft+gen, 2*ttft+gen
+			}
+			r.Record(k, s)
+		}
+		done += g
+	}
+}
+
+// TestRegistryLiveLoadModel: streams slowed by the streams that join them
+// (joinedRun) are fitted on the mean load over their generation, whose
+// line explains them, not on the load at their start.
+func TestRegistryLiveLoadModel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := New(measure.Options{})
+		joinedRun(t, r, kA, 300)
+		est, ok := r.Estimate(kA)
+		require.True(t, ok)
+		assert.InDelta(t, 2, est.LoadK, 0.1, "K fitted from the mean load over each stream's generation")
+		r.mu.Lock()
+		e := r.lookup(kA)
+		r.mu.Unlock()
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		_, _, gen := e.loadModel()
+		assert.True(t, gen, "the generation's fit explains more")
+		ks, _, r2s := e.fit.modelR2()
+		_, _, r2g := e.fitGen.modelR2()
+		assert.Less(t, r2s, r2g)
+		t.Logf("start fit: K %.2f R² %.2f; generation fit: K %.2f R² %.2f", ks, r2s, est.LoadK, r2g)
+	})
+}
+
+// TestRegistryLoadModelStartWins: streams whose speed is set by the load at
+// their start (loadedRun, as the simulator's non-live deployments serve
+// them; a group begins and ends together, so both fits see the same loads)
+// keep the start fit: only a generation fit that explains more replaces it.
+func TestRegistryLoadModelStartWins(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := New(measure.Options{})
+		loadedRun(t, r, kA, 300)
+		r.mu.Lock()
+		e := r.lookup(kA)
+		r.mu.Unlock()
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		k, _, gen := e.loadModel()
+		assert.False(t, gen)
+		assert.InDelta(t, 2, k, 0.05)
 	})
 }
 

@@ -122,7 +122,8 @@ type entry struct {
 	implausible int64                    // samples whose usage tps found implausible (Stats.ImplausibleUsage)
 	remote      *folded                  // merged from other Registries (MergeAt); nil until then
 	load        loadTrack                // in flight over time (load.go)
-	fit         loadFit                  // TPS against load (load.go)
+	fit         loadFit                  // TPS against the load at each stream's start (load.go)
+	fitGen      loadFit                  // TPS against the mean load over each stream's generation (load.go)
 	inputs      [InputClasses]inputClass // by prompt size (input.go)
 	inU         EWMA                     // unloaded TPS over every class
 	// flights are the calls in flight with an output cap (overdue.go),
@@ -408,8 +409,12 @@ func (r *Registry) RecordClassAt(now time.Time, k measure.Key, s tps.Sample, cla
 			// The detector sees the sample at the key's reference load and
 			// prompt-size mix (load.go, input.go), so that neither a load
 			// swing nor a change of prompt mix reads as a change of level.
-			x, ok := r.sampleLoad(e, &s)
-			k, ref := e.fit.model()
+			xs, xg, ok := r.sampleLoad(e, &s)
+			k, ref, gen := e.loadModel()
+			x := xs
+			if gen {
+				x = xg
+			}
 			unloaded = s.TPS * loadFactor(k, x, 0)
 			v := s.TPS * loadFactor(k, x, ref)
 			if s.InputTokens > 0 {
@@ -419,7 +424,8 @@ func (r *Registry) RecordClassAt(now time.Time, k measure.Key, s tps.Sample, cla
 				e.tpsSince, shifted = t, true
 			}
 			if ok {
-				e.fit.add(t, loadHalfLives*float64(r.opts.HalfLife), x, s.TPS)
+				e.fit.add(t, loadHalfLives*float64(r.opts.HalfLife), xs, s.TPS)
+				e.fitGen.add(t, loadHalfLives*float64(r.opts.HalfLife), xg, s.TPS)
 			}
 		}
 		if shifted {
@@ -517,24 +523,47 @@ func (r *Registry) beginTracked(now time.Time, k measure.Key, out int64, ep **en
 }
 
 // sampleLoad returns the number of other calls in flight on e when s
-// started (just after its start, where its own Begin is), and false when s
-// has no start time or no generation phase, or e's marks do not reach back
-// to its start. e.mu must be held.
+// started (just after its start, where its own Begin is) and their mean
+// over its generation (from its first output chunk to its last), and false
+// when s has no start time or no generation phase, or e's marks do not
+// reach back to its start. e.mu must be held.
 //
-// The load at the start, not the average over the stream's life: that
-// average depends on the stream's own length (a fast stream that began
-// alone and was followed by a crowd averages a high load at a high speed),
-// which blurs the fit exactly when traffic swings.
-func (r *Registry) sampleLoad(e *entry, s *tps.Sample) (float64, bool) {
+// Each feeds its own fit, and the one whose line explains more of the
+// variance of 1/TPS is used (entry.loadModel): a provider that batches live
+// slows every running stream as others join, so a stream's speed follows
+// the mean load over its life; one whose streams keep the speed they began
+// with follows the load at the start, and there the mean over the life
+// depends on the stream's own length (a fast stream that began alone and
+// was followed by a crowd averages a high load at a high speed), which
+// blurs that fit.
+func (r *Registry) sampleLoad(e *entry, s *tps.Sample) (start, gen float64, ok bool) {
 	if s.Start.IsZero() || s.Last <= s.TTFT {
-		return 0, false
+		return 0, 0, false
 	}
 	t0 := s.Start.UnixNano() + int64(min(time.Millisecond, max(s.TTFT, 0)))
 	n, ok := e.load.countAt(t0)
 	if !ok {
-		return 0, false
+		return 0, 0, false
 	}
-	return float64(max(n-1, 0)), true
+	m, ok := e.load.meanOver(s.Start.UnixNano()+int64(max(s.TTFT, 0)), s.Start.UnixNano()+int64(s.Last))
+	if !ok {
+		return 0, 0, false
+	}
+	// The stream itself is in flight over its generation.
+	return float64(max(n-1, 0)), max(m-1, 0), true
+}
+
+// loadModel returns the load model of the fit, start or generation, whose
+// line explains more of the variance of 1/TPS (see sampleLoad), with K and
+// the reference load as loadFit.model gives them, and whether it is the
+// generation's. Without a load dependence in either, the start fit's
+// (K 0). e.mu must be held.
+func (e *entry) loadModel() (k, ref float64, gen bool) {
+	k, ref, r2 := e.fit.modelR2()
+	if kg, refg, r2g := e.fitGen.modelR2(); r2g > r2 {
+		return kg, refg, true
+	}
+	return k, ref, false
 }
 
 // Estimate returns k's latest published Estimate, with InFlight read live,
@@ -689,7 +718,7 @@ func (r *Registry) refresh(e *entry, now time.Time) {
 	if ok+fail > 0 {
 		est.ErrorRate = float64(fail) / float64(ok+fail)
 	}
-	est.LoadK, est.LoadRef = e.fit.model()
+	est.LoadK, est.LoadRef, _ = e.loadModel()
 	est.TPSPending, est.TTFTPending = e.tpsShift.pending(), e.ttftShift.pending()
 	pub := &published{}
 	warm := e.fillInputs(&pub.tab, t, r.opts.MinSamples, int64(r.opts.Window.Length), est.LoadK, est.LoadRef)

@@ -327,9 +327,12 @@ func (e *entry) hasShape() bool {
 	return e.fit.w > 0 || e.inU.ok || slices.ContainsFunc(e.inputs[:], func(ic inputClass) bool { return ic.n > 0 })
 }
 
-// appendShapeSection appends the tag-3 section's content: the load fit,
-// the EWMA over classes and each class with samples. The in-flight integral
-// is not saved (calls in flight are not). e.mu must be held.
+// appendShapeSection appends the tag-3 section's content: the load fit on
+// the load at each stream's start, the EWMA over classes and each class
+// with samples. The fit on the mean load over each stream's generation is
+// not saved (the format predates it; it refills from new samples, and
+// until it explains more the start fit is used), nor are the in-flight
+// marks (calls in flight are not). e.mu must be held.
 func (e *entry) appendShapeSection(b []byte) []byte {
 	f := &e.fit
 	for _, v := range []float64{f.w, f.x, f.y, f.xx, f.xy, f.yy, f.v} {

@@ -22,7 +22,8 @@ type FleetScore struct {
 	// Calls is the number of calls the defaults' run sent.
 	Calls int `json:"calls"`
 	// Ratio is each policy's mean delivered TPS over the oracle's, by
-	// policy name (the oracle's is 1).
+	// policy name (the oracle's is 1); Split policies are left out (they
+	// are CheckBestSplit's yardstick).
 	Ratio map[string]float64 `json:"ratio"`
 	// Checks are the class's own figures (CheckDriftShare, CheckWidthHold,
 	// CheckBestSplit), by name; absent when the class has none or the run
@@ -64,6 +65,9 @@ func ScoreFleet(ctx context.Context, sc *Scenario, policies []Policy) (*FleetSco
 	fs := &FleetScore{Name: sc.Name, Class: sc.Class, Seed: sc.Seed, Deployments: len(sc.Deployments),
 		Calls: def.Summary.Calls, Ratio: map[string]float64{}, Checks: map[string]float64{}}
 	for _, r := range rep.Results {
+		if strings.HasPrefix(r.Policy, "split") {
+			continue // a yardstick (CheckBestSplit), not a baseline
+		}
 		if v := ratio(r.Summary.TPSMean, or.Summary.TPSMean); !math.IsNaN(v) {
 			fs.Ratio[r.Policy] = v
 		}
