@@ -32,6 +32,21 @@ import "math"
 // holding both levels is wider than either), so that a deployment that
 // recovers under a p95 TTFT limit complies as soon as the recovery is
 // detected, not once the old level's samples leave the window.
+//
+// Drift. A level that averages its last shiftMemory samples lags a steady
+// drift by about as many samples' worth of it, and the CUSUM flags the lag
+// only once it exceeds the allowance (28%): a leader slowing by 2.5% a call
+// was ranked 30–70% above its speed when it crossed the runner-up
+// (docs/ROUTING.md, "Random fleets"). So the level is smoothed once more
+// (slow), and the level where the series is now is the level plus its lag
+// behind slow (Brown's double smoothing: under a steady drift the level
+// lags the series by as much as slow lags the level); a change of level
+// restarts that correction at 0, so that a step's own samples are not
+// extrapolated past it. The published figures after a change are that
+// level, and before any change the TPS EWMA is at most it (registry.go):
+// the per-call memory in calls, as well as the EWMA's in seconds. The
+// CUSUM still runs on the level itself, so the detector's reaction to steps
+// is what it was.
 const (
 	shiftSlack  = 0.25 // least allowance per sample, natural log units (±28%)
 	shiftLimit  = 1.5  // least decision threshold
@@ -48,6 +63,7 @@ const (
 // for concurrent use (the entry's lock guards it).
 type shift struct {
 	level      float64 // log level of the current regime
+	slow       float64 // level smoothed once more: level − slow is its lag behind a drift
 	vari       float64 // running variance of log values around the level
 	n          int32   // samples in the level, at most shiftMemory
 	nv         int32   // samples in vari, at most 2*shiftMemory
@@ -73,7 +89,7 @@ func (s *shift) add(v float64) bool {
 	s.ring[s.next] = x
 	s.next = (s.next + 1) % shiftRing
 	if s.n == 0 {
-		s.level, s.n = x, 1
+		s.level, s.slow, s.n = x, x, 1
 		return false
 	}
 	if s.nv < shiftMemory { // learning the spread: no change yet
@@ -105,6 +121,7 @@ func (s *shift) add(v float64) bool {
 	}
 	n = min(n, shiftRing)
 	s.level, s.n = s.recent(n), int32(n)
+	s.slow = s.level
 	s.up, s.upN, s.down, s.downN = 0, 0, 0, 0
 	return true
 }
@@ -150,11 +167,12 @@ func (s *shift) calmed() bool {
 	return s.upVari != s.vari || s.downVari != s.vari || s.calm != s.vari
 }
 
-// rebase returns the level as p50 and EWMA, and p95 at the window's ratio
-// of p95 to p50 around it, at most a lognormal's at the spread from before
-// the change (the level alone when the window has none).
+// rebase returns the level where the series is now (now) as p50 and EWMA,
+// and p95 at the window's ratio of p95 to p50 around it, at most a
+// lognormal's at the spread from before the change (the level alone when
+// the window has none).
 func (s *shift) rebase(p50, p95 float64) (np50, np95, ewma float64) {
-	l := math.Exp(s.level)
+	l := math.Exp(s.now())
 	np95 = l
 	if p50 > 0 && p95 > 0 {
 		np95 = l * min(p95/p50, math.Exp(1.645*math.Sqrt(s.calm)))
@@ -162,13 +180,20 @@ func (s *shift) rebase(p50, p95 float64) (np50, np95, ewma float64) {
 	return l, np95, l
 }
 
-// learn moves the level and the spread by x, at deviation d from the level.
+// learn moves the level, its slow smoothing and the spread by x, at
+// deviation d from the level.
 func (s *shift) learn(x, d float64) {
 	s.nv = min(s.nv+1, 2*shiftMemory)
 	s.vari += (d*d - s.vari) / float64(s.nv)
 	s.n = min(s.n+1, shiftMemory)
 	s.level += (x - s.level) / float64(s.n)
+	s.slow += (s.level - s.slow) / float64(s.n)
 }
+
+// now returns the log level where it is now: the level plus its lag behind
+// a drift (Brown's double smoothing: under a steady drift the level lags by
+// as much as the slow level lags it).
+func (s *shift) now() float64 { return 2*s.level - s.slow }
 
 // cusum adds step to a CUSUM statistic floored at 0, counting the samples
 // since it was last 0.
@@ -178,4 +203,13 @@ func cusum(c float64, n int32, step float64) (float64, int32) {
 		return 0, 0
 	}
 	return c, min(n, math.MaxInt32-1) + 1 // a state file holds up to MaxInt32
+}
+
+// drifted returns the level where the series is now (now), in the series'
+// units, once the spread is learnt (no change is reported before either).
+func (s *shift) drifted() (float64, bool) {
+	if s.nv < shiftMemory {
+		return 0, false
+	}
+	return math.Exp(s.now()), true
 }
