@@ -683,11 +683,12 @@ func (r *Registry) refresh(e *entry, now time.Time) {
 	if e.tpsSince != 0 && (t-e.tpsSince < int64(r.opts.Window.Length) || pq.n == 0) && e.tpsShift.n > 0 {
 		est.TPSP50, est.TPSP95, est.TPSEWMA = e.tpsShift.rebase(est.TPSP50, est.TPSP95)
 	} else if l, ok := e.tpsShift.drifted(); ok && rs == nil && est.TPSEWMA > l {
-		// Before any change, the TPS EWMA is at most the detector's level
-		// now: its memory is in calls (shift.go, "Drift"), the EWMA's in
-		// seconds, and a slow drift moves the one within tens of calls and
-		// the other only within tens of seconds. Not with other Registries'
-		// samples merged in: the detector sees this one's only.
+		// Before any change, while the detector sees a drift, the TPS EWMA
+		// is at most its level now: its memory is in calls (shift.go,
+		// "Drift"), the EWMA's in seconds, and a slow drift moves the one
+		// within tens of calls and the other only within tens of seconds.
+		// Not with other Registries' samples merged in: the detector sees
+		// this one's only.
 		est.TPSEWMA = l
 	}
 	if e.ttftSince != 0 && (t-e.ttftSince < int64(r.opts.Window.Length) || tq.n == 0) && e.ttftShift.n > 0 {

@@ -40,11 +40,15 @@ import "math"
 // (docs/ROUTING.md, "Random fleets"). So the level is smoothed once more
 // (slow), and the level where the series is now is the level plus its lag
 // behind slow (Brown's double smoothing: under a steady drift the level
-// lags the series by as much as slow lags the level); a change of level
-// restarts that correction at 0, so that a step's own samples are not
+// lags the series by as much as slow lags the level), counted only beyond
+// three standard deviations of what noise alone gives, so that a steady
+// series keeps the level's full memory (without that threshold the bundled
+// outliers and noisy scenarios fell below their floors); a change of level
+// restarts the correction at 0, so that a step's own samples are not
 // extrapolated past it. The published figures after a change are that
-// level, and before any change the TPS EWMA is at most it (registry.go):
-// the per-call memory in calls, as well as the EWMA's in seconds. The
+// level, and before any change, while a drift is seen, the TPS EWMA is at
+// most it (registry.go): a memory in calls, as well as the EWMA's in
+// seconds. The
 // CUSUM still runs on the level itself, so the detector's reaction to steps
 // is what it was.
 const (
@@ -57,6 +61,12 @@ const (
 	// shiftRing is how many of the latest samples are kept to form the new
 	// level from.
 	shiftRing = 8
+	// shiftDriftNoise is the standard deviation of level − slow over the
+	// spread on a steady series at shiftMemory (0.123, by simulation), and
+	// shiftDriftZ how many of them make a drift: noise alone passes 3 in
+	// about 0.3% of samples.
+	shiftDriftNoise = 0.125
+	shiftDriftZ     = 3
 )
 
 // shift is a two-sided CUSUM change detector over log values. It is not safe
@@ -191,9 +201,22 @@ func (s *shift) learn(x, d float64) {
 }
 
 // now returns the log level where it is now: the level plus its lag behind
-// a drift (Brown's double smoothing: under a steady drift the level lags by
-// as much as the slow level lags it).
-func (s *shift) now() float64 { return 2*s.level - s.slow }
+// a drift (drift).
+func (s *shift) now() float64 { return s.level + s.drift() }
+
+// drift returns the level's lag behind a drift, in log units: how far it
+// lags slow (Brown's double smoothing: under a steady drift the level lags
+// the series by as much as slow lags the level), or 0 while that is within
+// shiftDriftZ standard deviations of what noise alone gives (about
+// shiftDriftNoise times the spread), so that on a steady series the level
+// keeps its full memory.
+func (s *shift) drift() float64 {
+	l := s.level - s.slow
+	if l*l <= shiftDriftZ*shiftDriftZ*shiftDriftNoise*shiftDriftNoise*s.vari {
+		return 0
+	}
+	return l
+}
 
 // cusum adds step to a CUSUM statistic floored at 0, counting the samples
 // since it was last 0.
@@ -206,10 +229,12 @@ func cusum(c float64, n int32, step float64) (float64, int32) {
 }
 
 // drifted returns the level where the series is now (now), in the series'
-// units, once the spread is learnt (no change is reported before either).
+// units, and whether a drift is seen (drift is not 0) once the spread is
+// learnt.
 func (s *shift) drifted() (float64, bool) {
 	if s.nv < shiftMemory {
 		return 0, false
 	}
-	return math.Exp(s.now()), true
+	d := s.drift()
+	return math.Exp(s.level + d), d != 0
 }

@@ -159,7 +159,8 @@ func TestShiftPending(t *testing.T) {
 // now (shift.now) is on average within 12% of the truth over the last 50
 // samples, less than half as far as the level itself (which lags the
 // drift by its memory until the CUSUM flags the lag as a change); on a
-// steady series the two agree to within the noise; and a change of level
+// steady series the correction is 0 in at least 98% of samples (it counts
+// only beyond three standard deviations of what noise gives); and a change of level
 // restarts the correction at 0, so that a step's own samples are not
 // extrapolated past it.
 func TestShiftFollowsDrift(t *testing.T) {
@@ -184,8 +185,15 @@ func TestShiftFollowsDrift(t *testing.T) {
 		t.Errorf("drifting: the level lags %.3f on average, the corrected level %.3f: less than half", offLevel, offNow)
 	}
 	var q shift
-	for range 200 {
+	corrected := 0
+	for i := range 2000 {
 		q.add(math.Exp(math.Log(500) + 0.1*rng.NormFloat64()))
+		if i >= 100 && q.drift() != 0 {
+			corrected++
+		}
+	}
+	if corrected > 38 {
+		t.Errorf("steady: corrected for a drift in %d of 1900 samples, want at most 2%%", corrected)
 	}
 	if d := math.Abs(q.now() - math.Log(500)); d > 0.1 {
 		t.Errorf("steady: level now %.3f log units off", d)
