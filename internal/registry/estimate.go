@@ -23,7 +23,7 @@ type Estimate struct {
 	TTFTP50, TTFTP95 float64   // seconds
 	TPSP50, TPSP95   float64   // tokens/s (generation phase); 0 when TPSSamples is 0
 	TTFTEWMA         float64   // seconds, peak-sensitive: jumps up at once, decays like an EWMA
-	TPSEWMA          float64   // tokens/s; while the change detector sees a drift, at most its per-call level (shift.go), when no other Registry's samples are merged in
+	TPSEWMA          float64   // tokens/s; while the change detector sees a drift or once it has seen a change, at most its per-call level (shift.go), when no other Registry's samples are merged in
 	ErrorRate        float64   // failures / (successes + failures) over the window, in [0,1]; canceled and caller (ClassCaller) calls excluded
 	Samples          int64     // successful samples in the window
 	TPSSamples       int64     // samples in the TPS window (successful, TPSOK)

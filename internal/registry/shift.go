@@ -46,8 +46,8 @@ import "math"
 // outliers and noisy scenarios fell below their floors); a change of level
 // restarts the correction at 0, so that a step's own samples are not
 // extrapolated past it. The published figures after a change are that
-// level, and before any change, while a drift is seen, the TPS EWMA is at
-// most it (registry.go): a memory in calls, as well as the EWMA's in
+// level, and while a drift is seen or once a change has been, the TPS EWMA
+// is at most it (registry.go): a memory in calls, as well as the EWMA's in
 // seconds. The
 // CUSUM still runs on the level itself, so the detector's reaction to steps
 // is what it was.
