@@ -11,8 +11,9 @@ import (
 // (internal/registry/shift.go: a CUSUM on log values, typically two samples
 // after a 3× change), and until the window holds only later samples, the p50
 // and the EWMA of that metric are the new level (the geometric mean of the
-// samples since the change, up to 16) and its p95 keeps the window's ratio to
-// the p50: the Estimate describes the deployment as it is now. An Estimate is a
+// samples since the change, up to 16, corrected for its lag behind a drift)
+// and its p95 keeps the window's ratio to the p50: the Estimate describes
+// the deployment as it is now. An Estimate is a
 // value, safe for concurrent use once returned.
 //
 // OK is false until the window holds Options.MinSamples successful samples;
@@ -22,7 +23,7 @@ type Estimate struct {
 	TTFTP50, TTFTP95 float64   // seconds
 	TPSP50, TPSP95   float64   // tokens/s (generation phase); 0 when TPSSamples is 0
 	TTFTEWMA         float64   // seconds, peak-sensitive: jumps up at once, decays like an EWMA
-	TPSEWMA          float64   // tokens/s
+	TPSEWMA          float64   // tokens/s; while the change detector sees a drift or once it has seen a change, at most its per-call level (shift.go), when no other Registry's samples are merged in
 	ErrorRate        float64   // failures / (successes + failures) over the window, in [0,1]; canceled and caller (ClassCaller) calls excluded
 	Samples          int64     // successful samples in the window
 	TPSSamples       int64     // samples in the TPS window (successful, TPSOK)

@@ -65,8 +65,13 @@ func (e *entry) classNorm(c, minSamples int) float64 {
 }
 
 // fillInputs fills tab with the warm classes' figures at now and reports
-// whether any is warm. k and ref are the key's load model.
-func (e *entry) fillInputs(tab *inputTable, now int64, minSamples int, window int64, k, ref float64) bool {
+// whether any is warm. k and ref are the key's load model; level is the
+// key's published TPS EWMA (Estimate.TPSEWMA), 0 when none: a class's TPS
+// is then its ratio to the key's unloaded EWMA times level, so that a
+// class tells the shape of a call and the key's level (which follows a
+// drift, shift.go) tells how fast the deployment is now; the class EWMAs
+// alone lag a drift by their half-life.
+func (e *entry) fillInputs(tab *inputTable, now int64, minSamples int, window int64, k, ref, level float64) bool {
 	var any bool
 	var es [InputClasses]*EWMA
 	for i := range e.inputs {
@@ -76,6 +81,9 @@ func (e *entry) fillInputs(tab *inputTable, now int64, minSamples int, window in
 	scale := 1.0
 	if k > 0 {
 		scale = 1 / (1 + ref/k)
+	}
+	if agg, ok := e.inU.Value(); ok && agg > 0 && level > 0 {
+		scale = level / agg
 	}
 	for i := range e.inputs {
 		ic := &e.inputs[i]

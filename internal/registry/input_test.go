@@ -110,3 +110,37 @@ func TestInputClassesForgetOnChange(t *testing.T) {
 	assert.False(t, ok, "classes forgotten at the change")
 	assert.InDelta(t, 180, est.TPSP50, 180*0.05, "the new level")
 }
+
+// TestInputClassFollowsDrift checks that a warm prompt-size class gives a
+// call its shape and the key's level its speed: when every class slows by
+// 2.5% a sample, the class's TPS follows the key's level (within 15% of the
+// truth after 40 samples of drift), where the class's own EWMA, whose
+// half-life is in seconds, still remembers the speed from before.
+func TestInputClassFollowsDrift(t *testing.T) {
+	r := New(measure.Options{})
+	now := t0
+	f := 1.0
+	for i := range 80 {
+		now = now.Add(500 * time.Millisecond)
+		if i >= 40 {
+			f *= 0.975
+		}
+		if i%2 == 0 {
+			r.RecordAt(now, kA, promptSample(now, 150, 900*f, 160*time.Millisecond))
+		} else {
+			r.RecordAt(now, kA, promptSample(now, 6000, 200*f, 350*time.Millisecond))
+		}
+	}
+	est, ok := r.Estimate(kA)
+	require.True(t, ok)
+	short, ok := est.Input(150)
+	require.True(t, ok)
+	long, ok := est.Input(6000)
+	require.True(t, ok)
+	assert.InEpsilon(t, 900*f, short.TPS, 0.15, "short prompts now")
+	assert.InEpsilon(t, 200*f, long.TPS, 0.15, "long prompts now")
+	assert.InDelta(t, 4.5, short.TPS/long.TPS, 0.2, "the classes' shape")
+	own, ok := r.lookup(kA).inputs[InputClass(150)].tps.Value()
+	require.True(t, ok)
+	assert.Greater(t, own, 1.3*900*f, "the class's own EWMA lags the drift")
+}

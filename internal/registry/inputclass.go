@@ -42,7 +42,9 @@ func InputClass(tokens int64) int {
 // Estimate.Input). They are values, safe for concurrent reads.
 type InputFigures struct {
 	// TPS is the class's generation speed, tokens/s, at the load the key's
-	// TPS figures describe (Estimate.LoadRef); 0 when the class has no TPS
+	// TPS figures describe (Estimate.LoadRef): the class's ratio to the
+	// key's speed over every class times the key's TPSEWMA, so that it
+	// follows the key's level through a drift; 0 when the class has no TPS
 	// sample.
 	TPS float64
 	// TTFTRatio is the class's mean TTFT over the key's mean TTFT across

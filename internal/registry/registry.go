@@ -711,6 +711,19 @@ func (r *Registry) refresh(e *entry, now time.Time) {
 	// than an EWMA that still remembers the level before the change.
 	if e.tpsSince != 0 && (t-e.tpsSince < int64(r.opts.Window.Length) || pq.n == 0) && e.tpsShift.n > 0 {
 		est.TPSP50, est.TPSP95, est.TPSEWMA = e.tpsShift.rebase(est.TPSP50, est.TPSP95)
+	} else if l, drifting := e.tpsShift.drifted(); (drifting || e.tpsSince != 0) && e.tpsShift.nv >= shiftMemory && rs == nil && est.TPSEWMA > l {
+		// While the detector sees a drift, and once it has seen a change
+		// (after the window holds only later samples), the TPS EWMA is at
+		// most its level now: its memory is in calls (shift.go, "Drift"),
+		// the EWMA's in seconds, and a slow drift moves the one within tens
+		// of calls and the other only within tens of seconds; after a
+		// change, a deployment that got few calls since keeps an EWMA that
+		// still weighs the old level's many samples (root
+		// TestThroughputFollowsDegradationAndRecovery: the degraded
+		// leader took the traffic back 60 s into its slowdown). Not with
+		// other Registries' samples merged in: the detector sees this
+		// one's only.
+		est.TPSEWMA = l
 	}
 	if e.ttftSince != 0 && (t-e.ttftSince < int64(r.opts.Window.Length) || tq.n == 0) && e.ttftShift.n > 0 {
 		est.TTFTP50, est.TTFTP95, est.TTFTEWMA = e.ttftShift.rebase(est.TTFTP50, est.TTFTP95)
@@ -721,7 +734,7 @@ func (r *Registry) refresh(e *entry, now time.Time) {
 	est.LoadK, est.LoadRef, _ = e.loadModel()
 	est.TPSPending, est.TTFTPending = e.tpsShift.pending(), e.ttftShift.pending()
 	pub := &published{}
-	warm := e.fillInputs(&pub.tab, t, r.opts.MinSamples, int64(r.opts.Window.Length), est.LoadK, est.LoadRef)
+	warm := e.fillInputs(&pub.tab, t, r.opts.MinSamples, int64(r.opts.Window.Length), est.LoadK, est.LoadRef, est.TPSEWMA)
 	est.Samples = ok
 	est.TPSSamples = int64(pq.n)
 	if newest != 0 {

@@ -32,6 +32,25 @@ import "math"
 // holding both levels is wider than either), so that a deployment that
 // recovers under a p95 TTFT limit complies as soon as the recovery is
 // detected, not once the old level's samples leave the window.
+//
+// Drift. A level that averages its last shiftMemory samples lags a steady
+// drift by about as many samples' worth of it, and the CUSUM flags the lag
+// only once it exceeds the allowance (28%): a leader slowing by 2.5% a call
+// was ranked 30–70% above its speed when it crossed the runner-up
+// (docs/ROUTING.md, "Random fleets"). So the level is smoothed once more
+// (slow), and the level where the series is now is the level plus its lag
+// behind slow (Brown's double smoothing: under a steady drift the level
+// lags the series by as much as slow lags the level), counted only beyond
+// three standard deviations of what noise alone gives, so that a steady
+// series keeps the level's full memory (without that threshold the bundled
+// outliers and noisy scenarios fell below their floors); a change of level
+// restarts the correction at 0, so that a step's own samples are not
+// extrapolated past it. The published figures after a change are that
+// level, and while a drift is seen or once a change has been, the TPS EWMA
+// is at most it (registry.go): a memory in calls, as well as the EWMA's in
+// seconds. The
+// CUSUM still runs on the level itself, so the detector's reaction to steps
+// is what it was.
 const (
 	shiftSlack  = 0.25 // least allowance per sample, natural log units (±28%)
 	shiftLimit  = 1.5  // least decision threshold
@@ -42,12 +61,19 @@ const (
 	// shiftRing is how many of the latest samples are kept to form the new
 	// level from.
 	shiftRing = 8
+	// shiftDriftNoise is the standard deviation of level − slow over the
+	// spread on a steady series at shiftMemory (0.123, by simulation), and
+	// shiftDriftZ how many of them make a drift: noise alone passes 3 in
+	// about 0.3% of samples.
+	shiftDriftNoise = 0.125
+	shiftDriftZ     = 3
 )
 
 // shift is a two-sided CUSUM change detector over log values. It is not safe
 // for concurrent use (the entry's lock guards it).
 type shift struct {
 	level      float64 // log level of the current regime
+	slow       float64 // level smoothed once more: level − slow is its lag behind a drift
 	vari       float64 // running variance of log values around the level
 	n          int32   // samples in the level, at most shiftMemory
 	nv         int32   // samples in vari, at most 2*shiftMemory
@@ -73,7 +99,7 @@ func (s *shift) add(v float64) bool {
 	s.ring[s.next] = x
 	s.next = (s.next + 1) % shiftRing
 	if s.n == 0 {
-		s.level, s.n = x, 1
+		s.level, s.slow, s.n = x, x, 1
 		return false
 	}
 	if s.nv < shiftMemory { // learning the spread: no change yet
@@ -105,6 +131,7 @@ func (s *shift) add(v float64) bool {
 	}
 	n = min(n, shiftRing)
 	s.level, s.n = s.recent(n), int32(n)
+	s.slow = s.level
 	s.up, s.upN, s.down, s.downN = 0, 0, 0, 0
 	return true
 }
@@ -150,11 +177,12 @@ func (s *shift) calmed() bool {
 	return s.upVari != s.vari || s.downVari != s.vari || s.calm != s.vari
 }
 
-// rebase returns the level as p50 and EWMA, and p95 at the window's ratio
-// of p95 to p50 around it, at most a lognormal's at the spread from before
-// the change (the level alone when the window has none).
+// rebase returns the level where the series is now (now) as p50 and EWMA,
+// and p95 at the window's ratio of p95 to p50 around it, at most a
+// lognormal's at the spread from before the change (the level alone when
+// the window has none).
 func (s *shift) rebase(p50, p95 float64) (np50, np95, ewma float64) {
-	l := math.Exp(s.level)
+	l := math.Exp(s.now())
 	np95 = l
 	if p50 > 0 && p95 > 0 {
 		np95 = l * min(p95/p50, math.Exp(1.645*math.Sqrt(s.calm)))
@@ -162,12 +190,32 @@ func (s *shift) rebase(p50, p95 float64) (np50, np95, ewma float64) {
 	return l, np95, l
 }
 
-// learn moves the level and the spread by x, at deviation d from the level.
+// learn moves the level, its slow smoothing and the spread by x, at
+// deviation d from the level.
 func (s *shift) learn(x, d float64) {
 	s.nv = min(s.nv+1, 2*shiftMemory)
 	s.vari += (d*d - s.vari) / float64(s.nv)
 	s.n = min(s.n+1, shiftMemory)
 	s.level += (x - s.level) / float64(s.n)
+	s.slow += (s.level - s.slow) / float64(s.n)
+}
+
+// now returns the log level where it is now: the level plus its lag behind
+// a drift (drift).
+func (s *shift) now() float64 { return s.level + s.drift() }
+
+// drift returns the level's lag behind a drift, in log units: how far it
+// lags slow (Brown's double smoothing: under a steady drift the level lags
+// the series by as much as slow lags the level), or 0 while that is within
+// shiftDriftZ standard deviations of what noise alone gives (about
+// shiftDriftNoise times the spread), so that on a steady series the level
+// keeps its full memory.
+func (s *shift) drift() float64 {
+	l := s.level - s.slow
+	if l*l <= shiftDriftZ*shiftDriftZ*shiftDriftNoise*shiftDriftNoise*s.vari {
+		return 0
+	}
+	return l
 }
 
 // cusum adds step to a CUSUM statistic floored at 0, counting the samples
@@ -178,4 +226,15 @@ func cusum(c float64, n int32, step float64) (float64, int32) {
 		return 0, 0
 	}
 	return c, min(n, math.MaxInt32-1) + 1 // a state file holds up to MaxInt32
+}
+
+// drifted returns the level where the series is now (now), in the series'
+// units, and whether a drift is seen (drift is not 0) once the spread is
+// learnt.
+func (s *shift) drifted() (float64, bool) {
+	if s.nv < shiftMemory {
+		return 0, false
+	}
+	d := s.drift()
+	return math.Exp(s.level + d), d != 0
 }

@@ -153,3 +153,57 @@ func TestShiftPending(t *testing.T) {
 		t.Fatalf("after the outlier: pending %v", p)
 	}
 }
+
+// TestShiftFollowsDrift checks the drift correction: on a series that falls
+// by 2.5% a sample (log-normal noise of spread 0.1), the level where it is
+// now (shift.now) is on average within 12% of the truth over the last 50
+// samples, less than half as far as the level itself (which lags the
+// drift by its memory until the CUSUM flags the lag as a change); on a
+// steady series the correction is 0 in at least 98% of samples (it counts
+// only beyond three standard deviations of what noise gives); and a change of level
+// restarts the correction at 0, so that a step's own samples are not
+// extrapolated past it.
+func TestShiftFollowsDrift(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 28))
+	var s shift
+	x := math.Log(1000.0)
+	var offNow, offLevel float64
+	for i := range 120 {
+		if i >= 40 {
+			x -= 0.025
+		}
+		s.add(math.Exp(x + 0.1*rng.NormFloat64()))
+		if i >= 70 {
+			offNow += math.Abs(s.now()-x) / 50
+			offLevel += math.Abs(s.level-x) / 50
+		}
+	}
+	if offNow > math.Log(1.12) {
+		t.Errorf("drifting: level now %.3f log units from the truth on average, want within 12%%", offNow)
+	}
+	if offLevel < 2*offNow {
+		t.Errorf("drifting: the level lags %.3f on average, the corrected level %.3f: less than half", offLevel, offNow)
+	}
+	var q shift
+	corrected := 0
+	for i := range 2000 {
+		q.add(math.Exp(math.Log(500) + 0.1*rng.NormFloat64()))
+		if i >= 100 && q.drift() != 0 {
+			corrected++
+		}
+	}
+	if corrected > 38 {
+		t.Errorf("steady: corrected for a drift in %d of 1900 samples, want at most 2%%", corrected)
+	}
+	if d := math.Abs(q.now() - math.Log(500)); d > 0.1 {
+		t.Errorf("steady: level now %.3f log units off", d)
+	}
+	for i := 0; i < 10 && !q.add(100); i++ {
+	}
+	if q.slow != q.level {
+		t.Errorf("after a change: slow %v, level %v; the correction should restart at 0", q.slow, q.level)
+	}
+	if got := math.Exp(q.now()); math.Abs(got/100-1) > 0.05 {
+		t.Errorf("after a change to 100: level now %v", got)
+	}
+}

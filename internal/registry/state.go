@@ -42,7 +42,10 @@ import (
 // mode), when there is any; tag 5 the change detectors' spreads from
 // before their changes (shift.go), after tag 1, when one differs from its
 // detector's variance (a reader sets them to it without the section); tag
-// 6 the count of samples whose usage was implausible, when not 0.
+// 6 the count of samples whose usage was implausible, when not 0; tag 7
+// the change detectors' slow levels (shift.go; TPS then TTFT, log units,
+// float64 LE each), after tag 1, when one differs from its detector's level
+// (a reader sets them to the level without the section).
 // A reader skips sections whose tag it does not know, so a later writer may
 // add sections without a new version; a change that would make skipping
 // wrong changes the version byte.
@@ -63,6 +66,7 @@ const (
 	tagFleet = 4 // what other Registries merged in (MergeAt)
 	tagCalm  = 5 // the change detectors' spreads from before their changes (shift.go)
 	tagUsage = 6 // the count of implausible usage (Stats.ImplausibleUsage)
+	tagDrift = 7 // the change detectors' slow levels (shift.go), when one differs from its level
 
 	maxStateBytes  = 1 << 30             // RestoreState reads at most this much
 	maxKeyString   = measure.MaxKeyBytes // bytes in one of a Key's strings
@@ -220,6 +224,12 @@ func (r *Registry) appendState(b []byte, now time.Time) []byte {
 			sec = sec[:0]
 			putCount(&sec, e.implausible, maxCount)
 			body = appendSection(body, tagUsage, sec)
+		}
+		if e.tpsShift.slow != e.tpsShift.level || e.ttftShift.slow != e.ttftShift.level {
+			sec = sec[:0]
+			enc.EncodeFloat64LE(&sec, e.tpsShift.slow)
+			enc.EncodeFloat64LE(&sec, e.ttftShift.slow)
+			body = appendSection(body, tagDrift, sec)
 		}
 		e.mu.Unlock()
 		enc.EncodeUvarint64(&body, 0)
@@ -650,6 +660,7 @@ func (d *decoder) ewma(what string, e *EWMA, rb *stateRebase) {
 // shift decodes appendShift's fields into s.
 func (d *decoder) shift(what string, s *shift) {
 	s.level = d.float(what)
+	s.slow = s.level // tag 7 holds it when it differs
 	s.vari = d.float(what)
 	s.n = int32(d.count(what, shiftMemory))
 	s.nv = int32(d.count(what, 2*shiftMemory))
@@ -799,7 +810,7 @@ func (d *decoder) recordKey() (k measure.Key, long bool) {
 // cannot be read) is d's, and the file's.
 func (r *Registry) decodeEntry(d *decoder, k measure.Key, rb *stateRebase) (*entry, error) {
 	e := r.newEntry(k)
-	var seen [tagUsage + 1]bool // the sections read; all but tagCache come at most once
+	var seen [tagDrift + 1]bool // the sections read; all but tagCache come at most once
 	var bad error
 	for {
 		tag := d.uvarint("section tag")
@@ -843,6 +854,16 @@ func (r *Registry) decodeEntry(d *decoder, k measure.Key, rb *stateRebase) (*ent
 			decodeCalmSection(sd, e)
 		case tagUsage:
 			e.implausible = sd.count("implausible usage count", maxCount)
+		case tagDrift:
+			if !seen[tagKey] {
+				bad = corrupt("detector slow levels before the key section")
+				continue
+			}
+			for _, sh := range []*shift{&e.tpsShift, &e.ttftShift} {
+				if sh.slow = sd.float("detector slow level"); math.IsNaN(sh.slow) || math.IsInf(sh.slow, 0) {
+					sd.fail("detector slow level %v", sh.slow)
+				}
+			}
 		default:
 			continue // a later version's section: skipped
 		}
