@@ -48,9 +48,8 @@ import "math"
 // extrapolated past it. The published figures after a change are that
 // level, and while a drift is seen or once a change has been, the TPS EWMA
 // is at most it (registry.go): a memory in calls, as well as the EWMA's in
-// seconds. The
-// CUSUM still runs on the level itself, so the detector's reaction to steps
-// is what it was.
+// seconds. The CUSUM still runs on the level itself, so the detector's
+// reaction to steps is what it was.
 const (
 	shiftSlack  = 0.25 // least allowance per sample, natural log units (±28%)
 	shiftLimit  = 1.5  // least decision threshold
