@@ -110,9 +110,19 @@ func (l *loadTrack) countAt(t int64) (int32, bool) {
 	if t >= l.last {
 		return l.n, true
 	}
-	// Marks are in time order from the oldest, at (next-count) mod loadMarks.
-	first := (int(l.next) - int(l.count) + loadMarks) % loadMarks
-	lo, hi := 0, int(l.count) // the answer is the last i in [0, count) with t_i <= t
+	first, k := l.upTo(t)
+	if k == 0 {
+		return 0, false
+	}
+	return l.marks[(first+k-1)%loadMarks].n, true
+}
+
+// upTo returns the ring index of the oldest mark and how many marks from it
+// are at or before t (marks are in time order from the oldest, at
+// (next-count) mod loadMarks).
+func (l *loadTrack) upTo(t int64) (first, k int) {
+	first = (int(l.next) - int(l.count) + loadMarks) % loadMarks
+	lo, hi := 0, int(l.count)
 	for lo < hi {
 		mid := (lo + hi) / 2
 		if l.marks[(first+mid)%loadMarks].t <= t {
@@ -121,10 +131,7 @@ func (l *loadTrack) countAt(t int64) (int32, bool) {
 			hi = mid
 		}
 	}
-	if lo == 0 {
-		return 0, false
-	}
-	return l.marks[(first+lo-1)%loadMarks].n, true
+	return first, lo
 }
 
 // meanOver returns the time-weighted mean of the in-flight count over
@@ -138,17 +145,7 @@ func (l *loadTrack) meanOver(t0, t1 int64) (float64, bool) {
 	if t1 <= t0 || t0 >= l.last {
 		return float64(n0), true
 	}
-	// The first mark after t0 (marks are in time order from the oldest).
-	first := (int(l.next) - int(l.count) + loadMarks) % loadMarks
-	lo, hi := 0, int(l.count)
-	for lo < hi {
-		mid := (lo + hi) / 2
-		if l.marks[(first+mid)%loadMarks].t <= t0 {
-			lo = mid + 1
-		} else {
-			hi = mid
-		}
-	}
+	first, lo := l.upTo(t0) // the marks from lo on are after t0
 	sum, at, n := 0.0, t0, float64(n0)
 	for i := lo; i < int(l.count); i++ {
 		m := l.marks[(first+i)%loadMarks]

@@ -49,6 +49,17 @@ func TestLoadTrackCount(t *testing.T) {
 	assert.Equal(t, int32(2), n, "the clamped end is at 4 s")
 }
 
+func TestLoadTrackEndWithoutBegin(t *testing.T) {
+	var l loadTrack
+	l.end(ns(0))
+	n, ok := l.countAt(ns(time.Second))
+	require.True(t, ok)
+	assert.Equal(t, int32(0), n, "an end without a begin does not count below zero")
+	l.begin(ns(2 * time.Second))
+	n, _ = l.countAt(ns(3 * time.Second))
+	assert.Equal(t, int32(1), n)
+}
+
 func TestLoadTrackOldestMark(t *testing.T) {
 	var l loadTrack
 	for i := range loadMarks + 10 {
