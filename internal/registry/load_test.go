@@ -141,6 +141,26 @@ func TestLoadFit(t *testing.T) {
 		assert.InDelta(t, 2, k, 0.8, "the lower confidence bound of the slope: K a little high")
 		assert.GreaterOrEqual(t, k, 2.0*0.9)
 	})
+	t.Run("old samples decay", func(t *testing.T) {
+		// An hour ago the curve had K 2; now, 60 half-lives later, it is
+		// flat at 2000 tok/s: the old samples weigh 2⁻⁶⁰ and the fit is the
+		// new one's alone.
+		var f loadFit
+		half := float64(time.Minute)
+		for i, x := range xs[:40] {
+			f.add(ns(time.Duration(i)*time.Millisecond), half, x, 2000/(1+x/2))
+		}
+		k, _ := f.model()
+		require.InDelta(t, 2, k, 1e-6, "the old curve")
+		for i, x := range xs[40:80] {
+			f.add(ns(time.Hour+time.Duration(i)*time.Millisecond), half, x, 2000)
+		}
+		k, ref := f.model()
+		assert.Zero(t, k, "no load dependence left of the old curve")
+		assert.InDelta(t, 40, f.w, 0.1, "the new samples' weight")
+		assert.InDelta(t, 2000, f.v/f.w, 1e-6)
+		assert.Greater(t, ref, 0.0)
+	})
 	t.Run("flat under noise", func(t *testing.T) {
 		var f loadFit
 		fitSamples(&f, r, 700, math.Inf(1), 0.5, xs)
