@@ -207,3 +207,64 @@ func TestShiftFollowsDrift(t *testing.T) {
 		t.Errorf("after a change to 100: level now %v", got)
 	}
 }
+
+// TestShiftIgnoresBadValues checks that a value that is not positive and
+// finite leaves the detector as it was.
+func TestShiftIgnoresBadValues(t *testing.T) {
+	var s shift
+	for _, v := range []float64{0, -1, math.Inf(1), math.Inf(-1), math.NaN()} {
+		if s.add(v) || s != (shift{}) {
+			t.Fatalf("add(%v) changed the detector: %+v", v, s)
+		}
+	}
+	s.add(100)
+	want := s
+	for _, v := range []float64{0, math.Inf(1)} {
+		if s.add(v) || s != want {
+			t.Fatalf("add(%v) after a sample changed the detector", v)
+		}
+	}
+}
+
+// TestShiftCalmed checks that a state file saves the spreads kept from
+// before changes exactly when one of them differs from the spread.
+func TestShiftCalmed(t *testing.T) {
+	s := shift{vari: 0.04, upVari: 0.04, downVari: 0.04, calm: 0.04}
+	if s.calmed() {
+		t.Fatal("every spread equal: nothing to save")
+	}
+	for _, set := range []func(*shift){
+		func(s *shift) { s.upVari = 0.09 },
+		func(s *shift) { s.downVari = 0.09 },
+		func(s *shift) { s.calm = 0.09 },
+	} {
+		c := s
+		set(&c)
+		if !c.calmed() {
+			t.Fatalf("%+v: a kept spread differs, yet calmed is false", c)
+		}
+	}
+}
+
+// TestShiftRebase checks the figures published after a change: the level
+// as p50 and EWMA, and p95 at the window's ratio of p95 to p50, at most a
+// lognormal's at the spread from before the change, or the level alone
+// when the window has no figures.
+func TestShiftRebase(t *testing.T) {
+	s := shift{level: math.Log(100), slow: math.Log(100), calm: 0.09, vari: 0.09, nv: 2 * shiftMemory, n: shiftMemory}
+	lognormal := 100 * math.Exp(1.645*0.3) // 163.8
+	for _, c := range []struct {
+		p50, p95, want float64
+	}{
+		{100, 150, 150},       // the window's ratio
+		{100, 200, lognormal}, // capped at the lognormal's
+		{0, 150, 100},         // no p50: the level alone
+		{100, 0, 100},         // no p95: the level alone
+		{0, 0, 100},
+	} {
+		p50, p95, ewma := s.rebase(c.p50, c.p95)
+		if math.Abs(p50-100) > 1e-9 || math.Abs(ewma-100) > 1e-9 || math.Abs(p95-c.want) > 1e-9 {
+			t.Errorf("rebase(%v, %v) = %v, %v, %v; want 100, %v, 100", c.p50, c.p95, p50, p95, ewma, c.want)
+		}
+	}
+}
