@@ -711,7 +711,7 @@ func (r *Registry) refresh(e *entry, now time.Time) {
 	// than an EWMA that still remembers the level before the change.
 	if e.tpsSince != 0 && (t-e.tpsSince < int64(r.opts.Window.Length) || pq.n == 0) && e.tpsShift.n > 0 {
 		est.TPSP50, est.TPSP95, est.TPSEWMA = e.tpsShift.rebase(est.TPSP50, est.TPSP95)
-	} else if l, drifting := e.tpsShift.drifted(); (drifting || e.tpsSince != 0) && e.tpsShift.nv >= shiftMemory && rs == nil && est.TPSEWMA > l {
+	} else if l, drifting, learnt := e.tpsShift.drifted(); learnt && (drifting || e.tpsSince != 0) && rs == nil && est.TPSEWMA > l {
 		// While the detector sees a drift, and once it has seen a change
 		// (after the window holds only later samples), the TPS EWMA is at
 		// most its level now: its memory is in calls (shift.go, "Drift"),

@@ -228,12 +228,12 @@ func cusum(c float64, n int32, step float64) (float64, int32) {
 }
 
 // drifted returns the level where the series is now (now), in the series'
-// units, and whether a drift is seen (drift is not 0) once the spread is
-// learnt.
-func (s *shift) drifted() (float64, bool) {
+// units, whether a drift is seen (drift is not 0), and whether the spread
+// is learnt: before that there is no level to publish and no drift.
+func (s *shift) drifted() (level float64, drifting, learnt bool) {
 	if s.nv < shiftMemory {
-		return 0, false
+		return 0, false, false
 	}
 	d := s.drift()
-	return math.Exp(s.level + d), d != 0
+	return math.Exp(s.level + d), d != 0, true
 }
