@@ -354,7 +354,7 @@ var classFloors = struct {
 // below classFloors; the medians are checked, each fleet's figure logged.
 func TestClassTargets(t *testing.T) {
 	if raceEnabled {
-		t.Skip("skipped under the race detector; run go test ./sim without -race")
+		t.Skip("skipped under the race detector; run go test ./internal/sim without -race")
 	}
 	base := func(sc *Scenario) []Policy { return []Policy{Defaults(), Oracle()} }
 	drift := scoreRandom(t, floorSeed, 6, Space{Class: ClassDrift}, base)

@@ -25,7 +25,7 @@ import (
 // docsDir, when set, is where TestScenarios writes each scenario's Markdown
 // table and SVG plots for docs/ROUTING.md:
 //
-//	go test ./sim -run TestScenarios -sim.docs ../docs/routing
+//	go test ./internal/sim -run TestScenarios -sim.docs ../../docs/routing
 var docsDir = flag.String("sim.docs", "", "write each scenario's table and plots to this directory")
 
 func writeDocs(t *testing.T, rep *Report) {
@@ -148,7 +148,7 @@ func TestScenarios(t *testing.T) {
 	for _, name := range BundledNames() {
 		t.Run(name, func(t *testing.T) {
 			if raceEnabled && !raceScenarios[name] {
-				t.Skip("skipped under the race detector (about 25 s of CPU per scenario); run go test ./sim without -race for every scenario")
+				t.Skip("skipped under the race detector (about 25 s of CPU per scenario); run go test ./internal/sim without -race for every scenario")
 			}
 			sc := mustBundled(t, name)
 			rep := run(t, sc, Baselines(sc.Seed)...)
@@ -659,7 +659,7 @@ var splitShares = []float64{0.02, 0.03, 0.04, 0.05, 0.06, 0.08}
 // is what they reach (0.99) less 0.04.
 func TestLoadBestStaticSplit(t *testing.T) {
 	if raceEnabled {
-		t.Skip("skipped under the race detector; run go test ./sim without -race")
+		t.Skip("skipped under the race detector; run go test ./internal/sim without -race")
 	}
 	sc := mustBundled(t, "load")
 	require.Equal(t, 32, sc.Workload.Concurrency)
@@ -702,7 +702,7 @@ func meanTPS(r *Result, keep func(Call) bool) (float64, int) {
 // 0.986) less about 0.04.
 func TestPromptSizeShortAndLong(t *testing.T) {
 	if raceEnabled {
-		t.Skip("skipped under the race detector; run go test ./sim without -race")
+		t.Skip("skipped under the race detector; run go test ./internal/sim without -race")
 	}
 	sc := mustBundled(t, "prompt-size")
 	rep := run(t, sc, Defaults(), Oracle())
@@ -742,7 +742,7 @@ func TestTrueBestTies(t *testing.T) {
 // seconds, so docs/ROUTING.md judges routing changes on such means
 // ("noisy"):
 //
-//	go test ./sim -run TestSeeds -v -sim.seeds 40 -sim.scenario noisy
+//	go test ./internal/sim -run TestSeeds -v -sim.seeds 40 -sim.scenario noisy
 var (
 	seedsFlag    = flag.Int("sim.seeds", 0, "run -sim.scenario over seeds 1 to N (TestSeeds)")
 	scenarioFlag = flag.String("sim.scenario", "noisy", "the bundled scenario TestSeeds runs")
