@@ -124,5 +124,5 @@ func LiveTPS(h EstimateHandle) (float64, int) {
 type liveSlot struct {
 	gap  atomic.Uint64
 	gaps atomic.Int32
-	load streamLoad // the gaps against the load (load.go)
+	load streamLoad // the gaps against the load (within.go)
 }

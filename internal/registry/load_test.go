@@ -489,6 +489,8 @@ func TestWithinFit(t *testing.T) {
 		{"no load change within the streams", 20, 2, 1, 10, 2, 0.3, 0, 0, 0},
 		{"too few gaps", 1, 0, 3, 2, 2, 0, 0, 0, 0},
 		{"a steep slope: K at least loadMinK", 20, 0, 3, 5, 0.1, 0, 0, loadMinK, 1e-9},
+		{"K 900: reported", 20, 0, 3, 5, 900, 0.3, 0, 900, 1},
+		{"K 1100: above withinMaxK, none", 20, 0, 3, 5, 1100, 0.3, 0, 0, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var f withinFit
@@ -507,6 +509,18 @@ func TestWithinFit(t *testing.T) {
 		s.add(2, 0.1)
 		f.add(ns(0), float64(defaultHalfLife), &s)
 		assert.Equal(t, withinFit{}, f)
+	})
+	t.Run("a stream of two gaps is folded", func(t *testing.T) {
+		var f withinFit
+		var s streamLoad
+		s.add(1, 0)
+		s.add(2, 0.1)
+		s.add(2, 0.2)
+		f.add(ns(0), float64(defaultHalfLife), &s)
+		assert.Equal(t, 1.0, f.dof)
+		assert.InDelta(t, 0.5, f.xx, 1e-12, "x 0 then 1")
+		assert.InDelta(t, 0.5*0.1/0.15, f.xy, 1e-12)
+		assert.InDelta(t, 0.25, f.cx, 1e-12)
 	})
 	t.Run("old streams decay", func(t *testing.T) {
 		// Streams an hour old with K 1, then new ones with no slope at all:

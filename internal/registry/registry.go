@@ -124,7 +124,7 @@ type entry struct {
 	load        loadTrack                // in flight over time (load.go)
 	fit         loadFit                  // TPS against the load at each stream's start (load.go)
 	fitGen      loadFit                  // TPS against the mean load over each stream's generation (load.go)
-	within      withinFit                // chunk gaps against the load within each stream (load.go)
+	within      withinFit                // chunk gaps against the load within each stream (within.go)
 	inputs      [InputClasses]inputClass // by prompt size (input.go)
 	inU         EWMA                     // unloaded TPS over every class
 	// flights are the calls in flight with an output cap (overdue.go),
