@@ -522,6 +522,23 @@ func TestWithinFit(t *testing.T) {
 		assert.InDelta(t, 0.5*0.1/0.15, f.xy, 1e-12)
 		assert.InDelta(t, 0.25, f.cx, 1e-12)
 	})
+	t.Run("every sum halves in a half-life", func(t *testing.T) {
+		var f withinFit
+		withinStreams(&f, rand.New(rand.NewPCG(13, 14)), 5, 0, 3, 5, 2, 0.3, 0.1)
+		old := f
+		// A stream at one load and one gap adds only its degrees of freedom.
+		var s streamLoad
+		s.add(1, 0)
+		for range 4 {
+			s.add(1, 0.5)
+		}
+		f.add(old.last+int64(defaultHalfLife), float64(defaultHalfLife), &s)
+		assert.InDelta(t, old.xx/2, f.xx, 1e-12)
+		assert.InDelta(t, old.xy/2, f.xy, 1e-12)
+		assert.InDelta(t, old.yy/2, f.yy, 1e-12)
+		assert.InDelta(t, old.cx/2, f.cx, 1e-12)
+		assert.InDelta(t, old.dof/2+3, f.dof, 1e-12)
+	})
 	t.Run("old streams decay", func(t *testing.T) {
 		// Streams an hour old with K 1, then new ones with no slope at all:
 		// what is left of the old slope is below the new noise.
