@@ -61,6 +61,7 @@ func (f Flight) Gap(gap time.Duration) {
 	}
 	s.gap.Store(math.Float64bits(g))
 	s.gaps.Add(1)
+	s.load.add(f.e.inflight.Load(), gap.Seconds())
 }
 
 // End ends the call in flight (see BeginCallAt's end).
@@ -123,4 +124,5 @@ func LiveTPS(h EstimateHandle) (float64, int) {
 type liveSlot struct {
 	gap  atomic.Uint64
 	gaps atomic.Int32
+	load streamLoad // the gaps against the load (within.go)
 }

@@ -19,7 +19,9 @@ import (
 // line explains more of the variance of 1/TPS is used (entry.loadModel): a
 // provider that batches live slows every running stream as others join, so
 // the mean over the stream's life is its load; one whose streams keep the
-// speed they began with is read at the start. A load dependence is reported only when the line
+// speed they began with is read at the start. Both are outranked by the
+// slope within each stream (withinFit, within.go) once it establishes one: it
+// is measured where the fits across streams see only per-call noise. A load dependence is reported only when the line
 // explains at least 40% of the variance of 1/TPS (loadMinExplained), and
 // the slope used is the fit's lower 95% confidence bound, so noise, slow
 // outliers or a narrow spread of x give no load dependence rather than a
@@ -247,4 +249,20 @@ func loadFactor(k, ref, x float64) float64 {
 		return 1
 	}
 	return (1 + max(ref, 0)/k) / (1 + max(x, 0)/k)
+}
+
+// refAt returns the reference load of f's samples under a load model of
+// K k: the load at which the line through their mean load and mean 1/TPS
+// with that K gives their mean TPS (as modelR2 does with its own K); 0
+// without samples.
+func (f *loadFit) refAt(k float64) float64 {
+	if !(f.w > 0) || !(f.v > 0) || !(k > 0) {
+		return 0
+	}
+	a := f.y / f.w / (1 + f.x/f.w/k) // 1/TPS at no other call
+	ref := (f.w/(f.v*a) - 1) * k
+	if !(ref >= 0) || math.IsInf(ref, 0) {
+		return 0
+	}
+	return ref
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -413,5 +414,240 @@ func TestStateShapeRoundTrip(t *testing.T) {
 		_, ok = est.Input(256)
 		assert.False(t, ok)
 		assert.Equal(t, want.TPSP50, est.TPSP50)
+	})
+}
+
+// TestStreamLoad: each gap pairs with the calls in flight at the previous
+// chunk (the count when the gap began, less the stream itself); the first
+// gap has no previous chunk and is not counted, nor is a gap that is not
+// positive and finite; reset starts over.
+func TestStreamLoad(t *testing.T) {
+	var s streamLoad
+	f := func(p *atomic.Uint64) float64 { return math.Float64frombits(p.Load()) }
+	s.add(3, 0.5) // the first gap: no previous chunk
+	assert.Zero(t, f(&s.n))
+	s.add(1, 0.2) // began with 3 in flight: 2 others
+	s.add(1, math.Inf(1))
+	s.add(2, 0) // ignored, but its count is the next gap's
+	s.add(2, 0.3)
+	assert.Equal(t, 2.0, f(&s.n))
+	assert.Equal(t, 2+1.0, f(&s.x), "2 others, then the count of the ignored gap's report less one")
+	assert.InDelta(t, 0.5, f(&s.y), 1e-12)
+	assert.InDelta(t, 4+1.0, f(&s.xx), 1e-12)
+	assert.InDelta(t, 2*0.2+1*0.3, f(&s.xy), 1e-12)
+	assert.InDelta(t, 0.04+0.09, f(&s.yy), 1e-12)
+	s.reset()
+	s.add(5, 1)
+	assert.Zero(t, f(&s.n)+f(&s.x)+f(&s.y)+f(&s.xx)+f(&s.xy)+f(&s.yy), "after reset the next gap is a first one")
+	s.add(0, 1) // a count below one (no Begin) reads as the stream alone
+	assert.Equal(t, 4.0, f(&s.x))
+	s.add(0, 1)
+	assert.Equal(t, 4.0, f(&s.x), "0 others")
+	assert.Equal(t, 2.0, f(&s.n))
+}
+
+// withinStreams feeds f n streams ended one second apart, each with its own
+// speed factor (log-normal of spread sigma) and chunk jitter (log-normal of
+// spread jitter): per stream, chunk gaps at base, base+1, ... others in
+// flight (loads of them), each load for per chunks, a gap of
+// factor·(1 + x/k) (k 0: no load dependence). Each gap is reported with the
+// count in flight when the next one begins (a join during the gap).
+func withinStreams(f *withinFit, r *rand.Rand, n, base, loads, per int, k, sigma, jitter float64) {
+	for i := range n {
+		var s streamLoad
+		c := 0.01 * math.Exp(sigma*r.NormFloat64())
+		s.add(int64(base+1), 0) // the first chunk
+		for x := base; x < base+loads; x++ {
+			for j := range per {
+				g := c * math.Exp(jitter*r.NormFloat64())
+				if k > 0 {
+					g *= 1 + float64(x)/k
+				}
+				next := x + 1
+				if j == per-1 {
+					next++
+				}
+				s.add(int64(next), g)
+			}
+		}
+		f.add(ns(time.Duration(i)*time.Second), float64(defaultHalfLife), &s)
+	}
+}
+
+func TestWithinFit(t *testing.T) {
+	for _, c := range []struct {
+		name                   string
+		n, base, loads, per    int
+		k, sigma, jitter, want float64
+		tol                    float64
+	}{
+		{"K 2 under per-stream noise 0.3", 20, 0, 3, 5, 2, 0.3, 0, 2, 0.05},
+		{"K 2.6 at 9 to 11 others", 20, 9, 3, 5, 2.6, 0.3, 0, 2.6, 0.1},
+		{"K 8, chunk jitter 0.2", 40, 1, 4, 10, 8, 0.3, 0.2, 8, 2.5},
+		{"no load dependence", 20, 0, 3, 5, 0, 0.3, 0, 0, 0},
+		{"no load dependence, chunk jitter 0.3", 40, 0, 3, 10, 0, 0.3, 0.3, 0, 0},
+		{"no load change within the streams", 20, 2, 1, 10, 2, 0.3, 0, 0, 0},
+		{"too few gaps", 1, 0, 3, 2, 2, 0, 0, 0, 0},
+		{"a steep slope: K at least loadMinK", 20, 0, 3, 5, 0.1, 0, 0, loadMinK, 1e-9},
+		{"K 900: reported", 20, 0, 3, 5, 900, 0.3, 0, 900, 1},
+		{"K 1100: above withinMaxK, none", 20, 0, 3, 5, 1100, 0.3, 0, 0, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var f withinFit
+			withinStreams(&f, rand.New(rand.NewPCG(7, 8)), c.n, c.base, c.loads, c.per, c.k, c.sigma, c.jitter)
+			if c.want == 0 {
+				assert.Zero(t, f.model())
+				return
+			}
+			assert.InDelta(t, c.want, f.model(), c.tol)
+		})
+	}
+	t.Run("a stream of one gap adds nothing", func(t *testing.T) {
+		var f withinFit
+		var s streamLoad
+		s.add(1, 0)
+		s.add(2, 0.1)
+		f.add(ns(0), float64(defaultHalfLife), &s)
+		assert.Equal(t, withinFit{}, f)
+	})
+	t.Run("a stream of two gaps is folded", func(t *testing.T) {
+		var f withinFit
+		var s streamLoad
+		s.add(1, 0)
+		s.add(2, 0.1)
+		s.add(2, 0.2)
+		f.add(ns(0), float64(defaultHalfLife), &s)
+		assert.Equal(t, 1.0, f.dof)
+		assert.InDelta(t, 0.5, f.xx, 1e-12, "x 0 then 1")
+		assert.InDelta(t, 0.5*0.1/0.15, f.xy, 1e-12)
+		assert.InDelta(t, 0.25, f.cx, 1e-12)
+	})
+	t.Run("every sum halves in a half-life", func(t *testing.T) {
+		var f withinFit
+		withinStreams(&f, rand.New(rand.NewPCG(13, 14)), 5, 0, 3, 5, 2, 0.3, 0.1)
+		old := f
+		// A stream at one load and one gap adds only its degrees of freedom.
+		var s streamLoad
+		s.add(1, 0)
+		for range 4 {
+			s.add(1, 0.5)
+		}
+		f.add(old.last+int64(defaultHalfLife), float64(defaultHalfLife), &s)
+		assert.InDelta(t, old.xx/2, f.xx, 1e-12)
+		assert.InDelta(t, old.xy/2, f.xy, 1e-12)
+		assert.InDelta(t, old.yy/2, f.yy, 1e-12)
+		assert.InDelta(t, old.cx/2, f.cx, 1e-12)
+		assert.InDelta(t, old.dof/2+3, f.dof, 1e-12)
+	})
+	t.Run("old streams decay", func(t *testing.T) {
+		// Streams an hour old with K 1, then new ones with no slope at all:
+		// what is left of the old slope is below the new noise.
+		var f withinFit
+		r := rand.New(rand.NewPCG(9, 10))
+		withinStreams(&f, r, 20, 0, 3, 5, 1, 0.3, 0)
+		require.InDelta(t, 1, f.model(), 0.05)
+		old := f.xx
+		g := f
+		for i := range 20 {
+			var s streamLoad
+			s.add(1, 0)
+			for x := range 3 {
+				for range 5 {
+					s.add(int64(x+1), 0.01*math.Exp(0.2*r.NormFloat64()))
+				}
+			}
+			g.add(ns(time.Hour+time.Duration(i)*time.Second), float64(defaultHalfLife), &s)
+		}
+		assert.Less(t, g.xx, old, "decayed, though streams were added")
+		assert.Zero(t, g.model())
+		// Without the decay the old slope would still show.
+		h := f
+		h.last = ns(time.Hour + 20*time.Second)
+		for i := range 20 {
+			var s streamLoad
+			s.add(1, 0)
+			for x := range 3 {
+				for range 5 {
+					s.add(int64(x+1), 0.01)
+				}
+			}
+			h.add(ns(time.Hour+time.Duration(i)*time.Second), float64(defaultHalfLife), &s)
+		}
+		assert.Positive(t, h.model(), "streams out of order do not decay the sums")
+	})
+}
+
+// TestLoadFitRefAt: under the K a fit finds itself, refAt gives the
+// reference load modelR2 gives; without samples or K, 0.
+func TestLoadFitRefAt(t *testing.T) {
+	var f loadFit
+	assert.Zero(t, f.refAt(2))
+	xs := make([]float64, 200)
+	for i := range xs {
+		xs[i] = float64(i % 6)
+	}
+	fitSamples(&f, rand.New(rand.NewPCG(1, 2)), 1000, 2, 0, xs)
+	k, ref, _ := f.modelR2()
+	require.InDelta(t, 2, k, 1e-6)
+	assert.InDelta(t, ref, f.refAt(k), 1e-6)
+	assert.Greater(t, f.refAt(k), 1.0)
+	assert.Zero(t, f.refAt(0))
+}
+
+// TestRegistryWithinStreamLoad: streams whose samples all start alone and
+// whose generation loads barely vary give the fits across streams nothing,
+// but each stream's chunk gaps slow as two others join it: the within-stream
+// slope gives K, and the Estimate's LoadK is it.
+func TestRegistryWithinStreamLoad(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := New(measure.Options{})
+		rng := rand.New(rand.NewPCG(11, 12))
+		const k = 2.0
+		for range 40 {
+			c := 0.01 * math.Exp(0.3*rng.NormFloat64()) // the stream's own speed, 20 tokens a chunk
+			start := time.Now()
+			f := r.BeginFlightAt(start, kA, 400)
+			f.Gap(0) // the first chunk
+			var gen time.Duration
+			// Five chunks at x others; then (a call joins or leaves during
+			// the last gap, paced at x) the next.
+			chunks := func(x int, then func()) {
+				for i := range 5 {
+					g := time.Duration(c * (1 + float64(x)/k) * float64(time.Second))
+					time.Sleep(g)
+					gen += g
+					if i == 4 {
+						then()
+					}
+					f.Gap(g)
+				}
+			}
+			var e1, e2 func()
+			chunks(0, func() { e1 = r.BeginAt(time.Now(), kA) })
+			chunks(1, func() { e2 = r.BeginAt(time.Now(), kA) })
+			chunks(2, func() { e1(); e2() })
+			chunks(0, func() {})
+			r.RecordAt(time.Now(), kA, tps.Sample{Start: start, Last: gen, Total: gen, TPS: 400 / gen.Seconds(),
+				TPSOK: true, OutputTokens: 400})
+			f.End()
+			time.Sleep(time.Second)
+		}
+		r.mu.Lock()
+		e := r.lookup(kA)
+		r.mu.Unlock()
+		e.mu.Lock()
+		ks, _, _ := e.fit.modelR2()
+		kw := e.within.model()
+		kl, ref, gen := e.loadModel()
+		e.mu.Unlock()
+		assert.Zero(t, ks, "every sample started alone")
+		assert.InDelta(t, k, kw, 0.05)
+		assert.Equal(t, kw, kl, "the within-stream slope is the load model")
+		assert.True(t, gen, "read on the generation's load")
+		assert.InDelta(t, 0.75, ref, 0.2, "about the streams' mean load over their generation")
+		r.PruneAt(time.Now())    // publishes the Estimate
+		est, _ := r.Estimate(kA) // not OK: no TTFT in these samples
+		assert.InDelta(t, k, est.LoadK, 0.05)
+		assert.Equal(t, ref, est.LoadRef)
 	})
 }

@@ -52,6 +52,7 @@ func (e *entry) track(t0, out int64) int {
 		if s.start.Load() == 0 {
 			s.out.Store(out)
 			s.gaps.Store(0)
+			s.load.reset()
 			s.start.Store(max(t0, 1))
 			return i
 		}

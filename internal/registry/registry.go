@@ -124,6 +124,7 @@ type entry struct {
 	load        loadTrack                // in flight over time (load.go)
 	fit         loadFit                  // TPS against the load at each stream's start (load.go)
 	fitGen      loadFit                  // TPS against the mean load over each stream's generation (load.go)
+	within      withinFit                // chunk gaps against the load within each stream (within.go)
 	inputs      [InputClasses]inputClass // by prompt size (input.go)
 	inU         EWMA                     // unloaded TPS over every class
 	// flights are the calls in flight with an output cap (overdue.go),
@@ -514,6 +515,9 @@ func (r *Registry) beginTracked(now time.Time, k measure.Key, out int64, ep **en
 		if done.CompareAndSwap(false, true) {
 			t := t0 + int64(time.Since(wall))
 			e.mu.Lock()
+			if slot >= 0 {
+				e.within.add(t, loadHalfLives*float64(r.opts.HalfLife), &e.flights[slot].load)
+			}
 			e.untrack(slot)
 			e.load.end(t)
 			e.inflight.Add(-1)
@@ -553,12 +557,19 @@ func (r *Registry) sampleLoad(e *entry, s *tps.Sample) (start, gen float64, ok b
 	return float64(max(n-1, 0)), max(m-1, 0), true
 }
 
-// loadModel returns the load model of the fit, start or generation, whose
-// line explains more of the variance of 1/TPS (see sampleLoad), with K and
-// the reference load as loadFit.model gives them, and whether it is the
-// generation's. Without a load dependence in either, the start fit's
-// (K 0). e.mu must be held.
+// loadModel returns the key's load model: K, the reference load and
+// whether the samples are read at the mean load over their generation. The
+// slope within the streams (withinFit) comes first: when it establishes a
+// load dependence, K is its own and the reference load the generation
+// fit's samples' under that K (a stream that slows within itself is read
+// over its generation). Otherwise the fit, start or generation, whose line
+// explains more of the variance of 1/TPS (see sampleLoad), with K and the
+// reference load as loadFit.model gives them; without a load dependence in
+// either, the start fit's (K 0). e.mu must be held.
 func (e *entry) loadModel() (k, ref float64, gen bool) {
+	if kw := e.within.model(); kw > 0 {
+		return kw, e.fitGen.refAt(kw), true
+	}
 	k, ref, r2 := e.fit.modelR2()
 	if kg, refg, r2g := e.fitGen.modelR2(); r2g > r2 {
 		return kg, refg, true

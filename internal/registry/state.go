@@ -339,10 +339,10 @@ func (e *entry) hasShape() bool {
 
 // appendShapeSection appends the tag-3 section's content: the load fit on
 // the load at each stream's start, the EWMA over classes and each class
-// with samples. The fit on the mean load over each stream's generation is
-// not saved (the format predates it; it refills from new samples, and
-// until it explains more the start fit is used), nor are the in-flight
-// marks (calls in flight are not). e.mu must be held.
+// with samples. The fit on the mean load over each stream's generation and
+// the slope within streams are not saved (the format predates them; they
+// refill from new streams, and until then the start fit is used), nor are
+// the in-flight marks (calls in flight are not). e.mu must be held.
 func (e *entry) appendShapeSection(b []byte) []byte {
 	f := &e.fit
 	for _, v := range []float64{f.w, f.x, f.y, f.xx, f.xy, f.yy, f.v} {
