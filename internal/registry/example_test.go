@@ -46,10 +46,10 @@ func ExampleWindow() {
 	now := start.Add(10 * time.Second)
 	p50, _ := w.Quantile(now, 0.5)
 	p99, _ := w.Quantile(now, 0.99)
-	fmt.Printf("count=%d p50=%.2f p99=%.2f\n", w.Count(now), p50, p99)
+	fmt.Printf("count=%d p50=%.2f p99=%.2f\n", w.Count(now), p50, p99) // the median of 0.01 .. 1.00 is 0.505
 	fmt.Println("a minute later:", w.Count(now.Add(time.Minute)))
 	// Output:
-	// count=100 p50=0.50 p99=0.99
+	// count=100 p50=0.51 p99=0.99
 	// a minute later: 0
 }
 

@@ -58,61 +58,71 @@ func (q *query) store(i int) *compactStore {
 	return q.extra[i-len(q.stores)]
 }
 
-// quantiles writes the value at each q in qs (ascending, in [0,1]) to out,
-// with the DDSketch definition: the bin holding rank q*(n-1), where ranks
-// below the zero count read as 0. The query must not be empty.
+// quantiles writes the value at each q in qs (ascending, in [0,1]) to out:
+// the value at rank q*(n-1), interpolated linearly between the bins of the
+// two whole ranks around it (Hyndman and Fan's type 7, numpy's default),
+// where ranks below the zero count read as 0. Without the interpolation the
+// median of two samples was the lower one, and a noisy deployment measured
+// twice ranked on its worse sample (docs/ROUTING.md, "How estimates
+// adapt"). The query must not be empty.
 //
 // It sums the stores into one histogram over [lo, hi], on the stack when the
 // span is at most 1024 bins (a ratio of 8e8 between the smallest and largest
-// value at 1% accuracy), and then walks it once.
+// value at 1% accuracy), and then walks it once per bound.
 func (q *query) quantiles(qs []float64, out []float64) {
-	j := 0
-	cum := float64(q.zero)
-	for j < len(qs) && qs[j]*float64(q.n-1) < cum {
-		out[j] = 0
-		j++
-	}
-	if j == len(qs) || q.ns == 0 {
-		for ; j < len(qs); j++ {
-			out[j] = 0
-		}
-		return
-	}
 	var buf [1024]uint64
 	var h []uint64
-	if span := q.hi - q.lo + 1; span <= len(buf) {
-		h = buf[:span]
-	} else {
-		h = make([]uint64, span)
-	}
-	for k := 0; k < q.ns; k++ {
-		s := q.store(k)
-		from, to := s.lo-s.offset, s.hi-s.offset+1
-		dst := h[s.lo-q.lo:]
-		if s.wide != nil {
-			for i, c := range (*s.wide)[from:to] {
-				dst[i] += uint64(c)
-			}
+	if q.ns > 0 {
+		if span := q.hi - q.lo + 1; span <= len(buf) {
+			h = buf[:span]
 		} else {
-			for i, c := range s.narrow[from:to] {
-				dst[i] += uint64(c)
+			h = make([]uint64, span)
+		}
+		for k := 0; k < q.ns; k++ {
+			s := q.store(k)
+			from, to := s.lo-s.offset, s.hi-s.offset+1
+			dst := h[s.lo-q.lo:]
+			if s.wide != nil {
+				for i, c := range (*s.wide)[from:to] {
+					dst[i] += uint64(c)
+				}
+			} else {
+				for i, c := range s.narrow[from:to] {
+					dst[i] += uint64(c)
+				}
 			}
 		}
 	}
-	for i, c := range h {
-		if c == 0 {
-			continue
+	lo, hi := rankCursor{q: q, h: h, i: -1, cum: float64(q.zero)}, rankCursor{q: q, h: h, i: -1, cum: float64(q.zero)}
+	last := float64(q.n - 1)
+	for j, x := range qs {
+		r := x * last
+		k := math.Floor(r)
+		v := lo.at(k)
+		if f := r - k; f > 0 { // then k < last
+			v += f * (hi.at(k+1) - v)
 		}
-		cum += float64(c)
-		for j < len(qs) && cum > qs[j]*float64(q.n-1) {
-			out[j] = q.m.value(q.lo + i)
-			j++
-		}
-		if j == len(qs) {
-			return
-		}
+		out[j] = v
 	}
-	for ; j < len(qs); j++ {
-		out[j] = q.m.value(q.hi)
+}
+
+// rankCursor walks a query's histogram h toward higher ranks: at returns
+// the value of the bin holding a rank, each call's rank at least the last's.
+type rankCursor struct {
+	q   *query
+	h   []uint64
+	i   int     // bin of the last answer; -1 before the first bin
+	cum float64 // samples up to bin i, the zero count included
+}
+
+// at returns the value at whole rank r (0 below the zero count).
+func (c *rankCursor) at(r float64) float64 {
+	if r < float64(c.q.zero) { // every rank is, when h is empty
+		return 0
 	}
+	for c.cum <= r && c.i < len(c.h)-1 {
+		c.i++
+		c.cum += float64(c.h[c.i])
+	}
+	return c.q.m.value(c.q.lo + c.i)
 }

@@ -203,7 +203,9 @@ func (w *Window) Mean(now time.Time) (float64, bool) {
 
 // Quantile returns the q-quantile (q in [0, 1]) of the values inside the
 // window at now, within the relative accuracy of the true value at rank
-// q*(count-1); false when the window is empty or q is outside [0, 1].
+// q*(count-1), interpolated linearly between the two whole ranks around it
+// (the median of two values is their mean); false when the window is empty
+// or q is outside [0, 1].
 func (w *Window) Quantile(now time.Time, q float64) (float64, bool) {
 	if !(q >= 0 && q <= 1) {
 		return 0, false

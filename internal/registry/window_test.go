@@ -17,10 +17,66 @@ import (
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
 
-// oracle returns the exact value at rank q*(n-1) of sorted xs, the same rank
-// definition DDSketch uses.
+// oracle returns the exact value at rank q*(n-1) of sorted xs, interpolated
+// linearly between the two whole ranks around it, as Window's quantiles are.
 func oracle(sorted []float64, q float64) float64 {
-	return sorted[int(q*float64(len(sorted)-1))]
+	r := q * float64(len(sorted)-1)
+	k := int(r)
+	if k+1 >= len(sorted) {
+		return sorted[k]
+	}
+	return sorted[k] + (r-float64(k))*(sorted[k+1]-sorted[k])
+}
+
+// TestWindowQuantileInterpolates: a quantile between two ranks lies between
+// their values, in proportion, so that the median of two samples is their
+// mean and not the lower one (a noisy deployment measured twice ranked on
+// its worse sample: docs/ROUTING.md, "Random fleets"); ranks among zeros
+// read 0.
+func TestWindowQuantileInterpolates(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		values []float64
+		q      float64
+		want   float64
+	}{
+		{"median of two", []float64{249, 573}, 0.5, 411},
+		{"p95 of two", []float64{249, 573}, 0.95, 556.8},
+		{"p0 of two", []float64{573, 249}, 0, 249},
+		{"p100 of two", []float64{249, 573}, 1, 573},
+		{"median of four", []float64{100, 200, 300, 400}, 0.5, 250},
+		{"median of three", []float64{100, 200, 900}, 0.5, 200},
+		{"p25 of five", []float64{100, 200, 300, 400, 500}, 0.25, 200},
+		{"p30 of five", []float64{100, 200, 300, 400, 500}, 0.3, 220},
+		{"one", []float64{300}, 0.5, 300},
+		{"among zeros", []float64{0, 0, 10}, 0.5, 0},
+		{"from zero to a value", []float64{0, 0, 10}, 0.75, 5},
+		{"above the zeros", []float64{0, 0, 10}, 1, 10},
+		{"only zeros", []float64{0, 0}, 0.5, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := NewWindow(measure.WindowOptions{Length: time.Minute, Buckets: 6})
+			for _, v := range tc.values {
+				require.True(t, w.Add(t0, v))
+			}
+			got, ok := w.Quantile(t0, tc.q)
+			require.True(t, ok)
+			assert.InEpsilon(t, tc.want+1e-9, got+1e-9, 0.011, "q %v of %v", tc.q, tc.values)
+		})
+	}
+	t.Run("several at once ascend", func(t *testing.T) {
+		w := NewWindow(measure.WindowOptions{Length: time.Minute, Buckets: 6})
+		for _, v := range []float64{0, 100, 200, 300, 400} {
+			require.True(t, w.Add(t0, v))
+		}
+		var q query
+		q.add(w, t0)
+		out := make([]float64, 4)
+		q.quantiles([]float64{0.1, 0.5, 0.55, 1}, out)
+		for i, want := range []float64{40, 200, 220, 400} {
+			assert.InEpsilon(t, want, out[i], 0.011, "quantile %d", i)
+		}
+	})
 }
 
 func TestWindowAccuracy(t *testing.T) {

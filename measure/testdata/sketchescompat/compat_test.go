@@ -59,7 +59,8 @@ func subSketches(t *testing.T, data []byte) (map[int64][]byte, map[int64]uint64)
 
 // TestSubWindowsDecodeWithSketchesGo encodes windows and decodes every
 // sub-window sketch with ddsketch.DecodeDDSketch: the counts must match and
-// every quantile must equal the Window's answer for that sub-window alone.
+// every quantile, interpolated between whole ranks as the Window does, must
+// equal the Window's answer for that sub-window alone.
 func TestSubWindowsDecodeWithSketchesGo(t *testing.T) {
 	base := time.Unix(1_700_000_000, 0)
 	tests := []struct {
@@ -133,9 +134,23 @@ func TestSubWindowsDecodeWithSketchesGo(t *testing.T) {
 					if !ok {
 						t.Fatalf("window empty at %v", at)
 					}
-					v, err := got.GetValueAtQuantile(q)
+					// sketches-go reads the bin holding rank q·(n−1); the
+					// window interpolates between the two whole ranks
+					// around it, so each is read at its middle and the
+					// same interpolation applied.
+					last := float64(counts[epoch] - 1)
+					r := q * last
+					k := math.Floor(r)
+					v, err := got.GetValueAtQuantile(min((k+0.5)/last, 1))
 					if err != nil {
 						t.Fatal(err)
+					}
+					if f := r - k; f > 0 {
+						hi, err := got.GetValueAtQuantile(min((k+1.5)/last, 1))
+						if err != nil {
+							t.Fatal(err)
+						}
+						v += f * (hi - v)
 					}
 					if math.Abs(v-want) > 1e-9*math.Abs(want) {
 						t.Errorf("epoch %d q=%v: sketches-go %v, window %v", epoch, q, v, want)
