@@ -117,9 +117,10 @@ func New(cfg Config) (*Client, error) {
 	var base http.RoundTripper
 	if cfg.HTTPClient != nil && cfg.HTTPClient.Transport != nil {
 		base = cfg.HTTPClient.Transport
-	} else {
-		c.own = upstreamTransport()
+	} else if c.own = upstreamTransport(http.DefaultTransport); c.own != nil {
 		base = c.own
+	} else {
+		base = http.DefaultTransport // the program's own RoundTripper, as it is
 	}
 	fo := cfg.Fallback
 	hooks := executor.Hooks{
@@ -500,10 +501,16 @@ const minCachePrefixBytes = 4096
 const upstreamReadBuffer = 64 << 10
 
 // upstreamTransport is the transport New builds when Config.HTTPClient sets
-// none: http.DefaultTransport's dialer, proxy, TLS and idle settings, with
-// connections of its own and an upstreamReadBuffer read buffer.
-func upstreamTransport() *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
+// none: a clone of def (http.DefaultTransport), with its dialer, proxy, TLS
+// and idle settings, connections of its own and an upstreamReadBuffer read
+// buffer. It returns nil when def is not an *http.Transport (a program that
+// replaced http.DefaultTransport), which is then used as it is.
+func upstreamTransport(def http.RoundTripper) *http.Transport {
+	d, ok := def.(*http.Transport)
+	if !ok {
+		return nil
+	}
+	t := d.Clone()
 	t.ReadBufferSize = upstreamReadBuffer
 	return t
 }

@@ -316,4 +316,15 @@ func TestOwnUpstreamTransport(t *testing.T) {
 	t.Cleanup(tr.CloseIdleConnections)
 	mine := mustNew(t, Config{HTTPClient: &http.Client{Transport: tr}, Deployments: deps})
 	assert.Nil(t, mine.own)
+
+	// A program's http.DefaultTransport that is not an *http.Transport is
+	// used as it is, not cloned.
+	assert.Nil(t, upstreamTransport(rtFunc(func(*http.Request) (*http.Response, error) { return nil, nil })))
+	def := &http.Transport{MaxConnsPerHost: 3}
+	own := upstreamTransport(def)
+	require.NotNil(t, own)
+	assert.NotSame(t, def, own)
+	assert.Equal(t, 3, own.MaxConnsPerHost, "the default's settings are kept")
+	assert.Equal(t, 64<<10, own.ReadBufferSize)
+	assert.Zero(t, def.ReadBufferSize, "the default itself is not changed")
 }

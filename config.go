@@ -61,7 +61,9 @@ type Config struct {
 	// nil Transport, means a transport of the Client's own with
 	// http.DefaultTransport's settings and a 64 KiB read buffer per
 	// connection (4 KiB in net/http's default), so that a stream is read in
-	// fewer system calls; Client.Close closes its idle connections.
+	// fewer system calls; Client.Close closes its idle connections. A
+	// program that replaced http.DefaultTransport with a RoundTripper that
+	// is not an *http.Transport has that one used as it is.
 	HTTPClient *http.Client
 	// Tokenizer counts output tokens when a provider reports no usage, and
 	// the first chunk's tokens always. Nil means usage, or else output chunks,
