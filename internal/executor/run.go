@@ -220,15 +220,10 @@ func (a *run) onTimer() {
 // first output, finish). A deadline that moves later needs no rearm (the
 // stall and grace deadlines on every chunk; the stall deadline that follows
 // the headers or TTFT deadline at the first output): the timer fires first,
-// and onTimer checks again. Only an earlier deadline resets it: each start
-// or reset of a timer may wake the runtime's network poller (on Linux a
-// system call and a woken thread).
-//
-// The first arm is no later than FinishGrace after the start (firstArm), so
-// that a call that finishes within it never resets its timer: its grace
-// deadline, lastEvent plus FinishGrace, is past that first fire. A call
-// still running then pays one early onTimer, which rearms for its real
-// deadline; a short call starts its timer once and never resets it.
+// and onTimer checks again. Only an earlier deadline (the finish grace)
+// resets it: each start or reset of a timer may wake the runtime's network
+// poller (on Linux a system call and a woken thread), which a short call
+// then pays twice instead of three times.
 func (a *run) rearm() {
 	a.tmu.Lock()
 	defer a.tmu.Unlock()
@@ -248,23 +243,12 @@ func (a *run) rearm() {
 	case a.firesAt > 0 && a.firesAt <= el+wait:
 		// Armed for no later than the new deadline: onTimer rearms then.
 	case a.timer == nil:
-		wait = a.firstArm(el, wait)
 		a.timer = time.AfterFunc(wait, a.onTimer)
 		a.firesAt = el + wait
 	default:
 		a.timer.Reset(wait)
 		a.firesAt = el + wait
 	}
-}
-
-// firstArm is the wait of the timer's first arm, el after the start, for a
-// deadline wait away: no later than FinishGrace after the start, the
-// earliest a finish grace can end (rearm), unless that time has passed.
-func (a *run) firstArm(el, wait time.Duration) time.Duration {
-	if g := a.cl.dl.FinishGrace; g > 0 && el < g && el+wait > g {
-		return g - el
-	}
-	return wait
 }
 
 // open sends the request and reads up to the commit point: the first output
