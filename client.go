@@ -60,6 +60,8 @@ type Client struct {
 
 	minTPS float64 // Config.Route.SLO.MinTPS: a stream is rescued for slowness only below it (executor.Call.MinTPS)
 
+	own *http.Transport // the upstream transport New built when Config.HTTPClient set none; nil otherwise
+
 	deps   []route.Deployment // as configured, for ModelIDs and Deployments
 	wild   *wildcards         // wildcard deployments' admitted models; nil without one
 	redact *redact.Scrubber   // every configured API key and credential header value -> REDACTED
@@ -112,9 +114,13 @@ func New(cfg Config) (*Client, error) {
 		}
 	}
 
-	var base http.RoundTripper = http.DefaultTransport
+	var base http.RoundTripper
 	if cfg.HTTPClient != nil && cfg.HTTPClient.Transport != nil {
 		base = cfg.HTTPClient.Transport
+	} else if c.own = upstreamTransport(http.DefaultTransport); c.own != nil {
+		base = c.own
+	} else {
+		base = http.DefaultTransport // the program's own RoundTripper, as it is
 	}
 	fo := cfg.Fallback
 	hooks := executor.Hooks{
@@ -483,3 +489,28 @@ func prefixCacheKey(body []byte) string {
 // minCachePrefixBytes is about 1,024 tokens of English text, the smallest
 // prefix OpenAI-style prompt caches keep.
 const minCachePrefixBytes = 4096
+
+// upstreamReadBuffer is the read buffer of each upstream connection of the
+// transport New builds when Config.HTTPClient sets none
+// (http.Transport.ReadBufferSize; net/http's default is 4 KiB). A stream is
+// read through it: with 4 KiB, each burst of events a provider writes at once
+// (a chunk of the chunked body) costs a buffered read of its first 4 KiB and
+// a second system call for the rest; with 64 KiB a burst of up to 64 KiB
+// arrives in one. It costs 60 KiB more per open connection, idle ones
+// included (docs/CONFIG.md, "Upstream connections").
+const upstreamReadBuffer = 64 << 10
+
+// upstreamTransport is the transport New builds when Config.HTTPClient sets
+// none: a clone of def (http.DefaultTransport), with its dialer, proxy, TLS
+// and idle settings, connections of its own and an upstreamReadBuffer read
+// buffer. It returns nil when def is not an *http.Transport (a program that
+// replaced http.DefaultTransport), which is then used as it is.
+func upstreamTransport(def http.RoundTripper) *http.Transport {
+	d, ok := def.(*http.Transport)
+	if !ok {
+		return nil
+	}
+	t := d.Clone()
+	t.ReadBufferSize = upstreamReadBuffer
+	return t
+}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -274,4 +276,55 @@ func TestMeteringByDefault(t *testing.T) {
 			assert.NotContains(t, r.Body, "stream_options")
 		}
 	})
+}
+
+// TestOwnUpstreamTransport: a Config without a transport gets one of the
+// Client's own with a 64 KiB read buffer per connection, whose idle
+// connections Close closes; a caller's transport is used as given and Close
+// leaves it alone.
+func TestOwnUpstreamTransport(t *testing.T) {
+	closed := make(chan struct{}, 1)
+	h := replay.NewHandler(map[string]replay.Script{"m": &replay.Profile{OutputTokens: 20}})
+	s := httptest.NewUnstartedServer(h)
+	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateClosed {
+			select {
+			case closed <- struct{}{}:
+			default:
+			}
+		}
+	}
+	s.Start()
+	t.Cleanup(s.Close)
+	deps := []route.Deployment{{Provider: "a", Model: "m", BaseURL: s.URL + "/v1", APIKey: "k"}}
+
+	for _, cfg := range []Config{{}, {HTTPClient: &http.Client{}}} {
+		cfg.Deployments = deps
+		c := mustNew(t, cfg)
+		require.NotNil(t, c.own)
+		assert.Equal(t, 64<<10, c.own.ReadBufferSize)
+	}
+
+	c := mustNew(t, Config{Deployments: deps})
+	out, err := c.Chat.Completions.New(context.Background(), userParams("m", "hi"))
+	require.NoError(t, err)
+	assert.Equal(t, int64(20), out.Usage.CompletionTokens)
+	require.NoError(t, c.Close())
+	<-closed // Close closed the idle connection (or the test times out)
+
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	mine := mustNew(t, Config{HTTPClient: &http.Client{Transport: tr}, Deployments: deps})
+	assert.Nil(t, mine.own)
+
+	// A program's http.DefaultTransport that is not an *http.Transport is
+	// used as it is, not cloned.
+	assert.Nil(t, upstreamTransport(rtFunc(func(*http.Request) (*http.Response, error) { return nil, nil })))
+	def := &http.Transport{MaxConnsPerHost: 3}
+	own := upstreamTransport(def)
+	require.NotNil(t, own)
+	assert.NotSame(t, def, own)
+	assert.Equal(t, 3, own.MaxConnsPerHost, "the default's settings are kept")
+	assert.Equal(t, 64<<10, own.ReadBufferSize)
+	assert.Zero(t, def.ReadBufferSize, "the default itself is not changed")
 }

@@ -58,7 +58,12 @@ type Config struct {
 	// HTTPClient's Transport sends every request to the providers. Its
 	// Timeout, Jar and CheckRedirect are not used: the Fallback deadlines
 	// bound each attempt and the caller's context bounds the call. Nil, or a
-	// nil Transport, means http.DefaultTransport.
+	// nil Transport, means a transport of the Client's own with
+	// http.DefaultTransport's settings and a 64 KiB read buffer per
+	// connection (4 KiB in net/http's default), so that a stream is read in
+	// fewer system calls; Client.Close closes its idle connections. A
+	// program that replaced http.DefaultTransport with a RoundTripper that
+	// is not an *http.Transport has that one used as it is.
 	HTTPClient *http.Client
 	// Tokenizer counts output tokens when a provider reports no usage, and
 	// the first chunk's tokens always. Nil means usage, or else output chunks,

@@ -120,14 +120,18 @@ type door struct {
 func nonStreamDoors(b *testing.B, url, m string, chunks int) []door {
 	tr := &http.Transport{MaxIdleConnsPerHost: 4}
 	b.Cleanup(tr.CloseIdleConnections)
-	hc := &http.Client{Transport: tr}
-	plain := openai.NewClient(option.WithBaseURL(url), option.WithAPIKey("k"), option.WithHTTPClient(hc), option.WithMaxRetries(0))
-	c, err := New(Config{HTTPClient: hc, Deployments: []route.Deployment{
+	plain := openai.NewClient(option.WithBaseURL(url), option.WithAPIKey("k"),
+		option.WithHTTPClient(&http.Client{Transport: tr}), option.WithMaxRetries(0))
+	// The routed doors use the Client's own upstream transport, as a Config
+	// without HTTPClient does (a 64 KiB read buffer per connection); plain
+	// openai-go uses net/http's defaults. Each is measured as it ships.
+	c, err := New(Config{Deployments: []route.Deployment{
 		{Provider: "local", Model: m, BaseURL: url, APIKey: "k"},
 	}})
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(func() { _ = c.Close() })
 	viaTransport := openai.NewClient(option.WithBaseURL("http://caller.invalid/v1"), option.WithAPIKey("k"),
 		option.WithHTTPClient(&http.Client{Transport: c.Transport()}), option.WithMaxRetries(0))
 	params := userParams(m, "hi")

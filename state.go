@@ -234,11 +234,16 @@ func writeFileAtomic(path string, data []byte) (err error) {
 
 // Close stops the periodic writing of Config.StateFile and writes it one
 // last time, returning that write's error; the gateway calls it after
-// draining. Without a StateFile it does nothing. Close is idempotent (later
-// calls return nil) and safe for concurrent use. The Client stays usable
-// after Close: calls still route and are measured, but the state file is no
-// longer written.
+// draining. Without a StateFile it writes nothing. When Config.HTTPClient
+// set no transport, Close also closes the idle connections of the one New
+// built (Config.HTTPClient's own are the caller's to close). Close is
+// idempotent (later calls return nil) and safe for concurrent use. The
+// Client stays usable after Close: calls still route and are measured (on
+// new connections), but the state file is no longer written.
 func (c *Client) Close() error {
+	if c.own != nil {
+		c.own.CloseIdleConnections()
+	}
 	if c.state == nil {
 		return nil
 	}
