@@ -270,3 +270,50 @@ func TestInputClassFill(t *testing.T) {
 		})
 	}
 }
+
+// TestInputClassZeroFigures checks the guards against EWMAs at 0 or below,
+// which RestoreState accepts (it checks an EWMA's weight, not its sum): a
+// class or aggregate TPS at 0 gives the norm 1, a key whose aggregate is 0
+// scales classes by the load model instead of dividing by it, a class whose
+// figures are 0 is not warm, and a mean TTFT of 0 gives no TTFT ratio.
+func TestInputClassZeroFigures(t *testing.T) {
+	at := func(v float64) EWMA { return EWMA{sum: v, weight: 1, last: t0.UnixNano(), ok: true} }
+	class := func(tps, ttft float64, n int32) inputClass {
+		return inputClass{tps: at(tps), ttft: at(ttft), n: n, newest: t0.UnixNano()}
+	}
+	now, window := t0.UnixNano(), int64(time.Minute)
+	t.Run("norm", func(t *testing.T) {
+		e := &entry{inU: at(400)}
+		e.inputs[3] = class(0, 0.1, 4)
+		e.inputs[4] = class(200, 0.1, 4)
+		assert.Equal(t, 1.0, e.classNorm(3, 1), "class TPS 0")
+		assert.Equal(t, 2.0, e.classNorm(4, 1))
+		e.inU = at(0)
+		assert.Equal(t, 1.0, e.classNorm(4, 1), "aggregate 0")
+	})
+	t.Run("aggregate 0", func(t *testing.T) {
+		e := &entry{inU: at(0)}
+		e.inputs[4] = class(600, 0.1, 4)
+		var tab inputTable
+		require.True(t, e.fillInputs(&tab, now, 4, window, 0, 0, 900))
+		assert.Equal(t, 600.0, tab.TPS[4], "unscaled, not level/0")
+	})
+	t.Run("class figures 0", func(t *testing.T) {
+		e := &entry{inU: at(400)}
+		e.inputs[3] = class(0, 0, 4)
+		e.inputs[4] = class(600, 0.3, 2) // too few samples, but in the mean TTFT
+		var tab inputTable
+		assert.False(t, e.fillInputs(&tab, now, 4, window, 0, 0, 900))
+		assert.Zero(t, tab.TTFT[3])
+		assert.Zero(t, tab.Mean[3])
+	})
+	t.Run("mean TTFT 0", func(t *testing.T) {
+		e := &entry{inU: at(400)}
+		e.inputs[3] = class(400, 0.1, 4)
+		e.inputs[4] = class(400, -0.1, 2)
+		var tab inputTable
+		assert.True(t, e.fillInputs(&tab, now, 4, window, 0, 0, 0))
+		assert.Zero(t, tab.TTFT[3], "no ratio to a mean of 0")
+		assert.Zero(t, tab.Mean[3])
+	})
+}
