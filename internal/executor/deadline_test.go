@@ -466,3 +466,46 @@ func TestInStreamPolicyBeforeOutputStops(t *testing.T) {
 		assert.Empty(t, attemptsFor(e.h, "b-m"))
 	})
 }
+
+// TestFinishGraceAfterRearm: the finish grace, the one deadline that moves
+// earlier, ends a finished stream at its last data event plus the grace
+// whatever the timer was last armed for: a stall deadline onTimer set at the
+// headers deadline, or one the first output reset it to. Without any
+// deadline the run arms no timer at all and the stream ends at its EOF.
+func TestFinishGraceAfterRearm(t *testing.T) {
+	a := dep("a", "a-m")
+	grace := 300 * time.Millisecond
+	for _, tc := range []struct {
+		name      string
+		firstOut  time.Duration // from the role chunk
+		finishAt  time.Duration // from the first output
+		deadlines fallback.Deadlines
+		end       string
+		ends      time.Duration // from the finish chunk
+	}{
+		// The stall deadline (0.05 s + 20 s) is past the headers deadline
+		// (15 s) the timer was armed for: it fires there and onTimer rearms it.
+		{"stall_set_by_onTimer", 50 * time.Millisecond, 17 * time.Second, fallback.Deadlines{FinishGrace: grace}, "hang", grace},
+		// The stall deadline (3 s + 2 s) is before the headers deadline:
+		// the first output resets the timer.
+		{"stall_set_by_reset", 3 * time.Second, time.Second, fallback.Deadlines{Stall: 2 * time.Second, FinishGrace: grace}, "hang", grace},
+		{"no_deadline", 50 * time.Millisecond, time.Second, fallback.Deadlines{Headers: -1, Stall: -1, MaxDuration: -1, FinishGrace: -1, Silence: -1}, "eof", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tp := (&tape{}).role()
+				tp.after(tc.firstOut).word(0, "w1 ")
+				tp.after(tc.finishAt).finish(0)
+				finished := tp.at
+				e := newEnv(map[string]replay.Script{"a-m": tp.cassette(tc.end)}, fallback.Options{})
+				start := time.Now()
+				res, err := e.do(t, planOf(a), executor.Call{Stream: true, Deadlines: tc.deadlines})
+				require.NoError(t, err)
+				d := drain(t, res.Body)
+				require.NoError(t, d.err, "a finished stream is a success")
+				assert.Equal(t, "w1 ", d.text)
+				assert.Equal(t, finished+tc.ends, time.Since(start))
+			})
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -143,4 +144,176 @@ func TestInputClassFollowsDrift(t *testing.T) {
 	own, ok := r.lookup(kA).inputs[InputClass(150)].tps.Value()
 	require.True(t, ok)
 	assert.Greater(t, own, 1.3*900*f, "the class's own EWMA lags the drift")
+}
+
+// TestInputClassAdd checks what one sample does to its class: the class's
+// EWMAs take the key's half-life, a sample without TPS (or TTFT) leaves
+// that figure alone, the sample count stops at 1<<30 (the most a state file
+// holds) and the newest time only moves forward.
+func TestInputClassAdd(t *testing.T) {
+	const c = 3
+	newEntry := func() *entry {
+		e := &entry{}
+		e.gapE.HalfLife, e.inU.HalfLife = 7*time.Second, 7*time.Second
+		return e
+	}
+	t.Run("half-life", func(t *testing.T) {
+		e := newEntry()
+		e.addInput(t0, c, 500, 0.2)
+		assert.Equal(t, 7*time.Second, e.inputs[c].tps.HalfLife)
+		assert.Equal(t, 7*time.Second, e.inputs[c].ttft.HalfLife)
+	})
+	for _, s := range []struct {
+		name       string
+		u, ttft    float64
+		tps, first bool
+	}{
+		{"both", 500, 0.2, true, true},
+		{"no TPS", 0, 0.2, false, true},
+		{"no TTFT", 500, 0, true, false},
+	} {
+		t.Run(s.name, func(t *testing.T) {
+			e := newEntry()
+			e.addInput(t0, c, s.u, s.ttft)
+			_, ok := e.inputs[c].tps.Value()
+			assert.Equal(t, s.tps, ok, "class TPS")
+			_, ok = e.inU.Value()
+			assert.Equal(t, s.tps, ok, "aggregate unloaded TPS")
+			_, ok = e.inputs[c].ttft.Value()
+			assert.Equal(t, s.first, ok, "class TTFT")
+			assert.Equal(t, int32(1), e.inputs[c].n)
+		})
+	}
+	for _, n := range []struct{ from, want int32 }{{1<<30 - 1, 1 << 30}, {1 << 30, 1 << 30}} {
+		t.Run(fmt.Sprintf("count from %d", n.from), func(t *testing.T) {
+			e := newEntry()
+			e.inputs[c].n = n.from
+			e.addInput(t0, c, 500, 0.2)
+			assert.Equal(t, n.want, e.inputs[c].n)
+		})
+	}
+	t.Run("newest", func(t *testing.T) {
+		e := newEntry()
+		e.addInput(t0.Add(time.Second), c, 500, 0.2)
+		e.addInput(t0, c, 500, 0.2)
+		assert.Equal(t, t0.Add(time.Second).UnixNano(), e.inputs[c].newest)
+	})
+}
+
+// TestInputClassNorm checks the factor that maps a class's sample to the
+// key's level: the aggregate unloaded TPS over the class's once the class
+// has minSamples samples (exactly that many is enough), else 1.
+func TestInputClassNorm(t *testing.T) {
+	const c = 3
+	e := &entry{}
+	for range 4 {
+		e.addInput(t0, c, 200, 0)
+		e.addInput(t0, c+1, 600, 0)
+	}
+	for _, s := range []struct {
+		min  int
+		want float64
+	}{{3, 2}, {4, 2}, {5, 1}} {
+		t.Run(fmt.Sprintf("min %d", s.min), func(t *testing.T) {
+			assert.InDelta(t, s.want, e.classNorm(c, s.min), 1e-12)
+		})
+	}
+	assert.InDelta(t, 1, e.classNorm(c+2, 0), 1e-12, "a class with no TPS")
+}
+
+// TestInputClassFill checks the table an Estimate publishes: a class's TPS
+// is its ratio to the key's unloaded EWMA times the key's level, or its
+// unloaded TPS scaled to the load reference (1/(1 + ref/K)) when the key
+// has no level, or as it is without a load model; its TTFT is a ratio to
+// the mean over classes. A class is warm from minSamples samples and until
+// its newest sample is a window old.
+func TestInputClassFill(t *testing.T) {
+	const window = int64(time.Minute)
+	e := &entry{}
+	for range 4 {
+		e.addInput(t0, 3, 300, 0.1) // twice as slow as class 4, a third of its TTFT
+		e.addInput(t0, 4, 600, 0.3)
+	}
+	now := t0.UnixNano()
+	for _, c := range []struct {
+		name            string
+		now             int64
+		min             int
+		k, ref, level   float64
+		tps3, tps4      float64
+		warm3, anyTable bool
+	}{
+		{"at the key's level", now, 4, 2, 1, 900, 600, 1200, true, true},
+		{"no level: at the load reference", now, 4, 2, 1, 0, 200, 400, true, true},
+		{"no level, no load model", now, 4, 0, 1, 0, 300, 600, true, true},
+		{"exactly minSamples", now, 4, 0, 0, 0, 300, 600, true, true},
+		{"too few samples", now, 5, 0, 0, 450, 0, 0, false, false},
+		{"newest just within the window", now + window - 1, 4, 0, 0, 450, 300, 600, true, true},
+		{"newest a window old", now + window, 4, 0, 0, 450, 0, 0, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var tab inputTable
+			any := e.fillInputs(&tab, c.now, c.min, window, c.k, c.ref, c.level)
+			assert.Equal(t, c.anyTable, any)
+			assert.InDelta(t, c.tps3, tab.TPS[3], 1e-9)
+			assert.InDelta(t, c.tps4, tab.TPS[4], 1e-9)
+			if !c.warm3 {
+				assert.Zero(t, tab.TTFT[3])
+				assert.Zero(t, tab.N[3])
+				return
+			}
+			assert.InDelta(t, 0.5, tab.TTFT[3], 1e-9, "against the mean TTFT 0.2 s")
+			assert.InDelta(t, 1.5, tab.TTFT[4], 1e-9)
+			assert.InDelta(t, 0.1, tab.Mean[3], 1e-9)
+			assert.Equal(t, int32(4), tab.N[3])
+			assert.Zero(t, tab.TPS[2], "a class with no samples")
+		})
+	}
+}
+
+// TestInputClassZeroFigures checks the guards against EWMAs at 0 or below,
+// which RestoreState accepts (it checks an EWMA's weight, not its sum): a
+// class or aggregate TPS at 0 gives the norm 1, a key whose aggregate is 0
+// scales classes by the load model instead of dividing by it, a class whose
+// figures are 0 is not warm, and a mean TTFT of 0 gives no TTFT ratio.
+func TestInputClassZeroFigures(t *testing.T) {
+	at := func(v float64) EWMA { return EWMA{sum: v, weight: 1, last: t0.UnixNano(), ok: true} }
+	class := func(tps, ttft float64, n int32) inputClass {
+		return inputClass{tps: at(tps), ttft: at(ttft), n: n, newest: t0.UnixNano()}
+	}
+	now, window := t0.UnixNano(), int64(time.Minute)
+	t.Run("norm", func(t *testing.T) {
+		e := &entry{inU: at(400)}
+		e.inputs[3] = class(0, 0.1, 4)
+		e.inputs[4] = class(200, 0.1, 4)
+		assert.Equal(t, 1.0, e.classNorm(3, 1), "class TPS 0")
+		assert.Equal(t, 2.0, e.classNorm(4, 1))
+		e.inU = at(0)
+		assert.Equal(t, 1.0, e.classNorm(4, 1), "aggregate 0")
+	})
+	t.Run("aggregate 0", func(t *testing.T) {
+		e := &entry{inU: at(0)}
+		e.inputs[4] = class(600, 0.1, 4)
+		var tab inputTable
+		require.True(t, e.fillInputs(&tab, now, 4, window, 0, 0, 900))
+		assert.Equal(t, 600.0, tab.TPS[4], "unscaled, not level/0")
+	})
+	t.Run("class figures 0", func(t *testing.T) {
+		e := &entry{inU: at(400)}
+		e.inputs[3] = class(0, 0, 4)
+		e.inputs[4] = class(600, 0.3, 2) // too few samples, but in the mean TTFT
+		var tab inputTable
+		assert.False(t, e.fillInputs(&tab, now, 4, window, 0, 0, 900))
+		assert.Zero(t, tab.TTFT[3])
+		assert.Zero(t, tab.Mean[3])
+	})
+	t.Run("mean TTFT 0", func(t *testing.T) {
+		e := &entry{inU: at(400)}
+		e.inputs[3] = class(400, 0.1, 4)
+		e.inputs[4] = class(400, -0.1, 2)
+		var tab inputTable
+		assert.True(t, e.fillInputs(&tab, now, 4, window, 0, 0, 0))
+		assert.Zero(t, tab.TTFT[3], "no ratio to a mean of 0")
+		assert.Zero(t, tab.Mean[3])
+	})
 }

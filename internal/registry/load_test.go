@@ -651,3 +651,70 @@ func TestRegistryWithinStreamLoad(t *testing.T) {
 		assert.Equal(t, ref, est.LoadRef)
 	})
 }
+
+// loadOracle is modelR2's answer for samples taken at one time, computed
+// from centred sums rather than decayed raw moments: the least-squares
+// slope of 1/TPS on x lowered by two standard errors, K where that line
+// halves the intercept's TPS, the load at which it gives the mean TPS, and
+// the share of 1/TPS's variance the unlowered line explains. It assumes a
+// fit that passes every gate.
+func loadOracle(xs, tpss []float64) (k, ref, r2 float64) {
+	n := float64(len(xs))
+	var mx, my, mv float64
+	for i := range xs {
+		mx += xs[i] / n
+		my += 1 / tpss[i] / n
+		mv += tpss[i] / n
+	}
+	var sxx, sxy, syy float64
+	for i := range xs {
+		dx, dy := xs[i]-mx, 1/tpss[i]-my
+		sxx += dx * dx / n
+		sxy += dx * dy / n
+		syy += dy * dy / n
+	}
+	b := sxy / sxx
+	r2 = b * sxy / syy
+	b -= 2 * math.Sqrt((syy-b*sxy)/(sxx*(n-2)))
+	k = max((my-b*mx)/b, loadMinK)
+	return k, (1/(mv*b*k) - 1) * k, r2
+}
+
+// TestLoadFitOracle checks modelR2's figures against loadOracle on noisy
+// curves: the slope's standard error (with its n−2 degrees of freedom), the
+// residual variance and R² each move K, ref or R², and a fit of exactly
+// loadMinWeight samples is used. An empty fit has no model and no mean.
+func TestLoadFitOracle(t *testing.T) {
+	var empty loadFit
+	k, ref, r2 := empty.modelR2()
+	assert.Zero(t, k)
+	assert.Zero(t, ref, "no samples, no mean load")
+	assert.Zero(t, r2)
+	for _, c := range []struct {
+		name  string
+		n     int
+		sigma float64
+	}{
+		{"exactly loadMinWeight samples", loadMinWeight, 0.05},
+		{"a few more", 12, 0.1},
+		{"many", 400, 0.2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(11, uint64(c.n)))
+			xs, tpss := make([]float64, c.n), make([]float64, c.n)
+			var f loadFit
+			for i := range xs {
+				xs[i] = float64(i % 8)
+				tpss[i] = 2000 / (1 + xs[i]/2) * math.Exp(c.sigma*rng.NormFloat64())
+				f.add(ns(0), float64(defaultHalfLife), xs[i], tpss[i])
+			}
+			wantK, wantRef, wantR2 := loadOracle(xs, tpss)
+			require.Greater(t, wantR2, loadMinExplained, "the curve passes the fit's gates")
+			require.Greater(t, wantK, loadMinK)
+			k, ref, r2 := f.modelR2()
+			assert.InEpsilon(t, wantK, k, 1e-9)
+			assert.InEpsilon(t, wantRef, ref, 1e-9)
+			assert.InEpsilon(t, wantR2, r2, 1e-9)
+		})
+	}
+}

@@ -155,7 +155,7 @@ func (s *shift) pending() float64 {
 	if s.down > c {
 		c, n = s.down, s.downN
 	}
-	if c < k || n == 0 {
+	if c <= k || n == 0 { // more than an allowance (Estimate.TPSPending)
 		return 0
 	}
 	return math.Exp(s.recent(min(int(n), shiftRing)))

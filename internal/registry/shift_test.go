@@ -4,6 +4,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestShiftDetects checks the CUSUM's reaction in samples: a fall to a third
@@ -266,5 +269,155 @@ func TestShiftRebase(t *testing.T) {
 		if math.Abs(p50-100) > 1e-9 || math.Abs(ewma-100) > 1e-9 || math.Abs(p95-c.want) > 1e-9 {
 			t.Errorf("rebase(%v, %v) = %v, %v, %v; want 100, %v, 100", c.p50, c.p95, p50, p95, ewma, c.want)
 		}
+	}
+}
+
+// TestShiftLearnsSpread checks when the spread is learnt: the first sample
+// sets the level and the next shiftMemory measure the spread, so after
+// shiftMemory+1 steady samples (and not one before) drifted reports the
+// level, a sample at a third is pending at once and the second one fires;
+// one sample earlier, the sample at a third is learnt as spread.
+func TestShiftLearnsSpread(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		warm   int
+		learnt bool
+	}{
+		{"one short", shiftMemory, false},
+		{"learnt", shiftMemory + 1, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var s shift
+			for range c.warm {
+				require.False(t, s.add(1000))
+			}
+			level, drifting, learnt := s.drifted()
+			assert.Equal(t, c.learnt, learnt)
+			assert.False(t, drifting)
+			require.False(t, s.add(1000.0/3))
+			if !c.learnt {
+				assert.Zero(t, level)
+				assert.Zero(t, s.pending(), "a sample learnt as spread is not pending")
+				return
+			}
+			assert.InDelta(t, 1000, level, 1e-9)
+			assert.InDelta(t, 1000.0/3, s.pending(), 1e-9)
+			assert.True(t, s.add(1000.0/3), "the second sample at a third")
+		})
+	}
+}
+
+// TestShiftKeepsSpreadAtDeparture checks upVari and downVari against their
+// definition on a noisy series with planted outliers each way: each is the
+// spread at the sample where its statistic left 0, unchanged while the
+// statistic stays 0 or grows.
+func TestShiftKeepsSpreadAtDeparture(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var s shift
+	var ups, downs int
+	for i := range 400 {
+		v := 1000 * math.Exp(0.05*rng.NormFloat64())
+		switch i % 20 {
+		case 10:
+			v *= 1.5
+		case 15:
+			v /= 1.5
+		}
+		before := s
+		require.False(t, s.add(v), "sample %d fired", i)
+		if before.up == 0 && s.up > 0 {
+			ups++
+			require.Equal(t, before.vari, s.upVari, "sample %d: up left 0", i)
+		} else {
+			require.Equal(t, before.upVari, s.upVari, "sample %d: up did not leave 0", i)
+		}
+		if before.down == 0 && s.down > 0 {
+			downs++
+			require.Equal(t, before.vari, s.downVari, "sample %d: down left 0", i)
+		} else {
+			require.Equal(t, before.downVari, s.downVari, "sample %d: down did not leave 0", i)
+		}
+	}
+	require.Positive(t, ups)
+	require.Positive(t, downs)
+}
+
+// TestShiftCusum checks the CUSUM step: the statistic is floored at 0 and
+// counts the samples since it was last 0, so a step that brings it to
+// exactly 0 restarts the count.
+func TestShiftCusum(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		c     float64
+		n     int32
+		step  float64
+		wantC float64
+		wantN int32
+	}{
+		{"rises", 0.5, 3, 0.25, 0.75, 4},
+		{"to exactly 0", 0.5, 3, -0.5, 0, 0},
+		{"below 0", 0.5, 3, -1, 0, 0},
+		{"from 0", 0, 0, 0.5, 0.5, 1},
+		{"count saturates", 1, math.MaxInt32, 0.5, 1.5, math.MaxInt32},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			gotC, gotN := cusum(c.c, c.n, c.step)
+			assert.Equal(t, c.wantC, gotC)
+			assert.Equal(t, c.wantN, gotN)
+		})
+	}
+}
+
+// TestShiftDriftThreshold checks the drift correction's threshold at the
+// boundary, with figures exact in binary: a lag of shiftDriftZ ×
+// shiftDriftNoise spreads (0.375 at a spread of 1) is still noise, and any
+// more is a drift.
+func TestShiftDriftThreshold(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		lag  float64
+		want float64
+	}{
+		{"within", 0.25, 0},
+		{"at the threshold", 0.375, 0},
+		{"beyond", 0.5, 0.5},
+		{"beyond, falling", -0.5, -0.5},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := shift{level: c.lag, vari: 1, n: shiftMemory, nv: 2 * shiftMemory}
+			assert.Equal(t, c.want, s.drift())
+			level, drifting, learnt := s.drifted()
+			assert.True(t, learnt)
+			assert.Equal(t, c.want != 0, drifting)
+			assert.InDelta(t, math.Exp(c.lag+c.want), level, 1e-12)
+		})
+	}
+}
+
+// TestShiftPendingAllowance checks pending against Estimate.TPSPending's
+// contract: a change is pending once its statistic holds more than one
+// allowance (0.25 at a small spread), not at exactly one.
+func TestShiftPendingAllowance(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		up, down float64
+		want     float64
+	}{
+		{"below", 0.125, 0, 0},
+		{"exactly one allowance", 0.25, 0, 0},
+		{"beyond", 0.375, 0, 500},
+		{"beyond, down", 0, 0.375, 500},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := shift{vari: 0.01, n: shiftMemory, nv: 2 * shiftMemory, up: c.up, down: c.down, next: 1}
+			s.ring[0] = math.Log(500)
+			if c.up > 0 {
+				s.upN = 1
+			}
+			if c.down > 0 {
+				s.downN = 1
+			}
+			assert.InDelta(t, c.want, s.pending(), 1e-9)
+		})
 	}
 }
