@@ -244,6 +244,7 @@ func TestRandomFleets(t *testing.T) {
 			fs, err := ScoreFleet(context.Background(), sc, append([]Policy{Defaults(), Oracle()}, Splits(sc)...))
 			require.NoError(t, err)
 			f.Checks[CheckBestSplit] = fs.Checks[CheckBestSplit]
+			f.Checks[CheckBestSplitTotal] = fs.Checks[CheckBestSplitTotal]
 		})
 	}
 	if *dumpFlag != "" {
@@ -369,7 +370,7 @@ func TestClassTargets(t *testing.T) {
 		wr = append(wr, f.Ratio[Defaults().Name()])
 	}
 	slices.Sort(wr)
-	t.Logf("drift share at 30%% slower: %.2f; width hold within: %.0f; width ratio: %.2f; best split: %.2f", ds, wh, wr, bs)
+	t.Logf("drift share at 30%% slower: %.2f; width hold within: %.0f; width ratio: %.2f; best split: %.2f (by tokens delivered: %.2f)", ds, wh, wr, bs, batching.Check(CheckBestSplitTotal))
 	assert.LessOrEqual(t, median(ds), classFloors.driftShare)
 	assert.LessOrEqual(t, median(wh), classFloors.widthHold)
 	assert.GreaterOrEqual(t, median(wr), classFloors.widthRatio)
