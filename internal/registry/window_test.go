@@ -77,6 +77,22 @@ func TestWindowQuantileInterpolates(t *testing.T) {
 			assert.InEpsilon(t, want, out[i], 0.011, "quantile %d", i)
 		}
 	})
+	t.Run("more sub-windows than the query holds inline", func(t *testing.T) {
+		// 70 windows of one sample each, 100 to 169: past the query's 64
+		// inline stores, the rest read from its overflow.
+		var q query
+		for i := range 70 {
+			w := NewWindow(measure.WindowOptions{Length: time.Minute, Buckets: 6})
+			require.True(t, w.Add(t0, float64(100+i)))
+			q.add(w, t0)
+		}
+		require.Equal(t, 70, q.ns)
+		out := make([]float64, 3)
+		q.quantiles([]float64{0, 0.5, 1}, out)
+		for i, want := range []float64{100, 134.5, 169} {
+			assert.InEpsilon(t, want, out[i], 0.011, "quantile %d", i)
+		}
+	})
 }
 
 func TestWindowAccuracy(t *testing.T) {
