@@ -718,3 +718,30 @@ func TestLoadFitOracle(t *testing.T) {
 		})
 	}
 }
+
+// TestWithinModel: the pooled within-stream fit's K from its sums, against
+// the formula worked by hand: the slope xy/xx lowered by two standard errors
+// on dof-1 degrees of freedom, K = 1/slope less the mean load; a fit of
+// exactly loadMinWeight degrees of freedom is established, one below is not.
+func TestWithinModel(t *testing.T) {
+	k := func(xx, xy, yy, cx, dof float64) float64 {
+		b := xy/xx - 2*math.Sqrt((yy-xy*xy/xx)/(xx*(dof-1)))
+		return 1/b - cx/xx
+	}
+	for _, tc := range []struct {
+		name string
+		f    withinFit
+		want float64
+	}{
+		{"eleven degrees of freedom", withinFit{xx: 10, xy: 2, yy: 0.5, cx: 5, dof: 11}, k(10, 2, 0.5, 5, 11)},
+		{"exactly loadMinWeight", withinFit{xx: 10, xy: 2, yy: 0.5, cx: 5, dof: loadMinWeight}, k(10, 2, 0.5, 5, loadMinWeight)},
+		{"below loadMinWeight", withinFit{xx: 10, xy: 2, yy: 0.5, cx: 5, dof: loadMinWeight - 0.5}, 0},
+		{"no spread of load", withinFit{xy: 2, yy: 0.5, cx: 5, dof: 11}, 0},
+		{"a flat slope", withinFit{xx: 10, xy: 0.1, yy: 0.5, cx: 5, dof: 11}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.InDelta(t, tc.want, tc.f.model(), 1e-9)
+		})
+	}
+	assert.InDelta(t, 6.81, k(10, 2, 0.5, 5, 11), 0.01, "the worked example")
+}
