@@ -110,12 +110,27 @@ func workload(sc *Scenario) bench.Workload {
 	n := len(in) * len(out)
 	w := bench.Workload{Model: model, Seed: sc.Seed}
 	for i := range n {
+		a, b := i%len(in), i%len(out)
+		if sc.Workload.Shuffle { // every pairing, in and out drawn apart
+			a, b = i/len(out), i%len(out)
+		}
 		w.Prompts = append(w.Prompts, bench.Prompt{
-			Messages:  []bench.Message{{Role: "user", Content: bench.Words(in[i%len(in)], sc.Seed, uint64(i)+1)}},
-			MaxTokens: out[i%len(out)],
+			Messages:  []bench.Message{{Role: "user", Content: bench.Words(in[a], sc.Seed, uint64(i)+1)}},
+			MaxTokens: out[b],
 		})
 	}
 	return w
+}
+
+// prompt returns the index in r.workload.Prompts of call i's prompt:
+// i's turn in the cycle, or with Workload.Shuffle a draw from the
+// scenario's seed and i.
+func (r *runner) prompt(i int) int {
+	n := len(r.workload.Prompts)
+	if !r.sc.Workload.Shuffle {
+		return i % n
+	}
+	return int(mix(r.sc.Seed^mix(uint64(i))) % uint64(n))
 }
 
 type runner struct {
@@ -211,15 +226,19 @@ const failedPause = time.Second
 // lock.
 func (r *runner) call(ctx context.Context, buf []byte) (failed bool) {
 	i := int(r.seq.Add(1) - 1)
-	body := r.workload.Body(i, bench.Cold, "sim")
+	w := r.workload // the call's prompt alone, so that Body takes it
+	j := r.prompt(i)
+	w.Prompts = w.Prompts[j : j+1]
+	cm := bench.Cold
 	if r.sc.Workload.Warm {
-		body = r.workload.Body(i, bench.Warm, "sim")
+		cm = bench.Warm
 	}
+	body := w.Body(i, cm, "sim")
 	now := time.Now()
 	elapsed := now.Sub(r.f.start)
 	av, ignore := r.available(elapsed)
 	prompt, _ := replay.PromptTokens(body)
-	out := r.workload.Prompts[i%len(r.workload.Prompts)].MaxTokens
+	out := w.Prompts[0].MaxTokens
 	v := &View{
 		Now: now, Elapsed: elapsed, Available: av, Deployments: r.sc.Deployments,
 		Pending:      func(i int) int { return int(r.pending[i].Load()) },

@@ -93,8 +93,8 @@ type SLO struct {
 
 // Workload is the load of a scenario. Exactly one of Concurrency (closed
 // loop) and Rate (open loop) is set. Requests are bench workloads: the
-// prompts are bench.Words of InputTokens words each, cycling, and each asks
-// for OutputTokens tokens, cycling.
+// prompts are bench.Words of InputTokens words each, cycling (or drawn,
+// with Shuffle), and each asks for OutputTokens tokens, likewise.
 type Workload struct {
 	// Concurrency runs that many callers in a closed loop, each sending its
 	// next call when the previous one ended, or a second later when it
@@ -113,6 +113,14 @@ type Workload struct {
 	// Warm gives every call the same long system prompt (bench's warm cache
 	// mode) instead of a unique prefix per call.
 	Warm bool `json:"warm,omitempty"`
+	// Shuffle gives each call a pairing of InputTokens and OutputTokens
+	// drawn from all of them, by the scenario's seed and the call's number,
+	// instead of cycling through both lists: a real workload has no period
+	// a policy can fall into step with, as round-robin over two deployments
+	// does with two sizes that alternate (every long call on one, every
+	// short call on the other). Generate sets it; every policy still gets
+	// the same call sizes in the same order.
+	Shuffle bool `json:"shuffle,omitempty"`
 }
 
 // Deployment is one simulated provider deployment and its behaviour over

@@ -769,3 +769,50 @@ func TestSeeds(t *testing.T) {
 	n := float64(*seedsFlag)
 	t.Logf("%s over seeds 1-%d: mean true best %.3f, mean TPS %.0f", *scenarioFlag, *seedsFlag, best/n, tps/n)
 }
+
+// TestWorkloadShuffle checks Workload.Shuffle: the calls' prompts are drawn
+// from every pairing of input and output sizes, the same for every run of
+// the scenario, with no period a round-robin over two deployments falls into
+// step with; without Shuffle they cycle, call i taking the i-th of each list.
+func TestWorkloadShuffle(t *testing.T) {
+	sc := &Scenario{Seed: 7, Workload: Workload{InputTokens: []int{100, 900}, OutputTokens: []int{50, 300}}}
+	size := func(r *runner, i int) [2]int {
+		p := r.workload.Prompts[r.prompt(i)]
+		return [2]int{len(strings.Fields(p.Messages[0].Content)), p.MaxTokens}
+	}
+	cycled := &runner{sc: sc, workload: workload(sc)}
+	for i := range 8 {
+		assert.Equal(t, [2]int{sc.Workload.InputTokens[i%2], sc.Workload.OutputTokens[i%2]}, size(cycled, i), "call %d", i)
+	}
+
+	sc.Workload.Shuffle = true
+	a, b := &runner{sc: sc, workload: workload(sc)}, &runner{sc: sc, workload: workload(sc)}
+	const calls = 400
+	pairs := map[[2]int]int{}
+	long := [2]int{} // calls asking for 300 tokens, by the parity of their number
+	for i := range calls {
+		s := size(a, i)
+		require.Equal(t, s, size(b, i), "call %d: two runs of one scenario differ", i)
+		pairs[s]++
+		if s[1] == 300 {
+			long[i%2]++
+		}
+	}
+	assert.Len(t, pairs, 4, "every pairing of the two lists: %v", pairs)
+	for p, n := range pairs {
+		assert.InDelta(t, calls/4, n, calls/8, "pairing %v", p)
+	}
+	for parity, n := range long { // a round-robin over two deployments sends each parity to one
+		assert.InDelta(t, calls/4, n, calls/10, "long calls of parity %d", parity)
+	}
+	sc8 := *sc
+	sc8.Seed = 8
+	other := &runner{sc: &sc8, workload: workload(&sc8)}
+	same := 0
+	for i := range calls {
+		if size(other, i) == size(a, i) {
+			same++
+		}
+	}
+	assert.Less(t, same, calls/2, "another seed draws another order")
+}
