@@ -3,6 +3,7 @@ package replay
 import (
 	"encoding/json"
 	"errors"
+	"net/http"
 	"time"
 )
 
@@ -27,6 +28,11 @@ type Call struct {
 	MaxTokens int
 	// Stream reports whether the request asked for a stream.
 	Stream bool
+	// Header is the request's header with credentials redacted, as
+	// Attempt.Header logs it: for example a request id that the caller set
+	// so that decide keys its random draws by the call rather than by the
+	// order in which concurrent requests arrived. Do not modify it.
+	Header http.Header
 }
 
 // Func returns a Script that asks decide, once per request, for the Script
@@ -53,7 +59,7 @@ func (f *funcScript) plan(r *request) *plan {
 	mt, _ := r.body.maxTokens()
 	s := f.decide(Call{
 		Model: r.body.Model, Attempt: r.attempt, Elapsed: r.elapsed, Time: r.start,
-		PromptTokens: r.body.promptTokens(), MaxTokens: mt, Stream: r.body.Stream,
+		PromptTokens: r.body.promptTokens(), MaxTokens: mt, Stream: r.body.Stream, Header: r.header,
 	})
 	if s == nil {
 		p := newStreamPlan()

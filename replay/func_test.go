@@ -3,6 +3,7 @@ package replay
 import (
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -35,7 +36,10 @@ func TestFuncSeesCallAndDecides(t *testing.T) {
 			time.Sleep(time.Second)
 			rec := httptest.NewRecorder()
 			start := time.Now()
-			h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body)))
+			req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
+			req.Header.Set("X-Request-Id", "call-"+strconv.Itoa(len(codes)))
+			req.Header.Set("Authorization", "Bearer sk-secret")
+			h.ServeHTTP(rec, req)
 			codes = append(codes, rec.Code)
 			if rec.Code == 200 {
 				assert.Equal(t, time.Duration(want)*time.Millisecond, time.Since(start), "TTFT from the prompt size")
@@ -44,7 +48,9 @@ func TestFuncSeesCallAndDecides(t *testing.T) {
 		}
 		assert.Equal(t, []int{200, 500, 429}, codes)
 		require.Len(t, seen, 3)
-		assert.Equal(t, Call{Model: "m", Attempt: 1, Elapsed: time.Second, Time: seen[0].Time, PromptTokens: want, MaxTokens: 7, Stream: true}, seen[0])
+		assert.Equal(t, Call{Model: "m", Attempt: 1, Elapsed: time.Second, Time: seen[0].Time, PromptTokens: want, MaxTokens: 7, Stream: true,
+			Header: http.Header{"X-Request-Id": {"call-0"}, "Authorization": {"REDACTED"}}}, seen[0])
+		assert.Equal(t, "call-2", seen[2].Header.Get("X-Request-Id"), "each call's own header")
 		assert.Equal(t, 2*time.Second+9*time.Millisecond, seen[1].Elapsed)
 	})
 }

@@ -227,7 +227,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	req := &request{body: body, attempt: n, elapsed: start.Sub(h.created), start: start, state: st, proto: protocolOf(r.URL.Path)}
+	req := &request{body: body, attempt: n, elapsed: start.Sub(h.created), start: start, state: st, proto: protocolOf(r.URL.Path), header: a.Header}
 	p := script.plan(req)
 	if !body.Stream {
 		p = accumulate(p)

@@ -3,6 +3,7 @@ package replay
 import (
 	"encoding/json"
 	"hash/fnv"
+	"net/http"
 	"strings"
 	"time"
 
@@ -120,4 +121,5 @@ type request struct {
 	start   time.Time     // when the request arrived
 	state   *modelState   // per-model mutable state (prompt cache)
 	proto   tps.Protocol  // the API the request's path names (protocolOf)
+	header  http.Header   // the request's header, credentials redacted (Attempt.Header)
 }

@@ -147,8 +147,11 @@ func (d *simDeployment) truth(t time.Duration, n int64, prompt int) params {
 // decide is the deployment's replay.Func: the answer to one request.
 func (d *simDeployment) decide(c replay.Call) replay.Script {
 	t := c.Time.Sub(d.start)
-	p := d.truth(t, d.inFlight.Load(), c.PromptTokens)
-	r := rand.New(rand.NewPCG(d.seed, uint64(c.Attempt)))
+	n, r := d.inFlight.Load(), rand.New(rand.NewPCG(d.seed, uint64(c.Attempt)))
+	if k, ok := parseRequestKey(c.Header.Get(simCallHeader)); ok { // the call's own draws and load
+		n, r = k.streams, k.rand(d.seed, 1)
+	}
+	p := d.truth(t, n, c.PromptTokens)
 	noise := func() float64 {
 		if d.spec.Sigma == 0 {
 			return 1
@@ -238,9 +241,15 @@ func (f *fleet) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, fmt.Errorf("sim: no deployment at %s", req.URL.Host)
 	}
-	d.inFlight.Add(1)
-	if info, _ := req.Context().Value(callInfoKey{}).(callInfo); info.claim != nil && info.claim.d == d {
+	key := requestKey{streams: d.inFlight.Add(1)}
+	info, keyed := req.Context().Value(callInfoKey{}).(callInfo)
+	if info.claim != nil && info.claim.d == d {
 		info.claim.release()
+	}
+	if keyed && info.requests != nil {
+		key.seq, key.n = info.seq, info.requests.Add(1)
+		req = req.Clone(req.Context())
+		req.Header.Set(simCallHeader, key.String())
 	}
 	resp, err := d.rt.RoundTrip(req)
 	if err != nil {
@@ -248,7 +257,7 @@ func (f *fleet) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	if d.live && resp.StatusCode == http.StatusOK {
-		resp.Body = d.pace(req.Context(), resp.Body)
+		resp.Body = d.pace(req.Context(), resp.Body, key, keyed && info.requests != nil)
 	}
 	resp.Body = &countedBody{ReadCloser: resp.Body, done: func() { d.inFlight.Add(-1) }}
 	return resp, nil

@@ -119,7 +119,7 @@ func Generate(seed uint64, sp Space) (*Scenario, error) {
 		})
 	}
 	w := &sc.Workload
-	w.Shuffle = true
+	w.Shuffle, w.Keyed = true, true
 	for range 1 + r.IntN(3) {
 		w.OutputTokens = append(w.OutputTokens, 50+r.IntN(351))
 	}

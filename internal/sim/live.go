@@ -6,7 +6,10 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -14,7 +17,49 @@ import (
 // it paces; the runner puts it in the call's context.
 type callInfo struct {
 	prompt, out int
-	claim       *claim // the runner's pick, released when the call reaches it
+	claim       *claim         // the runner's pick, released when the call reaches it
+	seq         uint64         // the call's number in the run
+	requests    *atomic.Uint64 // the call's requests so far, numbering each; nil unless Workload.Keyed
+}
+
+// simCallHeader carries a request's call number, its request number within
+// the call and the deployment's streams with it, from the fleet's
+// RoundTrip to decide (replay.Call.Header), so that the deployment's draws
+// and load are the call's, not those of the order requests arrived in.
+const simCallHeader = "X-Sim-Call"
+
+// requestKey is one request of a call as simCallHeader carries it.
+type requestKey struct {
+	seq, n  uint64 // the call's number, the request's number within it (from 1)
+	streams int64  // the deployment's streams with this one
+}
+
+// String formats k for simCallHeader.
+func (k requestKey) String() string {
+	return strconv.FormatUint(k.seq, 10) + " " + strconv.FormatUint(k.n, 10) + " " + strconv.FormatInt(k.streams, 10)
+}
+
+// parseRequestKey reads a simCallHeader value.
+func parseRequestKey(v string) (requestKey, bool) {
+	var k requestKey
+	f := strings.Fields(v)
+	if len(f) != 3 {
+		return k, false
+	}
+	var err1, err2, err3 error
+	k.seq, err1 = strconv.ParseUint(f[0], 10, 64)
+	k.n, err2 = strconv.ParseUint(f[1], 10, 64)
+	k.streams, err3 = strconv.ParseInt(f[2], 10, 64)
+	return k, err1 == nil && err2 == nil && err3 == nil
+}
+
+// rand returns the random source of the request's draws at a deployment
+// seeded with seed; stream separates the draws of decide and pace. The seed
+// is mixed whole: PCGs seeded seed^mix(seq) for deployments whose seeds
+// differ by a constant gave one call correlated draws at every deployment,
+// enough to turn a latency baseline onto the slowest one (cost-slo).
+func (k requestKey) rand(seed, stream uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(mix(seed^mix(k.seq)), k.n<<8|stream))
 }
 
 // claim counts one call chosen for a deployment among that deployment's
@@ -39,11 +84,14 @@ type callInfoKey struct{}
 // liveBody releases every content event after the first only after its
 // tokens' generation time at the rate truth gives at that moment, with the
 // deployment's streams at that moment, times a noise drawn once per stream.
-func (d *simDeployment) pace(ctx context.Context, rc io.ReadCloser) io.ReadCloser {
+func (d *simDeployment) pace(ctx context.Context, rc io.ReadCloser, key requestKey, keyed bool) io.ReadCloser {
 	info, _ := ctx.Value(callInfoKey{}).(callInfo)
 	noise := 1.0
 	if d.spec.Sigma > 0 {
 		r := rand.New(rand.NewPCG(d.seed, d.streams.Add(1)|1<<62))
+		if keyed {
+			r = key.rand(d.seed, 2)
+		}
 		noise = math.Exp(d.spec.Sigma * r.NormFloat64())
 	}
 	return &liveBody{rc: rc, d: d, prompt: info.prompt, per: d.perChunk(info.out), noise: noise, closed: make(chan struct{})}

@@ -143,7 +143,7 @@ type runner struct {
 	pending  []atomic.Int64
 	seq      atomic.Int64
 
-	// pickMu makes each call's view, choice and claim one step, so that
+	// pickMu makes each call's number, view, choice and claim one step, so that
 	// calls woken at one virtual instant choose one after the other, each
 	// seeing the claims of those before it.
 	pickMu sync.Mutex
@@ -225,6 +225,11 @@ const failedPause = time.Second
 // and accounting of every attempt share the call's state and the runner's
 // lock.
 func (r *runner) call(ctx context.Context, buf []byte) (failed bool) {
+	// Numbered under pickMu with its view and choice, so that the calls
+	// woken at one virtual instant are numbered in the order they choose:
+	// call i's sizes and draws (Workload.Shuffle, simCallHeader) do not
+	// depend on which goroutine ran first.
+	r.pickMu.Lock()
 	i := int(r.seq.Add(1) - 1)
 	w := r.workload // the call's prompt alone, so that Body takes it
 	j := r.prompt(i)
@@ -245,8 +250,10 @@ func (r *runner) call(ctx context.Context, buf []byte) (failed bool) {
 		PromptTokens: prompt, OutputTokens: out,
 		obj: r.sc.Objective, slo: r.sc.SLO,
 	}
-	info := callInfo{prompt: prompt, out: out}
-	r.pickMu.Lock()
+	info := callInfo{prompt: prompt, out: out, seq: uint64(i)}
+	if r.sc.Workload.Keyed {
+		info.requests = new(atomic.Uint64)
+	}
 	v.scores = trueScores(r.f, v)
 	chosen := r.p.Choose(v)
 	if chosen >= 0 {

@@ -121,6 +121,14 @@ type Workload struct {
 	// short call on the other). Generate sets it; every policy still gets
 	// the same call sizes in the same order.
 	Shuffle bool `json:"shuffle,omitempty"`
+	// Keyed draws each request's noise, heavy tail and error, and reads the
+	// streams it joins at a deployment, by the call's number and the
+	// request's number within the call, rather than by the order in which
+	// concurrent requests arrived: two runs of the scenario then give the
+	// same calls, except where the Client's own picks inside Do race (calls
+	// routed at one virtual instant). Generate sets it; the bundled
+	// scenarios keep the arrival-order draws their floors were measured on.
+	Keyed bool `json:"keyed,omitempty"`
 }
 
 // Deployment is one simulated provider deployment and its behaviour over

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tpsroute/tpsroute/measure"
+	"github.com/tpsroute/tpsroute/replay"
 )
 
 // docsDir, when set, is where TestScenarios writes each scenario's Markdown
@@ -815,4 +817,51 @@ func TestWorkloadShuffle(t *testing.T) {
 		}
 	}
 	assert.Less(t, same, calls/2, "another seed draws another order")
+}
+
+// TestKeyedDraws checks Workload.Keyed: a deployment answers a request as
+// its key (simCallHeader: the call's number, its request within the call,
+// the streams it joins) says, whatever arrived before it, and the keys of
+// different calls draw apart; without a key it draws by arrival order.
+func TestKeyedDraws(t *testing.T) {
+	sc := &Scenario{Seed: 3, Duration: Duration(time.Minute), Workload: Workload{Rate: 1, Keyed: true},
+		Deployments: []Deployment{{Provider: "a", TPS: 500, TTFT: Duration(200 * time.Millisecond), Sigma: 0.3, TTFTPareto: 1.5, LoadK: 4,
+			Errors: Errors{ServerError: 0.3}}}}
+	d := newFleet(sc).deps[0]
+	call := func(k *requestKey) replay.Call {
+		c := replay.Call{Model: model, Attempt: int(d.inFlight.Add(1)), Time: d.start, PromptTokens: 100, MaxTokens: 50, Header: http.Header{}}
+		if k != nil {
+			c.Header.Set(simCallHeader, k.String())
+		}
+		return c
+	}
+	k := requestKey{seq: 7, n: 1, streams: 3}
+	first := d.decide(call(&k))
+	for i := range 5 { // other calls arrive between
+		d.decide(call(&requestKey{seq: uint64(100 + i), n: 1, streams: 1}))
+	}
+	assert.Equal(t, first, d.decide(call(&k)), "the same key, the same answer")
+	answers := map[string]bool{}
+	for seq := range uint64(20) {
+		answers[fmt.Sprint(d.decide(call(&requestKey{seq: seq, n: 1, streams: 3})))] = true
+	}
+	assert.Greater(t, len(answers), 15, "calls draw apart")
+	retry := k
+	retry.n = 2
+	assert.NotEqual(t, fmt.Sprint(first), fmt.Sprint(d.decide(call(&retry))), "a call's second request draws anew")
+	loaded := k
+	loaded.streams = 9
+	assert.NotEqual(t, fmt.Sprint(first), fmt.Sprint(d.decide(call(&loaded))), "the streams the key names set the load")
+	got, ok := parseRequestKey(k.String())
+	assert.True(t, ok)
+	assert.Equal(t, k, got)
+	for _, bad := range []string{"", "1 2", "1 2 x", "-1 2 3", "1 2 3 4"} {
+		_, ok := parseRequestKey(bad)
+		assert.False(t, ok, "%q", bad)
+	}
+	unkeyed := map[string]bool{} // by arrival: the same request draws anew each time
+	for range 10 {
+		unkeyed[fmt.Sprint(d.decide(call(nil)))] = true
+	}
+	assert.Greater(t, len(unkeyed), 5)
 }
