@@ -276,6 +276,9 @@ func (a *run) open(stream bool) bool {
 		a.httpError(req, resp)
 		return false
 	}
+	a.st.mu.Lock()
+	a.st.conc.admitted(time.Now(), a.st.others())
+	a.st.mu.Unlock()
 	limit := a.cl.e.opts.Limits.Event
 	if a.plain || isJSONAnswer(resp) {
 		limit = max(limit, a.unstream(resp))
@@ -445,6 +448,12 @@ func (a *run) httpError(req *http.Request, resp *http.Response) {
 		}
 	case fallback.ClassAuth, fallback.ClassUnavailable:
 		ra, hasRA = max(ra, a.cl.e.opts.PenaltyCooldown), true
+	}
+	if class == fallback.ClassRateLimited {
+		st.mu.Lock()
+		conc := st.conc.limited(now, st.others(), ra)
+		st.mu.Unlock()
+		hasRA = hasRA && !conc // a concurrency limit: no cooldown (concurrency.go)
 	}
 	if hasRA {
 		st.coolDown(now.Add(ra))
