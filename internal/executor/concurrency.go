@@ -1,6 +1,9 @@
 package executor
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // limitTTL is how long a learnt concurrency limit lasts without a 429 that
 // confirms it or a success that raises it: long enough to span the
@@ -46,7 +49,7 @@ func (c *concurrency) limited(now time.Time, others int64, ra time.Duration) boo
 // than learnt, and the limit rises to others+1, so that it climbs one stream
 // per success while probes above it succeed.
 func (c *concurrency) admitted(now time.Time, others int64) {
-	if c.limit > 0 && others >= c.limit {
+	if c.limit > 0 && others >= c.limit && others < math.MaxInt64 {
 		c.limit, c.seen = others+1, now
 	}
 }
@@ -61,7 +64,13 @@ func (c *concurrency) full(now time.Time, inFlight int64) (bool, time.Time) {
 		return false, time.Time{}
 	}
 	if now.Before(c.probeAt) {
-		return inFlight >= c.limit, c.probeAt
+		if inFlight < c.limit {
+			return false, time.Time{}
+		}
+		return true, c.probeAt
 	}
-	return inFlight > c.limit, now.Add(max(c.wait, time.Millisecond))
+	if inFlight <= c.limit {
+		return false, time.Time{}
+	}
+	return true, now.Add(max(c.wait, time.Millisecond))
 }
