@@ -91,9 +91,11 @@ func TestLearntConcurrencyLimit(t *testing.T) {
 				st := ex.Status(a.Key(), time.Now())
 				if tt.busy == 0 {
 					assert.True(t, st.CoolingUntil.After(time.Now()), "a rate limit cools down")
+					assert.True(t, st.RateLimited, "its x-ratelimit-remaining-requests 0 is read")
 					return
 				}
 				assert.True(t, st.CoolingUntil.IsZero(), "a concurrency 429 sets no cooldown")
+				assert.False(t, st.RateLimited, "nor is its x-ratelimit-remaining-requests 0 read as a rate limit")
 				assert.True(t, st.NoHeadroom, "a is full at its learnt limit")
 
 				// Still full: the executor does not try a (no new 429).
