@@ -117,12 +117,19 @@ func TestConcurrencyRule(t *testing.T) {
 // BenchmarkHeadroom is the cost a pick pays per candidate (Status) for the
 // learnt limit on top of the limiters.
 func BenchmarkHeadroom(b *testing.B) {
-	var st keyState
 	now := time.Unix(1_000_000, 0)
-	st.conc.limited(now, 2, time.Second)
-	st.inFlight.Store(1)
-	b.ReportAllocs()
-	for b.Loop() {
-		st.headroom(now, 1)
+	for _, learnt := range []bool{false, true} {
+		b.Run(map[bool]string{false: "none", true: "learnt"}[learnt], func(b *testing.B) {
+			var st keyState
+			if learnt {
+				st.conc.limited(now, 2, time.Second)
+				st.learnt.Store(true)
+			}
+			st.inFlight.Store(1)
+			b.ReportAllocs()
+			for b.Loop() {
+				st.headroom(now, 1)
+			}
+		})
 	}
 }

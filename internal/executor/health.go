@@ -34,6 +34,7 @@ type keyState struct {
 	rlUntil   time.Time   // x-ratelimit-remaining-* said 0, until its reset
 	limited   int         // consecutive 429s without Retry-After, for the backoff exponent
 	conc      concurrency // the concurrency limit learnt from 429s (concurrency.go)
+	learnt    atomic.Bool // conc was ever set: headroom takes mu only then
 	trips     int         // consecutive trips since the breaker last closed
 	firstTrip time.Time   // the first of them
 	openUntil time.Time   // no probe before: the current (growing) open interval
@@ -238,11 +239,13 @@ func (st *keyState) headroom(now time.Time, n int64) (ok bool, readyAt time.Time
 	if st.maxInFlight > 0 && f >= st.maxInFlight {
 		return false, time.Time{}
 	}
-	st.mu.Lock()
-	full, at := st.conc.full(now, f)
-	st.mu.Unlock()
-	if full {
-		return false, at
+	if st.learnt.Load() {
+		st.mu.Lock()
+		full, at := st.conc.full(now, f)
+		st.mu.Unlock()
+		if full {
+			return false, at
+		}
 	}
 	if st.rpm != nil {
 		if t := st.rpm.TokensAt(now); t < 1 {

@@ -276,9 +276,11 @@ func (a *run) open(stream bool) bool {
 		a.httpError(req, resp)
 		return false
 	}
-	a.st.mu.Lock()
-	a.st.conc.admitted(time.Now(), a.st.others())
-	a.st.mu.Unlock()
+	if a.st.learnt.Load() {
+		a.st.mu.Lock()
+		a.st.conc.admitted(time.Now(), a.st.others())
+		a.st.mu.Unlock()
+	}
 	limit := a.cl.e.opts.Limits.Event
 	if a.plain || isJSONAnswer(resp) {
 		limit = max(limit, a.unstream(resp))
@@ -456,6 +458,9 @@ func (a *run) httpError(req *http.Request, resp *http.Response) {
 		st.mu.Lock()
 		conc = st.conc.limited(now, st.others(), ra)
 		st.mu.Unlock()
+		if conc {
+			st.learnt.Store(true)
+		}
 		hasRA = hasRA && !conc // a concurrency limit: no cooldown (concurrency.go)
 	}
 	if resp.StatusCode == http.StatusTooManyRequests && !conc {
