@@ -49,9 +49,19 @@ func (c *concurrency) limited(now time.Time, others int64, ra time.Duration) boo
 // than learnt, and the limit rises to others+1, so that it climbs one stream
 // per success while probes above it succeed.
 func (c *concurrency) admitted(now time.Time, others int64) {
-	if c.limit > 0 && others >= c.limit && others < math.MaxInt64 {
+	if c.expired(now) {
+		c.limit = 0 // forgotten, not revived
+		return
+	}
+	if others >= c.limit && others < math.MaxInt64 {
 		c.limit, c.seen = others+1, now
 	}
+}
+
+// expired reports whether no limit is known at now: none was learnt, or it
+// was neither confirmed nor raised for limitTTL.
+func (c *concurrency) expired(now time.Time) bool {
+	return c.limit <= 0 || now.Sub(c.seen) > limitTTL
 }
 
 // full reports whether inFlight calls fill the learnt limit at now, and if
@@ -60,7 +70,7 @@ func (c *concurrency) admitted(now time.Time, others int64) {
 // After limitTTL without a 429 or success that set it, the limit is
 // forgotten.
 func (c *concurrency) full(now time.Time, inFlight int64) (bool, time.Time) {
-	if c.limit <= 0 || now.Sub(c.seen) > limitTTL {
+	if c.expired(now) {
 		return false, time.Time{}
 	}
 	if now.Before(c.probeAt) {

@@ -74,6 +74,17 @@ func TestConcurrencyRule(t *testing.T) {
 			{at: limitTTL, kind: 'f', others: 2, want: true, wantBack: limitTTL + time.Second},
 			{at: limitTTL + time.Nanosecond, kind: 'f', others: 100},
 		}},
+		{"expired_not_revived_by_a_success", []step{
+			{kind: 'l', others: 1, ra: time.Second, want: true},
+			{at: limitTTL + time.Second, kind: 'a', others: 5},
+			{at: limitTTL + time.Second, kind: 'f', others: 100},
+			{at: limitTTL + time.Second, kind: 'a', others: 100},
+			{at: limitTTL + time.Second, kind: 'f', others: 1000},
+		}},
+		{"success_without_limit_learns_nothing", []step{
+			{kind: 'a', others: 3},
+			{kind: 'f', others: 1000},
+		}},
 		{"negative_retry_after_probes_at_once", []step{
 			{kind: 'l', others: 2, ra: -time.Hour, want: true},
 			{kind: 'f', others: 2},

@@ -267,6 +267,7 @@ func (st *keyState) acquire(now time.Time, n int64) bool {
 	if ok, _ := st.headroom(now, n); !ok {
 		return false
 	}
+	// Counted for every deployment: the learnt limit reads it too.
 	if st.inFlight.Add(1) > st.maxInFlight && st.maxInFlight > 0 {
 		st.inFlight.Add(-1)
 		return false
