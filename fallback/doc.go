@@ -128,7 +128,9 @@
 //	                                                             x-ms-retry-after-ms, retry-after seconds or
 //	                                                             HTTP-date; else jittered backoff), next; if
 //	                                                             nothing else, wait when it fits MaxWait and
-//	                                                             the caller's deadline
+//	                                                             the caller's deadline; with other calls in
+//	                                                             flight to it, a concurrency limit instead
+//	                                                             (see Learnt concurrency limits)
 //	429 insufficient_quota, 404, 410, 402,   ClassUnavailable    never this deployment: PenaltyCooldown, next   failure
 //	a 4xx with code model_not_found
 //	401, 403, a 4xx saying the key is bad    ClassAuth           breaker trips, PenaltyCooldown (5 min), next   trips
@@ -259,6 +261,27 @@
 // not refunded. A deployment without budget, or at its MaxInFlight cap, is
 // skipped for now and reported as NoHeadroom; the call comes back to it only
 // when nothing else answered and the wait fits MaxWait.
+//
+// # Learnt concurrency limits
+//
+// Many providers admit only so many concurrent streams per key and answer
+// the next with 429 and a Retry-After of seconds, which says nothing about
+// when one of the running streams ends. A 429 answered while n ≥ 1 other
+// calls of this Client are in flight to the deployment is read as that
+// limit: the deployment's learnt limit becomes n, it gets no cooldown (and
+// its x-ratelimit-remaining-* headers are not read), and it is reported as
+// NoHeadroom and skipped while n calls are in flight to it, so it takes
+// calls again as soon as one of them ends. Until the Retry-After has passed
+// it is held at n; from then on one call above n is let through, and a
+// success with n or more others in flight raises the limit to n+1 (so it
+// climbs one call per success while the provider admits them), a 429
+// there sets it again. A limit neither confirmed nor raised for 5 minutes
+// is forgotten. When nothing else is available the call waits, within
+// MaxWait, until the Retry-After has passed (or one more Retry-After once
+// the call above the limit is in flight too). A 429 with no other call in
+// flight is a rate limit, handled as the table says; a rate limit per
+// minute answered while calls are in flight lowers the learnt limit at
+// each 429 until one comes with none in flight, and is then a cooldown.
 //
 // # Hedging
 //

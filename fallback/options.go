@@ -232,7 +232,8 @@ type Options struct {
 	// BackoffBase·2^n)). Zero means 250 ms and 5 s.
 	BackoffBase, BackoffMax time.Duration
 	// MaxWait is the longest the executor waits for a deployment that is
-	// cooling down (Retry-After) or out of rate-limit budget, when nothing
+	// cooling down (Retry-After), out of rate-limit budget or at a
+	// concurrency limit learnt from its 429s, when nothing
 	// else is available and the wait fits the caller's deadline. Zero means
 	// 10 s; negative never waits.
 	MaxWait time.Duration

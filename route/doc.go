@@ -35,7 +35,10 @@
 //  1. Model: Request.Model, then Request.Models, in order.
 //  2. Health: closed breakers first, then half-open (but see the half-open
 //     probe below), then deployments cooling
-//     down after a Retry-After, out of limiter headroom or rate-limited by the
+//     down after a Retry-After, out of limiter headroom (including a
+//     concurrency limit the executor learnt from 429s answered while other
+//     calls were in flight to it: at the limit, a deployment is behind the
+//     others until one of its calls ends) or rate-limited by the
 //     provider. Open breakers are excluded, unless every candidate is open:
 //     then all are tried last (fail-open), best score first.
 //  3. SLO: violators go behind compliant deployments, the one closest to

@@ -33,6 +33,6 @@ func (b BreakerState) String() string {
 type Status struct {
 	Breaker      BreakerState
 	CoolingUntil time.Time // a Retry-After cooldown; zero or past means none
-	NoHeadroom   bool      // the RPM/TPM limiter or in-flight cap has no budget now
+	NoHeadroom   bool      // the RPM/TPM limiter, in-flight cap or learnt concurrency limit has no budget now
 	RateLimited  bool      // the provider's x-ratelimit-remaining-* headers said 0
 }

@@ -54,7 +54,7 @@ type deploymentView struct {
 	Key          measure.Key `json:"key"`
 	Breaker      string      `json:"breaker"`                 // "closed", "half-open" or "open"
 	CoolingUntil *time.Time  `json:"cooling_until,omitempty"` // a pending Retry-After cooldown
-	NoHeadroom   bool        `json:"no_headroom"`             // RPM/TPM limiter or in-flight cap exhausted
+	NoHeadroom   bool        `json:"no_headroom"`             // RPM/TPM limiter, in-flight cap or learnt concurrency limit exhausted
 	RateLimited  bool        `json:"rate_limited"`            // the provider said x-ratelimit-remaining 0
 	TrafficShare float64     `json:"traffic_share"`           // share of all recorded attempts, in [0,1]
 	InFlight     int64       `json:"in_flight"`

@@ -31,12 +31,14 @@ type keyState struct {
 
 	mu        sync.Mutex
 	coolUntil time.Time
-	rlUntil   time.Time // x-ratelimit-remaining-* said 0, until its reset
-	limited   int       // consecutive 429s without Retry-After, for the backoff exponent
-	trips     int       // consecutive trips since the breaker last closed
-	firstTrip time.Time // the first of them
-	openUntil time.Time // no probe before: the current (growing) open interval
-	kept      int64     // the keptOff count at the first trip
+	rlUntil   time.Time   // x-ratelimit-remaining-* said 0, until its reset
+	limited   int         // consecutive 429s without Retry-After, for the backoff exponent
+	conc      concurrency // the concurrency limit learnt from 429s (concurrency.go)
+	learnt    atomic.Bool // conc was ever set: headroom takes mu only then
+	trips     int         // consecutive trips since the breaker last closed
+	firstTrip time.Time   // the first of them
+	openUntil time.Time   // no probe before: the current (growing) open interval
+	kept      int64       // the keptOff count at the first trip
 
 	// keptOff counts the calls its open breaker kept off the deployment
 	// (see Executor.keepOff), for BreakerSettings.ProbeShare.
@@ -229,11 +231,21 @@ func (st *keyState) noteRateLimit(h http.Header, now func() time.Time) {
 	}
 }
 
-// headroom reports whether the limiters and the in-flight cap have room for a
-// request of n estimated tokens at now, and if not when they might.
+// headroom reports whether the limiters, the in-flight cap and the learnt
+// concurrency limit have room for a request of n estimated tokens at now,
+// and if not when they might.
 func (st *keyState) headroom(now time.Time, n int64) (ok bool, readyAt time.Time) {
-	if st.maxInFlight > 0 && st.inFlight.Load() >= st.maxInFlight {
+	f := st.inFlight.Load()
+	if st.maxInFlight > 0 && f >= st.maxInFlight {
 		return false, time.Time{}
+	}
+	if st.learnt.Load() {
+		st.mu.Lock()
+		full, at := st.conc.full(now, f)
+		st.mu.Unlock()
+		if full {
+			return false, at
+		}
 	}
 	if st.rpm != nil {
 		if t := st.rpm.TokensAt(now); t < 1 {
@@ -255,7 +267,8 @@ func (st *keyState) acquire(now time.Time, n int64) bool {
 	if ok, _ := st.headroom(now, n); !ok {
 		return false
 	}
-	if st.maxInFlight > 0 && st.inFlight.Add(1) > st.maxInFlight {
+	// Counted for every deployment: the learnt limit reads it too.
+	if st.inFlight.Add(1) > st.maxInFlight && st.maxInFlight > 0 {
 		st.inFlight.Add(-1)
 		return false
 	}
@@ -270,10 +283,12 @@ func (st *keyState) acquire(now time.Time, n int64) bool {
 }
 
 func (st *keyState) release() {
-	if st.maxInFlight > 0 {
-		st.inFlight.Add(-1)
-	}
+	st.inFlight.Add(-1)
 }
+
+// others is the number of our calls in flight to the deployment besides the
+// one that asks (which holds a slot).
+func (st *keyState) others() int64 { return st.inFlight.Load() - 1 }
 
 // correct charges the TPM limiter the difference between the tokens used and
 // the estimate charged at the start. Over-estimates are not refunded

@@ -276,6 +276,11 @@ func (a *run) open(stream bool) bool {
 		a.httpError(req, resp)
 		return false
 	}
+	if a.st.learnt.Load() {
+		a.st.mu.Lock()
+		a.st.conc.admitted(time.Now(), a.st.others())
+		a.st.mu.Unlock()
+	}
 	limit := a.cl.e.opts.Limits.Event
 	if a.plain || isJSONAnswer(resp) {
 		limit = max(limit, a.unstream(resp))
@@ -311,7 +316,9 @@ func (a *run) send(req *http.Request) (*http.Response, bool) {
 		return nil, false
 	}
 	a.resp = resp
-	a.st.noteRateLimit(resp.Header, time.Now)
+	if resp.StatusCode != http.StatusTooManyRequests {
+		a.st.noteRateLimit(resp.Header, time.Now) // a 429's: httpError
+	}
 	if resp.Body == nil {
 		resp.Body = http.NoBody
 	}
@@ -445,6 +452,21 @@ func (a *run) httpError(req *http.Request, resp *http.Response) {
 		}
 	case fallback.ClassAuth, fallback.ClassUnavailable:
 		ra, hasRA = max(ra, a.cl.e.opts.PenaltyCooldown), true
+	}
+	conc := false
+	if class == fallback.ClassRateLimited {
+		st.mu.Lock()
+		conc = st.conc.limited(now, st.others(), ra)
+		st.mu.Unlock()
+		if conc {
+			st.learnt.Store(true)
+		}
+		hasRA = hasRA && !conc // a concurrency limit: no cooldown (concurrency.go)
+	}
+	if resp.StatusCode == http.StatusTooManyRequests && !conc {
+		// x-ratelimit-remaining-* 0 on a concurrency 429 restates the 429:
+		// it says nothing about the rate, so it is not read there either.
+		st.noteRateLimit(resp.Header, func() time.Time { return now })
 	}
 	if hasRA {
 		st.coolDown(now.Add(ra))
