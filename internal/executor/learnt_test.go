@@ -41,6 +41,28 @@ func (l *limitedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	return resp, nil
 }
 
+// limitedEnv returns an executor over two providers: a, which answers a
+// 20-second stream while its open streams stay within limit and a 429 with
+// Retry-After retryAfter beyond it (counted by a limitedTransport), and b,
+// which answers at once.
+func limitedEnv(limit *atomic.Int64, retryAfter string) env {
+	long := &replay.Profile{OutputTokens: 200, TPS: 10, TTFT: 10 * time.Millisecond} // 20 s
+	fast := &replay.Profile{OutputTokens: 4, TPS: 1000, TTFT: 10 * time.Millisecond}
+	lt := &limitedTransport{}
+	h := replay.NewHandler(map[string]replay.Script{
+		"a-m": replay.Func(func(replay.Call) replay.Script {
+			if lt.open.Load() > limit.Load() {
+				return replay.WithFaults(fast, replay.RateLimited(retryAfter))
+			}
+			return long
+		}),
+		"b-m": fast,
+	})
+	lt.rt = h.Transport()
+	ex := executor.New(fallback.Options{}, executor.Hooks{Transport: lt})
+	return env{h: h, ex: ex, start: time.Now()}
+}
+
 // TestLearntConcurrencyLimit: provider a admits 2 concurrent streams and
 // answers the third 429 with Retry-After 5 s. The 429 that arrives while two
 // of our calls are in flight teaches the limit: the call goes to b at once,
@@ -58,22 +80,9 @@ func TestLearntConcurrencyLimit(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				long := &replay.Profile{OutputTokens: 200, TPS: 10, TTFT: 10 * time.Millisecond} // 20 s
-				fast := &replay.Profile{OutputTokens: 4, TPS: 1000, TTFT: 10 * time.Millisecond}
-				var lt limitedTransport
-				limit := int64(tt.busy)
-				h := replay.NewHandler(map[string]replay.Script{
-					"a-m": replay.Func(func(replay.Call) replay.Script {
-						if lt.open.Load() > limit {
-							return replay.WithFaults(fast, replay.RateLimited("5"))
-						}
-						return long
-					}),
-					"b-m": fast,
-				})
-				lt.rt = h.Transport()
-				ex := executor.New(fallback.Options{}, executor.Hooks{Transport: &lt})
-				e := env{h: h, ex: ex, start: time.Now()}
+				var limit atomic.Int64
+				limit.Store(int64(tt.busy))
+				e := limitedEnv(&limit, "5")
 				a, b := dep("a", "a-m"), dep("b", "b-m")
 
 				var held []*executor.Result
@@ -88,7 +97,7 @@ func TestLearntConcurrencyLimit(t *testing.T) {
 				require.NoError(t, err)
 				assert.Equal(t, "b", res.Deployment().Provider)
 				require.NoError(t, drain(t, res.Body).err)
-				st := ex.Status(a.Key(), time.Now())
+				st := e.ex.Status(a.Key(), time.Now())
 				if tt.busy == 0 {
 					assert.True(t, st.CoolingUntil.After(time.Now()), "a rate limit cools down")
 					assert.True(t, st.RateLimited, "its x-ratelimit-remaining-requests 0 is read")
@@ -110,7 +119,7 @@ func TestLearntConcurrencyLimit(t *testing.T) {
 				time.Sleep(100 * time.Millisecond)
 				require.NoError(t, held[0].Body.Close())
 				synctest.Wait()
-				assert.False(t, ex.Status(a.Key(), time.Now()).NoHeadroom)
+				assert.False(t, e.ex.Status(a.Key(), time.Now()).NoHeadroom)
 				res, err = e.do(t, planOf(a, b), executor.Call{Stream: true})
 				require.NoError(t, err)
 				assert.Equal(t, "a", res.Deployment().Provider, "back on a once a stream ended")
@@ -128,23 +137,9 @@ func TestLearntConcurrencyLimit(t *testing.T) {
 // the Retry-After; the provider now admits 3, so successes raise it.
 func TestLearntLimitRisesAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		long := &replay.Profile{OutputTokens: 200, TPS: 10, TTFT: 10 * time.Millisecond}
-		fast := &replay.Profile{OutputTokens: 4, TPS: 1000, TTFT: 10 * time.Millisecond}
-		var lt limitedTransport
 		var limit atomic.Int64
 		limit.Store(1)
-		h := replay.NewHandler(map[string]replay.Script{
-			"a-m": replay.Func(func(replay.Call) replay.Script {
-				if lt.open.Load() > limit.Load() {
-					return replay.WithFaults(fast, replay.RateLimited("1"))
-				}
-				return long
-			}),
-			"b-m": fast,
-		})
-		lt.rt = h.Transport()
-		ex := executor.New(fallback.Options{}, executor.Hooks{Transport: &lt})
-		e := env{h: h, ex: ex, start: time.Now()}
+		e := limitedEnv(&limit, "1")
 		a, b := dep("a", "a-m"), dep("b", "b-m")
 		onA := func() (*executor.Result, bool) {
 			res, err := e.do(t, planOf(a, b), executor.Call{Stream: true})
