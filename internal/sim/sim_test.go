@@ -865,3 +865,20 @@ func TestKeyedDraws(t *testing.T) {
 	}
 	assert.Greater(t, len(unkeyed), 5)
 }
+
+// FuzzParseRequestKey checks the X-Sim-Call parser on any header value: it
+// never panics, and what it accepts formats back to a value it reads alike.
+func FuzzParseRequestKey(f *testing.F) {
+	for _, s := range []string{"7 1 3", "0 0 0", "", "1 2", "-1 2 3", "18446744073709551615 1 -9223372036854775808", " 1\t2 3 "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		k, ok := parseRequestKey(v)
+		if !ok {
+			return
+		}
+		again, ok := parseRequestKey(k.String())
+		require.True(t, ok, "%q -> %q", v, k.String())
+		require.Equal(t, k, again)
+	})
+}
