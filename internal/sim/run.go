@@ -78,17 +78,19 @@ func Run(ctx context.Context, sc *Scenario, p Policy) (*Result, error) {
 	}
 	pol, _ := sc.policy()
 	f := newFleet(sc)
+	r := &runner{sc: sc, f: f, p: p, pending: make([]atomic.Int64, len(sc.Deployments))}
 	client, err := tpsroute.New(tpsroute.Config{
 		Deployments: f.deployments(),
 		Route: route.Options{Seed: sc.Seed, Policy: pol,
 			SLO: route.SLO{MinTPS: sc.SLO.MinTPS, MaxTTFT: time.Duration(sc.SLO.MaxTTFT)}},
 		HTTPClient: &http.Client{Transport: f},
 		Tokenizer:  tokenWords{},
+		OnDecision: func(route.Request, route.Plan) { r.decided() },
 	})
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{sc: sc, f: f, c: client, p: p, pending: make([]atomic.Int64, len(sc.Deployments))}
+	r.c = client
 	r.keys = map[measure.Key]int{}
 	for i, d := range client.Deployments() {
 		r.keys[d.Key()] = i
@@ -101,6 +103,29 @@ func Run(ctx context.Context, sc *Scenario, p Policy) (*Result, error) {
 	res := &Result{Policy: p.Name(), Calls: r.calls, Route: client.RouteStats()}
 	res.summarise(sc)
 	return res, nil
+}
+
+// turn is one call's hold on the runner's pickMu, from its number to the
+// Client's decision for it (Config.OnDecision), so that the calls woken at
+// one virtual instant are numbered, chosen for and routed, by a policy or
+// by the Client inside Do, one after the other: the Client's picks then
+// do not depend on the order the goroutines ran in. No call waits in
+// virtual time between the two (the Client routes before any attempt).
+type turn struct {
+	mu   *sync.Mutex
+	once sync.Once
+}
+
+// end releases the turn; only its first call does so.
+func (t *turn) end() { t.once.Do(t.mu.Unlock) }
+
+// decided ends the turn of the call the Client has just routed. The Client
+// routes each call once, in the calling goroutine, which holds pickMu.
+func (r *runner) decided() {
+	if t := r.holding; t != nil {
+		r.holding = nil
+		t.end()
+	}
 }
 
 // workload is the scenario's load as a bench workload: prompts of the
@@ -147,6 +172,9 @@ type runner struct {
 	// calls woken at one virtual instant choose one after the other, each
 	// seeing the claims of those before it.
 	pickMu sync.Mutex
+	// holding is the call that holds pickMu, until the Client has routed it
+	// (decided); guarded by pickMu.
+	holding *turn
 
 	mu    sync.Mutex
 	calls []Call
@@ -230,6 +258,8 @@ func (r *runner) call(ctx context.Context, buf []byte) (failed bool) {
 	// call i's sizes and draws (Workload.Shuffle, simCallHeader) do not
 	// depend on which goroutine ran first.
 	r.pickMu.Lock()
+	tn := &turn{mu: &r.pickMu}
+	r.holding = tn
 	i := int(r.seq.Add(1) - 1)
 	w := r.workload // the call's prompt alone, so that Body takes it
 	j := r.prompt(i)
@@ -261,7 +291,6 @@ func (r *runner) call(ctx context.Context, buf []byte) (failed bool) {
 		info.claim.d.claimed.Add(1)
 		defer info.claim.release()
 	}
-	r.pickMu.Unlock()
 	var opts []tpsroute.CallOption
 	if len(ignore) > 0 {
 		opts = append(opts, tpsroute.WithIgnore(ignore...))
@@ -275,6 +304,7 @@ func (r *runner) call(ctx context.Context, buf []byte) (failed bool) {
 	o := Outcome{Chosen: chosen, Sent: -1, Answered: -1, Start: now}
 	c := Call{Start: elapsed, Sent: -1, Answered: -1}
 	res, err := r.c.Do(context.WithValue(ctx, callInfoKey{}, info), body, opts...)
+	tn.end() // routed (decided) or failed before it was
 	var attempts []fallback.Attempt
 	if err == nil {
 		var rerr error

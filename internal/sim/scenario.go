@@ -125,8 +125,8 @@ type Workload struct {
 	// streams it joins at a deployment, by the call's number and the
 	// request's number within the call, rather than by the order in which
 	// concurrent requests arrived: two runs of the scenario then give the
-	// same calls, except where the Client's own picks inside Do race (calls
-	// routed at one virtual instant). Generate sets it; the bundled
+	// same calls, except where retries and waits after 429s, or live
+	// pacing, meet at one virtual instant. Generate sets it; the bundled
 	// scenarios keep the arrival-order draws their floors were measured on.
 	Keyed bool `json:"keyed,omitempty"`
 }
