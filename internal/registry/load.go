@@ -232,13 +232,7 @@ func (f *loadFit) modelR2() (k, ref, r2 float64) {
 	if a > 0 {
 		k = max(a/b, loadMinK)
 	}
-	a = b * k // the line through (0, a) with slope b
-	// 1/(a + b·ref) = mean TPS.
-	ref = (f.w/(f.v*a) - 1) * k
-	if !(ref >= 0) || math.IsInf(ref, 0) {
-		ref = 0
-	}
-	return k, ref, r2
+	return k, f.refFor(b*k, k), r2 // the line through (0, b·k) with slope b
 }
 
 // loadFactor returns (1 + ref/k) / (1 + x/k): how a stream's TPS at x other
@@ -252,14 +246,19 @@ func loadFactor(k, ref, x float64) float64 {
 }
 
 // refAt returns the reference load of f's samples under a load model of
-// K k: the load at which the line through their mean load and mean 1/TPS
-// with that K gives their mean TPS (as modelR2 does with its own K); 0
-// without samples.
+// K k: refFor the line through their mean load and mean 1/TPS with that K;
+// 0 without samples.
 func (f *loadFit) refAt(k float64) float64 {
 	if !(f.w > 0) || !(f.v > 0) || !(k > 0) {
 		return 0
 	}
-	a := f.y / f.w / (1 + f.x/f.w/k) // 1/TPS at no other call
+	return f.refFor(f.y/f.w/(1+f.x/f.w/k), k)
+}
+
+// refFor returns the load at which the line 1/TPS = a·(1 + x/k) (a: 1/TPS
+// at no other call) gives the samples' mean TPS, 1/(a·(1 + ref/k)) = mean
+// TPS; 0 when that is not a load (negative, infinite or NaN).
+func (f *loadFit) refFor(a, k float64) float64 {
 	ref := (f.w/(f.v*a) - 1) * k
 	if !(ref >= 0) || math.IsInf(ref, 0) {
 		return 0

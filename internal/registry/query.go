@@ -71,28 +71,7 @@ func (q *query) store(i int) *compactStore {
 // value at 1% accuracy), and then walks it once per bound.
 func (q *query) quantiles(qs []float64, out []float64) {
 	var buf [1024]uint64
-	var h []uint64
-	if q.ns > 0 {
-		if span := q.hi - q.lo + 1; span <= len(buf) {
-			h = buf[:span]
-		} else {
-			h = make([]uint64, span)
-		}
-		for k := 0; k < q.ns; k++ {
-			s := q.store(k)
-			from, to := s.lo-s.offset, s.hi-s.offset+1
-			dst := h[s.lo-q.lo:]
-			if s.wide != nil {
-				for i, c := range (*s.wide)[from:to] {
-					dst[i] += uint64(c)
-				}
-			} else {
-				for i, c := range s.narrow[from:to] {
-					dst[i] += uint64(c)
-				}
-			}
-		}
-	}
+	h := q.histogram(buf[:])
 	lo, hi := rankCursor{q: q, h: h, i: -1, cum: float64(q.zero)}, rankCursor{q: q, h: h, i: -1, cum: float64(q.zero)}
 	last := float64(q.n - 1)
 	for j, x := range qs {
@@ -104,6 +83,35 @@ func (q *query) quantiles(qs []float64, out []float64) {
 		}
 		out[j] = v
 	}
+}
+
+// histogram returns the sum of q's stores over [q.lo, q.hi], in buf when
+// it fits; nil when q has no stores (every sample is in the zero count).
+func (q *query) histogram(buf []uint64) []uint64 {
+	if q.ns == 0 {
+		return nil
+	}
+	h := buf
+	if span := q.hi - q.lo + 1; span <= len(buf) {
+		h = buf[:span]
+	} else {
+		h = make([]uint64, span)
+	}
+	for k := 0; k < q.ns; k++ {
+		s := q.store(k)
+		from, to := s.lo-s.offset, s.hi-s.offset+1
+		dst := h[s.lo-q.lo:]
+		if s.wide != nil {
+			for i, c := range (*s.wide)[from:to] {
+				dst[i] += uint64(c)
+			}
+			continue
+		}
+		for i, c := range s.narrow[from:to] {
+			dst[i] += uint64(c)
+		}
+	}
+	return h
 }
 
 // rankCursor walks a query's histogram h toward higher ranks: at returns
