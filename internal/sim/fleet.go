@@ -241,13 +241,14 @@ func (f *fleet) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, fmt.Errorf("sim: no deployment at %s", req.URL.Host)
 	}
-	key := requestKey{streams: d.inFlight.Add(1)}
-	info, keyed := req.Context().Value(callInfoKey{}).(callInfo)
+	streams := d.inFlight.Add(1)
+	info, _ := req.Context().Value(callInfoKey{}).(callInfo)
 	if info.claim != nil && info.claim.d == d {
 		info.claim.release()
 	}
-	if keyed && info.requests != nil {
-		key.seq, key.n = info.seq, info.requests.Add(1)
+	var key *requestKey
+	if info.requests != nil { // Workload.Keyed
+		key = &requestKey{seq: info.seq, n: info.requests.Add(1), streams: streams}
 		req = req.Clone(req.Context())
 		req.Header.Set(simCallHeader, key.String())
 	}
@@ -257,7 +258,7 @@ func (f *fleet) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	if d.live && resp.StatusCode == http.StatusOK {
-		resp.Body = d.pace(req.Context(), resp.Body, key, keyed && info.requests != nil)
+		resp.Body = d.pace(info, key, resp.Body)
 	}
 	resp.Body = &countedBody{ReadCloser: resp.Body, done: func() { d.inFlight.Add(-1) }}
 	return resp, nil

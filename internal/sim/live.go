@@ -2,7 +2,6 @@ package sim
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -84,13 +83,18 @@ type callInfoKey struct{}
 // liveBody releases every content event after the first only after its
 // tokens' generation time at the rate truth gives at that moment, with the
 // deployment's streams at that moment, times a noise drawn once per stream.
-func (d *simDeployment) pace(ctx context.Context, rc io.ReadCloser, key requestKey, keyed bool) io.ReadCloser {
-	info, _ := ctx.Value(callInfoKey{}).(callInfo)
+//
+// info is the call's (zero when the request carries none); key is the
+// request's with Workload.Keyed, nil without, when the noise is drawn by
+// the order the deployment's streams began in.
+func (d *simDeployment) pace(info callInfo, key *requestKey, rc io.ReadCloser) io.ReadCloser {
 	noise := 1.0
 	if d.spec.Sigma > 0 {
-		r := rand.New(rand.NewPCG(d.seed, d.streams.Add(1)|1<<62))
-		if keyed {
+		var r *rand.Rand
+		if key != nil {
 			r = key.rand(d.seed, 2)
+		} else {
+			r = rand.New(rand.NewPCG(d.seed, d.streams.Add(1)|1<<62))
 		}
 		noise = math.Exp(d.spec.Sigma * r.NormFloat64())
 	}
