@@ -260,7 +260,12 @@
 // reported usage (input plus output tokens) at the end; over-estimates are
 // not refunded. A deployment without budget, or at its MaxInFlight cap, is
 // skipped for now and reported as NoHeadroom; the call comes back to it only
-// when nothing else answered and the wait fits MaxWait.
+// when nothing else answered and the wait fits MaxWait. A call waiting for a
+// deployment at its MaxInFlight cap (or at a learnt limit, below) wakes as
+// soon as one of the Executor's calls ends, and takes the freed slot if no
+// other waiting call took it first (it then waits on, and the lost race does
+// not count as an attempt); with no slot freed within MaxWait it fails with
+// ErrNoBudget.
 //
 // # Learnt concurrency limits
 //
@@ -277,8 +282,9 @@
 // climbs one call per success while the provider admits them), a 429
 // there sets it again. A limit neither confirmed nor raised for 5 minutes
 // is forgotten. When nothing else is available the call waits, within
-// MaxWait, until the Retry-After has passed (or one more Retry-After once
-// the call above the limit is in flight too). A 429 with no other call in
+// MaxWait, until one of the calls in flight to it ends or the Retry-After
+// has passed (or one more Retry-After once the call above the limit is in
+// flight too), whichever comes first. A 429 with no other call in
 // flight is a rate limit, handled as the table says; a rate limit per
 // minute answered while calls are in flight lowers the learnt limit at
 // each 429 until one comes with none in flight, and is then a cooldown.

@@ -231,11 +231,12 @@ type Options struct {
 	// attempts on one deployment: a uniform draw in [0, min(BackoffMax,
 	// BackoffBase·2^n)). Zero means 250 ms and 5 s.
 	BackoffBase, BackoffMax time.Duration
-	// MaxWait is the longest the executor waits for a deployment that is
-	// cooling down (Retry-After), out of rate-limit budget or at a
-	// concurrency limit learnt from its 429s, when nothing
-	// else is available and the wait fits the caller's deadline. Zero means
-	// 10 s; negative never waits.
+	// MaxWait is the longest a call waits, after its latest attempt, for a
+	// deployment that is cooling down (Retry-After), out of rate-limit
+	// budget, at its Limits.MaxInFlight or at a concurrency limit learnt
+	// from its 429s, when nothing else is available; never past the
+	// caller's deadline. A wait for a full deployment ends as soon as one of
+	// its calls ends. Zero means 10 s; negative never waits.
 	MaxWait time.Duration
 	// PenaltyCooldown is how long a deployment is left alone after 401, 403,
 	// 404 or 429 insufficient_quota. Zero means 5 min.

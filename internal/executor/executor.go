@@ -34,10 +34,11 @@ type Executor struct {
 	transport http.RoundTripper
 	statesMu  sync.RWMutex
 	states    map[measure.Key]*keyState
-	bufs      sync.Pool // *[]byte stream buffers
-	reads     sync.Pool // *[]byte read buffers of assembling runs, answerRead bytes
-	accs      sync.Pool // *answer.Accumulator of assembling runs, Reset, buffers kept
-	noPrefill sync.Map  // measure.Key -> struct{}: rejected a prefill
+	bufs      sync.Pool  // *[]byte stream buffers
+	reads     sync.Pool  // *[]byte read buffers of assembling runs, answerRead bytes
+	accs      sync.Pool  // *answer.Accumulator of assembling runs, Reset, buffers kept
+	noPrefill sync.Map   // measure.Key -> struct{}: rejected a prefill
+	freed     slotSignal // wakes the calls waiting for an in-flight slot (call.waitReady)
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
@@ -449,10 +450,16 @@ func (cl *call) remaining(i int) bool {
 	return false
 }
 
-// run walks the plan in passes; between passes it may wait for a cooldown.
+// run walks the plan in passes; between passes it may wait for a cooldown,
+// a limiter or a freed in-flight slot (waitReady). A pass that follows a
+// freed slot and tries nothing (another waiting call took the slot first)
+// does not count against the passes.
 func (cl *call) run() (*Result, error) {
 	e := cl.e
+	progress := time.Now() // the end of the latest pass that tried a deployment
+	freed := false         // the wait before this pass ended on a freed slot
 	for pass := 0; pass <= cl.maxAttempts+1; pass++ {
+		before := cl.real
 		for i := range cl.plan {
 			if !cl.eligible(i) {
 				continue
@@ -467,7 +474,7 @@ func (cl *call) run() (*Result, error) {
 				cl.skip(i, fallback.ErrCoolingDown)
 				continue
 			}
-			if ok, _ := st.headroom(now, cl.est); !ok {
+			if ok, _, _ := st.headroom(now, cl.est); !ok {
 				cl.skip(i, fallback.ErrNoBudget)
 				continue
 			}
@@ -479,10 +486,15 @@ func (cl *call) run() (*Result, error) {
 				return nil, cl.err()
 			}
 		}
-		// Come back to deployments that were rate limited or cooling, if
-		// nothing else answered and the wait fits.
-		readyAt := cl.readyAt()
-		if readyAt.IsZero() || !cl.wait(time.Until(readyAt)) {
+		if cl.real > before {
+			progress = time.Now()
+		} else if freed {
+			pass--
+		}
+		// Come back to deployments that were rate limited, cooling or
+		// full, if nothing else answered and the wait fits.
+		var ok bool
+		if ok, freed = cl.waitReady(progress); !ok {
 			return nil, cl.err()
 		}
 	}
@@ -490,9 +502,10 @@ func (cl *call) run() (*Result, error) {
 }
 
 // readyAt returns the earliest time an eligible deployment is free of its
-// cooldown and limiters, or zero when none will be.
-func (cl *call) readyAt() time.Time {
-	var t time.Time
+// cooldown and limiters (zero when none will be at a known time), and
+// whether one is full of calls in flight, which frees it when one of them
+// ends.
+func (cl *call) readyAt() (t time.Time, full bool) {
 	now := time.Now()
 	for i := range cl.plan {
 		if !cl.eligible(i) {
@@ -502,7 +515,8 @@ func (cl *call) readyAt() time.Time {
 		r := now
 		if u, ok := st.cooling(now); ok {
 			r = u
-		} else if ok, h := st.headroom(now, cl.est); !ok {
+		} else if ok, h, f := st.headroom(now, cl.est); !ok {
+			full = full || f
 			if h.IsZero() {
 				continue
 			}
@@ -512,7 +526,70 @@ func (cl *call) readyAt() time.Time {
 			t = r
 		}
 	}
-	return t
+	return t, full
+}
+
+// waitReady waits until an eligible deployment may take the call: its
+// cooldown or its limiters' wait is over, or, for one full of calls in
+// flight, one of the Executor's calls ends (slotSignal) and leaves it room.
+// It waits until MaxWait after progress (the end of the call's latest pass
+// that tried a deployment) at most, and never past the caller's deadline.
+// It reports false when no deployment will have room by then (nothing is
+// waited then) or the caller gave up, and whether the wait ended on a freed
+// slot.
+func (cl *call) waitReady(progress time.Time) (ok, freed bool) {
+	if cl.e.opts.MaxWait < 0 {
+		return false, false
+	}
+	limit := progress.Add(cl.e.opts.MaxWait)
+	if dl, ok := cl.ctx.Deadline(); ok && dl.Before(limit) {
+		limit = dl
+	}
+	start := time.Now()
+	defer func() { cl.waited += time.Since(start) }()
+	for {
+		signal, done := cl.e.freed.subscribe()
+		at, full := cl.readyAt()
+		now := time.Now()
+		timed := !at.IsZero() && !at.After(limit)
+		switch {
+		case !timed && !full:
+			done()
+			return false, false
+		case timed && !at.After(now):
+			done()
+			if cl.ctx.Err() != nil {
+				cl.cause = context.Cause(cl.ctx)
+				return false, false
+			}
+			return true, freed
+		case !limit.After(now):
+			done()
+			return false, false
+		}
+		wake := limit
+		if timed {
+			wake = at
+		}
+		t := time.NewTimer(wake.Sub(now))
+		select {
+		case <-t.C:
+			done()
+			if !timed {
+				return false, false // no slot freed in time
+			}
+			return true, freed
+		case <-signal:
+			t.Stop()
+			done()
+			freed = true
+		case <-cl.ctx.Done():
+			t.Stop()
+			done()
+			cl.cause = context.Cause(cl.ctx)
+			return false, false
+		}
+	}
 }
 
 // wait sleeps d if it fits MaxWait and the caller's deadline.

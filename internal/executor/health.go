@@ -28,6 +28,7 @@ type keyState struct {
 	rpm, tpm    *rate.Limiter // nil when unlimited
 	maxInFlight int64
 	inFlight    atomic.Int64
+	freed       *slotSignal // the Executor's: release wakes the calls waiting for a slot
 
 	mu        sync.Mutex
 	coolUntil time.Time
@@ -64,7 +65,7 @@ func (e *Executor) existing(k measure.Key) *keyState {
 }
 
 func (e *Executor) newState(k measure.Key, d *route.Deployment) *keyState {
-	st := &keyState{maxInFlight: int64(d.Limits.MaxInFlight)}
+	st := &keyState{maxInFlight: int64(d.Limits.MaxInFlight), freed: &e.freed}
 	if d.Limits.RPM > 0 {
 		st.rpm = rate.NewLimiter(rate.Limit(float64(d.Limits.RPM)/60), d.Limits.RPM)
 	}
@@ -233,38 +234,40 @@ func (st *keyState) noteRateLimit(h http.Header, now func() time.Time) {
 
 // headroom reports whether the limiters, the in-flight cap and the learnt
 // concurrency limit have room for a request of n estimated tokens at now,
-// and if not when they might.
-func (st *keyState) headroom(now time.Time, n int64) (ok bool, readyAt time.Time) {
+// and if not when they might (zero: not known) and whether the deployment
+// is full of calls in flight (its MaxInFlight or learnt limit), so that it
+// may have room sooner, when one of them ends.
+func (st *keyState) headroom(now time.Time, n int64) (ok bool, readyAt time.Time, full bool) {
 	f := st.inFlight.Load()
 	if st.maxInFlight > 0 && f >= st.maxInFlight {
-		return false, time.Time{}
+		return false, time.Time{}, true
 	}
 	if st.learnt.Load() {
 		st.mu.Lock()
 		full, at := st.conc.full(now, f)
 		st.mu.Unlock()
 		if full {
-			return false, at
+			return false, at, true
 		}
 	}
 	if st.rpm != nil {
 		if t := st.rpm.TokensAt(now); t < 1 {
-			return false, now.Add(time.Duration((1 - t) / float64(st.rpm.Limit()) * float64(time.Second)))
+			return false, now.Add(time.Duration((1 - t) / float64(st.rpm.Limit()) * float64(time.Second))), false
 		}
 	}
 	if st.tpm != nil && n > 0 {
 		need := float64(min(n, int64(st.tpm.Burst())))
 		if t := st.tpm.TokensAt(now); t < need {
-			return false, now.Add(time.Duration((need - t) / float64(st.tpm.Limit()) * float64(time.Second)))
+			return false, now.Add(time.Duration((need - t) / float64(st.tpm.Limit()) * float64(time.Second))), false
 		}
 	}
-	return true, time.Time{}
+	return true, time.Time{}, false
 }
 
 // acquire takes an in-flight slot and charges the limiters; false means no
 // room (nothing is charged then).
 func (st *keyState) acquire(now time.Time, n int64) bool {
-	if ok, _ := st.headroom(now, n); !ok {
+	if ok, _, _ := st.headroom(now, n); !ok {
 		return false
 	}
 	// Counted for every deployment: the learnt limit reads it too.
@@ -282,8 +285,13 @@ func (st *keyState) acquire(now time.Time, n int64) bool {
 	return true
 }
 
+// release gives back the in-flight slot acquire took, and wakes the calls
+// waiting for one.
 func (st *keyState) release() {
 	st.inFlight.Add(-1)
+	if st.freed != nil {
+		st.freed.broadcast()
+	}
 }
 
 // others is the number of our calls in flight to the deployment besides the
@@ -318,7 +326,7 @@ func (e *Executor) Status(k measure.Key, now time.Time) route.Status {
 	if u, ok := st.cooling(now); ok {
 		s.CoolingUntil = u
 	}
-	if ok, _ := st.headroom(now, 1); !ok {
+	if ok, _, _ := st.headroom(now, 1); !ok {
 		s.NoHeadroom = true
 	}
 	st.mu.Lock()

@@ -44,8 +44,8 @@ func (l *limitedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 // limitedEnv returns an executor over two providers: a, which answers a
 // 20-second stream while its open streams stay within limit and a 429 with
 // Retry-After retryAfter beyond it (counted by a limitedTransport), and b,
-// which answers at once.
-func limitedEnv(limit *atomic.Int64, retryAfter string) env {
+// which answers at once; opts (at most one) tune the executor.
+func limitedEnv(limit *atomic.Int64, retryAfter string, opts ...fallback.Options) env {
 	long := &replay.Profile{OutputTokens: 200, TPS: 10, TTFT: 10 * time.Millisecond} // 20 s
 	fast := &replay.Profile{OutputTokens: 4, TPS: 1000, TTFT: 10 * time.Millisecond}
 	lt := &limitedTransport{}
@@ -59,7 +59,11 @@ func limitedEnv(limit *atomic.Int64, retryAfter string) env {
 		"b-m": fast,
 	})
 	lt.rt = h.Transport()
-	ex := executor.New(fallback.Options{}, executor.Hooks{Transport: lt})
+	var o fallback.Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	ex := executor.New(o, executor.Hooks{Transport: lt})
 	return env{h: h, ex: ex, start: time.Now()}
 }
 
