@@ -86,7 +86,8 @@ type memo struct {
 }
 
 // remember records the levels of it's figures at now: the best TPS and
-// TTFT it has had within peakMemory, and whether its newest sample began a
+// TTFT it has had within peakMemory, on two samples or more (with a prior's
+// worth), and whether its newest sample began a
 // change back toward them. It looks only when a sample arrived since it
 // last did (item.newest), and writes only when a level improves on (or
 // renews) the remembered one. rising counts the Picker's memo entries with
@@ -108,6 +109,11 @@ func (m *memo) remember(it *item, now int64, rising *atomic.Int64) {
 	}
 	if newest > seen {
 		m.note(it, now, rising)
+	}
+	// One sample is not a level: a deployment whose first sample was lucky
+	// is not remembered at it, a contender for peakMemory.
+	if samples(it, e) < 2 {
+		return
 	}
 	if e.TPSOK {
 		keepBest(&m.bestTPS, &m.tpsAt, e.TPS, now, func(v, best float64) (bool, bool) { return v > best, v >= 0.8*best })
@@ -353,18 +359,23 @@ func variance(it *item, e *route.Expected, now int64) float64 {
 	if e.Samples >= 10 && it.spread > 1 {
 		sigma = min(max(math.Log(it.spread)/1.645, 0.05), 1)
 	}
-	n := max(float64(e.Samples)+it.prior, 1)
-	v := 1 / n
+	v := 1 / samples(it, e)
 	if it.newest > 0 && now > it.newest {
 		v += float64(now-it.newest) / driftTime
 	}
 	return sigma * sigma * v
 }
 
+// samples is how many samples it's level rests on: its window's and its
+// prior's worth, at least one.
+func samples(it *item, e *route.Expected) float64 {
+	return max(float64(e.Samples)+it.prior, 1)
+}
+
 // variance1 is variance at sigma 1, the most variance allows: a bound
 // that needs no logarithm.
 func variance1(it *item, e *route.Expected, now int64) float64 {
-	v := 1 / max(float64(e.Samples)+it.prior, 1)
+	v := 1 / samples(it, e)
 	if it.newest > 0 && now > it.newest {
 		v += float64(now-it.newest) / driftTime
 	}
