@@ -542,8 +542,9 @@ func (cl *call) waitReady(progress time.Time) (ok, freed bool) {
 		return false, false
 	}
 	limit := progress.Add(cl.e.opts.MaxWait)
+	byDeadline := false // the caller's deadline, not MaxWait, ends the wait
 	if dl, ok := cl.ctx.Deadline(); ok && dl.Before(limit) {
-		limit = dl
+		limit, byDeadline = dl, true
 	}
 	start := time.Now()
 	defer func() { cl.waited += time.Since(start) }()
@@ -565,26 +566,37 @@ func (cl *call) waitReady(progress time.Time) (ok, freed bool) {
 			return true, freed
 		case !limit.After(now):
 			done()
+			if cl.ctx.Err() != nil {
+				cl.cause = context.Cause(cl.ctx)
+			}
 			return false, false
 		}
-		wake := limit
-		if timed {
-			wake = at
+		// A wait that only the deadline ends is ended by ctx.Done, so that
+		// the call fails with the deadline, not with a timer of its own
+		// that fires at the same instant.
+		var expired <-chan time.Time
+		stop := func() {}
+		if timed || !byDeadline {
+			wake := limit
+			if timed {
+				wake = at
+			}
+			t := time.NewTimer(wake.Sub(now))
+			expired, stop = t.C, func() { t.Stop() }
 		}
-		t := time.NewTimer(wake.Sub(now))
 		select {
-		case <-t.C:
+		case <-expired:
 			done()
 			if !timed {
-				return false, false // no slot freed in time
+				return false, false // no slot freed within MaxWait
 			}
 			return true, freed
 		case <-signal:
-			t.Stop()
+			stop()
 			done()
 			freed = true
 		case <-cl.ctx.Done():
-			t.Stop()
+			stop()
 			done()
 			cl.cause = context.Cause(cl.ctx)
 			return false, false

@@ -342,6 +342,9 @@ func TestSlotWaitEnds(t *testing.T) {
 	}{
 		{name: "canceled", cancel: time.Second, failed: time.Second, err: context.Canceled},
 		{name: "deadline_after_max_wait", deadline: 10 * time.Second, failed: 3 * time.Second, err: fallback.ErrNoBudget},
+		// The wait ends at the deadline, when the timer and ctx.Done fire
+		// together: the error carries the deadline either way.
+		{name: "deadline_before_max_wait", deadline: 2 * time.Second, failed: 2 * time.Second, err: context.DeadlineExceeded},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
