@@ -18,13 +18,33 @@ import (
 	"github.com/tpsroute/tpsroute/route"
 )
 
+// longStream answers for 20 s: a call to it holds its deployment's slot.
+var longStream = &replay.Profile{OutputTokens: 200, TPS: 10, TTFT: 10 * time.Millisecond}
+
+// oneSlot returns deployment a (wire model a-m), which admits one call in
+// flight (Limits.MaxInFlight 1).
+func oneSlot() route.Deployment {
+	a := dep("a", "a-m")
+	a.Limits.MaxInFlight = 1
+	return a
+}
+
+// hold makes a streaming call to d on e and returns it: it holds a slot of
+// d until its Body is closed, at the latest when the test ends.
+func hold(t *testing.T, e env, d route.Deployment) *executor.Result {
+	t.Helper()
+	res, err := e.do(t, planOf(d), executor.Call{Stream: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.Body.Close() })
+	return res
+}
+
 // TestWaitsForFreedSlot: a call whose only deployment is full of calls in
 // flight, at its MaxInFlight or at a concurrency limit learnt from a 429,
 // waits for one of them to end and is served as soon as it does: not at
 // the end of the 429's Retry-After, and not failed at once. With no call
 // ending it fails after MaxWait.
 func TestWaitsForFreedSlot(t *testing.T) {
-	long := &replay.Profile{OutputTokens: 200, TPS: 10, TTFT: 10 * time.Millisecond} // 20 s
 	tests := []struct {
 		name    string
 		learnt  bool          // a learnt limit of 1 (429, Retry-After 5 s); else MaxInFlight 1
@@ -40,19 +60,15 @@ func TestWaitsForFreedSlot(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				a := dep("a", "a-m")
-				var e env
+				a := oneSlot()
+				e := newEnv(map[string]replay.Script{"a-m": longStream}, fallback.Options{MaxWait: 3 * time.Second})
 				if tt.learnt {
 					var limit atomic.Int64
 					limit.Store(1)
+					a = dep("a", "a-m")
 					e = limitedEnv(&limit, "5", fallback.Options{MaxWait: 3 * time.Second})
-				} else {
-					a.Limits.MaxInFlight = 1
-					e = newEnv(map[string]replay.Script{"a-m": long}, fallback.Options{MaxWait: 3 * time.Second})
 				}
-				held, err := e.do(t, planOf(a), executor.Call{Stream: true})
-				require.NoError(t, err)
-				defer held.Body.Close()
+				held := hold(t, e, a)
 				if tt.release > 0 {
 					time.AfterFunc(tt.release, func() { _ = held.Body.Close() })
 				}
@@ -84,13 +100,9 @@ func TestWaitsForFreedSlot(t *testing.T) {
 // attempts, so every call is served, one after another.
 func TestWaitersTakeFreedSlotsInTurn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a := dep("a", "a-m")
-		a.Limits.MaxInFlight = 1
-		long := &replay.Profile{OutputTokens: 200, TPS: 10, TTFT: 10 * time.Millisecond}
-		e := newEnv(map[string]replay.Script{"a-m": long}, fallback.Options{MaxWait: 5 * time.Second})
-		held, err := e.do(t, planOf(a), executor.Call{Stream: true})
-		require.NoError(t, err)
-		defer held.Body.Close()
+		a := oneSlot()
+		e := newEnv(map[string]replay.Script{"a-m": longStream}, fallback.Options{MaxWait: 5 * time.Second})
+		held := hold(t, e, a)
 		const waiters = 6
 		var wg sync.WaitGroup
 		errs := make(chan error, waiters)
@@ -123,7 +135,6 @@ func TestWaitersTakeFreedSlotsInTurn(t *testing.T) {
 // MaxWait fails the call at once, and does not hide a full deployment
 // further up the plan that frees within MaxWait.
 func TestWaitsForSlotOnlyWhenFull(t *testing.T) {
-	long := &replay.Profile{OutputTokens: 200, TPS: 10, TTFT: 10 * time.Millisecond} // 20 s
 	fast := &replay.Profile{OutputTokens: 40, TPS: 1000, TTFT: 10 * time.Millisecond}
 	tests := []struct {
 		name   string
@@ -139,19 +150,16 @@ func TestWaitsForSlotOnlyWhenFull(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				a, b := dep("a", "a-m"), dep("b", "b-m")
-				a.Limits.MaxInFlight = 1
+				a, b := oneSlot(), dep("b", "b-m")
 				b.Limits = tt.limits
-				e := newEnv(map[string]replay.Script{"a-m": long, "b-m": fast}, fallback.Options{MaxWait: 3 * time.Second})
+				e := newEnv(map[string]replay.Script{"a-m": longStream, "b-m": fast}, fallback.Options{MaxWait: 3 * time.Second})
 				c := executor.Call{Stream: true, EstimatedInputTokens: 10}
 				spend, err := e.do(t, planOf(b), c)
 				require.NoError(t, err)
 				drain(t, spend.Body)
 				plan := planOf(b)
 				if tt.full {
-					held, err := e.do(t, planOf(a), executor.Call{Stream: true})
-					require.NoError(t, err)
-					defer held.Body.Close()
+					held := hold(t, e, a)
 					time.AfterFunc(time.Second, func() { _ = held.Body.Close() })
 					plan = planOf(a, b)
 				}
@@ -191,8 +199,7 @@ func (th *thief) Admit(_ measure.Key, _ time.Time, tokens int64) error {
 	}
 	took := make(chan struct{})
 	th.wg.Go(func() {
-		a := dep("a", "a-m")
-		a.Limits.MaxInFlight = 1
+		a := oneSlot()
 		res, err := th.ex.Do(context.Background(), planOf(a), executor.Call{Body: []byte(reqBody), Stream: true})
 		close(took)
 		if err == nil {
@@ -231,17 +238,13 @@ func TestOutrunWaiter(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				a := dep("a", "a-m")
-				a.Limits.MaxInFlight = 1
-				long := &replay.Profile{OutputTokens: 200, TPS: 10, TTFT: 10 * time.Millisecond} // 20 s
+				a := oneSlot()
 				th := &thief{hold: tt.hold}
 				th.steals.Store(tt.steals)
-				e := newEnv(map[string]replay.Script{"a-m": long}, fallback.Options{MaxWait: 3 * time.Second}, executor.Hooks{Shared: th})
+				e := newEnv(map[string]replay.Script{"a-m": longStream}, fallback.Options{MaxWait: 3 * time.Second}, executor.Hooks{Shared: th})
 				th.ex = e.ex
 				defer th.wg.Wait()
-				held, err := e.do(t, planOf(a), executor.Call{Stream: true})
-				require.NoError(t, err)
-				defer held.Body.Close()
+				held := hold(t, e, a)
 				time.AfterFunc(time.Second, func() { _ = held.Body.Close() })
 				start := time.Now()
 				res, err := e.do(t, planOf(a), executor.Call{Stream: true, EstimatedInputTokens: waiterTokens})
@@ -265,16 +268,12 @@ func TestOutrunWaiter(t *testing.T) {
 // (3 s) after its start, within it after its latest attempt.
 func TestWaitCountsFromLatestAttempt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a, b := dep("a", "a-m"), dep("b", "b-m")
-		a.Limits.MaxInFlight = 1
-		long := &replay.Profile{OutputTokens: 200, TPS: 10, TTFT: 10 * time.Millisecond} // 20 s
+		a, b := oneSlot(), dep("b", "b-m")
 		e := newEnv(map[string]replay.Script{
-			"a-m": long,
-			"b-m": replay.WithFaults(long, replay.RateLimited("2").OnAttempts(1), replay.Status(503, "", nil).OnAttempts(2)),
+			"a-m": longStream,
+			"b-m": replay.WithFaults(longStream, replay.RateLimited("2").OnAttempts(1), replay.Status(503, "", nil).OnAttempts(2)),
 		}, fallback.Options{MaxWait: 3 * time.Second})
-		held, err := e.do(t, planOf(a), executor.Call{Stream: true})
-		require.NoError(t, err)
-		defer held.Body.Close()
+		held := hold(t, e, a)
 		time.AfterFunc(4*time.Second, func() { _ = held.Body.Close() })
 		start := time.Now()
 		res, err := e.do(t, planOf(a, b), executor.Call{Stream: true})
@@ -296,8 +295,7 @@ func TestWaitersServedWhenCallsEndTogether(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := dep("a", "a-m")
 		a.Limits.MaxInFlight = 2
-		long := &replay.Profile{OutputTokens: 200, TPS: 10, TTFT: 10 * time.Millisecond} // 20 s
-		e := newEnv(map[string]replay.Script{"a-m": long}, fallback.Options{MaxWait: 3 * time.Second})
+		e := newEnv(map[string]replay.Script{"a-m": longStream}, fallback.Options{MaxWait: 3 * time.Second})
 		var held [2]*executor.Result
 		for i := range held {
 			res, err := e.do(t, planOf(a), executor.Call{Stream: true})
@@ -342,20 +340,15 @@ func TestSlotWaitEnds(t *testing.T) {
 	}{
 		{name: "canceled", cancel: time.Second, failed: time.Second, err: context.Canceled},
 		{name: "deadline_after_max_wait", deadline: 10 * time.Second, failed: 3 * time.Second, err: fallback.ErrNoBudget},
-		// The wait ends at the deadline, when the timer and ctx.Done fire
-		// together: the error carries the deadline either way.
+		// The deadline, not MaxWait, ends the wait: the call fails with it.
 		{name: "deadline_before_max_wait", deadline: 2 * time.Second, failed: 2 * time.Second, err: context.DeadlineExceeded},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				a := dep("a", "a-m")
-				a.Limits.MaxInFlight = 1
-				long := &replay.Profile{OutputTokens: 200, TPS: 10, TTFT: 10 * time.Millisecond} // 20 s
-				e := newEnv(map[string]replay.Script{"a-m": long}, fallback.Options{MaxWait: 3 * time.Second})
-				held, err := e.do(t, planOf(a), executor.Call{Stream: true})
-				require.NoError(t, err)
-				defer held.Body.Close()
+				a := oneSlot()
+				e := newEnv(map[string]replay.Script{"a-m": longStream}, fallback.Options{MaxWait: 3 * time.Second})
+				hold(t, e, a)
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				if tt.cancel > 0 {
@@ -366,7 +359,7 @@ func TestSlotWaitEnds(t *testing.T) {
 					defer cancel()
 				}
 				start := time.Now()
-				_, err = e.ex.Do(ctx, planOf(a), e.call(executor.Call{Stream: true}))
+				_, err := e.ex.Do(ctx, planOf(a), e.call(executor.Call{Stream: true}))
 				assert.ErrorIs(t, err, tt.err)
 				assert.Equal(t, tt.failed, time.Since(start).Round(100*time.Millisecond))
 			})
