@@ -127,6 +127,26 @@ func TestConcurrencyRule(t *testing.T) {
 
 // BenchmarkHeadroom is the cost a pick pays per candidate (Status) for the
 // learnt limit on top of the limiters.
+// TestLearntFlagCleared: once a learnt limit is forgotten (limitTTL with
+// neither a 429 nor a success that set it), the admission check clears the
+// flag that makes it take the key's lock, and checks after it take none.
+func TestLearntFlagCleared(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	var st keyState
+	st.conc.limited(now, 2, time.Second)
+	st.learnt.Store(true)
+	st.inFlight.Store(2)
+	ok, _, full := st.headroom(now, 1)
+	assert.False(t, ok)
+	assert.True(t, full, "full at the learnt limit")
+	assert.True(t, st.learnt.Load(), "kept while the limit lasts")
+	later := now.Add(limitTTL + time.Second)
+	ok, _, full = st.headroom(later, 1)
+	assert.True(t, ok, "forgotten after limitTTL")
+	assert.False(t, full)
+	assert.False(t, st.learnt.Load(), "cleared once forgotten")
+}
+
 func BenchmarkHeadroom(b *testing.B) {
 	now := time.Unix(1_000_000, 0)
 	for _, learnt := range []bool{false, true} {

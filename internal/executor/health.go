@@ -35,7 +35,7 @@ type keyState struct {
 	rlUntil   time.Time   // x-ratelimit-remaining-* said 0, until its reset
 	limited   int         // consecutive 429s without Retry-After, for the backoff exponent
 	conc      concurrency // the concurrency limit learnt from 429s (concurrency.go)
-	learnt    atomic.Bool // conc was ever set: headroom takes mu only then
+	learnt    atomic.Bool // conc holds a limit not yet forgotten: headroom takes mu only then; set and cleared under mu
 	trips     int         // consecutive trips since the breaker last closed
 	firstTrip time.Time   // the first of them
 	openUntil time.Time   // no probe before: the current (growing) open interval
@@ -245,6 +245,9 @@ func (st *keyState) headroom(now time.Time, n int64) (ok bool, readyAt time.Time
 	if st.learnt.Load() {
 		st.mu.Lock()
 		full, at := st.conc.full(now, f)
+		if st.conc.expired(now) {
+			st.learnt.Store(false) // forgotten: no lock on later checks
+		}
 		st.mu.Unlock()
 		if full {
 			return false, at, true

@@ -456,11 +456,10 @@ func (a *run) httpError(req *http.Request, resp *http.Response) {
 	conc := false
 	if class == fallback.ClassRateLimited {
 		st.mu.Lock()
-		conc = st.conc.limited(now, st.others(), ra)
-		st.mu.Unlock()
-		if conc {
-			st.learnt.Store(true)
+		if conc = st.conc.limited(now, st.others(), ra); conc {
+			st.learnt.Store(true) // under mu, as headroom clears it
 		}
+		st.mu.Unlock()
 		hasRA = hasRA && !conc // a concurrency limit: no cooldown (concurrency.go)
 	}
 	if resp.StatusCode == http.StatusTooManyRequests && !conc {
