@@ -549,58 +549,71 @@ func (cl *call) waitReady(progress time.Time) (ok, freed bool) {
 	start := time.Now()
 	defer func() { cl.waited += time.Since(start) }()
 	for {
-		signal, done := cl.e.freed.subscribe()
-		at, full := cl.readyAt()
-		now := time.Now()
-		timed := !at.IsZero() && !at.After(limit)
-		switch {
-		case !timed && !full:
-			done()
-			return false, false
-		case timed && !at.After(now):
-			done()
-			if cl.ctx.Err() != nil {
-				cl.cause = context.Cause(cl.ctx)
-				return false, false
-			}
+		switch cl.waitStep(limit, byDeadline) {
+		case stepReady:
 			return true, freed
-		case !limit.After(now):
-			done()
-			if cl.ctx.Err() != nil {
-				cl.cause = context.Cause(cl.ctx)
-			}
-			return false, false
-		}
-		// A wait that only the deadline ends is ended by ctx.Done, so that
-		// the call fails with the deadline, not with a timer of its own
-		// that fires at the same instant.
-		var expired <-chan time.Time
-		stop := func() {}
-		if timed || !byDeadline {
-			wake := limit
-			if timed {
-				wake = at
-			}
-			t := time.NewTimer(wake.Sub(now))
-			expired, stop = t.C, func() { t.Stop() }
-		}
-		select {
-		case <-expired:
-			done()
-			if !timed {
-				return false, false // no slot freed within MaxWait
-			}
-			return true, freed
-		case <-signal:
-			stop()
-			done()
+		case stepFreed:
 			freed = true
-		case <-cl.ctx.Done():
-			stop()
-			done()
-			cl.cause = context.Cause(cl.ctx)
+		default:
 			return false, false
 		}
+	}
+}
+
+// stepEnd is what one step of waitReady's wait ended on.
+type stepEnd int
+
+const (
+	stepGiveUp stepEnd = iota // no room by limit, or the caller gave up (cl.cause set then)
+	stepReady                 // a deployment has room now
+	stepFreed                 // a call ended: look again
+)
+
+// waitStep waits once, until limit at most: for the earliest time an
+// eligible deployment is free of its cooldown and limiters, or, when one is
+// full of calls in flight, for any call of the Executor to end. It
+// subscribes before it looks, so that a slot freed in between is not
+// missed. A wait that only the caller's deadline ends (byDeadline, nothing
+// timed before it) is ended by ctx.Done, so that the call fails with the
+// deadline, not with a timer of its own that fires at the same instant.
+func (cl *call) waitStep(limit time.Time, byDeadline bool) stepEnd {
+	signal, done := cl.e.freed.subscribe()
+	defer done()
+	at, full := cl.readyAt()
+	now := time.Now()
+	timed := !at.IsZero() && !at.After(limit)
+	switch {
+	case !timed && !full:
+		return stepGiveUp
+	case cl.ctx.Err() != nil:
+		cl.cause = context.Cause(cl.ctx)
+		return stepGiveUp
+	case timed && !at.After(now):
+		return stepReady
+	case !limit.After(now):
+		return stepGiveUp
+	}
+	var expired <-chan time.Time
+	if timed || !byDeadline {
+		wake := limit
+		if timed {
+			wake = at
+		}
+		t := time.NewTimer(wake.Sub(now))
+		defer t.Stop()
+		expired = t.C
+	}
+	select {
+	case <-expired:
+		if !timed {
+			return stepGiveUp // no slot freed within MaxWait
+		}
+		return stepReady
+	case <-signal:
+		return stepFreed
+	case <-cl.ctx.Done():
+		cl.cause = context.Cause(cl.ctx)
+		return stepGiveUp
 	}
 }
 
