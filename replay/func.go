@@ -31,7 +31,8 @@ type Call struct {
 	// Header is the request's header with credentials redacted, as
 	// Attempt.Header logs it: for example a request id that the caller set
 	// so that decide keys its random draws by the call rather than by the
-	// order in which concurrent requests arrived. Do not modify it.
+	// order in which concurrent requests arrived. It is decide's own copy:
+	// changing it changes nothing the Handler logs or answers.
 	Header http.Header
 }
 
@@ -59,7 +60,7 @@ func (f *funcScript) plan(r *request) *plan {
 	mt, _ := r.body.maxTokens()
 	s := f.decide(Call{
 		Model: r.body.Model, Attempt: r.attempt, Elapsed: r.elapsed, Time: r.start,
-		PromptTokens: r.body.promptTokens(), MaxTokens: mt, Stream: r.body.Stream, Header: r.header,
+		PromptTokens: r.body.promptTokens(), MaxTokens: mt, Stream: r.body.Stream, Header: r.header.Clone(),
 	})
 	if s == nil {
 		p := newStreamPlan()

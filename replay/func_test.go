@@ -51,6 +51,8 @@ func TestFuncSeesCallAndDecides(t *testing.T) {
 		assert.Equal(t, Call{Model: "m", Attempt: 1, Elapsed: time.Second, Time: seen[0].Time, PromptTokens: want, MaxTokens: 7, Stream: true,
 			Header: http.Header{"X-Request-Id": {"call-0"}, "Authorization": {"REDACTED"}}}, seen[0])
 		assert.Equal(t, "call-2", seen[2].Header.Get("X-Request-Id"), "each call's own header")
+		seen[0].Header.Set("X-Request-Id", "changed by decide")
+		assert.Equal(t, "call-0", h.Attempts()[0].Header.Get("X-Request-Id"), "decide's copy, not the attempt log's")
 		assert.Equal(t, 2*time.Second+9*time.Millisecond, seen[1].Elapsed)
 	})
 }
