@@ -91,10 +91,9 @@ func (q *query) histogram(buf []uint64) []uint64 {
 	if q.ns == 0 {
 		return nil
 	}
-	h := buf
-	if span := q.hi - q.lo + 1; span <= len(buf) {
-		h = buf[:span]
-	} else {
+	span := q.hi - q.lo + 1
+	h := buf[:min(span, len(buf))]
+	if span > len(buf) {
 		h = make([]uint64, span)
 	}
 	for k := 0; k < q.ns; k++ {
