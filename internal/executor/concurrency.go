@@ -68,19 +68,19 @@ func (c *concurrency) expired(now time.Time) bool {
 // so when to come back: the end of the last 429's Retry-After, or one more
 // Retry-After from now once the probe above the limit is also in flight.
 // After limitTTL without a 429 or success that set it, the limit is
-// forgotten.
-func (c *concurrency) full(now time.Time, inFlight int64) (bool, time.Time) {
+// forgotten: full then reports gone, and never full.
+func (c *concurrency) full(now time.Time, inFlight int64) (full bool, at time.Time, gone bool) {
 	if c.expired(now) {
-		return false, time.Time{}
+		return false, time.Time{}, true
 	}
 	if now.Before(c.probeAt) {
 		if inFlight < c.limit {
-			return false, time.Time{}
+			return false, time.Time{}, false
 		}
-		return true, c.probeAt
+		return true, c.probeAt, false
 	}
 	if inFlight <= c.limit {
-		return false, time.Time{}
+		return false, time.Time{}, false
 	}
-	return true, now.Add(max(c.wait, time.Millisecond))
+	return true, now.Add(max(c.wait, time.Millisecond)), false
 }

@@ -112,7 +112,7 @@ func TestConcurrencyRule(t *testing.T) {
 				case 'a':
 					c.admitted(now, s.others)
 				case 'f':
-					full, back := c.full(now, s.others)
+					full, back, _ := c.full(now, s.others)
 					assert.Equal(t, s.want, full, "step %d: full", i)
 					if s.wantBack == 0 {
 						assert.True(t, back.IsZero(), "step %d: no time to come back", i)

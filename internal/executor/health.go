@@ -244,8 +244,8 @@ func (st *keyState) headroom(now time.Time, n int64) (ok bool, readyAt time.Time
 	}
 	if st.learnt.Load() {
 		st.mu.Lock()
-		full, at := st.conc.full(now, f)
-		if st.conc.expired(now) {
+		full, at, gone := st.conc.full(now, f)
+		if gone {
 			st.learnt.Store(false) // forgotten: no lock on later checks
 		}
 		st.mu.Unlock()
