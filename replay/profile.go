@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tpsroute/tpsroute/tps"
 )
@@ -279,6 +280,7 @@ func (p *Profile) plan(r *request) *plan {
 			style:   p.Style,
 		},
 	}
+	e.c.head = chunkHead(e.c.id, model, e.c.created)
 	u := usage{prompt: prompt, completion: len(pieces) + reasoning, cached: cached, reasoning: reasoning}
 	switch p.Style {
 	case Responses:
@@ -312,13 +314,23 @@ func (p *Profile) output(r *request) (pieces []string, finish string) {
 		n = max(mt, 0)
 		finish = "length"
 	}
-	pieces = make([]string, 0, n)
+	// The pieces are slices of one text: one allocation, not one per token.
+	ends := make([]int, n)
+	b := make([]byte, 0, n*(3+len(strconv.Itoa(first+n))))
 	for i := range n {
-		tok := token(first + i)
-		if i == 0 && partial > 0 {
-			tok = tok[partial:]
+		b = append(b, 'w')
+		b = strconv.AppendInt(b, int64(first+i), 10)
+		b = append(b, ' ')
+		ends[i] = len(b)
+	}
+	text := string(b)
+	pieces = make([]string, n)
+	start := 0
+	for i, end := range ends {
+		if i == 0 {
+			start = partial // the rest of the token the prefill cut
 		}
-		pieces = append(pieces, tok)
+		pieces[i], start = text[start:end], end
 	}
 	return pieces, finish
 }
@@ -468,8 +480,13 @@ func anthropicStatusBody(code int) string {
 }
 
 func jsonString(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s)
+			return string(b)
+		}
+	}
+	return `"` + s + `"` // printable ASCII json.Marshal leaves as it is
 }
 
 // usage is the token accounting of one synthetic answer.
@@ -491,6 +508,7 @@ type chunker struct {
 	id, model string
 	created   int64
 	style     Style
+	head      string // chunkHead(id, model, created)
 }
 
 // chunk renders a one-choice chunk. finish "" is null; usage "" is null (or
@@ -501,33 +519,48 @@ func (c chunker) chunk(delta, finish, usage string) string {
 		fin = jsonString(finish)
 	}
 	var b strings.Builder
-	b.WriteString(`{"id":"` + c.id + `","object":"chat.completion.chunk","created":` + strconv.FormatInt(c.created, 10) + `,"model":` + jsonString(c.model))
+	b.Grow(len(c.head) + len(delta) + len(usage) + 160)
+	b.WriteString(c.head)
 	switch c.style {
 	case VLLM:
-		b.WriteString(`,"choices":[{"index":0,"delta":` + delta + `,"logprobs":null,"finish_reason":` + fin + `,"stop_reason":null}]`)
+		write(&b, `,"choices":[{"index":0,"delta":`, delta, `,"logprobs":null,"finish_reason":`, fin, `,"stop_reason":null}]`)
 		if usage != "" {
-			b.WriteString(`,"usage":` + usage)
+			write(&b, `,"usage":`, usage)
 		}
 	case Annotations:
-		b.WriteString(`,"system_fingerprint":"fp_replay","choices":[{"index":0,"delta":` + delta + `,"logprobs":null,"finish_reason":` + fin)
+		write(&b, `,"system_fingerprint":"fp_replay","choices":[{"index":0,"delta":`, delta, `,"logprobs":null,"finish_reason":`, fin)
 		if strings.Contains(delta, `"content":"`) && delta != `{"role":"assistant","content":""}` {
-			b.WriteString(`,"content_filter_results":` + safeFilters)
+			write(&b, `,"content_filter_results":`, safeFilters)
 		}
-		b.WriteString(`}],"usage":` + cmp.Or(usage, "null"))
+		write(&b, `}],"usage":`, cmp.Or(usage, "null"))
 	case UsageTwice:
-		b.WriteString(`,"system_fingerprint":"fp_replay","choices":[{"index":0,"delta":` + delta + `,"logprobs":null,"finish_reason":` + fin + `}]`)
+		write(&b, `,"system_fingerprint":"fp_replay","choices":[{"index":0,"delta":`, delta, `,"logprobs":null,"finish_reason":`, fin, `}]`)
 		if usage != "" {
-			b.WriteString(`,"x_groq":{"id":"req_replay","usage":{"queue_time":0.01,"prompt_time":0.002,"completion_time":0.1,"total_time":0.112,` + strings.TrimPrefix(usage, "{") + `}`)
-			b.WriteString(`,"usage":` + usage)
+			write(&b, `,"x_groq":{"id":"req_replay","usage":{"queue_time":0.01,"prompt_time":0.002,"completion_time":0.1,"total_time":0.112,`, strings.TrimPrefix(usage, "{"), `}`)
+			write(&b, `,"usage":`, usage)
 		}
 	default:
-		b.WriteString(`,"system_fingerprint":"fp_replay","choices":[{"index":0,"delta":` + delta + `,"logprobs":null,"finish_reason":` + fin + `}],"usage":` + cmp.Or(usage, "null"))
+		write(&b, `,"system_fingerprint":"fp_replay","choices":[{"index":0,"delta":`, delta, `,"logprobs":null,"finish_reason":`, fin, `}],"usage":`, cmp.Or(usage, "null"))
 	}
 	b.WriteByte('}')
 	return b.String()
 }
 
+// write appends the parts to b, without the string each concatenation
+// would allocate.
+func write(b *strings.Builder, parts ...string) {
+	for _, p := range parts {
+		b.WriteString(p)
+	}
+}
+
+// chunkHead is the start of every chunk of one answer: its id, object,
+// created and model.
+func chunkHead(id, model string, created int64) string {
+	return `{"id":` + jsonString(id) + `,"object":"chat.completion.chunk","created":` + strconv.FormatInt(created, 10) + `,"model":` + jsonString(model)
+}
+
 // usageChunk renders the final usage chunk with choices [].
 func (c chunker) usageChunk(usage string) string {
-	return `{"id":"` + c.id + `","object":"chat.completion.chunk","created":` + strconv.FormatInt(c.created, 10) + `,"model":` + jsonString(c.model) + `,"choices":[],"usage":` + usage + `}`
+	return c.head + `,"choices":[],"usage":` + usage + `}`
 }

@@ -1,11 +1,13 @@
 package replay
 
 import (
+	"bytes"
 	"encoding/json"
 	"hash/fnv"
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tpsroute/tpsroute/tps"
 )
@@ -21,6 +23,8 @@ type chatRequest struct {
 	MaxTokens           *int `json:"max_tokens"`
 	MaxCompletionTokens *int `json:"max_completion_tokens"`
 	MaxOutputTokens     *int `json:"max_output_tokens"` // the Responses API's cap
+
+	prompt int // promptTokens' result once computed (it is at least 3)
 }
 
 // chatMessage is one request message; Content may be a string or an array of
@@ -54,6 +58,20 @@ func (m chatMessage) text() string {
 	return ""
 }
 
+// textBytes returns the message's text like text, without a copy when the
+// content is a JSON string that decodes to its own bytes: no escape and valid
+// UTF-8 (json.Unmarshal would replace an invalid byte). The result must not be
+// changed.
+func (m chatMessage) textBytes() []byte {
+	c := m.Content
+	if len(c) >= 2 && c[0] == '"' && c[len(c)-1] == '"' {
+		if in := c[1 : len(c)-1]; bytes.IndexByte(in, '\\') < 0 && utf8.Valid(in) {
+			return in
+		}
+	}
+	return []byte(m.text())
+}
+
 // maxTokens returns the request's output cap and whether it set one.
 // max_completion_tokens wins over max_tokens.
 func (c *chatRequest) maxTokens() (int, bool) {
@@ -83,16 +101,21 @@ func (c *chatRequest) lastRole() string {
 // messageTokens estimates one message's prompt tokens deterministically:
 // 4 framing tokens plus one token per 4 bytes of text, rounded up.
 func messageTokens(m chatMessage) int {
-	return 4 + (len(m.text())+3)/4
+	return 4 + (len(m.textBytes())+3)/4
 }
 
 // promptTokens estimates the prompt tokens of the whole request: the sum of
-// messageTokens plus 3 for the reply priming.
+// messageTokens plus 3 for the reply priming. It is computed once per request:
+// the handler, Func and a Profile each ask for it.
 func (c *chatRequest) promptTokens() int {
+	if c.prompt > 0 {
+		return c.prompt
+	}
 	n := 3
 	for _, m := range c.Messages {
 		n += messageTokens(m)
 	}
+	c.prompt = n
 	return n
 }
 
@@ -104,7 +127,7 @@ func (c *chatRequest) prefixHashes() (hashes []uint64, tokens []int) {
 	for _, m := range c.Messages {
 		h.Write([]byte(m.Role))
 		h.Write([]byte{0})
-		h.Write([]byte(m.text()))
+		h.Write(m.textBytes())
 		h.Write([]byte{0})
 		n += messageTokens(m)
 		hashes = append(hashes, h.Sum64())

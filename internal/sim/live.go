@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -110,6 +111,7 @@ type liveBody struct {
 	per    int
 	noise  float64
 
+	raw      []byte // buf's backing array, reused by every read
 	buf      []byte // read from rc, not yet split into events
 	out      []byte // the event being returned
 	err      error  // rc's terminal error, returned once buf is drained
@@ -150,9 +152,14 @@ func (b *liveBody) Read(p []byte) (int, error) {
 			}
 			return 0, b.err
 		}
-		var chunk [4 << 10]byte
-		n, err := b.rc.Read(chunk[:])
-		b.buf = append(b.buf, chunk[:n]...)
+		// The unsplit rest moves to the front of the one backing array,
+		// and rc reads after it: no buffer per read.
+		if b.buf = append(b.raw[:0], b.buf...); cap(b.buf)-len(b.buf) < 1<<10 {
+			b.buf = slices.Grow(b.buf, 4<<10)
+		}
+		n, err := b.rc.Read(b.buf[len(b.buf):cap(b.buf)])
+		b.buf = b.buf[:len(b.buf)+n]
+		b.raw = b.buf[:0]
 		b.err = err
 	}
 	n := copy(p, b.out)

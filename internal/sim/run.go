@@ -178,6 +178,8 @@ type runner struct {
 
 	mu    sync.Mutex
 	calls []Call
+
+	bufs sync.Pool // *[8 << 10]byte: the read buffers of open-loop calls
 }
 
 func (r *runner) run(ctx context.Context) {
@@ -223,7 +225,14 @@ func (r *runner) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 		case <-t.C:
-			wg.Go(func() { r.call(ctx, make([]byte, 8<<10)) })
+			wg.Go(func() {
+				buf, _ := r.bufs.Get().(*[8 << 10]byte)
+				if buf == nil {
+					buf = new([8 << 10]byte)
+				}
+				r.call(ctx, buf[:])
+				r.bufs.Put(buf)
+			})
 		}
 	}
 	wg.Wait()
