@@ -40,6 +40,17 @@ func TestPromptTokensOnce(t *testing.T) {
 	assert.Equal(t, 9, c.promptTokens())
 }
 
+// TestPrefixCacheSameText checks that a prompt cache hit takes the same
+// text however its JSON escapes it, as a provider's cache of the tokens does.
+func TestPrefixCacheSameText(t *testing.T) {
+	var a, b chatRequest
+	require.NoError(t, json.Unmarshal([]byte(`{"messages":[{"role":"system","content":"abcd"},{"role":"user","content":"q1"}]}`), &a))
+	require.NoError(t, json.Unmarshal([]byte(`{"messages":[{"role":"system","content":"ab\u0063d"},{"role":"user","content":"q2"}]}`), &b))
+	var st modelState
+	assert.Equal(t, 0, st.cache(&a, 1))
+	assert.Equal(t, 4+1, st.cache(&b, 1), "the system message's tokens are cached")
+}
+
 // FuzzMessageText checks, for any content a request body can carry, that
 // textBytes is text's bytes.
 func FuzzMessageText(f *testing.F) {
@@ -55,6 +66,20 @@ func FuzzMessageText(f *testing.F) {
 			if string(m.textBytes()) != m.text() {
 				t.Fatalf("textBytes %q, text %q", m.textBytes(), m.text())
 			}
+		}
+	})
+}
+
+// FuzzJSONString checks the fast path of jsonString against json.Marshal.
+func FuzzJSONString(f *testing.F) {
+	for _, s := range []string{"w1 w2 ", `a"b`, `a\b`, "a<b", "a>b", "a&b", "\n", "é", "\u2028", "\xff", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := json.Marshal(s)
+		require.NoError(t, err)
+		if got := jsonString(s); got != string(want) {
+			t.Fatalf("jsonString(%q) = %s, json.Marshal %s", s, got, want)
 		}
 	})
 }
