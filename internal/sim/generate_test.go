@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
@@ -294,8 +295,17 @@ func TestOneFleet(t *testing.T) {
 			}
 		}
 		t.Logf("%s: shares %.2f; route %+v", r.Policy, share, r.Route)
+		if *callsFlag {
+			var b strings.Builder
+			for _, c := range r.Calls {
+				fmt.Fprintf(&b, "%.2fs→%d %.0f; ", c.Start.Seconds(), c.Sent, c.TPS)
+			}
+			t.Logf("%s calls (start→sent TPS): %s", r.Policy, b.String())
+		}
 	}
 }
+
+var callsFlag = flag.Bool("sim.calls", false, "TestOneFleet: log every call of every policy (start, deployment sent to, TPS), in the order they ended")
 
 // randomFloors are the least the defaults reach over TestRandomFloors'
 // fixed set of generated fleets (seeds from floorSeed), measured and less
