@@ -7,7 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/fnv"
+	"hash/crc32"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -476,15 +477,37 @@ func forwardable(name string) bool {
 // prefixCacheKey returns a cache key for requests without one: a hash of the
 // first message when it is long enough for providers to cache (about 1,024
 // tokens and up) and more messages follow it. Short prompts get no key.
+//
+// It reads body through a string view, as readRequest does (the call does
+// not modify body), and hashes the message where it lies, without a copy.
+// The hash is the message's CRC-32C and CRC-32 (IEEE) side by side, 64 bits
+// that the CPU's CRC instructions compute at gigabytes a second: FNV-1a, a
+// byte at a time, cost 23 µs of a call with a 16 KiB system prompt, and
+// copying the message twice 18 KiB (BenchmarkPrefixCacheKey). A key only
+// steers affinity, so a collision costs a cache miss, not a wrong answer.
 func prefixCacheKey(body []byte) string {
-	first := gjson.GetBytes(body, "messages.0")
-	if len(first.Raw) < minCachePrefixBytes || !gjson.GetBytes(body, "messages.1").Exists() {
+	js := unsafe.String(unsafe.SliceData(body), len(body))
+	first := gjson.Get(js, "messages.0")
+	if len(first.Raw) < minCachePrefixBytes {
 		return ""
 	}
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(first.Raw))
-	return "prefix:" + strconv.FormatUint(h.Sum64(), 16)
+	// The message where gjson found it (an Index of 0 would be unknown, but
+	// the body is an object, so the message is never at 0); in the valid
+	// body readRequest checked, another message follows if a comma does.
+	i, end := first.Index, first.Index+len(first.Raw)
+	if i <= 0 || end > len(body) {
+		return ""
+	}
+	if end += skipSpace(body[end:]); end >= len(body) || body[end] != ',' {
+		return ""
+	}
+	raw := body[i : i+len(first.Raw)]
+	h := uint64(crc32.Checksum(raw, castagnoli))<<32 | uint64(crc32.ChecksumIEEE(raw))
+	return "prefix:" + strconv.FormatUint(h, 16)
 }
+
+// castagnoli is CRC-32C's table (prefixCacheKey).
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // minCachePrefixBytes is about 1,024 tokens of English text, the smallest
 // prefix OpenAI-style prompt caches keep.
