@@ -28,7 +28,7 @@ type keyState struct {
 	rpm, tpm    *rate.Limiter // nil when unlimited
 	maxInFlight int64
 	inFlight    atomic.Int64
-	freed       *slotSignal // the Executor's: release wakes the calls waiting for a slot
+	freed       *slotSignal // the Executor's (newState sets it): release wakes the calls waiting for a slot
 
 	mu        sync.Mutex
 	coolUntil time.Time
@@ -292,9 +292,7 @@ func (st *keyState) acquire(now time.Time, n int64) bool {
 // waiting for one.
 func (st *keyState) release() {
 	st.inFlight.Add(-1)
-	if st.freed != nil {
-		st.freed.broadcast()
-	}
+	st.freed.broadcast()
 }
 
 // others is the number of our calls in flight to the deployment besides the
