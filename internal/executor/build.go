@@ -58,13 +58,13 @@ func DefaultBuild(ctx context.Context, d route.Deployment, body []byte) (*http.R
 // wire and, when the body streams and usage is true,
 // "stream_options.include_usage" set to true; and whether it streams. body
 // is not modified. It reads body in place (GetBytes would copy each value's
-// text), in one pass over its members. The common body, whose "model" is there and which has no
-// "stream_options", is written in one pass into one new slice: the part
-// before the model, the wire model, the rest with the usage option before
-// the closing brace. Any other shape goes through sjson, a pass and a copy
-// of the whole body per field (with a 100 KiB prompt, the two copies and
-// four scans of sjson and gjson alone cost 126–142 µs an attempt;
-// BenchmarkAttemptWire).
+// text), in one pass over its members. The common body, whose "model" is
+// there and whose "stream_options" needs no edit, is written into one new
+// slice: the part before the model, the wire model, the rest with the
+// usage option before the closing brace. Any other shape goes through
+// sjson, a pass and a copy of the whole body per field (with a 100 KiB
+// prompt, sjson's two copies and gjson's scans took 130–162 µs an attempt,
+// this 49–67 µs; BenchmarkAttemptWire).
 func attemptWire(body []byte, wire string, usage bool) (b []byte, stream bool, err error) {
 	// One pass over the top-level members; the first of a repeated key
 	// counts, as for gjson.Get.

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"encoding/json"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -78,14 +79,20 @@ func TestAttemptWire(t *testing.T) {
 func TestAttemptWireOneCopy(t *testing.T) {
 	for _, opts := range []string{``, `"stream_options":{"include_usage":true},`} {
 		body := []byte(`{"model":"m","stream":true,` + opts + `"messages":[{"role":"user","content":"` + strings.Repeat("a", 64<<10) + `"}]}`)
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		for range 10 {
-			_, _, err := attemptWire(body, "wire-model", true)
-			require.NoError(t, err)
+		// The least of three rounds: a goroutine of an earlier test that
+		// allocates meanwhile cannot fail it.
+		least := uint64(math.MaxUint64)
+		for range 3 {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			for range 10 {
+				_, _, err := attemptWire(body, "wire-model", true)
+				require.NoError(t, err)
+			}
+			runtime.ReadMemStats(&after)
+			least = min(least, after.TotalAlloc-before.TotalAlloc)
 		}
-		runtime.ReadMemStats(&after)
-		assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(10*len(body)*3/2), "bytes allocated by 10 calls, options %q", opts)
+		assert.Less(t, least, uint64(10*len(body)*3/2), "bytes allocated by 10 calls, options %q", opts)
 	}
 }
 
