@@ -523,32 +523,32 @@ func (c chunker) chunk(delta, finish, usage string) string {
 	b.WriteString(c.head)
 	switch c.style {
 	case VLLM:
-		write(&b, `,"choices":[{"index":0,"delta":`, delta, `,"logprobs":null,"finish_reason":`, fin, `,"stop_reason":null}]`)
+		writeParts(&b, `,"choices":[{"index":0,"delta":`, delta, `,"logprobs":null,"finish_reason":`, fin, `,"stop_reason":null}]`)
 		if usage != "" {
-			write(&b, `,"usage":`, usage)
+			writeParts(&b, `,"usage":`, usage)
 		}
 	case Annotations:
-		write(&b, `,"system_fingerprint":"fp_replay","choices":[{"index":0,"delta":`, delta, `,"logprobs":null,"finish_reason":`, fin)
+		writeParts(&b, `,"system_fingerprint":"fp_replay","choices":[{"index":0,"delta":`, delta, `,"logprobs":null,"finish_reason":`, fin)
 		if strings.Contains(delta, `"content":"`) && delta != `{"role":"assistant","content":""}` {
-			write(&b, `,"content_filter_results":`, safeFilters)
+			writeParts(&b, `,"content_filter_results":`, safeFilters)
 		}
-		write(&b, `}],"usage":`, cmp.Or(usage, "null"))
+		writeParts(&b, `}],"usage":`, cmp.Or(usage, "null"))
 	case UsageTwice:
-		write(&b, `,"system_fingerprint":"fp_replay","choices":[{"index":0,"delta":`, delta, `,"logprobs":null,"finish_reason":`, fin, `}]`)
+		writeParts(&b, `,"system_fingerprint":"fp_replay","choices":[{"index":0,"delta":`, delta, `,"logprobs":null,"finish_reason":`, fin, `}]`)
 		if usage != "" {
-			write(&b, `,"x_groq":{"id":"req_replay","usage":{"queue_time":0.01,"prompt_time":0.002,"completion_time":0.1,"total_time":0.112,`, strings.TrimPrefix(usage, "{"), `}`)
-			write(&b, `,"usage":`, usage)
+			writeParts(&b, `,"x_groq":{"id":"req_replay","usage":{"queue_time":0.01,"prompt_time":0.002,"completion_time":0.1,"total_time":0.112,`, strings.TrimPrefix(usage, "{"), `}`)
+			writeParts(&b, `,"usage":`, usage)
 		}
 	default:
-		write(&b, `,"system_fingerprint":"fp_replay","choices":[{"index":0,"delta":`, delta, `,"logprobs":null,"finish_reason":`, fin, `}],"usage":`, cmp.Or(usage, "null"))
+		writeParts(&b, `,"system_fingerprint":"fp_replay","choices":[{"index":0,"delta":`, delta, `,"logprobs":null,"finish_reason":`, fin, `}],"usage":`, cmp.Or(usage, "null"))
 	}
 	b.WriteByte('}')
 	return b.String()
 }
 
-// write appends the parts to b, without the string each concatenation
-// would allocate.
-func write(b *strings.Builder, parts ...string) {
+// writeParts appends the parts to b, without the string each
+// concatenation would allocate.
+func writeParts(b *strings.Builder, parts ...string) {
 	for _, p := range parts {
 		b.WriteString(p)
 	}

@@ -79,6 +79,7 @@ func Run(ctx context.Context, sc *Scenario, p Policy) (*Result, error) {
 	pol, _ := sc.policy()
 	f := newFleet(sc)
 	r := &runner{sc: sc, f: f, p: p, pending: make([]atomic.Int64, len(sc.Deployments))}
+	r.bufs.New = func() any { return new([8 << 10]byte) }
 	client, err := tpsroute.New(tpsroute.Config{
 		Deployments: f.deployments(),
 		Route: route.Options{Seed: sc.Seed, Policy: pol,
@@ -226,10 +227,7 @@ func (r *runner) run(ctx context.Context) {
 		case <-ctx.Done():
 		case <-t.C:
 			wg.Go(func() {
-				buf, _ := r.bufs.Get().(*[8 << 10]byte)
-				if buf == nil {
-					buf = new([8 << 10]byte)
-				}
+				buf := r.bufs.Get().(*[8 << 10]byte)
 				r.call(ctx, buf[:])
 				r.bufs.Put(buf)
 			})
