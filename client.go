@@ -482,8 +482,8 @@ func forwardable(name string) bool {
 // not modify body), and hashes the message where it lies, without a copy.
 // The hash is the message's CRC-32C and CRC-32 (IEEE) side by side, 64 bits
 // that the CPU's CRC instructions compute at gigabytes a second: FNV-1a, a
-// byte at a time, cost 23 µs of a call with a 16 KiB system prompt, and
-// copying the message twice 18 KiB (BenchmarkPrefixCacheKey). A key only
+// byte at a time, took 23 µs over a 16 KiB system prompt, and copying the
+// message twice 18 KiB (BenchmarkPrefixCacheKey: 34–38 µs before, 5 after). A key only
 // steers affinity, so a collision costs a cache miss, not a wrong answer.
 func prefixCacheKey(body []byte) string {
 	js := unsafe.String(unsafe.SliceData(body), len(body))
