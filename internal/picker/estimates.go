@@ -80,6 +80,7 @@ type derived struct {
 	newest int64
 	spread float64
 	pend   [2]float32
+	untest bool
 }
 
 // derive sets it's Expected, newest, spread and pend from the published
@@ -90,10 +91,10 @@ func (p *Picker) derive(s *scratch, it *item, e *registry.Estimate) {
 	d := &s.derived[it.idx]
 	if d.est != e {
 		p.blend(it, e, e.OK)
-		*d = derived{est: e, exp: it.exp, newest: it.newest, spread: it.spread, pend: it.pend}
+		*d = derived{est: e, exp: it.exp, newest: it.newest, spread: it.spread, pend: it.pend, untest: it.untested}
 		return
 	}
-	it.exp, it.newest, it.spread, it.pend = d.exp, d.newest, d.spread, d.pend
+	it.exp, it.newest, it.spread, it.pend, it.untested = d.exp, d.newest, d.spread, d.pend, d.untest
 }
 
 // resolveEstimate reads it's statistics into *est when its deployment has

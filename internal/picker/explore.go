@@ -65,6 +65,10 @@ const (
 	// truly 10% slower, was remembered as fast as the first and explored as
 	// a contender whenever the first led (docs/ROUTING.md).
 	peakSmoothing = 8
+	// loadProbe is the chance that a pick holds a call back from a leader
+	// with calls in flight whose load dependence is untested
+	// (registry.Estimate.LoadUntested) and sends it to the next candidate.
+	loadProbe = 0.1
 	// defaultSigma is the per-sample log spread assumed when the window
 	// does not tell it (fewer than 10 samples, or no spread).
 	defaultSigma = 0.3
@@ -207,6 +211,10 @@ func (p *Picker) explore(s *scratch, u float64, now time.Time) int {
 	lv := variance(lead, &lead.exp, t)
 	s.chances = s.chances[:0]
 	total := 0.0
+	// A leader with calls in flight whose load dependence is untested
+	// gives the next candidate at least loadProbe: the load its streams
+	// run at then varies, and the slope within them shows.
+	probe := lead.untested && lead.flight > 0
 	for i := 1; i < len(order); i++ {
 		it := &items[order[i]]
 		if it.model != lead.model {
@@ -215,6 +223,9 @@ func (p *Picker) explore(s *scratch, u float64, now time.Time) int {
 		c := 0.0
 		if it.health == healthOK && !it.cold && it.tier.prov == lead.tier.prov {
 			c = p.chance(s, lead, it, lv, t)
+			if probe {
+				c, probe = max(c, loadProbe), false
+			}
 		}
 		s.chances = append(s.chances, c)
 		total += c
@@ -393,6 +404,7 @@ func variance1(it *item, e *route.Expected, now int64) float64 {
 func (it *item) note(e *registry.Estimate) {
 	it.newest, it.spread = 0, 0
 	it.pend = [2]float32{float32(e.TPSPending), float32(e.TTFTPending)}
+	it.untested = e.LoadUntested
 	if !e.Newest.IsZero() {
 		it.newest = e.Newest.UnixNano()
 	}

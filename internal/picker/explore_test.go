@@ -585,3 +585,44 @@ func TestKeepBestRunningMean(t *testing.T) {
 	keepBest(&best, &at, 500, now+40+peakMemory+1, higher)
 	equal(t, got(), 500.0, "older than peakMemory: replaced")
 }
+
+// TestLoadProbe: a leader with calls in flight whose load dependence is
+// untested (registry.Estimate.LoadUntested) has about loadProbe of its
+// picks sent to the next candidate, even one clearly worse, and only that
+// one; an idle leader, a tested one, or exploration switched off, none.
+func TestLoadProbe(t *testing.T) {
+	const picks = 5000
+	ds := []route.Deployment{dep("a", "us", "m"), dep("b", "us", "m"), dep("c", "us", "m")}
+	for _, c := range []struct {
+		name     string
+		flight   int64
+		untested bool
+		opts     route.Options
+		want     float64 // b's share of explorations
+	}{
+		{"untested, two in flight", 2, true, route.Options{Band: -1, Seed: 42}, loadProbe},
+		{"untested, idle", 0, true, route.Options{Band: -1, Seed: 42}, 0},
+		{"tested, two in flight", 2, false, route.Options{Band: -1, Seed: 42}, 0},
+		{"untested, exploration off", 2, true, route.Options{Band: -1, Seed: 42, Exploration: -1}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src := newSource()
+			lead := at(warm(0.2, 1000), t0)
+			lead.InFlight, lead.LoadUntested = c.flight, c.untested
+			src.set(ds[0].Key(), lead)
+			src.set(ds[1].Key(), at(warm(0.2, 400), t0))
+			src.set(ds[2].Key(), at(warm(0.2, 300), t0))
+			p := newPicker(t, ds, src, c.opts)
+			n := map[string]float64{}
+			for range picks {
+				plan := mustPick(t, p, route.Request{Model: "m"}, t0)
+				if plan.Deployments[0].Reason == route.ReasonExplore {
+					n[plan.Deployments[0].Key().Provider] += 1.0 / picks
+				}
+			}
+			if math.Abs(n["b"]-c.want) > 0.015 || n["c"] > 0 {
+				t.Errorf("explored %v, want b %.2f and c never", n, c.want)
+			}
+		})
+	}
+}

@@ -29,6 +29,9 @@ type item struct {
 	excl   uint8 // exclNone, exclStrict or exclOpen
 	viol   route.Violation
 	cold   bool
+	// untested: no load dependence is measured and none ruled out
+	// (registry.Estimate.LoadUntested).
+	untested bool
 }
 
 const (

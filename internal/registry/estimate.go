@@ -30,6 +30,13 @@ type Estimate struct {
 	Newest           time.Time // time of the newest sample; zero if none
 	InFlight         int64     // calls begun and not ended, read live
 	OK               bool      // Samples >= Options.MinSamples
+	// LoadUntested is true while no load dependence is measured (LoadK is
+	// 0) and the samples cannot rule out one as strong as K 8 either: the
+	// load the key's streams ran at has not varied enough to tell, as when
+	// every caller's call goes to it at one steady load. route then holds
+	// a call back from it now and then, so that the load varies and the
+	// slope within its streams shows (internal/picker, explore.go).
+	LoadUntested bool
 	// LoadK is the number of other calls in flight at which a stream's TPS
 	// halves, fitted online from the load each sample started at or its mean
 	// over the sample's generation, whichever explains more

@@ -64,6 +64,12 @@ const (
 	// loadMinK bounds K from below: a stream never slows by more than 4×
 	// per extra concurrent call.
 	loadMinK = 0.25
+	// loadProbeK is the load dependence a key stays suspected of until its
+	// samples rule it out (Estimate.LoadUntested): a stream that halves at
+	// 8 other calls in flight. A weaker one costs little to miss at the
+	// concurrencies routing meets (the marginal rule then moves at most a
+	// few calls), so it is not worth a probe.
+	loadProbeK = 8
 )
 
 // loadMark is the in-flight count after a Begin or an end.
@@ -233,6 +239,28 @@ func (f *loadFit) modelR2() (k, ref, r2 float64) {
 		k = max(a/b, loadMinK)
 	}
 	return k, f.refFor(b*k, k), r2 // the line through (0, b·k) with slope b
+}
+
+// rulesOut reports whether f's samples rule out, at 95%, a load dependence
+// as strong as K k: the upper bound of the fitted slope of 1/TPS on x,
+// relative to the line's level at the samples' mean load, is below the
+// 1/(k + x̄) that K k gives there. A fit with too few samples or too narrow
+// a spread of loads rules nothing out.
+func (f *loadFit) rulesOut(k float64) bool {
+	if !(f.w >= loadMinWeight) {
+		return false
+	}
+	mx, my := f.x/f.w, f.y/f.w
+	sxx := f.xx/f.w - mx*mx
+	if !(sxx >= loadMinSpread) || !(my > 0) {
+		return false
+	}
+	sxy := f.xy/f.w - mx*my
+	syy := f.yy/f.w - my*my
+	b := sxy / sxx
+	resid := max(0, syy-b*sxy)
+	up := b + 2*math.Sqrt(resid/(sxx*max(f.w-2, 1)))
+	return up/my < 1/(k+mx)
 }
 
 // loadFactor returns (1 + ref/k) / (1 + x/k): how a stream's TPS at x other

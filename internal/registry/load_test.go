@@ -745,3 +745,121 @@ func TestWithinModel(t *testing.T) {
 	}
 	assert.InDelta(t, 6.81, k(10, 2, 0.5, 5, 11), 0.01, "the worked example")
 }
+
+// TestLoadRulesOut: a fit rules out a load dependence as strong as K 8 only
+// when its samples spread over loads and their slope's upper bound is
+// below 8's; a steeper or equal slope, one load, or too few samples rule
+// nothing out.
+func TestLoadRulesOut(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	spread := make([]float64, 200)
+	for i := range spread {
+		spread[i] = float64(r.IntN(8))
+	}
+	one := make([]float64, 200)
+	for i := range one {
+		one[i] = 3
+	}
+	for _, c := range []struct {
+		name     string
+		k, sigma float64 // the samples' K (Inf: flat) and log-normal noise
+		xs       []float64
+		want     bool
+	}{
+		{"flat under noise 0.3", math.Inf(1), 0.3, spread, true},
+		{"K 64, exact", 64, 0, spread, true},
+		{"K 8, exact", 8, 0, spread, false},
+		{"K 8 under noise 0.3", 8, 0.3, spread, false},
+		{"K 2 under noise 0.3", 2, 0.3, spread, false},
+		{"flat, at one load", math.Inf(1), 0.3, one, false},
+		{"flat, too few samples", math.Inf(1), 0, spread[:loadMinWeight-1], false},
+		{"flat under noise 3: too wide to tell", math.Inf(1), 3, spread[:20], false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var f loadFit
+			fitSamples(&f, rand.New(rand.NewPCG(5, 6)), 1000, c.k, c.sigma, c.xs)
+			assert.Equal(t, c.want, f.rulesOut(loadProbeK))
+		})
+	}
+	assert.False(t, (&loadFit{}).rulesOut(loadProbeK), "no samples")
+
+	for _, c := range []struct {
+		name                string
+		n, base, loads, per int
+		k, jitter           float64
+		want                bool
+	}{
+		{"within: flat, chunk jitter 0.3", 40, 2, 3, 10, 0, 0.3, true},
+		{"within: K 64 at 9 to 11 others", 40, 9, 3, 10, 64, 0, true},
+		{"within: K 8 at 9 to 11 others", 40, 9, 3, 10, 8, 0.1, false},
+		{"within: K 2.6 at 9 to 11 others", 40, 9, 3, 10, 2.6, 0.3, false},
+		{"within: flat, no load change", 40, 2, 1, 10, 0, 0.3, false},
+		{"within: flat, too few gaps", 1, 2, 3, 2, 0, 0, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var f withinFit
+			withinStreams(&f, rand.New(rand.NewPCG(7, 8)), c.n, c.base, c.loads, c.per, c.k, 0.3, c.jitter)
+			assert.Equal(t, c.want, f.rulesOut(loadProbeK))
+		})
+	}
+}
+
+// TestRegistryLoadUntested: a key whose streams all ran at one steady load
+// publishes LoadUntested; once calls join and leave its streams and their
+// speed does not change, the load is tested and the flag is gone; streams
+// that do slow as calls join give LoadK, and no flag.
+func TestRegistryLoadUntested(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		k     float64 // 0: flat
+		joins bool
+		want  bool // LoadUntested
+	}{
+		{"steady load", 0, false, true},
+		{"flat as calls join", 0, true, false},
+		{"K 2 as calls join", 2, true, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := New(measure.Options{})
+				rng := rand.New(rand.NewPCG(11, 12))
+				for range 40 {
+					c0 := 0.01 * math.Exp(0.1*rng.NormFloat64())
+					start := time.Now()
+					f := r.BeginFlightAt(start, kA, 400)
+					f.Gap(0)
+					var gen time.Duration
+					chunks := func(x int, then func()) {
+						for i := range 5 {
+							g := time.Duration(c0 * float64(time.Second))
+							if c.k > 0 {
+								g = time.Duration(float64(g) * (1 + float64(x)/c.k))
+							}
+							time.Sleep(g)
+							gen += g
+							if i == 4 {
+								then()
+							}
+							f.Gap(g)
+						}
+					}
+					x, end := 0, func() {}
+					if c.joins {
+						chunks(0, func() { end = r.BeginAt(time.Now(), kA) })
+						x = 1
+					}
+					chunks(x, func() { end() })
+					chunks(0, func() {})
+					r.RecordAt(time.Now(), kA, tps.Sample{Start: start, Last: gen, Total: gen, TPS: 400 / gen.Seconds(),
+						TPSOK: true, OutputTokens: 400})
+					f.End()
+					time.Sleep(time.Second)
+				}
+				r.PruneAt(time.Now()) // publishes the Estimate
+				est, _ := r.Estimate(kA)
+				assert.Equal(t, c.want, est.LoadUntested)
+				assert.Equal(t, c.k > 0, est.LoadK > 0)
+			})
+		})
+	}
+}

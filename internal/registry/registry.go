@@ -743,6 +743,8 @@ func (r *Registry) refresh(e *entry, now time.Time) {
 		est.ErrorRate = float64(fail) / float64(ok+fail)
 	}
 	est.LoadK, est.LoadRef, _ = e.loadModel()
+	est.LoadUntested = est.LoadK == 0 && !e.within.rulesOut(loadProbeK) &&
+		!e.fit.rulesOut(loadProbeK) && !e.fitGen.rulesOut(loadProbeK)
 	est.TPSPending, est.TTFTPending = e.tpsShift.pending(), e.ttftShift.pending()
 	pub := &published{}
 	warm := e.fillInputs(&pub.tab, t, r.opts.MinSamples, int64(r.opts.Window.Length), est.LoadK, est.LoadRef, est.TPSEWMA)

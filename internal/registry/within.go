@@ -117,3 +117,17 @@ func (f *withinFit) model() float64 {
 	}
 	return max(k, loadMinK)
 }
+
+// rulesOut reports whether the pooled streams rule out, at 95%, a load
+// dependence as strong as K k: the upper bound of their relative slope is
+// below the 1/(k + x̄) that K k gives at their mean load x̄. Streams whose
+// load never changed rule nothing out.
+func (f *withinFit) rulesOut(k float64) bool {
+	if !(f.xx > 0) || !(f.dof >= loadMinWeight) {
+		return false
+	}
+	b := f.xy / f.xx
+	resid := max(0, f.yy-b*f.xy)
+	up := b + 2*math.Sqrt(resid/(f.xx*max(f.dof-1, 1)))
+	return up < 1/(k+f.cx/f.xx)
+}
