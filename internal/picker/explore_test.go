@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/tpsroute/tpsroute/internal/registry"
 	"github.com/tpsroute/tpsroute/measure"
 	"github.com/tpsroute/tpsroute/route"
@@ -604,6 +606,7 @@ func TestLoadProbe(t *testing.T) {
 		{"untested, idle", 0, true, route.Options{Band: -1, Seed: 42}, 0},
 		{"tested, two in flight", 2, false, route.Options{Band: -1, Seed: 42}, 0},
 		{"untested, exploration off", 2, true, route.Options{Band: -1, Seed: 42, Exploration: -1}, 0},
+		{"untested, a near runner-up unseen for 5 minutes: its own chance", 2, true, route.Options{Band: -1, Seed: 42}, -1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			src := newSource()
@@ -611,6 +614,9 @@ func TestLoadProbe(t *testing.T) {
 			lead.InFlight, lead.LoadUntested = c.flight, c.untested
 			src.set(ds[0].Key(), lead)
 			src.set(ds[1].Key(), at(warm(0.2, 400), t0))
+			if c.want < 0 { // b's own chance is above loadProbe
+				src.set(ds[1].Key(), at(warm(0.2, 900), t0.Add(-5*time.Minute)))
+			}
 			src.set(ds[2].Key(), at(warm(0.2, 300), t0))
 			p := newPicker(t, ds, src, c.opts)
 			n := map[string]float64{}
@@ -620,9 +626,40 @@ func TestLoadProbe(t *testing.T) {
 					n[plan.Deployments[0].Key().Provider] += 1.0 / picks
 				}
 			}
+			if c.want < 0 {
+				if n["b"] < 0.15 {
+					t.Errorf("explored %v, want b at its own chance, above %.2f", n, loadProbe)
+				}
+				return
+			}
 			if math.Abs(n["b"]-c.want) > 0.015 || n["c"] > 0 {
 				t.Errorf("explored %v, want b %.2f and c never", n, c.want)
 			}
 		})
 	}
+	t.Run("through a Registry's handles", func(t *testing.T) {
+		// The leader's Estimate says LoadUntested (it has no load samples)
+		// and two calls are in flight: the Picker reads the flag through
+		// the handle's published Estimate, and keeps it for the next picks.
+		reg := registry.New(measure.Options{MinSamples: 1})
+		reg.RecordAt(t0, ds[0].Key(), sample(100*time.Millisecond, 1000))
+		reg.RecordAt(t0, ds[1].Key(), sample(100*time.Millisecond, 400))
+		reg.RecordAt(t0, ds[2].Key(), sample(100*time.Millisecond, 300))
+		est, _ := reg.Estimate(ds[0].Key())
+		require.True(t, est.LoadUntested)
+		end1, end2 := reg.BeginAt(t0, ds[0].Key()), reg.BeginAt(t0, ds[0].Key())
+		p := newPicker(t, ds, reg, route.Options{Band: -1, Seed: 42})
+		b := 0
+		for range picks {
+			plan := mustPick(t, p, route.Request{Model: "m"}, t0)
+			if r := plan.Deployments[0]; r.Reason == route.ReasonExplore && r.Key().Provider == "b" {
+				b++
+			}
+		}
+		end1()
+		end2()
+		if d := float64(b)/picks - loadProbe; math.Abs(d) > 0.015 {
+			t.Errorf("b explored in %.3f of picks, want %.2f", float64(b)/picks, loadProbe)
+		}
+	})
 }

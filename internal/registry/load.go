@@ -252,7 +252,7 @@ func (f *loadFit) rulesOut(k float64) bool {
 	}
 	mx, my := f.x/f.w, f.y/f.w
 	sxx := f.xx/f.w - mx*mx
-	if !(sxx >= loadMinSpread) || !(my > 0) {
+	if !(sxx >= loadMinSpread) {
 		return false
 	}
 	sxy := f.xy/f.w - mx*my

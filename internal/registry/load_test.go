@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -760,6 +761,8 @@ func TestLoadRulesOut(t *testing.T) {
 	for i := range one {
 		one[i] = 3
 	}
+	narrow := slices.Clone(one[:100])
+	narrow[0] = 4 // a variance of 0.0099 calls², below loadMinSpread
 	for _, c := range []struct {
 		name     string
 		k, sigma float64 // the samples' K (Inf: flat) and log-normal noise
@@ -772,6 +775,7 @@ func TestLoadRulesOut(t *testing.T) {
 		{"K 8 under noise 0.3", 8, 0.3, spread, false},
 		{"K 2 under noise 0.3", 2, 0.3, spread, false},
 		{"flat, at one load", math.Inf(1), 0.3, one, false},
+		{"flat, exact, too narrow a spread of loads", math.Inf(1), 0, narrow, false},
 		{"flat, too few samples", math.Inf(1), 0, spread[:loadMinWeight-1], false},
 		{"flat under noise 3: too wide to tell", math.Inf(1), 3, spread[:20], false},
 	} {
@@ -862,4 +866,89 @@ func TestRegistryLoadUntested(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestEntryLoadUntested: any one of the three fits that rules out K 8
+// ends the doubt; with none, the key is untested.
+func TestEntryLoadUntested(t *testing.T) {
+	spread := make([]float64, 100)
+	for i := range spread {
+		spread[i] = float64(i % 6)
+	}
+	flat := func(f *loadFit) { fitSamples(f, rand.New(rand.NewPCG(1, 2)), 1000, math.Inf(1), 0.1, spread) }
+	for _, c := range []struct {
+		name string
+		set  func(e *entry)
+		want bool
+	}{
+		{"no samples", func(*entry) {}, true},
+		{"flat at the start", func(e *entry) { flat(&e.fit) }, false},
+		{"flat over the generation", func(e *entry) { flat(&e.fitGen) }, false},
+		{"flat within the streams", func(e *entry) {
+			withinStreams(&e.within, rand.New(rand.NewPCG(7, 8)), 40, 2, 3, 10, 0, 0.3, 0.3)
+		}, false},
+		{"K 2 at the start", func(e *entry) {
+			fitSamples(&e.fit, rand.New(rand.NewPCG(1, 2)), 1000, 2, 0.1, spread)
+		}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var e entry
+			c.set(&e)
+			assert.Equal(t, c.want, e.loadUntested())
+		})
+	}
+}
+
+// TestLoadRulesOutOracle: rulesOut is the test on the centred sums, for
+// fits of 8 to 40 samples at once (no decay): the slope of 1/TPS on x
+// plus two standard errors (n−2 degrees of freedom), over the mean 1/TPS,
+// against 1/(8 + x̄).
+func TestLoadRulesOutOracle(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	agree, out := 0, 0
+	for range 2000 {
+		n := loadMinWeight + r.IntN(33)
+		k := []float64{2, 8, 16, 64, math.Inf(1)}[r.IntN(5)]
+		sigma := 0.02 + 0.3*r.Float64()
+		var f loadFit
+		xs, ys := make([]float64, n), make([]float64, n)
+		for i := range n {
+			xs[i] = float64(r.IntN(6))
+			v := 1000 / (1 + xs[i]/k) * math.Exp(sigma*r.NormFloat64())
+			ys[i] = 1 / v
+			f.add(0, float64(defaultHalfLife), xs[i], v)
+		}
+		var mx, my float64
+		for i := range n {
+			mx += xs[i] / float64(n)
+			my += ys[i] / float64(n)
+		}
+		var sxx, sxy, syy float64
+		for i := range n {
+			sxx += (xs[i] - mx) * (xs[i] - mx)
+			sxy += (xs[i] - mx) * (ys[i] - my)
+			syy += (ys[i] - my) * (ys[i] - my)
+		}
+		want := false
+		if sxx/float64(n) >= loadMinSpread {
+			b := sxy / sxx
+			se := math.Sqrt(max(0, syy-b*sxy) / float64(n-2) / sxx)
+			up := b + 2*se
+			// Skip the cases within rounding of the boundary.
+			d := up/my - 1/(loadProbeK+mx)
+			if math.Abs(d) < 1e-9*math.Abs(1/(loadProbeK+mx)) {
+				continue
+			}
+			want = d < 0
+		}
+		if f.rulesOut(loadProbeK) == want {
+			agree++
+		}
+		if want {
+			out++
+		}
+	}
+	assert.Equal(t, 2000, agree)
+	assert.Greater(t, out, 200, "enough fits rule K 8 out")
+	assert.Greater(t, 2000-out, 200, "and enough do not")
 }

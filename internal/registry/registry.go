@@ -577,6 +577,13 @@ func (e *entry) loadModel() (k, ref float64, gen bool) {
 	return k, ref, false
 }
 
+// loadUntested reports whether no fit of e rules out a load dependence as
+// strong as K loadProbeK: not the slope within the streams, nor either fit
+// across them (Estimate.LoadUntested, with no load model).
+func (e *entry) loadUntested() bool {
+	return !e.within.rulesOut(loadProbeK) && !e.fit.rulesOut(loadProbeK) && !e.fitGen.rulesOut(loadProbeK)
+}
+
 // Estimate returns k's latest published Estimate, with InFlight read live,
 // and reports whether it is OK (enough successful samples in the window).
 // An unknown key gives the zero Estimate and false; a known key with too
@@ -743,8 +750,7 @@ func (r *Registry) refresh(e *entry, now time.Time) {
 		est.ErrorRate = float64(fail) / float64(ok+fail)
 	}
 	est.LoadK, est.LoadRef, _ = e.loadModel()
-	est.LoadUntested = est.LoadK == 0 && !e.within.rulesOut(loadProbeK) &&
-		!e.fit.rulesOut(loadProbeK) && !e.fitGen.rulesOut(loadProbeK)
+	est.LoadUntested = est.LoadK == 0 && e.loadUntested()
 	est.TPSPending, est.TTFTPending = e.tpsShift.pending(), e.ttftShift.pending()
 	pub := &published{}
 	warm := e.fillInputs(&pub.tab, t, r.opts.MinSamples, int64(r.opts.Window.Length), est.LoadK, est.LoadRef, est.TPSEWMA)
