@@ -24,6 +24,10 @@
 // stream would have ended; a Responses or Messages stream gives the API's
 // own answer (internal/answer: ResponsesAnswer, MessagesAnswer).
 //
+// A request body that is not JSON gets 400, one over 64 MiB 413
+// (request_too_large), a model with no Script 404, each with an
+// OpenAI-shaped error body.
+//
 // # Fake time
 //
 // Handler.Transport is an in-memory http.RoundTripper: no sockets, a pipe per

@@ -193,8 +193,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, errorBody("replay: unknown path "+r.URL.Path, "invalid_request_error", "not_found"))
 		return
 	}
-	raw, err := io.ReadAll(r.Body)
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody))
 	if err != nil {
+		if tooLarge := new(http.MaxBytesError); errors.As(err, &tooLarge) {
+			writeJSON(w, http.StatusRequestEntityTooLarge, errorBody("replay: the request body is over "+strconv.Itoa(maxRequestBody>>20)+" MiB", "invalid_request_error", "request_too_large"))
+		}
 		return
 	}
 	var body chatRequest
@@ -255,6 +258,11 @@ func (h *Handler) serveModels(w http.ResponseWriter) {
 	b, _ := json.Marshal(list)
 	writeJSON(w, http.StatusOK, string(b))
 }
+
+// maxRequestBody is the largest request body the Handler reads: a test's
+// prompt of a few million tokens fits, and a client that sends without end
+// gets 413 rather than the test process's memory.
+const maxRequestBody = 64 << 20
 
 func writeJSON(w http.ResponseWriter, code int, body string) {
 	w.Header().Set("Content-Type", "application/json")

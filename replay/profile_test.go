@@ -237,6 +237,7 @@ func TestHandlerErrors(t *testing.T) {
 		{"bad json", "POST", "/v1/chat/completions", `{`, 400, nil},
 		{"wrong method", "GET", "/v1/chat/completions", ``, 405, nil},
 		{"unknown path", "POST", "/v1/audio/speech", `{}`, 404, "not_found"},
+		{"body over the cap", "POST", "/v1/chat/completions", `{"model":"m","x":"` + strings.Repeat("a", maxRequestBody) + `"}`, 413, "request_too_large"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
