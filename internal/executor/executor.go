@@ -577,8 +577,8 @@ const (
 // timed before it) is ended by ctx.Done, so that the call fails with the
 // deadline, not with a timer of its own that fires at the same instant.
 func (cl *call) waitStep(limit time.Time, byDeadline bool) stepEnd {
-	signal, done := cl.e.freed.subscribe()
-	defer done()
+	signal := cl.e.freed.subscribe()
+	defer cl.e.freed.unsubscribe()
 	at, full := cl.readyAt()
 	now := time.Now()
 	timed := !at.IsZero() && !at.After(limit)

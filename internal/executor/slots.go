@@ -17,11 +17,11 @@ type slotSignal struct {
 	ch      chan struct{} // closed by the next broadcast; nil until someone subscribes
 }
 
-// subscribe returns a channel closed by the next broadcast, and the func
-// that ends the subscription (call it exactly once). A caller subscribes
+// subscribe returns a channel closed by the next broadcast; unsubscribe
+// ends the subscription (once for each subscribe). A caller subscribes
 // before it checks for room, so that a slot freed between the check and
 // the wait is not missed.
-func (s *slotSignal) subscribe() (<-chan struct{}, func()) {
+func (s *slotSignal) subscribe() <-chan struct{} {
 	s.waiting.Add(1)
 	s.mu.Lock()
 	if s.ch == nil {
@@ -29,8 +29,11 @@ func (s *slotSignal) subscribe() (<-chan struct{}, func()) {
 	}
 	ch := s.ch
 	s.mu.Unlock()
-	return ch, func() { s.waiting.Add(-1) }
+	return ch
 }
+
+// unsubscribe ends one subscription.
+func (s *slotSignal) unsubscribe() { s.waiting.Add(-1) }
 
 // broadcast wakes every current subscriber. A call's end, after its slot
 // is given back, calls it.
