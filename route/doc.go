@@ -91,8 +91,12 @@
 // that finds it with no call in flight re-measures it, until the change is
 // confirmed or refuted. Under Cost a cheaper deployment that would comply is
 // judged by its margin inside the SLO, and a dearer deployment is
-// never explored (its cost is known). Options.Exploration caps the share
-// of picks that explore (default 20%); in a steady fleet far fewer do.
+// never explored (its cost is known). A leader with calls in flight whose
+// load dependence is untested (every call at one steady load, so nothing
+// shows whether its streams slow as others join) gives the next candidate
+// at least a 10% chance, so that its load varies and the slope shows or is
+// ruled out. Options.Exploration caps the share of picks that explore
+// (default 20%); in a steady fleet far fewer do.
 // Half-open deployments have their own probes (above).
 //
 // # Priors
