@@ -211,34 +211,52 @@ func (f *loadFit) modelR2() (k, ref, r2 float64) {
 	if f.w <= 0 {
 		return 0, 0, 0
 	}
-	mx, my := f.x/f.w, f.y/f.w
-	if f.w < loadMinWeight {
-		return 0, mx, 0
+	l, ok := f.line()
+	if !ok {
+		return 0, f.x / f.w, 0
 	}
-	sxx := f.xx/f.w - mx*mx
-	if !(sxx >= loadMinSpread) {
-		return 0, mx, 0
+	if !(l.explained >= loadMinExplained*l.syy) {
+		return 0, l.mx, 0
 	}
-	sxy := f.xy/f.w - mx*my
-	syy := f.yy/f.w - my*my
-	b := sxy / sxx
-	// b·sxy is the part of 1/TPS's variance the line explains.
-	if !(b*sxy >= loadMinExplained*syy) {
-		return 0, mx, 0
-	}
-	r2 = b * sxy / syy
-	resid := max(0, syy-b*sxy) // residual variance per unit weight
-	se := math.Sqrt(resid / (sxx * max(f.w-2, 1)))
-	b -= 2 * se
+	r2 = l.explained / l.syy
+	b := l.b - 2*l.se
 	if !(b > 0) {
-		return 0, mx, 0
+		return 0, l.mx, 0
 	}
-	a := my - b*mx
+	a := l.my - b*l.mx
 	k = loadMinK
 	if a > 0 {
 		k = max(a/b, loadMinK)
 	}
 	return k, f.refFor(b*k, k), r2 // the line through (0, b·k) with slope b
+}
+
+// fitLine is a loadFit's least-squares line of 1/TPS on x.
+type fitLine struct {
+	mx, my    float64 // the samples' mean load and mean 1/TPS
+	syy       float64 // the variance of 1/TPS
+	explained float64 // the part of syy the line explains (b·sxy)
+	b, se     float64 // the slope and its standard error
+}
+
+// line returns f's line, and false with less than loadMinWeight of
+// sample weight or a spread of loads below loadMinSpread, where no slope is
+// fitted.
+func (f *loadFit) line() (fitLine, bool) {
+	if !(f.w >= loadMinWeight) {
+		return fitLine{}, false
+	}
+	mx, my := f.x/f.w, f.y/f.w
+	sxx := f.xx/f.w - mx*mx
+	if !(sxx >= loadMinSpread) {
+		return fitLine{}, false
+	}
+	sxy := f.xy/f.w - mx*my
+	syy := f.yy/f.w - my*my
+	b := sxy / sxx
+	resid := max(0, syy-b*sxy) // residual variance per unit weight
+	se := math.Sqrt(resid / (sxx * max(f.w-2, 1)))
+	return fitLine{mx: mx, my: my, syy: syy, explained: b * sxy, b: b, se: se}, true
 }
 
 // rulesOut reports whether f's samples rule out, at 95%, a load dependence
@@ -247,20 +265,8 @@ func (f *loadFit) modelR2() (k, ref, r2 float64) {
 // 1/(k + x̄) that K k gives there. A fit with too few samples or too narrow
 // a spread of loads rules nothing out.
 func (f *loadFit) rulesOut(k float64) bool {
-	if !(f.w >= loadMinWeight) {
-		return false
-	}
-	mx, my := f.x/f.w, f.y/f.w
-	sxx := f.xx/f.w - mx*mx
-	if !(sxx >= loadMinSpread) {
-		return false
-	}
-	sxy := f.xy/f.w - mx*my
-	syy := f.yy/f.w - my*my
-	b := sxy / sxx
-	resid := max(0, syy-b*sxy)
-	up := b + 2*math.Sqrt(resid/(sxx*max(f.w-2, 1)))
-	return up/my < 1/(k+mx)
+	l, ok := f.line()
+	return ok && (l.b+2*l.se)/l.my < 1/(k+l.mx)
 }
 
 // loadFactor returns (1 + ref/k) / (1 + x/k): how a stream's TPS at x other

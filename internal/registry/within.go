@@ -102,12 +102,11 @@ func (f *withinFit) add(t int64, halfLife float64, s *streamLoad) {
 // noise gives no load dependence rather than a false one), or K above
 // withinMaxK.
 func (f *withinFit) model() float64 {
-	if !(f.xx > 0) || !(f.dof >= loadMinWeight) {
+	b, se, ok := f.slope()
+	if !ok {
 		return 0
 	}
-	b := f.xy / f.xx
-	resid := max(0, f.yy-b*f.xy)
-	b -= 2 * math.Sqrt(resid/(f.xx*max(f.dof-1, 1)))
+	b -= 2 * se
 	if !(b > 0) {
 		return 0
 	}
@@ -118,16 +117,23 @@ func (f *withinFit) model() float64 {
 	return max(k, loadMinK)
 }
 
+// slope returns the pooled relative slope of the chunk gap on the load and
+// its standard error, and false with no spread of load within the streams
+// or fewer than loadMinWeight degrees of freedom.
+func (f *withinFit) slope() (b, se float64, ok bool) {
+	if !(f.xx > 0) || !(f.dof >= loadMinWeight) {
+		return 0, 0, false
+	}
+	b = f.xy / f.xx
+	resid := max(0, f.yy-b*f.xy)
+	return b, math.Sqrt(resid / (f.xx * max(f.dof-1, 1))), true
+}
+
 // rulesOut reports whether the pooled streams rule out, at 95%, a load
 // dependence as strong as K k: the upper bound of their relative slope is
 // below the 1/(k + x̄) that K k gives at their mean load x̄. Streams whose
 // load never changed rule nothing out.
 func (f *withinFit) rulesOut(k float64) bool {
-	if !(f.xx > 0) || !(f.dof >= loadMinWeight) {
-		return false
-	}
-	b := f.xy / f.xx
-	resid := max(0, f.yy-b*f.xy)
-	up := b + 2*math.Sqrt(resid/(f.xx*max(f.dof-1, 1)))
-	return up < 1/(k+f.cx/f.xx)
+	b, se, ok := f.slope()
+	return ok && b+2*se < 1/(k+f.cx/f.xx)
 }
