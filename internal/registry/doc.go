@@ -34,8 +34,9 @@
 //   - an in-flight gauge (Registry.Begin), followed over time, and a load
 //     model fitted from it: how a stream's TPS falls with the other calls in
 //     flight, at its start or on average over its generation, whichever
-//     explains more, 1/TPS linear in their number (Estimate.LoadK,
-//     LoadFactor);
+//     explains more, or within each stream as others join and leave, 1/TPS
+//     linear in their number (Estimate.LoadK, LoadFactor), and whether the
+//     load has varied too little to tell (Estimate.LoadUntested);
 //   - the start and output cap of up to 4 calls in flight
 //     (Registry.BeginCallAt), so that a reader can ask how overdue the most
 //     overdue of them is at the figures it expects (Overdue) before they
