@@ -60,7 +60,7 @@ func isJSONAnswer(resp *http.Response) bool {
 // ErrMalformed, both after an empty stream.
 func (a *run) unstream(resp *http.Response) int {
 	limit := a.cl.e.opts.Limits.Answer
-	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(limit)+1))
+	b, err := readAnswer(resp, limit)
 	rest := resp.Body
 	switch {
 	case err != nil:
@@ -83,6 +83,22 @@ func (a *run) unstream(resp *http.Response) int {
 	a.plainAnswer = b
 	resp.Body = readCloser{bytes.NewReader(ev), rest}
 	return len(ev)
+}
+
+// readAnswer reads resp's body whole, at most limit+1 bytes (one past the
+// limit, so that the caller sees it exceeded). A Content-Length within
+// limit sizes the buffer once, where io.ReadAll starts at 512 bytes and
+// grows and copies about twice as many bytes as the answer's; a wrong one
+// costs at most a grown or an oversized buffer, never more than limit.
+func readAnswer(resp *http.Response, limit int) ([]byte, error) {
+	r := io.LimitReader(resp.Body, int64(limit)+1)
+	n := resp.ContentLength
+	if n <= 0 || n > int64(limit) {
+		return io.ReadAll(r)
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, int(n)+bytes.MinRead)) // ReadFrom grows below MinRead free
+	_, err := buf.ReadFrom(r)
+	return buf.Bytes(), err
 }
 
 // readCloser reads from r and closes c.

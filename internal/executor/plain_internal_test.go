@@ -1,10 +1,14 @@
 package executor
 
 import (
+	"io"
 	"net/http"
+	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestIsJSONAnswer: the media type decides, whatever its case, space and
@@ -27,4 +31,50 @@ func TestIsJSONAnswer(t *testing.T) {
 func TestIsJSONAnswerAllocatesNothing(t *testing.T) {
 	resp := &http.Response{Header: http.Header{"Content-Type": {"text/event-stream; charset=utf-8"}}}
 	assert.Zero(t, testing.AllocsPerRun(100, func() { isJSONAnswer(resp) }))
+}
+
+// TestReadAnswer: the body is read whole and exactly whatever the
+// Content-Length says (right, absent, too small, too large, past the
+// limit), one byte past the limit at most; a right one takes one
+// allocation of the buffer.
+func TestReadAnswer(t *testing.T) {
+	body := strings.Repeat(`{"x":"abcdefgh"}`, 1000) // 16,000 bytes
+	const limit = 20000
+	for _, c := range []struct {
+		name   string
+		length int64
+		body   string
+		want   int // bytes read
+	}{
+		{"right length", int64(len(body)), body, len(body)},
+		{"no length", -1, body, len(body)},
+		{"length too small", 100, body, len(body)},
+		{"length too large", limit, body, len(body)},
+		{"length past the limit", limit + 1, body, len(body)},
+		{"body past the limit", int64(len(body)), body + body, limit + 1},
+		{"empty", 0, "", 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			resp := &http.Response{Body: io.NopCloser(strings.NewReader(c.body)), ContentLength: c.length}
+			b, err := readAnswer(resp, limit)
+			require.NoError(t, err)
+			assert.Equal(t, c.want, len(b))
+			assert.Equal(t, (c.body + c.body)[:c.want], string(b))
+		})
+	}
+	t.Run("a read error is returned", func(t *testing.T) {
+		resp := &http.Response{Body: io.NopCloser(iotest.ErrReader(io.ErrUnexpectedEOF)), ContentLength: 10}
+		_, err := readAnswer(resp, limit)
+		assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
+	})
+	t.Run("one buffer for a right length", func(t *testing.T) {
+		r := strings.NewReader(body)
+		allocs := testing.AllocsPerRun(20, func() {
+			r.Reset(body)
+			if _, err := readAnswer(&http.Response{Body: io.NopCloser(r), ContentLength: int64(len(body))}, limit); err != nil {
+				t.Fatal(err)
+			}
+		})
+		assert.LessOrEqual(t, allocs, 3.0, "the buffer, the bytes.Buffer and the LimitReader")
+	})
 }
