@@ -3,6 +3,7 @@ package executor
 import (
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -67,14 +68,25 @@ func TestReadAnswer(t *testing.T) {
 		_, err := readAnswer(resp, limit)
 		assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
 	})
+	t.Run("a length far past the limit allocates no more than the limit", func(t *testing.T) {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		b, err := readAnswer(&http.Response{Body: io.NopCloser(strings.NewReader(body)), ContentLength: 1000 * limit}, limit)
+		runtime.ReadMemStats(&after)
+		require.NoError(t, err)
+		assert.Len(t, b, len(body))
+		assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(8*limit))
+	})
 	t.Run("one buffer for a right length", func(t *testing.T) {
-		r := strings.NewReader(body)
-		allocs := testing.AllocsPerRun(20, func() {
-			r.Reset(body)
-			if _, err := readAnswer(&http.Response{Body: io.NopCloser(r), ContentLength: int64(len(body))}, limit); err != nil {
-				t.Fatal(err)
-			}
-		})
-		assert.LessOrEqual(t, allocs, 3.0, "the buffer, the bytes.Buffer and the LimitReader")
+		for _, b := range []string{body, strings.Repeat("x", limit)} { // the limit itself included
+			r := strings.NewReader(b)
+			allocs := testing.AllocsPerRun(20, func() {
+				r.Reset(b)
+				if _, err := readAnswer(&http.Response{Body: io.NopCloser(r), ContentLength: int64(len(b))}, limit); err != nil {
+					t.Fatal(err)
+				}
+			})
+			assert.LessOrEqual(t, allocs, 3.0, "the buffer, the bytes.Buffer and the LimitReader, for %d bytes", len(b))
+		}
 	})
 }
