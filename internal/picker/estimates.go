@@ -75,12 +75,12 @@ func (p *Picker) blend(it *item, e *registry.Estimate, ok bool) {
 // alone (its blend and what exploration notes), kept per scratch until
 // measure publishes a new one.
 type derived struct {
-	est    *registry.Estimate // the published Estimate it was derived from; nil none
-	exp    route.Expected
-	newest int64
-	spread float64
-	pend   [2]float32
-	untest bool
+	est      *registry.Estimate // the published Estimate it was derived from; nil none
+	exp      route.Expected
+	newest   int64
+	spread   float64
+	pend     [2]float32
+	untested bool
 }
 
 // derive sets it's Expected, newest, spread and pend from the published
@@ -91,10 +91,10 @@ func (p *Picker) derive(s *scratch, it *item, e *registry.Estimate) {
 	d := &s.derived[it.idx]
 	if d.est != e {
 		p.blend(it, e, e.OK)
-		*d = derived{est: e, exp: it.exp, newest: it.newest, spread: it.spread, pend: it.pend, untest: it.untested}
+		*d = derived{est: e, exp: it.exp, newest: it.newest, spread: it.spread, pend: it.pend, untested: it.untested}
 		return
 	}
-	it.exp, it.newest, it.spread, it.pend, it.untested = d.exp, d.newest, d.spread, d.pend, d.untest
+	it.exp, it.newest, it.spread, it.pend, it.untested = d.exp, d.newest, d.spread, d.pend, d.untested
 }
 
 // resolveEstimate reads it's statistics into *est when its deployment has
