@@ -2,7 +2,6 @@ package replay
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -10,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/tpsroute/tpsroute/internal/payload"
 	"github.com/tpsroute/tpsroute/tps"
 )
 
@@ -479,14 +478,11 @@ func anthropicStatusBody(code int) string {
 	return `{"type":"error","error":{"type":"` + typ + `","message":` + jsonString(msg) + `}}`
 }
 
+// jsonString returns s quoted as a JSON string (payload.AppendQuoted). A
+// short string is quoted on the stack: one allocation, the result's.
 func jsonString(s string) string {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			b, _ := json.Marshal(s)
-			return string(b)
-		}
-	}
-	return `"` + s + `"` // printable ASCII json.Marshal leaves as it is
+	var buf [64]byte
+	return string(payload.AppendQuoted(buf[:0], s))
 }
 
 // usage is the token accounting of one synthetic answer.

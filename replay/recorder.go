@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tpsroute/tpsroute/internal/payload"
 	"github.com/tpsroute/tpsroute/internal/redact"
 	"github.com/tpsroute/tpsroute/internal/sse"
 	"github.com/tpsroute/tpsroute/route"
@@ -204,8 +205,7 @@ func (r *Recorder) redactBody(b []byte) json.RawMessage {
 	if out, _, ok := r.redactJSON(b); ok {
 		return out
 	}
-	s, _ := json.Marshal(string(b))
-	return s
+	return payload.AppendQuoted(nil, string(b))
 }
 
 // redactJSON decodes b, replaces the named fields and re-encodes it. It

@@ -2,10 +2,13 @@ package replay
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tpsroute/tpsroute/internal/payload"
 )
 
 // TestMessageTextBytes checks the copy-free text against the decoded one for
@@ -70,16 +73,16 @@ func FuzzMessageText(f *testing.F) {
 	})
 }
 
-// FuzzJSONString checks the fast path of jsonString against json.Marshal.
+// FuzzJSONString checks that jsonString, which quotes on the stack up to 64
+// bytes, gives payload.AppendQuoted's bytes (FuzzAppendQuoted checks those
+// against encoding/json) at every length.
 func FuzzJSONString(f *testing.F) {
-	for _, s := range []string{"w1 w2 ", `a"b`, `a\b`, "a<b", "a>b", "a&b", "\n", "é", "\u2028", "\xff", ""} {
+	for _, s := range []string{"w1 w2 ", `a"b`, `a\b`, "a<b", "\n", "é", "\u2028", "\xff", "", strings.Repeat("x", 62), strings.Repeat("\"", 40)} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		want, err := json.Marshal(s)
-		require.NoError(t, err)
-		if got := jsonString(s); got != string(want) {
-			t.Fatalf("jsonString(%q) = %s, json.Marshal %s", s, got, want)
+		if got, want := jsonString(s), string(payload.AppendQuoted(nil, s)); got != want {
+			t.Fatalf("jsonString(%q) = %s, AppendQuoted %s", s, got, want)
 		}
 	})
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/tpsroute/tpsroute/internal/payload"
 	"github.com/tpsroute/tpsroute/internal/sse"
 )
 
@@ -126,7 +127,7 @@ func MessagesAnswer(stream []byte) ([]byte, error) {
 	content := make([]map[string]json.RawMessage, len(blocks))
 	for i, b := range blocks {
 		h := b.head
-		set := func(k, v string) { h[k], _ = json.Marshal(v) }
+		set := func(k, v string) { h[k] = payload.AppendQuoted(nil, v) }
 		switch string(bytes.Trim(h["type"], `"`)) {
 		case "text":
 			set("text", jsonString(h["text"])+b.text.String())

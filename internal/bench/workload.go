@@ -10,6 +10,8 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+
+	"github.com/tpsroute/tpsroute/internal/payload"
 )
 
 // Message is one chat message of a Prompt. It is a plain value, safe for
@@ -250,18 +252,12 @@ func appendBody(b []byte, model string, p *Prompt) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `{"role":`...)
-		b = appendJSONString(b, m.Role)
+		b = payload.AppendQuoted(b, m.Role)
 		b = append(b, `,"content":`...)
-		b = appendJSONString(b, m.Content)
+		b = payload.AppendQuoted(b, m.Content)
 		b = append(b, '}')
 	}
 	return append(b, "]}"...)
-}
-
-// appendJSONString appends s as a JSON string.
-func appendJSONString(b []byte, s string) []byte {
-	q, _ := json.Marshal(s) // a string always marshals
-	return append(b, q...)
 }
 
 // Body returns the JSON body of request i (0-based) of a run of w in cache

@@ -3,7 +3,6 @@ package executor
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
+	"github.com/tpsroute/tpsroute/internal/payload"
 	"github.com/tpsroute/tpsroute/route"
 )
 
@@ -84,9 +84,8 @@ func attemptWire(body []byte, wire string, usage bool) (b []byte, stream bool, e
 	usage = usage && stream && !opts.Get("include_usage").Bool()
 	rest := bytes.TrimRight(body[min(m.Index+len(m.Raw), len(body)):], " \t\r\n")
 	if m.Index > 0 && len(rest) > 0 && rest[len(rest)-1] == '}' && !(usage && opts.Exists()) {
-		q, _ := json.Marshal(wire) // a string always marshals
-		b = make([]byte, 0, len(body)+len(q)+len(usageOption))
-		b = append(append(b, body[:m.Index]...), q...)
+		b = make([]byte, 0, len(body)+len(wire)+2+len(usageOption))
+		b = payload.AppendQuoted(append(b, body[:m.Index]...), wire)
 		if usage {
 			b = append(append(b, rest[:len(rest)-1]...), usageOption...)
 			return append(b, body[m.Index+len(m.Raw)+len(rest)-1:]...), stream, nil

@@ -1,6 +1,7 @@
 package payload_test
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/tpsroute/tpsroute/internal/payload"
@@ -20,4 +21,30 @@ func BenchmarkParseChunk(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkAppendQuoted quotes a model name and a line of text with
+// escapes, into a reused buffer, against encoding/json's Marshal of the same
+// strings.
+func BenchmarkAppendQuoted(b *testing.B) {
+	in := []string{"gpt-4o-mini-2024-07-18", "Hello \"world\",\nsaid the 🙂 model\tagain."}
+	b.Run("AppendQuoted", func(b *testing.B) {
+		buf := make([]byte, 0, 128)
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, s := range in {
+				buf = payload.AppendQuoted(buf[:0], s)
+			}
+		}
+	})
+	b.Run("json.Marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, s := range in {
+				if _, err := json.Marshal(s); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
 }

@@ -1,9 +1,9 @@
 // Package payload is the one parser of what an SSE event of a provider's
 // stream carries: a chat-completion chunk (ParseChunk), a Responses,
 // Messages or embeddings event mapped onto the same Chunk (ParseEvent), an
-// error body of any shape seen in the wild (ParseErrorBody), and the JSON
-// string and answer helpers built on the same scanner (AppendUnescaped,
-// AppendCompletionEvents).
+// error body of any shape seen in the wild (ParseErrorBody), the JSON
+// string's one decoder and one encoder (AppendUnescaped, AppendQuoted), and
+// the answer helper built on the same scanner (AppendCompletionEvents).
 //
 // tps's Tap and Stream time every stream with it; internal/answer folds its
 // Chunks into a non-streaming answer, internal/executor classifies error

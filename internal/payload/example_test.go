@@ -20,3 +20,15 @@ func ExampleParseErrorBody() {
 	// Output:
 	// 429 Rate limit
 }
+
+// AppendQuoted writes a JSON string as encoding/json does, without HTML
+// escapes and without allocating beyond dst; AppendUnescaped reads it back.
+func ExampleAppendQuoted() {
+	q := payload.AppendQuoted(nil, "say \"hi\"\n<b>")
+	fmt.Println(string(q))
+	fmt.Println(string(payload.AppendUnescaped(nil, q[1:len(q)-1])))
+	// Output:
+	// "say \"hi\"\n<b>"
+	// say "hi"
+	// <b>
+}

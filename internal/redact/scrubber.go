@@ -208,7 +208,7 @@ func (s *Scrubber) ScrubJSON(b []byte) []byte {
 				inner = tok[1 : len(tok)-1]
 			}
 			out = append(out, b[last:i]...)
-			out = appendQuoted(out, s.Scrub(string(payload.AppendUnescaped(nil, inner))))
+			out = payload.AppendQuoted(out, s.Scrub(string(payload.AppendUnescaped(nil, inner))))
 			last = j
 		}
 		i = j - 1
@@ -301,24 +301,4 @@ func stringEnd(b []byte, i int) (int, bool) {
 		}
 	}
 	return len(b), false
-}
-
-// appendQuoted appends s as a JSON string: quote, backslash and control
-// characters escaped, everything else as it is.
-func appendQuoted(dst []byte, s string) []byte {
-	const hexDigits = "0123456789abcdef"
-	dst = append(dst, '"')
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			dst = append(dst, '\\', c)
-		case c == '\n':
-			dst = append(dst, '\\', 'n')
-		case c < 0x20:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-		default:
-			dst = append(dst, c)
-		}
-	}
-	return append(dst, '"')
 }

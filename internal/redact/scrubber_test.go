@@ -164,7 +164,7 @@ func TestScrubJSONExact(t *testing.T) {
 	for _, tt := range []struct{ name, in, want string }{
 		{"other strings keep their escapes", `{"a":"say \"hi\"\n","b":"` + esc + `"}`, `{"a":"say \"hi\"\n","b":"REDACTED"}`},
 		{"a member name and its value", `{"` + esc + `":"` + esc + `","c":"\u00e9"}`, `{"REDACTED":"REDACTED","c":"\u00e9"}`},
-		{"re-encoded", `{"m":"line1\n` + esc + ` \"q\" \\ \t\u001f \/ end"}`, `{"m":"line1\nREDACTED \"q\" \\ \u0009\u001f / end"}`},
+		{"re-encoded", `{"m":"line1\n` + esc + ` \"q\" \\ \t\u001f \/ end"}`, `{"m":"line1\nREDACTED \"q\" \\ \t\u001f / end"}`},
 		{"cut inside the string", `{"m":"` + esc, `{"m":"REDACTED"`},
 		{"cut after the key's escape", `data: {"m":"x ` + esc + `\`, `data: {"m":"x REDACTED\\"`},
 		{"raw outside strings", `{"n":` + testKey + `}`, `{"n":REDACTED}`},
