@@ -1,21 +1,3 @@
-// Command tpsbench measures OpenAI-compatible providers under your own
-// traffic: TTFT, generation tokens/s, TPOT and end-to-end latency at
-// p50/p90/p95/p99, cold and warm prompt caches, closed- and open-loop load,
-// goodput under an SLO, with terminal, JSON, CSV and HTML reports.
-//
-// Usage:
-//
-//	tpsbench run     [flags]   one configuration (compare mode unless -routed)
-//	tpsbench compare [flags]   every deployment pinned in turn, same load
-//	tpsbench sweep   [flags]   several -concurrency levels or -rate values
-//	tpsbench report  FILE      re-render a report.json (table, CSV, HTML)
-//	tpsbench sim     [flags] SCENARIO...  score routing policies in a simulated fleet
-//
-// Exit codes: 0 success; 1 the run failed (no request succeeded, a file
-// could not be written); 2 bad usage or config; 3 an -slo was given and a
-// configuration missed it; 130 interrupted (partial results written).
-//
-// See docs/BENCH.md for every flag and the report schema.
 package main
 
 import (

@@ -1,6 +1,3 @@
-// Package cputime reports a benchmark's CPU time per operation, measured on
-// its own OS thread, so that other load on a shared machine does not inflate
-// the figure. It is the one home of that helper for the module's benchmarks.
 package cputime
 
 import (

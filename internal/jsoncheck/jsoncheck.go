@@ -1,12 +1,3 @@
-// Package jsoncheck validates JSON text in one pass, without recursion, and
-// refuses nesting deeper than MaxDepth. It is the one check that a caller's
-// bytes pass before any recursive parser (gjson, sjson, encoding/json) sees
-// them: a body of a few megabytes of '[' costs a recursive validator one
-// stack frame per bracket (about 900 MiB of goroutine stack for 4 MiB), and
-// this one a fixed 16 bytes.
-//
-// The grammar is RFC 8259's, the one gjson.Valid accepts: UTF-8 is not
-// checked, and nothing but the value and white space may follow it.
 package jsoncheck
 
 import (

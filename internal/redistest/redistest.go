@@ -1,9 +1,3 @@
-// Package redistest gives tests a real redis-server on 127.0.0.1: the one
-// .ci/run starts (its address in TPSROUTE_REDIS_ADDR), or one a test starts
-// and stops itself from the redis-server on PATH.
-//
-// Outside CI a test without Redis is skipped with a message saying how to
-// run it; in CI (TPSROUTE_CI set, as .ci/run does) it fails instead.
 package redistest
 
 import (

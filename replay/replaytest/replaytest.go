@@ -1,13 +1,3 @@
-// Package replaytest gives tests recorded provider streams with one call:
-// RecordOnce replays a cassette when its file exists and records one, redacted,
-// from the real provider when it does not (go-vcr's ModeRecordOnce).
-//
-// It lives apart from replay so that replay, which programs such as the
-// quickstart link, does not import package testing. Like the rest of
-// tpsroute it reads no environment variable: the switch that forces a new
-// recording is a parameter, and a test spells its own, for example
-//
-//	url := replaytest.RecordOnce(t, "testdata/hello.json", "https://api.openai.com/v1", os.Getenv("REPLAY_RECORD") != "")
 package replaytest
 
 import (

@@ -1,14 +1,3 @@
-// Command exported counts the exported names of the module's public packages,
-// the figure issue 27 holds to 450: run `go run ./scripts/exported` at the
-// module's root,
-// with -v to list the names.
-//
-// It counts what a user of the module can name, package by package, read
-// with go/doc from the non-test files: each exported constant, variable,
-// function and type, and each exported method of an exported type. Struct
-// fields and interface methods are not counted (they belong to their type).
-// Packages under internal/, examples/, cmd/ and scripts/, and testdata, are
-// left out: nobody outside the module imports them.
 package main
 
 import (
