@@ -20,7 +20,7 @@ func Example_run() {
 		fmt.Println("exit code", code)
 	}
 	// Output:
-	// tpsbench: unknown command "bench" (want run, compare, sweep or report; -h for help)
+	// tpsbench: unknown command "bench" (want run, compare, sweep, report or sim; -h for help)
 	// exit code 2
 	// tpsbench: compare pins each deployment; -routed belongs to run or sweep
 	// exit code 2

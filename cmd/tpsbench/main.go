@@ -159,7 +159,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch cmd {
 	case "run", "compare", "sweep":
 	default:
-		fmt.Fprintf(stderr, "tpsbench: unknown command %q (want run, compare, sweep or report; -h for help)\n", cmd)
+		fmt.Fprintf(stderr, "tpsbench: unknown command %q (want run, compare, sweep, report or sim; -h for help)\n", cmd)
 		return exitUsage
 	}
 	if err := fs.Parse(rest); err != nil {
