@@ -385,10 +385,11 @@ func apiDeployments(ds []route.Deployment) []route.Deployment {
 	return out
 }
 
-// apiAnswer makes r, the Response of a non-streaming Responses or Messages
+// apiAnswer makes r, the Response of a non-streaming Messages or embeddings
 // call, answer in the API's shape: the stream the executor buffered (the
 // call streams underneath, and fails over invisibly to its end) becomes the
-// response object or the message.
+// message, or the provider's embeddings answer. A chat or Responses call's
+// answer is the one the executor assembled (executor.Call.Assemble).
 func apiAnswer(r *Response, res *executor.Result, api route.API) error {
 	raw, err := io.ReadAll(res.Body)
 	_ = res.Body.Close()
@@ -397,8 +398,6 @@ func apiAnswer(r *Response, res *executor.Result, api route.API) error {
 	}
 	var out []byte
 	switch api {
-	case route.APIResponses:
-		out, err = answer.ResponsesAnswer(raw)
 	case route.APIMessages:
 		out, err = answer.MessagesAnswer(raw)
 	default: // embeddings: the provider's answer, which the executor framed as one event

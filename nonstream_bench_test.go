@@ -47,7 +47,16 @@ import (
 // flag) runs only the named doors, in that order; the ratios need plain.
 func BenchmarkNew1000(b *testing.B) {
 	url := benchServer(b)
-	doors := selectDoors(b, nonStreamDoors(b, url, "m", benchChunks), *newDoors)
+	runDoors(b, selectDoors(b, nonStreamDoors(b, url, "m", benchChunks), *newDoors))
+}
+
+// runDoors runs BenchmarkNew1000's blocks of doors, and
+// BenchmarkResponsesNew1000's: newBlock calls of each door per block, the
+// order turned by one door each iteration, a garbage collection before each
+// block outside the count; it reports each door's CPU µs a call and, when
+// doors[0] is "plain", each other door's ratio to it over the run and the
+// median of its per-iteration ratios.
+func runDoors(b *testing.B, doors []door) {
 	for _, d := range doors { // warm connections and statistics
 		d.call()
 	}

@@ -121,8 +121,10 @@ func (c *Client) respond(ctx context.Context, body []byte, info requestInfo, hdr
 		}}
 		return r, nil
 	}
-	cancel()                         // the attempt has ended; Body reads what it left
-	if info.api() != route.APIChat { // the API's own answer (api.go)
+	cancel() // the attempt has ended; Body reads what it left
+	// A Messages or embeddings call's answer is made from the buffered
+	// stream (api.go); a chat or Responses call's the executor assembled.
+	if api := info.api(); api != route.APIChat && api != route.APIResponses {
 		if err := apiAnswer(r, res, info.api()); err != nil {
 			endCall(cc, res, err)
 			return nil, err

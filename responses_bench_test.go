@@ -2,7 +2,9 @@ package tpsroute
 
 import (
 	"context"
+	"io"
 	"net/http"
+	"runtime/pprof"
 	"slices"
 	"testing"
 	"time"
@@ -94,4 +96,62 @@ func medianOf(v []float64) float64 {
 		return v[len(v)/2]
 	}
 	return (v[len(v)/2-1] + v[len(v)/2]) / 2
+}
+
+// BenchmarkResponsesNew1000 is BenchmarkNew1000 for the Responses API: the
+// CPU of one non-streaming call whose answer has 1,000 output deltas, from
+// the replay server in another process, which answers plain openai-go's
+// call with one response object and every routed attempt with the stream.
+// The doors are plain openai-go's client.Responses.New, the routed
+// Client.Responses.New, Do with "stream": false read to its end, and
+// openai-go's Responses.New over Client.Transport; each reports its CPU µs a
+// call and its ratio to plain openai-go (runDoors). The budget is issue 35's:
+// at most 2x.
+func BenchmarkResponsesNew1000(b *testing.B) {
+	url := benchServer(b)
+	tr := &http.Transport{MaxIdleConnsPerHost: 4}
+	b.Cleanup(tr.CloseIdleConnections)
+	plain := openai.NewClient(option.WithBaseURL(url), option.WithAPIKey("k"),
+		option.WithHTTPClient(&http.Client{Transport: tr}), option.WithMaxRetries(0))
+	c, err := New(Config{Deployments: []route.Deployment{
+		{Provider: "local", Model: "mresp", BaseURL: url, APIKey: "k", APIs: []route.API{route.APIResponses}},
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Close() })
+	viaTransport := openai.NewClient(option.WithBaseURL("http://caller.invalid/v1"), option.WithAPIKey("k"),
+		option.WithHTTPClient(&http.Client{Transport: c.Transport()}), option.WithMaxRetries(0))
+	params := responses.ResponseNewParams{Model: "mresp", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}}
+	body := []byte(`{"model":"mresp","input":"hi"}`)
+	ctx := context.Background()
+	check := func(r *responses.Response, err error) {
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r.Status != "completed" || r.Usage.OutputTokens != benchChunks || len(r.OutputText()) < 3*benchChunks {
+			b.Fatalf("answer %q, %d output tokens, %d bytes of text", r.Status, r.Usage.OutputTokens, len(r.OutputText()))
+		}
+	}
+	buf := make([]byte, 64<<10)
+	doors := []door{
+		{name: "plain", call: func() { check(plain.Responses.New(ctx, params)) }},
+		{name: "client", call: func() { check(c.Responses.New(ctx, params)) }},
+		{name: "do", call: func() {
+			r, err := c.DoAPI(ctx, route.APIResponses, body)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n, err := io.CopyBuffer(io.Discard, onlyReader{r.Body}, buf)
+			_ = r.Body.Close()
+			if err != nil || n < 3*benchChunks {
+				b.Fatalf("DoAPI: %d bytes, %v", n, err)
+			}
+		}},
+		{name: "transport", call: func() { check(viaTransport.Responses.New(ctx, params)) }},
+	}
+	for i := range doors {
+		doors[i].labels = pprof.Labels("door", doors[i].name)
+	}
+	runDoors(b, doors)
 }

@@ -12,8 +12,10 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tidwall/sjson"
 
 	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/replay"
 	"github.com/tpsroute/tpsroute/route"
 )
 
@@ -117,6 +119,41 @@ func TestTransportResponsesErrors(t *testing.T) {
 			assert.Equal(t, tt.code, oe.Code)
 			assert.Equal(t, tt.param, oe.Param)
 			assert.NotEmpty(t, oe.Message)
+		})
+	}
+}
+
+// TestResponsesNonStreamShape: a provider that answers both ways (replay's
+// Responses profile) gives the same response object to plain openai-go's
+// non-streaming call and, through the stream underneath, to the routed
+// Client's and the Transport's: every field but the per-request ids and
+// timestamp, byte for byte, usage included.
+func TestResponsesNonStreamShape(t *testing.T) {
+	s := replay.NewServer(map[string]replay.Script{"m": &replay.Profile{OutputTokens: 40, Style: replay.Responses}})
+	t.Cleanup(s.Close)
+	plain := openai.NewClient(option.WithBaseURL(s.URL()), option.WithAPIKey("k"), option.WithMaxRetries(0))
+	c := apiClient(t, route.Deployment{Provider: "p", Model: "m", BaseURL: s.URL(), APIKey: "k", APIs: []route.API{route.APIResponses}})
+	viaTransport := openai.NewClient(option.WithBaseURL("http://caller.invalid/v1"), option.WithAPIKey("k"),
+		option.WithHTTPClient(&http.Client{Transport: c.Transport()}), option.WithMaxRetries(0))
+	params := responses.ResponseNewParams{Model: "m", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}}
+	want, err := plain.Responses.New(context.Background(), params)
+	require.NoError(t, err)
+	norm := func(raw string) string { // the ids and timestamp differ per request
+		for _, k := range []string{"id", "created_at", "output.0.id"} {
+			raw, _ = sjson.Set(raw, k, "")
+		}
+		return raw
+	}
+	for name, got := range map[string]func() (*responses.Response, error){
+		"client":    func() (*responses.Response, error) { return c.Responses.New(context.Background(), params) },
+		"transport": func() (*responses.Response, error) { return viaTransport.Responses.New(context.Background(), params) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			r, err := got()
+			require.NoError(t, err)
+			assert.Equal(t, norm(want.RawJSON()), norm(r.RawJSON()))
+			assert.Equal(t, want.OutputText(), r.OutputText())
+			assert.Equal(t, int64(40), r.Usage.OutputTokens)
 		})
 	}
 }

@@ -2,6 +2,7 @@ package tps_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -18,7 +19,7 @@ import (
 // protoParsed is what a test compares of one protoParsed event.
 type protoParsed struct {
 	Output, ToolCall, Reasoning, Error, Done, HasUsage bool
-	Content, Finish, ErrorBody, ID, Model              string
+	Content, Finish, ErrorBody, ID, Model, Answer      string
 	OutputBytes                                        int
 	Usage                                              tps.Usage
 }
@@ -27,7 +28,7 @@ func protoSummary(c *tps.Chunk) protoParsed {
 	return protoParsed{
 		Output: c.Output, ToolCall: c.ToolCall, Reasoning: c.Reasoning, Error: c.Error, Done: c.Done, HasUsage: c.HasUsage,
 		Content: string(c.Content), Finish: string(c.FinishReason), ErrorBody: string(c.ErrorBody), ID: string(c.ID), Model: string(c.Model),
-		OutputBytes: c.OutputBytes, Usage: tps.Usage(c.Usage),
+		Answer: string(c.Answer), OutputBytes: c.OutputBytes, Usage: tps.Usage(c.Usage),
 	}
 }
 
@@ -50,9 +51,14 @@ func TestParseResponsesEvent(t *testing.T) {
 		{name: "created names the response", data: `{"type":"response.created","response":{"id":"resp_1","model":"gpt-4.1","usage":null,"error":null,"output":[{"x":[1,{"y":2}]}]}}`,
 			want: protoParsed{ID: "resp_1", Model: "gpt-4.1"}},
 		{name: "completed", data: `{"type":"response.completed","response":{"usage":{"input_tokens":10,"input_tokens_details":{"cached_tokens":null},"output_tokens":5,"output_tokens_details":{"reasoning_tokens":2},"total_tokens":15,"extra":{}}}}`,
-			want: protoParsed{Finish: "completed", HasUsage: true, Usage: tps.Usage{PromptTokens: 10, CompletionTokens: 5, CompletionReported: true, ReasoningTokens: 2, TotalTokens: 15}}},
-		{name: "incomplete without a reason", data: `{"type":"response.incomplete","response":{"incomplete_details":null}}`, want: protoParsed{Finish: "incomplete"}},
-		{name: "incomplete content filter", data: `{"type":"response.incomplete","response":{"incomplete_details":{"reason":"content_filter","x":1}}}`, want: protoParsed{Finish: "content_filter"}},
+			want: protoParsed{Finish: "completed", HasUsage: true, Usage: tps.Usage{PromptTokens: 10, CompletionTokens: 5, CompletionReported: true, ReasoningTokens: 2, TotalTokens: 15},
+				Answer: `{"usage":{"input_tokens":10,"input_tokens_details":{"cached_tokens":null},"output_tokens":5,"output_tokens_details":{"reasoning_tokens":2},"total_tokens":15,"extra":{}}}`}},
+		{name: "completed, the response spaced", data: "{\"response\" : \t{ \"id\" : \"r\" } ,\"type\":\"response.completed\"}",
+			want: protoParsed{Finish: "completed", ID: "r", Answer: `{ "id" : "r" }`}},
+		{name: "incomplete without a reason", data: `{"type":"response.incomplete","response":{"incomplete_details":null}}`,
+			want: protoParsed{Finish: "incomplete", Answer: `{"incomplete_details":null}`}},
+		{name: "incomplete content filter", data: `{"type":"response.incomplete","response":{"incomplete_details":{"reason":"content_filter","x":1}}}`,
+			want: protoParsed{Finish: "content_filter", Answer: `{"incomplete_details":{"reason":"content_filter","x":1}}`}},
 		{name: "failed", data: `{"type":"response.failed","response":{"error":{"code":"server_error","message":"m"}}}`,
 			want: protoParsed{Error: true, ErrorBody: `{"code":"server_error","message":"m"}`}},
 		{name: "failed without error object", data: `{"type":"response.failed","response":{"error":null}}`,
@@ -314,6 +320,10 @@ func FuzzParseResponsesEvent(f *testing.F) {
 		orig := bytes.Clone(data)
 		if err := tps.ProtocolResponses.Parse(data, &c); err == nil {
 			checkViews(t, data, &c)
+			if c.Answer != nil {
+				require.True(t, json.Valid(c.Answer) && c.Answer[0] == '{', "answer %q", c.Answer)
+				require.NotNil(t, c.FinishReason, "an answer comes only with the final event")
+			}
 		}
 		require.Equal(t, orig, data, "the parser never writes to data")
 	})
@@ -348,7 +358,7 @@ func FuzzParseMessagesEvent(f *testing.F) {
 // that its counts are not negative.
 func checkViews(t *testing.T, data []byte, c *tps.Chunk) {
 	t.Helper()
-	for _, v := range [][]byte{c.Content, c.FinishReason, c.ID, c.Model, c.UsageRaw} {
+	for _, v := range [][]byte{c.Content, c.FinishReason, c.ID, c.Model, c.UsageRaw, c.Answer} {
 		if len(v) > 0 {
 			require.True(t, bytes.Contains(data, v), "%q not in the data", v)
 		}

@@ -14,24 +14,25 @@ import (
 )
 
 // This file folds a buffered Responses or Messages stream into the answer
-// the API gives a call that did not ask for a stream: the Client's
-// non-streaming calls and replay's non-streamed playback both use it.
+// the API gives a call that did not ask for a stream: replay's non-streamed
+// playback uses both, the Client's non-streaming Messages calls the second
+// (a Responses call's answer is kept by the executor as the tap scans it).
 
 // errNoAnswer is returned for a stream that holds no final answer.
 var errNoAnswer = errors.New("answer: the stream holds no final answer")
 
 // ResponsesAnswer returns the response object of a Responses stream's
 // response.completed (or response.incomplete) event: the object the API
-// answers a non-streaming call with. stream is SSE bytes, read with
-// ForEachData; a stream without either event as valid JSON is an error.
+// answers a non-streaming call with, as the chunk parser finds it
+// (payload.Chunk.Answer), the one rule the executor keeps it by too. stream
+// is SSE bytes, read with ForEachData; a stream without either event as
+// valid JSON is an error.
 func ResponsesAnswer(stream []byte) ([]byte, error) {
 	var out []byte
+	var c payload.Chunk
 	sse.ForEachData(stream, func(data []byte) {
-		switch gjson.GetBytes(data, "type").Str {
-		case "response.completed", "response.incomplete":
-			if v := gjson.GetBytes(data, "response"); v.IsObject() && json.Valid(data) {
-				out = []byte(v.Raw)
-			}
+		if payload.ParseResponsesEvent(data, &c) == nil && c.Answer != nil {
+			out = append(out[:0], c.Answer...)
 		}
 	})
 	if out == nil {

@@ -43,6 +43,11 @@ func TestAPIAnswers(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"id":"r","status":"incomplete"}`, string(resp))
 
+	resp, err = answer.ResponsesAnswer([]byte("data: {\"type\":\"response.completed\",\"response\":{\"id\":\"r\"}}\n\n" +
+		"data: {\"type\":\"response.output_text.done\",\"text\":\"x\"}\n\n: bye\n\n"))
+	require.NoError(t, err)
+	assert.Equal(t, `{"id":"r"}`, string(resp), "events after the final one leave its answer")
+
 	for name, bad := range map[string]func() error{
 		"responses without completed": func() error {
 			_, err := answer.ResponsesAnswer([]byte("data: {\"type\":\"response.created\",\"response\":{}}\n\n"))

@@ -21,8 +21,17 @@ const answerRead = 32 << 10
 
 // assemble folds the chunk c, which observe found to be neither an error
 // nor malformed, into the answer, and fails the run with ErrTooLarge once
-// the answer would pass Limits.Answer.
+// the answer would pass Limits.Answer. A Responses call keeps the response
+// object its final event carries, the whole answer, and nothing of the
+// events before it (answer fails a stream that ends without one); the
+// stream's own bound, Limits.Answer in fillAnswer, bounds that object too.
 func (a *run) assemble(c *payload.Chunk) {
+	if a.acc == nil {
+		if c.Answer != nil {
+			a.final = append(a.final[:0], c.Answer...)
+		}
+		return
+	}
 	a.acc.AddChunk(c)
 	if a.acc.Size() > a.cl.e.opts.Limits.Answer {
 		a.tooLarge = true
@@ -53,26 +62,31 @@ func (a *run) fillAnswer() error {
 	return err
 }
 
-// answer builds the chat.completion of a stream that ended cleanly into the
-// run's buffer, as released bytes for the Result's Body: a string that
-// holds a credential of the deployment in any form reads route.Redacted, as
-// in a released stream (scrubEvents), and a credential split across chunks
-// is found in the joined text.
-func (a *run) answer() {
-	if a.bufp == nil {
-		a.takeReadBuf()
-	}
+// answer builds the answer of a stream that ended cleanly into the run's
+// buffer, as released bytes for the Result's Body: the chat.completion, or
+// a Responses call's response object. A string that holds a credential of
+// the deployment in any form reads route.Redacted, as in a released stream
+// (scrubEvents), and a credential split across chunks is found in the
+// joined text. It reports false, with nothing built, for a Responses
+// stream that ended without a final event carrying its response object.
+func (a *run) answer() bool {
 	var b []byte
-	if a.plainAnswer != nil { // the provider's own answer, every field as sent
+	switch {
+	case a.plainAnswer != nil: // the provider's own answer, every field as sent
 		b = append(a.buf[:0], a.plainAnswer...)
-	} else {
+	case a.acc != nil:
 		b = a.acc.AppendJSON(a.buf[:0])
+	case a.final != nil:
+		b, a.final = append(a.buf[:0], a.final...), nil
+	default:
+		return false
 	}
 	if a.sc.Contains(b) {
 		b = a.sc.ScrubJSON(b)
 	}
 	a.releaseAccumulator()
 	a.buf, a.off, a.rel = b, 0, len(b)
+	return true
 }
 
 // maxPooledAnswer is the largest answer (Accumulator.Size) whose

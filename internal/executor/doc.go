@@ -35,7 +35,8 @@
 // continues or rescues it on another deployment when the policy says so
 // (continuation.go, rescue.go); a non-streaming call reads its stream to the
 // end first, and with Call.Assemble holds the answer folded from it instead
-// (answer.go). A plain call's JSON answer is framed as a stream for the tap
+// (answer.go: a chat.completion, or a Responses call's final response
+// object). A plain call's JSON answer is framed as a stream for the tap
 // (plain.go). Hedged attempts run in parallel (hedge.go).
 //
 // Every attempt is admitted in one sequence (the breaker, Hooks.Shared, the

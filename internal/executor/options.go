@@ -265,14 +265,19 @@ type Call struct {
 	// output chunk. False commits at the end: the whole stream is buffered so
 	// that any failure before the end fails over invisibly.
 	Stream bool
-	// Assemble, for a non-streaming call, makes Result.Body the
+	// Assemble, for a non-streaming chat or Responses call, makes
+	// Result.Body the answer instead of the buffered stream: for chat, the
 	// chat.completion JSON that the stream's chunks add up to
-	// (answer.Accumulator), built from each chunk as the tap scans it, instead
-	// of the buffered stream: the call holds the answer and none of the
-	// stream, fallback.Limits.Answer bounds both the stream read and the answer, and
+	// (answer.Accumulator), built from each chunk as the tap scans it; for
+	// Responses, the response object of the final event (response.completed
+	// or response.incomplete, payload.Chunk.Answer), kept as the tap scans it,
+	// and a stream that ends without one fails with fallback.ErrMalformed.
+	// The call holds the answer and none of the stream,
+	// fallback.Limits.Answer bounds both the stream read and the answer, and
 	// Result.ContentLength is the answer's length. A string of the answer
 	// that holds the deployment's credential reads "REDACTED", as in a
-	// stream. Ignored when Stream is true.
+	// stream. Ignored when Stream is true, and for Messages (Result.Body is
+	// then the buffered stream).
 	Assemble bool
 	// Plain, for a non-streaming call, sends every attempt as a plain
 	// upstream call ("stream": false), as to a deployment that declares
@@ -286,9 +291,9 @@ type Call struct {
 	// tap times and checks by that API's events (tps.WithProtocol): a
 	// Responses or Messages stream commits at its first output delta and
 	// fails on its failure events. The zero value is chat completions.
-	// Assemble and a mid-stream continuation are for chat streams only: with
-	// another protocol Assemble is ignored (Result.Body is the buffered
-	// stream) and a failure after the commit point ends the stream with an
+	// Assemble is for chat and Responses (see Assemble). A mid-stream
+	// continuation is for chat and Messages streams (splice.go): a Responses
+	// stream's failure after the commit point ends it with a
 	// fallback.ErrMidStream error whose Continuation is
 	// fallback.ContinuationUnsupported.
 	// Every attempt of a tps.ProtocolEmbeddings call is a plain call (its

@@ -47,7 +47,10 @@ type run struct {
 
 	resp *http.Response
 	tap  io.ReadCloser
-	acc  *answer.Accumulator // the answer of an assembling call (Call.Assemble), from observe
+	acc  *answer.Accumulator // the answer of an assembling chat call (Call.Assemble), from observe
+	// final is the answer of an assembling Responses call: the response
+	// object of its final event (payload.Chunk.Answer), copied from observe.
+	final []byte
 
 	clock
 	seen
@@ -126,7 +129,7 @@ func (cl *call) newRun(i int, d *route.Deployment, st *keyState, done func(error
 	if cl.keepText && cl.protocol == tps.ProtocolMessages {
 		a.msg = new(msgSplice)
 	}
-	if cl.assemble {
+	if cl.assemble && cl.protocol == tps.ProtocolChat {
 		a.takeAccumulator()
 	}
 	a.sc = st.scrubberFor(d)
@@ -354,8 +357,9 @@ func (a *run) readToCommit(stream bool) bool {
 				return false
 			}
 			if !stream {
-				if a.acc != nil {
-					a.answer()
+				if a.cl.assemble && !a.answer() {
+					a.fail(tps.PhaseMidStream, a.resp.StatusCode, fallback.ClassNext, fallback.ErrMalformed)
+					return false
 				}
 				a.succeed()
 			}
@@ -546,7 +550,7 @@ func (a *run) observe(now time.Time, c *payload.Chunk) {
 			a.markFinished()
 		}
 	}
-	if a.acc != nil {
+	if a.cl.assemble {
 		a.assemble(c)
 	}
 }

@@ -104,6 +104,11 @@ type Chunk struct {
 	// than the Tap's cap (WithMaxEvent), reported when the cap was passed: its bounds are approximate and the
 	// stream cannot be relied on to be framed after it. Set by Tap only.
 	Unframed bool
+	// Answer is the raw JSON of the whole answer an event carries, as sent:
+	// the response object of a Responses API response.completed or
+	// response.incomplete event (ParseResponsesEvent), which is the answer
+	// of a non-streaming call. Nil for every other event and protocol.
+	Answer []byte
 
 	// Choices holds each choice of the chunk as scanned, in order: its
 	// index, raw text fields and finish reason. Its byte slices follow the
@@ -383,7 +388,7 @@ func (c *Chunk) Reset() {
 	c.HasUsage, c.Usage, c.HasServer, c.Server = false, Usage{}, false, ServerTiming{}
 	c.Error, c.ErrorBody, c.UsageRaw = false, nil, nil
 	c.ID, c.Created, c.Model, c.SystemFingerprint, c.ServiceTier = nil, 0, nil, nil, nil
-	c.Done, c.Malformed, c.Event, c.Start, c.End, c.Unframed = false, false, nil, 0, 0, false
+	c.Done, c.Malformed, c.Event, c.Start, c.End, c.Unframed, c.Answer = false, false, nil, 0, 0, false, nil
 	c.Choices, c.ToolCalls, c.buf, c.bufInUse = c.Choices[:0], c.ToolCalls[:0], c.buf[:0], false
 	c.groq, c.groqHas, c.groqRaw = Usage{}, false, nil
 }

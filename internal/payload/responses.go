@@ -42,7 +42,7 @@ func ParseResponsesEvent(data []byte, c *Chunk) error {
 	if !s.open('{') {
 		return ErrMalformed
 	}
-	var typ, delta, respErr, reason []byte
+	var typ, delta, respErr, reason, resp []byte
 	var usage Usage
 	hasDelta, usageHas := false, false
 	for n := 0; s.more(n, '}'); n++ {
@@ -60,6 +60,7 @@ func ParseResponsesEvent(data []byte, c *Chunk) error {
 				s.skip(1)
 				continue
 			}
+			at := s.i
 			s.i++
 			for m := 0; s.more(m, '}'); m++ {
 				switch string(s.key()) {
@@ -99,6 +100,9 @@ func ParseResponsesEvent(data []byte, c *Chunk) error {
 					s.skip(2)
 				}
 			}
+			if !s.bad {
+				resp = s.b[at:s.i]
+			}
 		default:
 			s.skip(1)
 		}
@@ -122,9 +126,9 @@ func ParseResponsesEvent(data []byte, c *Chunk) error {
 			c.OutputBytes = len(delta)
 		}
 	case "response.completed":
-		c.FinishReason = completed
+		c.FinishReason, c.Answer = completed, resp
 	case "response.incomplete":
-		c.FinishReason = reason
+		c.FinishReason, c.Answer = reason, resp
 		if len(reason) == 0 {
 			c.FinishReason = incomplete
 		}

@@ -1,0 +1,142 @@
+package executor_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tpsroute/tpsroute/fallback"
+	"github.com/tpsroute/tpsroute/internal/executor"
+	"github.com/tpsroute/tpsroute/route"
+	"github.com/tpsroute/tpsroute/tps"
+)
+
+// respCall is a non-streaming Responses call with Call.Assemble.
+var respCall = executor.Call{Body: []byte(`{"model":"m","input":"hi"}`), Assemble: true, Protocol: tps.ProtocolResponses, Build: apiBuild("responses")}
+
+// serveSSE serves body as an event stream to every request.
+func serveSSE(t *testing.T, body string) route.Deployment {
+	return serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, body)
+	}))
+}
+
+// readRaw reads res's Body whole, checking it against ContentLength and
+// the JSON Content-Type of an assembled answer.
+func readRaw(t *testing.T, res *executor.Result) string {
+	t.Helper()
+	raw, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	require.NoError(t, res.Body.Close())
+	assert.EqualValues(t, len(raw), res.ContentLength)
+	assert.Equal(t, "application/json", res.Header.Get("Content-Type"))
+	return string(raw)
+}
+
+// TestAssembleResponses: a non-streaming Responses call's Body is the
+// response object its final event carries, byte for byte as sent
+// (response.completed, or response.incomplete for a cut answer), kept as the
+// tap scans the stream.
+func TestAssembleResponses(t *testing.T) {
+	const incomplete = `{"id":"resp_1","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"output":[]}`
+	for name, tt := range map[string]struct{ stream, want string }{
+		"completed": {respCreated + respDelta + respDone,
+			`{"id":"resp_1","status":"completed","usage":{"input_tokens":5,"output_tokens":1,"total_tokens":6}}`},
+		"incomplete": {respCreated + respDelta + "event: response.incomplete\ndata: {\"type\":\"response.incomplete\",\"response\":" + incomplete + "}\n\n",
+			incomplete},
+		"spaced and trailing events": {respCreated + respDelta + "data: {\"type\":\"response.completed\", \"response\" : { \"id\" : \"r\" } }\n\n: done\n\n",
+			`{ "id" : "r" }`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := executor.New(fallback.Options{}, executor.Hooks{})
+			res, err := e.Do(context.Background(), planOf(serveSSE(t, tt.stream)), respCall)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, readRaw(t, res))
+			s := res.Sample()
+			assert.EqualValues(t, 1, s.OutputChunks, "timed as a stream")
+			assert.False(t, s.Unstreamed)
+		})
+	}
+}
+
+// TestAssembleResponsesNoAnswer: a stream that ends without a response
+// object to answer with (a final event whose response is not an object, or
+// [DONE] with no final event) fails its attempt with ErrMalformed, and the
+// call fails over to the next deployment; none of it reaches the caller.
+func TestAssembleResponsesNoAnswer(t *testing.T) {
+	for name, stream := range map[string]string{
+		"response not an object": respCreated + respDelta + "data: {\"type\":\"response.completed\",\"response\":null}\n\n",
+		"done without a final":   respCreated + respDelta + "data: [DONE]\n\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := executor.New(fallback.Options{}, executor.Hooks{})
+			res, err := e.Do(context.Background(), planOf(serveSSE(t, stream), serveSSE(t, respCreated+respDelta+respDone)), respCall)
+			require.NoError(t, err)
+			assert.Contains(t, readRaw(t, res), `"status":"completed"`)
+			atts := res.Attempts()
+			require.Len(t, atts, 2)
+			assert.ErrorIs(t, atts[0].Err, fallback.ErrMalformed)
+		})
+	}
+}
+
+// TestAssembleResponsesLimits: a response object past Limits.Answer fails
+// its attempt with ErrTooLarge, and the call fails over; a long stream whose
+// answer is small holds none of the deltas: the bytes it allocates do not
+// follow the stream's length.
+func TestAssembleResponsesLimits(t *testing.T) {
+	limits := fallback.Limits{Answer: 64 << 10}
+	big := respCreated + respDelta + `data: {"type":"response.completed","response":{"id":"r","pad":"` + strings.Repeat("x", limits.Answer) + `"}}` + "\n\n"
+	e := executor.New(fallback.Options{Limits: limits}, executor.Hooks{})
+	res, err := e.Do(context.Background(), planOf(serveSSE(t, big), serveSSE(t, respCreated+respDelta+respDone)), respCall)
+	require.NoError(t, err)
+	assert.Contains(t, readRaw(t, res), `"status":"completed"`)
+	atts := res.Attempts()
+	require.Len(t, atts, 2)
+	assert.ErrorIs(t, atts[0].Err, fallback.ErrTooLarge)
+
+	allocs := map[int]float64{}
+	for _, n := range []int{16, 1000} {
+		ex := executor.New(fallback.Options{}, executor.Hooks{Transport: sseRT{[]byte(respCreated + strings.Repeat(respDelta, n) + respDone)}})
+		plan := planOf(dep("a", "a-m"))
+		buf := make([]byte, 64<<10)
+		allocs[n] = testing.AllocsPerRun(20, func() {
+			res, err := ex.Do(context.Background(), plan, respCall)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.CopyBuffer(io.Discard, onlyReader{res.Body}, buf); err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+		})
+	}
+	assert.LessOrEqual(t, allocs[1000]-allocs[16], 4.0, "16 deltas: %v allocs, 1000 deltas: %v", allocs[16], allocs[1000])
+}
+
+// TestAssembleResponsesScrubsKey: the deployment's key, echoed in the
+// response object in any form a JSON reader decodes back into it, reaches
+// the caller as REDACTED.
+func TestAssembleResponsesScrubsKey(t *testing.T) {
+	key := "sk-a-secret"
+	for name, echo := range map[string]string{"plain": key, "json-escape": `sk\u002da-secret`} {
+		t.Run(name, func(t *testing.T) {
+			d := serveSSE(t, respCreated+respDelta+`data: {"type":"response.completed","response":{"id":"r","instructions":"use `+echo+`"}}`+"\n\n")
+			d.APIKey = key
+			e := executor.New(fallback.Options{}, executor.Hooks{})
+			res, err := e.Do(context.Background(), planOf(d), respCall)
+			require.NoError(t, err)
+			got := readRaw(t, res)
+			assert.NotContains(t, got, "secret")
+			assert.True(t, bytes.Contains([]byte(got), []byte("REDACTED")), got)
+		})
+	}
+}
