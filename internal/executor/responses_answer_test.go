@@ -77,13 +77,7 @@ func TestAssembleResponsesNoAnswer(t *testing.T) {
 		"done without a final":   respCreated + respDelta + "data: [DONE]\n\n",
 	} {
 		t.Run(name, func(t *testing.T) {
-			e := executor.New(fallback.Options{}, executor.Hooks{})
-			res, err := e.Do(context.Background(), planOf(serveSSE(t, stream), serveSSE(t, respCreated+respDelta+respDone)), respCall)
-			require.NoError(t, err)
-			assert.Contains(t, readRaw(t, res), `"status":"completed"`)
-			atts := res.Attempts()
-			require.Len(t, atts, 2)
-			assert.ErrorIs(t, atts[0].Err, fallback.ErrMalformed)
+			failsOverResponses(t, fallback.Options{}, stream, fallback.ErrMalformed)
 		})
 	}
 }
@@ -95,31 +89,24 @@ func TestAssembleResponsesNoAnswer(t *testing.T) {
 func TestAssembleResponsesLimits(t *testing.T) {
 	limits := fallback.Limits{Answer: 64 << 10}
 	big := respCreated + respDelta + `data: {"type":"response.completed","response":{"id":"r","pad":"` + strings.Repeat("x", limits.Answer) + `"}}` + "\n\n"
-	e := executor.New(fallback.Options{Limits: limits}, executor.Hooks{})
-	res, err := e.Do(context.Background(), planOf(serveSSE(t, big), serveSSE(t, respCreated+respDelta+respDone)), respCall)
+	failsOverResponses(t, fallback.Options{Limits: limits}, big, fallback.ErrTooLarge)
+
+	allocs := assembleAllocs(t, respCall, func(n int) []byte { return []byte(respCreated + strings.Repeat(respDelta, n) + respDone) })
+	assert.LessOrEqual(t, allocs[1000]-allocs[16], 4.0, "16 deltas: %v allocs, 1000 deltas: %v", allocs[16], allocs[1000])
+}
+
+// failsOverResponses runs respCall over a deployment that sends stream and
+// one that answers in full, and checks that the first attempt failed with
+// want and the caller read the second's answer.
+func failsOverResponses(t *testing.T, opts fallback.Options, stream string, want error) {
+	t.Helper()
+	e := executor.New(opts, executor.Hooks{})
+	res, err := e.Do(context.Background(), planOf(serveSSE(t, stream), serveSSE(t, respCreated+respDelta+respDone)), respCall)
 	require.NoError(t, err)
 	assert.Contains(t, readRaw(t, res), `"status":"completed"`)
 	atts := res.Attempts()
 	require.Len(t, atts, 2)
-	assert.ErrorIs(t, atts[0].Err, fallback.ErrTooLarge)
-
-	allocs := map[int]float64{}
-	for _, n := range []int{16, 1000} {
-		ex := executor.New(fallback.Options{}, executor.Hooks{Transport: sseRT{[]byte(respCreated + strings.Repeat(respDelta, n) + respDone)}})
-		plan := planOf(dep("a", "a-m"))
-		buf := make([]byte, 64<<10)
-		allocs[n] = testing.AllocsPerRun(20, func() {
-			res, err := ex.Do(context.Background(), plan, respCall)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := io.CopyBuffer(io.Discard, onlyReader{res.Body}, buf); err != nil {
-				t.Fatal(err)
-			}
-			res.Body.Close()
-		})
-	}
-	assert.LessOrEqual(t, allocs[1000]-allocs[16], 4.0, "16 deltas: %v allocs, 1000 deltas: %v", allocs[16], allocs[1000])
+	assert.ErrorIs(t, atts[0].Err, want)
 }
 
 // TestAssembleResponsesScrubsKey: the deployment's key, echoed in the
