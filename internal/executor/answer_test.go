@@ -32,6 +32,18 @@ type assembled struct {
 	usage   map[string]any
 }
 
+// readRaw reads res's Body whole, checking it against ContentLength and
+// the JSON Content-Type of an assembled answer.
+func readRaw(t *testing.T, res *executor.Result) string {
+	t.Helper()
+	raw, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	require.NoError(t, res.Body.Close())
+	assert.EqualValues(t, len(raw), res.ContentLength)
+	assert.Equal(t, "application/json", res.Header.Get("Content-Type"))
+	return string(raw)
+}
+
 // readAnswer reads res's Body, an assembled chat.completion, checks its
 // length against ContentLength and decodes it.
 func readAnswer(t *testing.T, res *executor.Result) assembled {

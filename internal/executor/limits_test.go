@@ -59,6 +59,15 @@ func serve(t *testing.T, h http.Handler) route.Deployment {
 	return d
 }
 
+// serveSSE serves body as an event stream to every request.
+func serveSSE(t *testing.T, body string) route.Deployment {
+	return serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, body)
+	}))
+}
+
 // TestLimitsFailOverBeforeOutput: an upstream that sends an endless line, or
 // endless comments or empty chunks before any output, is left at the limit
 // for the next deployment; the caller never sees it.

@@ -3,8 +3,7 @@ package executor_test
 import (
 	"bytes"
 	"context"
-	"io"
-	"net/http"
+	"errors"
 	"strings"
 	"testing"
 
@@ -13,33 +12,11 @@ import (
 
 	"github.com/tpsroute/tpsroute/fallback"
 	"github.com/tpsroute/tpsroute/internal/executor"
-	"github.com/tpsroute/tpsroute/route"
 	"github.com/tpsroute/tpsroute/tps"
 )
 
 // respCall is a non-streaming Responses call with Call.Assemble.
 var respCall = executor.Call{Body: []byte(`{"model":"m","input":"hi"}`), Assemble: true, Protocol: tps.ProtocolResponses, Build: apiBuild("responses")}
-
-// serveSSE serves body as an event stream to every request.
-func serveSSE(t *testing.T, body string) route.Deployment {
-	return serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, body)
-	}))
-}
-
-// readRaw reads res's Body whole, checking it against ContentLength and
-// the JSON Content-Type of an assembled answer.
-func readRaw(t *testing.T, res *executor.Result) string {
-	t.Helper()
-	raw, err := io.ReadAll(res.Body)
-	require.NoError(t, err)
-	require.NoError(t, res.Body.Close())
-	assert.EqualValues(t, len(raw), res.ContentLength)
-	assert.Equal(t, "application/json", res.Header.Get("Content-Type"))
-	return string(raw)
-}
 
 // TestAssembleResponses: a non-streaming Responses call's Body is the
 // response object its final event carries, byte for byte as sent
@@ -71,13 +48,24 @@ func TestAssembleResponses(t *testing.T) {
 // object to answer with (a final event whose response is not an object, or
 // [DONE] with no final event) fails its attempt with ErrMalformed, and the
 // call fails over to the next deployment; none of it reaches the caller.
+// After output the attempt fails as any read does then: mid-stream, with
+// ErrMidStream; before it, at the first token.
 func TestAssembleResponsesNoAnswer(t *testing.T) {
-	for name, stream := range map[string]string{
-		"response not an object": respCreated + respDelta + "data: {\"type\":\"response.completed\",\"response\":null}\n\n",
-		"done without a final":   respCreated + respDelta + "data: [DONE]\n\n",
+	const noObject = "data: {\"type\":\"response.completed\",\"response\":null}\n\n"
+	for name, tt := range map[string]struct {
+		stream string
+		phase  tps.Phase
+		class  fallback.Class
+	}{
+		"response not an object":           {respCreated + respDelta + noObject, tps.PhaseMidStream, fallback.ClassMidStream},
+		"done without a final":             {respCreated + respDelta + "data: [DONE]\n\n", tps.PhaseMidStream, fallback.ClassMidStream},
+		"response not an object, no delta": {respCreated + noObject, tps.PhaseFirstToken, fallback.ClassNext},
 	} {
 		t.Run(name, func(t *testing.T) {
-			failsOverResponses(t, fallback.Options{}, stream, fallback.ErrMalformed)
+			att := failsOverResponses(t, fallback.Options{}, tt.stream, fallback.ErrMalformed)
+			assert.Equal(t, tt.phase, att.Phase)
+			assert.Equal(t, tt.class, att.Class)
+			assert.Equal(t, tt.phase == tps.PhaseMidStream, errors.Is(att.Err, fallback.ErrMidStream))
 		})
 	}
 }
@@ -96,9 +84,9 @@ func TestAssembleResponsesLimits(t *testing.T) {
 }
 
 // failsOverResponses runs respCall over a deployment that sends stream and
-// one that answers in full, and checks that the first attempt failed with
-// want and the caller read the second's answer.
-func failsOverResponses(t *testing.T, opts fallback.Options, stream string, want error) {
+// one that answers in full, checks that the first attempt failed with want
+// and the caller read the second's answer, and returns the failed attempt.
+func failsOverResponses(t *testing.T, opts fallback.Options, stream string, want error) fallback.Attempt {
 	t.Helper()
 	e := executor.New(opts, executor.Hooks{})
 	res, err := e.Do(context.Background(), planOf(serveSSE(t, stream), serveSSE(t, respCreated+respDelta+respDone)), respCall)
@@ -107,6 +95,7 @@ func failsOverResponses(t *testing.T, opts fallback.Options, stream string, want
 	atts := res.Attempts()
 	require.Len(t, atts, 2)
 	assert.ErrorIs(t, atts[0].Err, want)
+	return atts[0]
 }
 
 // TestAssembleResponsesScrubsKey: the deployment's key, echoed in the

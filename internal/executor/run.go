@@ -338,17 +338,7 @@ func (a *run) readToCommit(stream bool) bool {
 		}
 		err := a.fill()
 		if class, ferr := a.streamFailure(err); ferr != nil {
-			phase := tps.PhaseFirstToken
-			if a.output {
-				// After output, whichever door the call used: the same
-				// class and ErrMidStream as a streaming caller gets.
-				phase = tps.PhaseMidStream
-				if class != fallback.ClassPolicy && class != fallback.ClassCanceled {
-					class = fallback.ClassMidStream
-				}
-				ferr = wrap(fallback.ErrMidStream, ferr)
-			}
-			a.fail(phase, a.resp.StatusCode, class, ferr)
+			a.failRead(class, ferr)
 			return false
 		}
 		if a.eof {
@@ -357,8 +347,8 @@ func (a *run) readToCommit(stream bool) bool {
 				return false
 			}
 			if !stream {
-				if a.cl.assemble && !a.answer() {
-					a.fail(tps.PhaseMidStream, a.resp.StatusCode, fallback.ClassNext, fallback.ErrMalformed)
+				if a.cl.assemble && !a.answer() { // a Responses stream without its response object
+					a.failRead(fallback.ClassNext, fallback.ErrMalformed)
 					return false
 				}
 				a.succeed()
@@ -366,6 +356,22 @@ func (a *run) readToCommit(stream bool) bool {
 			return true
 		}
 	}
+}
+
+// failRead fails the run for ferr (class), found while reading its stream:
+// before the first output in PhaseFirstToken; after it, whichever door the
+// call used, in PhaseMidStream with the class and ErrMidStream a streaming
+// caller gets.
+func (a *run) failRead(class fallback.Class, ferr error) {
+	phase := tps.PhaseFirstToken
+	if a.output {
+		phase = tps.PhaseMidStream
+		if class != fallback.ClassPolicy && class != fallback.ClassCanceled {
+			class = fallback.ClassMidStream
+		}
+		ferr = wrap(fallback.ErrMidStream, ferr)
+	}
+	a.fail(phase, a.resp.StatusCode, class, ferr)
 }
 
 // streamFailure turns the state after a fill into the stream's failure, if
