@@ -388,8 +388,8 @@ func apiDeployments(ds []route.Deployment) []route.Deployment {
 // apiAnswer makes r, the Response of a non-streaming Messages or embeddings
 // call, answer in the API's shape: the stream the executor buffered (the
 // call streams underneath, and fails over invisibly to its end) becomes the
-// message, or the provider's embeddings answer. A chat or Responses call's
-// answer is the one the executor assembled (executor.Call.Assemble).
+// message, or the provider's embeddings answer. A call whose answer the
+// executor assembled (executor.Assembles) never comes here.
 func apiAnswer(r *Response, res *executor.Result, api route.API) error {
 	raw, err := io.ReadAll(res.Body)
 	_ = res.Body.Close()

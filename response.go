@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 
 	"github.com/tpsroute/tpsroute/internal/executor"
-	"github.com/tpsroute/tpsroute/route"
 )
 
 // Do sends one chat completion given as its serialised OpenAI request body
@@ -122,9 +121,9 @@ func (c *Client) respond(ctx context.Context, body []byte, info requestInfo, hdr
 		return r, nil
 	}
 	cancel() // the attempt has ended; Body reads what it left
-	// A Messages or embeddings call's answer is made from the buffered
-	// stream (api.go); a chat or Responses call's the executor assembled.
-	if api := info.api(); api != route.APIChat && api != route.APIResponses {
+	// A chat or Responses call's answer the executor assembled; another
+	// API's is made from the buffered stream (api.go).
+	if !executor.Assembles(protocol(info.api())) {
 		if err := apiAnswer(r, res, info.api()); err != nil {
 			endCall(cc, res, err)
 			return nil, err

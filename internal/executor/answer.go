@@ -5,6 +5,7 @@ import (
 
 	"github.com/tpsroute/tpsroute/internal/answer"
 	"github.com/tpsroute/tpsroute/internal/payload"
+	"github.com/tpsroute/tpsroute/tps"
 )
 
 // This file is the assembled answer of a non-streaming call with
@@ -26,7 +27,7 @@ const answerRead = 32 << 10
 // events before it (answer fails a stream that ends without one); the
 // stream's own bound, Limits.Answer in fillAnswer, bounds that object too.
 func (a *run) assemble(c *payload.Chunk) {
-	if a.acc == nil {
+	if a.cl.protocol == tps.ProtocolResponses {
 		if c.Answer != nil {
 			a.final = append(a.final[:0], c.Answer...)
 		}

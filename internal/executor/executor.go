@@ -161,7 +161,7 @@ func (e *Executor) Do(ctx context.Context, plan route.Plan, c Call) (*Result, er
 		choices:    max(1, gjson.GetBytes(body, "n").Int()),
 		mid:        c.MidStream,
 		stream:     c.Stream,
-		assemble:   c.Assemble && !c.Stream && (c.Protocol == tps.ProtocolChat || c.Protocol == tps.ProtocolResponses),
+		assemble:   c.Assemble && !c.Stream && Assembles(c.Protocol),
 		plain:      c.Plain,
 		protocol:   c.Protocol,
 		noFallback: c.NoFallback,

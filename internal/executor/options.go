@@ -324,3 +324,11 @@ type Call struct {
 	// outcomes leave the Executor. See Feedback.
 	Feedback Feedback
 }
+
+// Assembles reports whether a non-streaming call of protocol p gets its
+// answer assembled as the tap scans the stream (Call.Assemble): chat
+// completions and Responses. For another protocol Result.Body is the
+// buffered stream, which the caller folds into its answer.
+func Assembles(p tps.Protocol) bool {
+	return p == tps.ProtocolChat || p == tps.ProtocolResponses
+}
