@@ -55,13 +55,18 @@ func BenchmarkNew1000(b *testing.B) {
 // order turned by one door each iteration, a garbage collection before each
 // block outside the count; it reports each door's CPU µs a call and, when
 // doors[0] is "plain", each other door's ratio to it over the run and the
-// median of its per-iteration ratios.
+// median of its per-iteration ratios. Each block runs under the profiler
+// label door=<name>.
 func runDoors(b *testing.B, doors []door) {
 	for _, d := range doors { // warm connections and statistics
 		d.call()
 	}
 	cpu := make([]time.Duration, len(doors))
 	block := make([]time.Duration, len(doors))
+	labels := make([]pprof.LabelSet, len(doors)) // door=name, for profiles
+	for i, d := range doors {
+		labels[i] = pprof.Labels("door", d.name)
+	}
 	ratios := make([][]float64, len(doors))
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -73,7 +78,7 @@ func runDoors(b *testing.B, doors []door) {
 			runtime.GC()
 			b.StartTimer()
 			t0 := cpuTime()
-			pprof.Do(context.Background(), d.labels, func(context.Context) {
+			pprof.Do(context.Background(), labels[i], func(context.Context) {
 				for range newBlock {
 					d.call()
 				}
@@ -124,9 +129,8 @@ const newBlock = 4
 
 // door is one way of making a non-streaming call.
 type door struct {
-	name   string
-	call   func()
-	labels pprof.LabelSet // door=name, for profiles (BenchmarkNew1000)
+	name string
+	call func()
 }
 
 // nonStreamDoors returns the four doors of a non-streaming call to the
@@ -178,9 +182,6 @@ func nonStreamDoors(b *testing.B, url, m string, chunks int) []door {
 		}},
 		{name: "transport", call: func() { check(viaTransport.Chat.Completions.New(ctx, params)) }},
 		{name: "plainup", call: func() { check(c.Chat.Completions.New(ctx, params, WithPlainUpstream())) }},
-	}
-	for i := range doors {
-		doors[i].labels = pprof.Labels("door", doors[i].name)
 	}
 	return doors
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"runtime/pprof"
 	"slices"
 	"testing"
 	"time"
@@ -149,9 +148,6 @@ func BenchmarkResponsesNew1000(b *testing.B) {
 			}
 		}},
 		{name: "transport", call: func() { check(viaTransport.Responses.New(ctx, params)) }},
-	}
-	for i := range doors {
-		doors[i].labels = pprof.Labels("door", doors[i].name)
 	}
 	runDoors(b, doors)
 }
