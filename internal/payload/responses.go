@@ -100,9 +100,7 @@ func ParseResponsesEvent(data []byte, c *Chunk) error {
 					s.skip(2)
 				}
 			}
-			if !s.bad {
-				resp = s.b[at:s.i]
-			}
+			resp = s.b[at:s.i] // after a syntax error, s.i is len(s.b) and the event is ErrMalformed
 		default:
 			s.skip(1)
 		}
